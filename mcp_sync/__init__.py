@@ -1,0 +1,85 @@
+"""mcp_sync: a synchronous, thread-safe client for the Model Context Protocol.
+
+    >>> import mcp_sync
+    >>> from mcp_sync.testing import demo_server
+    >>> with mcp_sync.connect(demo_server()) as client:
+    ...     print(client.call_tool("echo", {"text": "hello"}).text)
+    hello
+
+See the README and docs/ for the threading model and the error model.
+"""
+
+from ._version import __version__
+from .client import DEFAULT_TIMEOUT, Client, RequestOptions, connect
+from .errors import (
+    ConnectError,
+    ConnectionClosed,
+    HeaderMismatch,
+    InputRequired,
+    InvalidMessage,
+    InvalidParams,
+    InvalidResult,
+    McpError,
+    MessageTooLarge,
+    MethodNotFound,
+    MissingClientCapability,
+    OutputValidationError,
+    PaginationError,
+    ProtocolError,
+    RequestTimeout,
+    ResourceNotFound,
+    ServerError,
+    ServerExited,
+    ToolError,
+    TransportError,
+    UnsupportedMethod,
+    UnsupportedProtocolVersion,
+    VersionNegotiationError,
+)
+from .protocol import jsonrpc
+from .protocol.versions import SUPPORTED_VERSIONS
+from .transports import Custom, Memory, MessageSink, Stdio, Target, Transport
+from .types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    CompleteResult,
+    DiscoverResult,
+    EmbeddedResource,
+    GetPromptResult,
+    ImageContent,
+    Implementation,
+    InitializeResult,
+    Page,
+    Progress,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    ReadResourceResult,
+    Resource,
+    ResourceLink,
+    ResourceTemplate,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    UnknownContent,
+)
+
+__all__ = [
+    "__version__", "connect", "Client", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
+    "jsonrpc",
+    # transports
+    "Stdio", "Memory", "Custom", "Target", "Transport", "MessageSink",
+    # types
+    "AudioContent", "BlobResourceContents", "CallToolResult", "CompleteResult", "DiscoverResult",
+    "EmbeddedResource", "GetPromptResult", "ImageContent", "Implementation", "InitializeResult",
+    "Page", "Progress", "Prompt", "PromptArgument", "PromptMessage", "ReadResourceResult",
+    "Resource", "ResourceLink", "ResourceTemplate", "TextContent", "TextResourceContents", "Tool",
+    "UnknownContent",
+    # errors
+    "McpError", "ServerError", "MethodNotFound", "InvalidParams", "ResourceNotFound",
+    "HeaderMismatch", "MissingClientCapability", "UnsupportedProtocolVersion", "TransportError",
+    "ConnectionClosed", "ServerExited", "ConnectError", "InvalidMessage", "MessageTooLarge",
+    "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
+    "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
+]

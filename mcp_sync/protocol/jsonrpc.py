@@ -1,0 +1,102 @@
+"""JSON-RPC 2.0 framing: build, encode, decode and classify messages.
+
+This module knows the shape of JSON-RPC messages and nothing of MCP methods.
+`decode` turns bytes into a dict or raises `InvalidMessage`; `classify` says
+which of the four kinds a decoded dict is, so the engine can route it without
+looking inside.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, Mapping
+
+from ..errors import InvalidMessage
+
+JSONRPC = "2.0"
+
+# Compact separators: messages go on the wire once, and stdio forbids newlines.
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class Kind(enum.Enum):
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+    ERROR = "error"
+
+
+def request(request_id: int | str, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": JSONRPC, "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": JSONRPC, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def result_response(request_id: Any, result: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": JSONRPC, "id": request_id, "result": result}
+
+
+def error_response(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": JSONRPC, "id": request_id, "error": error}
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One message as compact UTF-8 JSON, without a line end."""
+    return _encoder.encode(message).encode("utf-8")
+
+
+def decode(data: bytes | str) -> dict[str, Any]:
+    """Parse one message; anything but a JSON object raises `InvalidMessage`."""
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidMessage(f"not JSON: {_preview(data)} ({exc})") from None
+    if not isinstance(value, dict):
+        raise InvalidMessage(f"not a JSON-RPC message (a JSON {type(value).__name__}): {_preview(data)}")
+    return value
+
+
+def classify(message: Mapping[str, Any]) -> Kind:
+    """Which kind of JSON-RPC message this is; `InvalidMessage` if none.
+
+    Batches are not part of MCP, so an array never reaches here.
+    """
+    if message.get("jsonrpc") != JSONRPC:
+        raise InvalidMessage(f"not JSON-RPC 2.0: {_preview(message)}")
+    method = message.get("method")
+    if method is not None:
+        if not isinstance(method, str):
+            raise InvalidMessage(f"method is not a string: {_preview(message)}")
+        if "params" in message and not isinstance(message["params"], dict):
+            raise InvalidMessage(f"params is not an object: {_preview(message)}")
+        return Kind.REQUEST if "id" in message else Kind.NOTIFICATION
+    if "result" in message:
+        if not is_valid_id(message.get("id")):
+            raise InvalidMessage(f"response without a valid id: {_preview(message)}")
+        return Kind.RESPONSE
+    if "error" in message:
+        return Kind.ERROR
+    raise InvalidMessage(f"neither request, notification nor response: {_preview(message)}")
+
+
+def is_valid_id(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def _preview(data: Any, limit: int = 200) -> str:
+    text = data if isinstance(data, str) else (
+        data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else repr(data)
+    )
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"

@@ -1,0 +1,210 @@
+"""Protocol revisions: one `Dialect` per revision, and the rules for settling one.
+
+Everything version-specific is decided by asking a dialect; no other module
+compares version strings. The settling rules follow the spec's stdio
+backward-compatibility section (2026-07-28 `basic/transports/stdio.mdx`):
+probe with `server/discover`; a `DiscoverResult` or a recognised modern error
+means a modern server, anything else (or silence) a legacy one.
+
+Nothing here does IO: the engine sends the probe and hands the answer to
+`read_probe_answer`, which says what to do next.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import attrs
+
+from ..errors import InvalidResult, VersionNegotiationError
+
+STATELESS_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+INITIALIZE_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18")
+#: Every version this client speaks, newest first.
+SUPPORTED_VERSIONS: tuple[str, ...] = STATELESS_VERSIONS + INITIALIZE_VERSIONS
+
+LOG_LEVELS: tuple[str, ...] = (
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",
+)
+
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+_STATELESS_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+_INITIALIZE_ONLY = frozenset({
+    "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+})
+_RESULT_TYPES = frozenset({"complete", "input_required"})
+
+
+@attrs.frozen
+class Dialect:
+    """What one protocol revision requires of the client.
+
+    Example::
+
+        >>> dialect_for("2026-07-28").stateless
+        True
+        >>> dialect_for("2025-06-18").defines("ping")
+        True
+    """
+
+    version: str
+    stateless: bool
+
+    def defines(self, method: str) -> bool:
+        """Whether this revision defines `method` (unknown methods pass: they
+        may belong to an extension, and the server decides)."""
+        if self.stateless:
+            return method not in _INITIALIZE_ONLY
+        return method not in _STATELESS_ONLY
+
+    def request_meta(
+        self,
+        capabilities: Mapping[str, Any],
+        client_info: Mapping[str, Any],
+        log_level: str | None,
+    ) -> dict[str, Any]:
+        """The `_meta` entries every request of this revision carries."""
+        if not self.stateless:
+            return {}
+        meta: dict[str, Any] = {
+            META_PROTOCOL_VERSION: self.version,
+            META_CLIENT_CAPABILITIES: capabilities,
+            META_CLIENT_INFO: client_info,
+        }
+        if log_level is not None:
+            meta[META_LOG_LEVEL] = log_level
+        return meta
+
+    def may_cancel(self, method: str) -> bool:
+        """Whether a request of `method` may be cancelled with a notification.
+
+        The initialize-era lifecycle forbids cancelling `initialize`.
+        """
+        return self.stateless or method != "initialize"
+
+    def result_type(self, result: Mapping[str, Any]) -> str:
+        """The result's `resultType`: absent means complete; unknown is invalid."""
+        value = result.get("resultType", "complete")
+        if value not in _RESULT_TYPES:
+            raise InvalidResult(f"unknown resultType {value!r}")
+        return str(value)
+
+
+_DIALECTS = {v: Dialect(v, v in STATELESS_VERSIONS) for v in SUPPORTED_VERSIONS}
+
+
+def dialect_for(version: str) -> Dialect:
+    try:
+        return _DIALECTS[version]
+    except KeyError:
+        raise ValueError(f"unsupported protocol version {version!r}; this client speaks {', '.join(SUPPORTED_VERSIONS)}") from None
+
+
+def allowed_versions(protocol: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Normalise the `protocol=` option into a tuple of versions, newest first."""
+    if protocol is None:
+        return SUPPORTED_VERSIONS
+    wanted = [protocol] if isinstance(protocol, str) else list(protocol)
+    if not wanted:
+        raise ValueError("protocol= names no version")
+    for version in wanted:
+        if not isinstance(version, str) or version not in _DIALECTS:
+            raise ValueError(
+                f"unsupported protocol version {version!r}; this client speaks {', '.join(SUPPORTED_VERSIONS)}"
+            )
+    return tuple(v for v in SUPPORTED_VERSIONS if v in wanted)
+
+
+# -- settling the version ---------------------------------------------------------
+
+
+@attrs.frozen
+class UseStateless:
+    """A modern server: speak `version` from now on."""
+
+    version: str
+    discover_result: Mapping[str, Any] | None
+
+
+@attrs.frozen
+class Reprobe:
+    """A modern server that refused our version: probe again at `version`."""
+
+    version: str
+
+
+@attrs.frozen
+class FallBack:
+    """Not a modern server: restart and send `initialize`. `reason` says why."""
+
+    reason: str
+
+
+ProbeVerdict = UseStateless | Reprobe | FallBack
+
+
+def _recognised_modern_error(error: Mapping[str, Any]) -> bool:
+    # Codes -32020..-32099 are the spec's own; a legacy server never sends them.
+    code = error.get("code")
+    return isinstance(code, int) and not isinstance(code, bool) and -32099 <= code <= -32020
+
+
+def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str]) -> ProbeVerdict:
+    """Decide what a `server/discover` probe's answer means.
+
+    `message` is the whole JSON-RPC response, or None when none came in time.
+    Raises `VersionNegotiationError` for a modern server with no version in
+    common: the spec says never to fall back then.
+    """
+    if message is None:
+        return FallBack("no answer to server/discover within the probe timeout")
+    stateless_allowed = [v for v in allowed if v in STATELESS_VERSIONS]
+    error = message.get("error")
+    if isinstance(error, Mapping):
+        if error.get("code") == -32022:
+            data = error.get("data")
+            supported = data.get("supported") if isinstance(data, Mapping) else None
+            offered = [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []
+            for version in stateless_allowed:
+                if version in offered:
+                    return Reprobe(version)
+            raise VersionNegotiationError(
+                f"the server supports protocol versions {offered}, none of which this client allows ({list(allowed)})",
+                requested=list(allowed), supported=offered,
+            )
+        if _recognised_modern_error(error):
+            raise VersionNegotiationError(
+                f"server/discover failed with a modern error {error.get('code')}: {error.get('message')}",
+                requested=list(allowed),
+            )
+        return FallBack(f"server/discover answered error {error.get('code')}: {error.get('message')}")
+    result = message.get("result")
+    if not isinstance(result, Mapping) or not isinstance(result.get("supportedVersions"), list):
+        return FallBack("server/discover answered without supportedVersions")
+    offered = [v for v in result["supportedVersions"] if isinstance(v, str)]
+    for version in stateless_allowed:
+        if version in offered:
+            return UseStateless(version, result)
+    if any(v in offered for v in allowed if v in INITIALIZE_VERSIONS):
+        return FallBack("the server's only shared versions are initialize-era ones")
+    raise VersionNegotiationError(
+        f"the server supports protocol versions {offered}, none of which this client allows ({list(allowed)})",
+        requested=list(allowed), supported=offered,
+    )
+
+
+def check_negotiated(result: Mapping[str, Any], requested: str, allowed: Sequence[str]) -> str:
+    """The version an `initialize` result settled on, if the client allows it."""
+    negotiated = result.get("protocolVersion")
+    if not isinstance(negotiated, str) or negotiated not in allowed or negotiated in STATELESS_VERSIONS:
+        raise VersionNegotiationError(
+            f"the server answered initialize with protocol version {negotiated!r}, "
+            f"which this client does not allow (requested {requested}, allowed {list(allowed)})",
+            requested=requested, negotiated=negotiated if isinstance(negotiated, str) else None,
+        )
+    return negotiated

@@ -1,0 +1,30 @@
+"""A small, spec-faithful MCP server for in-process tests, the CLI demo and users' tests.
+
+Standard library only; it shares no code with the client, so it can check it.
+
+* `Server`: register tools, resources, resource templates, prompts and
+  completions with its decorators; `Server.open_session(send)` serves one
+  connection in-process (this is what `mcp_sync`'s memory transport calls).
+* `ToolContext`: what a tool gets besides its arguments (progress, logging,
+  cancellation, protocol version, request `_meta`).
+* `demo_server()`: the demo server used by the tests and the CLI.
+* `SUPPORTED_VERSIONS`: the protocol revisions the server can speak, newest first.
+
+Over stdio: `python -m mcp_sync.testing.server` (see `mcp_sync.testing.server`).
+
+Example::
+
+    from mcp_sync.testing import Server
+
+    server = Server(name="calc")
+
+    @server.tool(input_schema={"type": "object", "properties": {"x": {"type": "number"}},
+                               "required": ["x"]})
+    def double(args, ctx):
+        return str(args["x"] * 2)
+"""
+
+from .core import SUPPORTED_VERSIONS, Server, ServerSession, ToolContext
+from .demo import demo_server
+
+__all__ = ["SUPPORTED_VERSIONS", "Server", "ServerSession", "ToolContext", "demo_server"]

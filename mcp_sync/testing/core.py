@@ -1,0 +1,874 @@
+"""The in-process MCP server: the registration API, sessions and protocol dispatch.
+
+`Server` holds what the server offers (registered through its decorators) and
+its configuration; it is shared, read-mostly, and safe to use from many
+threads. `Server.open_session(send)` returns a `ServerSession`, one client
+connection with its own protocol state. Nothing here does IO: a transport
+feeds decoded JSON-RPC messages to `ServerSession.receive()` and gets the
+server's messages through `send`.
+
+How a session works:
+
+* `receive()` classifies the message on the caller's thread and returns at
+  once. Notifications (`notifications/cancelled`, `notifications/initialized`)
+  are applied there. A request is registered as in flight, session state
+  changes (`initialize`, `logging/setLevel`) are applied there too, so later
+  requests see them, and the handler is queued on the session's worker pool.
+* Every call of `send` happens on a worker thread, never inside `receive()`,
+  and calls are serialised: `send` is never entered by two threads at once.
+  A request's progress and log notifications go out before its response.
+* Eras: a request whose `_meta` carries `io.modelcontextprotocol/protocolVersion`
+  is served statelessly (revision 2026-07-28) when the server speaks a
+  stateless version; otherwise the session follows the `initialize`
+  handshake of the legacy revisions (2025-11-25, 2025-06-18). Each session
+  has its own legacy state.
+* `notifications/cancelled` sets the request's `ToolContext.cancelled`; a
+  cancelled request gets no response and no further notification.
+* `close()` stops accepting messages, cancels everything in flight, and joins
+  every thread the session started; after it returns `send` is not called.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from typing import Any, Callable, Iterable, Mapping, TypeGuard, TypeVar, overload
+
+from ._features import (
+    ArgumentError,
+    Completer,
+    CompletionKey,
+    JSONDict,
+    PromptDef,
+    ResourceDef,
+    TemplateDef,
+    ToolDef,
+    compile_template,
+    paginate,
+    resource_contents,
+    text_content,
+)
+from ._pool import WorkerPool
+
+_log = logging.getLogger("mcp_sync.testing")
+
+#: Stateless revisions this server can speak, newest first.
+STATELESS_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+#: Revisions with the `initialize` handshake, newest first.
+LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18")
+#: Every revision this server can speak, newest first.
+SUPPORTED_VERSIONS: tuple[str, ...] = STATELESS_VERSIONS + LEGACY_VERSIONS
+
+#: RFC 5424 severities, least severe first.
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_LEVEL_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+RESOURCE_NOT_FOUND_LEGACY = -32002
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+RequestId = str | int
+
+_FEATURE_METHODS = frozenset({
+    "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
+    "prompts/list", "prompts/get", "completion/complete",
+})
+_STATELESS_METHODS = _FEATURE_METHODS | {"server/discover"}
+_LEGACY_METHODS = _FEATURE_METHODS | {"ping", "initialize", "logging/setLevel"}
+#: Results that carry caching hints (2026-07-28 server/utilities/caching).
+_CACHEABLE = frozenset({
+    "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
+})
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer to a request."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> JSONDict:
+        error: JSONDict = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+def _is_request_id(value: Any) -> TypeGuard[RequestId]:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Call:
+    """One request in flight on a session."""
+
+    __slots__ = (
+        "id", "method", "params", "meta", "version", "stateless", "log_level",
+        "progress_token", "last_progress", "cancelled", "lock", "done",
+    )
+
+    def __init__(self, request_id: RequestId, method: str, params: JSONDict, meta: JSONDict) -> None:
+        self.id = request_id
+        self.method = method
+        self.params = params
+        self.meta = meta
+        self.version: str | None = None
+        self.stateless = False
+        self.log_level: str | None = None
+        token = meta.get("progressToken")
+        self.progress_token: RequestId | None = token if _is_request_id(token) else None
+        self.last_progress: float | None = None
+        self.cancelled = threading.Event()
+        self.lock = threading.Lock()
+        self.done = False
+
+
+class ToolContext:
+    """What a tool function gets besides its arguments.
+
+    * `cancelled`: a `threading.Event`, set when the client cancels the
+      request or the session closes; long tools should wait on it
+      (`ctx.cancelled.wait(delay)`) instead of sleeping.
+    * `protocol_version`: the revision serving this request.
+    * `meta`: the request's `_meta` (an empty dict when absent).
+    * `request_id`, `progress_token`: from the request.
+    """
+
+    def __init__(self, session: ServerSession, call: _Call) -> None:
+        self._session = session
+        self._call = call
+        self.cancelled: threading.Event = call.cancelled
+        self.protocol_version: str = call.version or ""
+        self.meta: JSONDict = call.meta
+        self.request_id: RequestId = call.id
+        self.progress_token: RequestId | None = call.progress_token
+
+    def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send `notifications/progress` if the request asked for progress.
+
+        `progress` must increase from one call to the next (ValueError
+        otherwise). Does nothing without a progress token, or once the
+        request is finished or cancelled."""
+        self._session._progress(self._call, progress, total, message)
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send `notifications/message` if the client asked for this level.
+
+        Stateless requests: only when the request's `_meta` has
+        `io.modelcontextprotocol/logLevel` at or below `level`; legacy: at or
+        above the session's `logging/setLevel` level (nothing before it).
+        ValueError for an unknown level."""
+        self._session._log(self._call, level, data, logger)
+
+
+class Server:
+    """An MCP server for tests: register tools, resources and prompts, then
+    serve it in-process (`open_session`) or over stdio (`mcp_sync.testing.server`).
+
+    Example::
+
+        server = Server(name="calc", version="1.0.0")
+
+        @server.tool(input_schema={"type": "object",
+                                   "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                                   "required": ["a", "b"]})
+        def add(args, ctx):
+            "Add two numbers."
+            return str(args["a"] + args["b"])
+    """
+
+    def __init__(
+        self,
+        name: str = "mcp-sync-testing",
+        version: str = "0.1.0",
+        instructions: str | None = None,
+        page_size: int | None = None,
+        versions: Iterable[str] | None = None,
+        *,
+        ttl_ms: int = 60_000,
+        max_workers: int = 16,
+    ) -> None:
+        if page_size is not None and (isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1):
+            raise ValueError("page_size must be None or a positive integer")
+        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0:
+            raise ValueError("ttl_ms must be a non-negative integer")
+        wanted = SUPPORTED_VERSIONS if versions is None else tuple(versions)
+        unknown = [v for v in wanted if v not in SUPPORTED_VERSIONS]
+        if unknown:
+            raise ValueError(f"unsupported protocol version(s) {unknown}; choose from {list(SUPPORTED_VERSIONS)}")
+        if not wanted:
+            raise ValueError("a server must speak at least one protocol version")
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.page_size = page_size
+        self.ttl_ms = ttl_ms
+        self.max_workers = max_workers
+        self.versions: tuple[str, ...] = tuple(v for v in SUPPORTED_VERSIONS if v in wanted)
+        self.stateless_versions: tuple[str, ...] = tuple(v for v in self.versions if v in STATELESS_VERSIONS)
+        self.legacy_versions: tuple[str, ...] = tuple(v for v in self.versions if v in LEGACY_VERSIONS)
+        self._lock = threading.Lock()
+        self._tools: dict[str, ToolDef] = {}
+        self._resources: dict[str, ResourceDef] = {}
+        self._templates: dict[str, TemplateDef] = {}
+        self._prompts: dict[str, PromptDef] = {}
+        self._completions: dict[CompletionKey, Completer] = {}
+
+    # -- registration -----------------------------------------------------
+
+    @overload
+    def tool(self, name: _F, /) -> _F: ...
+
+    @overload
+    def tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        *,
+        title: str | None = None,
+    ) -> Callable[[_F], _F]: ...
+
+    def tool(
+        self,
+        name: Any = None,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        *,
+        title: str | None = None,
+    ) -> Any:
+        """Register `fn(args: dict, ctx: ToolContext)` as a tool (decorator).
+
+        `name` defaults to the function's name and `description` to its
+        docstring; `input_schema` defaults to `{"type": "object"}`. The
+        function may return a str (one text content), a list of content
+        blocks (str items become text), a dict with `content` (used as the
+        result, with optional `structuredContent` and `isError`), or any
+        other JSON value, which becomes `structuredContent` mirrored as JSON
+        text. An exception becomes a result with `isError: true`.
+        Registering a name again replaces the earlier tool."""
+        if callable(name):
+            return self.tool()(name)
+        schema = dict(input_schema) if input_schema is not None else {"type": "object"}
+        if schema.get("type") != "object":
+            raise ValueError('a tool inputSchema must have "type": "object" at its root')
+        out_schema = dict(output_schema) if output_schema is not None else None
+
+        def register(fn: _F) -> _F:
+            tool_name = name if name is not None else fn.__name__
+            if not isinstance(tool_name, str) or not tool_name:
+                raise ValueError("a tool needs a non-empty name")
+            doc = description if description is not None else inspect.getdoc(fn)
+            with self._lock:
+                self._tools[tool_name] = ToolDef(
+                    tool_name, fn, doc, schema, out_schema, dict(annotations) if annotations else None, title
+                )
+            return fn
+
+        return register
+
+    def resource(
+        self,
+        uri: str,
+        name: str,
+        mime_type: str | None = None,
+        description: str | None = None,
+        *,
+        title: str | None = None,
+    ) -> Callable[[_F], _F]:
+        """Register `fn() -> str | bytes` as the resource at `uri` (decorator);
+        bytes are sent base64-encoded as a blob."""
+
+        def register(fn: _F) -> _F:
+            with self._lock:
+                self._resources[uri] = ResourceDef(uri, name, fn, mime_type, description, title)
+            return fn
+
+        return register
+
+    def resource_template(
+        self,
+        uri_template: str,
+        name: str,
+        mime_type: str | None = None,
+        description: str | None = None,
+        *,
+        title: str | None = None,
+    ) -> Callable[[_F], _F]:
+        """Register `fn(params: dict[str, str]) -> str | bytes` for every URI
+        matching a simple `{var}` template (decorator). The function may
+        raise LookupError (or return None) for "resource not found"."""
+        compile_template(uri_template)  # reject unsupported templates now, not when decorating
+
+        def register(fn: _F) -> _F:
+            template = TemplateDef(uri_template, name, fn, mime_type, description, title)
+            with self._lock:
+                self._templates[uri_template] = template
+            return fn
+
+        return register
+
+    def prompt(
+        self,
+        name: str,
+        description: str | None = None,
+        arguments: Iterable[Mapping[str, Any]] | None = None,
+        *,
+        title: str | None = None,
+    ) -> Callable[[_F], _F]:
+        """Register `fn(args: dict[str, str]) -> str | list` as a prompt
+        (decorator). `arguments` is a list of `{"name", "description",
+        "required"}`. A str becomes one user text message; list items are
+        str (user text) or `{"role", "content"}` messages."""
+        args = [dict(arg) for arg in arguments or ()]
+        for arg in args:
+            if not isinstance(arg.get("name"), str):
+                raise ValueError("every prompt argument needs a string 'name'")
+
+        def register(fn: _F) -> _F:
+            with self._lock:
+                self._prompts[name] = PromptDef(name, fn, description, args, title)
+            return fn
+
+        return register
+
+    def completion(self, ref_type: str, ref: str, argument: str) -> Callable[[_F], _F]:
+        """Register `fn(value: str, context: dict[str, str]) -> list[str]`
+        completing `argument` of a prompt (`ref_type` "ref/prompt" or
+        "prompt", `ref` its name) or of a resource template ("ref/resource"
+        or "resource", `ref` the template or URI) (decorator)."""
+        kind = _normalize_ref_type(ref_type)
+        if kind is None:
+            raise ValueError(f"ref_type must be 'ref/prompt' or 'ref/resource', not {ref_type!r}")
+
+        def register(fn: _F) -> _F:
+            with self._lock:
+                self._completions[(kind, ref, argument)] = fn
+            return fn
+
+        return register
+
+    # -- serving ----------------------------------------------------------
+
+    def open_session(self, send: Callable[[JSONDict], None]) -> ServerSession:
+        """A new connection; `send(message)` delivers each server->client message."""
+        return ServerSession(self, send)
+
+    def capabilities(self) -> JSONDict:
+        return {
+            "tools": {"listChanged": False},
+            "resources": {"subscribe": False, "listChanged": False},
+            "prompts": {"listChanged": False},
+            "completions": {},
+            "logging": {},
+        }
+
+    def server_info(self) -> JSONDict:
+        return {"name": self.name, "version": self.version}
+
+
+def _normalize_ref_type(ref_type: Any) -> str | None:
+    return {"ref/prompt": "ref/prompt", "prompt": "ref/prompt",
+            "ref/resource": "ref/resource", "resource": "ref/resource"}.get(ref_type) if isinstance(ref_type, str) else None
+
+
+Handler = Callable[[_Call], JSONDict]
+
+
+class ServerSession:
+    """One client connection to a `Server` (see the module docstring)."""
+
+    def __init__(self, server: Server, send: Callable[[JSONDict], None]) -> None:
+        self._server = server
+        self._send = send
+        self._lock = threading.Lock()
+        self._inflight: dict[RequestId, _Call] = {}
+        self._legacy_version: str | None = None
+        self._log_level: str | None = None
+        self._closed = False
+        self._send_cond = threading.Condition()
+        self._sending = False
+        self._sender: int | None = None
+        self._pool = WorkerPool(server.max_workers)
+
+    # -- public interface -------------------------------------------------
+
+    def receive(self, message: dict[str, Any]) -> None:
+        """Take one client->server JSON-RPC message; returns without waiting for the work."""
+        if self._closed:
+            return
+        try:
+            self._receive(message)
+        except Exception:  # never let a bad message break the transport's reader
+            _log.exception("failed to handle a client message")
+
+    def close(self) -> None:
+        """Stop, cancel in-flight work and join every session thread. Idempotent."""
+        with self._lock:
+            self._closed = True
+            calls = list(self._inflight.values())
+            self._inflight.clear()
+        with self._send_cond:
+            self._send_cond.notify_all()
+        for call in calls:
+            call.cancelled.set()
+        self._pool.close()
+        # A thread the session did not start (a tool's helper reporting
+        # progress) may still be inside `send`: wait for it, unless that
+        # thread is the one closing.
+        me = threading.get_ident()
+        with self._send_cond:
+            while self._sending and self._sender != me:
+                self._send_cond.wait()
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The legacy revision negotiated by `initialize`, if any."""
+        return self._legacy_version
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- incoming messages ------------------------------------------------
+
+    def _receive(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            self._post_error(None, INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
+            return
+        method = message.get("method")
+        has_id = "id" in message
+        request_id = message.get("id")
+        readable_id = request_id if _is_request_id(request_id) else None
+        if method is None:
+            if "result" in message or "error" in message:
+                _log.debug("ignoring a response from the client: %r", request_id)
+            else:
+                self._post_error(readable_id, INVALID_REQUEST, "Invalid Request: no method")
+            return
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            if has_id:
+                self._post_error(readable_id, INVALID_REQUEST, 'Invalid Request: needs "jsonrpc": "2.0" and a string method')
+            return
+        params = message.get("params", {})
+        if not has_id:
+            self._notification(method, params if isinstance(params, dict) else {})
+            return
+        if readable_id is None:
+            self._post_error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+            return
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        call = _Call(readable_id, method, params if isinstance(params, dict) else {}, meta if isinstance(meta, dict) else {})
+        with self._lock:
+            if self._closed:
+                return
+            if readable_id in self._inflight:
+                duplicate = True
+            else:
+                duplicate = False
+                self._inflight[readable_id] = call
+        if duplicate:
+            self._post_error(readable_id, INVALID_REQUEST, f"Invalid Request: request id {readable_id!r} is already in flight")
+            return
+        try:
+            if not isinstance(params, dict):
+                raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
+            if "_meta" in params and not isinstance(meta, dict):
+                raise RpcError(INVALID_PARAMS, "Invalid params: _meta must be an object")
+            handler = self._route(call)
+        except RpcError as exc:
+            error = exc
+            handler = lambda _call: _raise(error)  # noqa: E731
+        if not self._pool.submit(lambda: self._run(call, handler)):
+            with self._lock:
+                self._inflight.pop(call.id, None)
+
+    def _notification(self, method: str, params: JSONDict) -> None:
+        if method == "notifications/cancelled":
+            request_id = params.get("requestId")
+            if not _is_request_id(request_id):
+                return
+            with self._lock:
+                call = self._inflight.pop(request_id, None)
+            if call is not None:
+                _log.debug("request %r cancelled: %s", request_id, params.get("reason"))
+                call.cancelled.set()
+        elif method == "notifications/initialized":
+            _log.debug("client sent notifications/initialized")
+        else:
+            _log.debug("ignoring notification %s", method)
+
+    def _route(self, call: _Call) -> Handler:
+        """Pick the era and the handler for a request; apply session state
+        changes now. Raises RpcError for requests answered with an error."""
+        server = self._server
+        method = call.method
+        if META_PROTOCOL_VERSION in call.meta and server.stateless_versions:
+            return self._route_stateless(call)
+        if self._legacy_version is not None:
+            call.version = self._legacy_version
+            return self._route_legacy(call)
+        if method == "initialize":
+            return self._initialize(call)
+        if method == "ping" and server.legacy_versions:
+            return lambda _call: {}
+        if server.stateless_versions:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: missing required _meta field {META_PROTOCOL_VERSION!r}")
+        if method in _LEGACY_METHODS:
+            raise RpcError(INVALID_REQUEST, "Server not initialized")
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _route_stateless(self, call: _Call) -> Handler:
+        server = self._server
+        version = call.meta[META_PROTOCOL_VERSION]
+        if not isinstance(version, str):
+            raise RpcError(INVALID_PARAMS, f"Invalid params: _meta {META_PROTOCOL_VERSION!r} must be a string")
+        if version not in server.stateless_versions:
+            raise RpcError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                {"supported": list(server.stateless_versions), "requested": version},
+            )
+        if not isinstance(call.meta.get(META_CLIENT_CAPABILITIES), dict):
+            raise RpcError(INVALID_PARAMS, f"Invalid params: missing required _meta field {META_CLIENT_CAPABILITIES!r}")
+        level = call.meta.get(META_LOG_LEVEL)
+        if level is not None and level not in _LEVEL_RANK:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
+        call.version = version
+        call.stateless = True
+        call.log_level = level
+        if call.method not in _STATELESS_METHODS:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        return self._feature_handler(call.method)
+
+    def _route_legacy(self, call: _Call) -> Handler:
+        method = call.method
+        if method == "initialize":
+            raise RpcError(INVALID_REQUEST, "Invalid Request: the session is already initialized")
+        if method == "ping":
+            return lambda _call: {}
+        if method == "logging/setLevel":
+            level = call.params.get("level")
+            if level not in _LEVEL_RANK:
+                raise RpcError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
+            with self._lock:
+                self._log_level = level
+            return lambda _call: {}
+        if method not in _FEATURE_METHODS:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return self._feature_handler(method)
+
+    def _initialize(self, call: _Call) -> Handler:
+        server = self._server
+        requested = call.params.get("protocolVersion")
+        if not server.legacy_versions:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Unsupported protocol version: this server speaks only {', '.join(server.stateless_versions)} "
+                "(per-request _meta, no initialize)",
+                {"supported": list(server.stateless_versions), "requested": requested},
+            )
+        if not isinstance(requested, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: initialize needs a string protocolVersion")
+        negotiated = requested if requested in server.legacy_versions else server.legacy_versions[0]
+        with self._lock:
+            if self._legacy_version is not None:
+                raise RpcError(INVALID_REQUEST, "Invalid Request: the session is already initialized")
+            self._legacy_version = negotiated
+        call.version = negotiated
+        result: JSONDict = {
+            "protocolVersion": negotiated,
+            "capabilities": server.capabilities(),
+            "serverInfo": server.server_info(),
+        }
+        if server.instructions is not None:
+            result["instructions"] = server.instructions
+        return lambda _call: result
+
+    def _feature_handler(self, method: str) -> Handler:
+        handler: Handler = {
+            "server/discover": self._discover,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._templates_list,
+            "resources/read": self._resources_read,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "completion/complete": self._complete,
+        }[method]
+        return handler
+
+    # -- running a request --------------------------------------------------
+
+    def _run(self, call: _Call, handler: Handler) -> None:
+        if call.cancelled.is_set():
+            self._finish(call, None)
+            return
+        try:
+            result = handler(call)
+            response: JSONDict = {"jsonrpc": "2.0", "id": call.id, "result": self._decorate(call, result)}
+        except RpcError as exc:
+            response = {"jsonrpc": "2.0", "id": call.id, "error": exc.to_json()}
+        except Exception as exc:
+            _log.exception("internal error handling %s", call.method)
+            response = {"jsonrpc": "2.0", "id": call.id,
+                        "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {exc}"}}
+        self._finish(call, response)
+
+    def _decorate(self, call: _Call, result: JSONDict) -> JSONDict:
+        if not call.stateless:
+            return result
+        out: JSONDict = {"resultType": "complete"}
+        out.update(result)
+        meta = dict(result.get("_meta") or {})
+        meta.setdefault(META_SERVER_INFO, self._server.server_info())
+        out["_meta"] = meta
+        if call.method in _CACHEABLE:
+            out.setdefault("ttlMs", self._server.ttl_ms)
+            out.setdefault("cacheScope", "public")
+        return out
+
+    def _finish(self, call: _Call, response: JSONDict | None) -> None:
+        with self._lock:
+            if self._inflight.get(call.id) is call:
+                del self._inflight[call.id]
+        with call.lock:
+            call.done = True
+            if response is None or call.cancelled.is_set():
+                return
+            self._deliver(response)
+
+    def _post_error(self, request_id: RequestId | None, code: int, message: str) -> None:
+        response: JSONDict = {"jsonrpc": "2.0"}
+        if request_id is not None:
+            response["id"] = request_id
+        response["error"] = {"code": code, "message": message}
+        self._pool.submit(lambda: self._deliver(response))
+
+    def _deliver(self, message: JSONDict) -> None:
+        """Call `send`, one thread at a time, never after close()."""
+        with self._send_cond:
+            while self._sending and not self._closed:
+                self._send_cond.wait()
+            if self._closed:
+                return
+            self._sending = True
+            self._sender = threading.get_ident()
+        try:
+            self._send(message)
+        except Exception:
+            _log.exception("the send callback failed")
+        finally:
+            with self._send_cond:
+                self._sending = False
+                self._sender = None
+                self._send_cond.notify_all()
+
+    # -- notifications from tools -----------------------------------------
+
+    def _progress(self, call: _Call, progress: float, total: float | None, message: str | None) -> None:
+        if not _is_number(progress) or (total is not None and not _is_number(total)):
+            raise ValueError("progress and total must be numbers")
+        if message is not None and not isinstance(message, str):
+            raise ValueError("message must be a string")
+        if call.progress_token is None:
+            return
+        params: JSONDict = {"progressToken": call.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        with call.lock:
+            if call.last_progress is not None and progress <= call.last_progress:
+                raise ValueError(f"progress must increase: {progress} after {call.last_progress}")
+            call.last_progress = progress
+            if call.done or call.cancelled.is_set():
+                return
+            self._deliver({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    def _log(self, call: _Call, level: str, data: Any, logger: str | None) -> None:
+        if level not in _LEVEL_RANK:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        threshold = call.log_level if call.stateless else self._log_level
+        if threshold is None or _LEVEL_RANK[level] < _LEVEL_RANK[threshold]:
+            return
+        params: JSONDict = {"level": level}
+        if logger is not None:
+            params["logger"] = logger
+        params["data"] = data
+        with call.lock:
+            if call.done or call.cancelled.is_set():
+                return
+            self._deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    # -- feature handlers ---------------------------------------------------
+
+    def _not_found(self, call: _Call, uri: str) -> RpcError:
+        code = INVALID_PARAMS
+        return RpcError(code, "Resource not found", {"uri": uri})
+
+    def _page(self, call: _Call, kind: str, items: list[JSONDict]) -> JSONDict:
+        try:
+            page, next_cursor = paginate(kind, items, call.params.get("cursor"), self._server.page_size)
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid cursor: {exc}") from None
+        result: JSONDict = {kind: page}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    def _discover(self, call: _Call) -> JSONDict:
+        server = self._server
+        result: JSONDict = {
+            "supportedVersions": list(server.stateless_versions),
+            "capabilities": server.capabilities(),
+        }
+        if server.instructions is not None:
+            result["instructions"] = server.instructions
+        return result
+
+    def _tools_list(self, call: _Call) -> JSONDict:
+        with self._server._lock:
+            items = [tool.describe() for tool in self._server._tools.values()]
+        return self._page(call, "tools", items)
+
+    def _tools_call(self, call: _Call) -> JSONDict:
+        name = call.params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: tools/call needs a string name")
+        with self._server._lock:
+            tool = self._server._tools.get(name)
+        if tool is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        arguments = call.params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, f"Invalid arguments for tool {name}: arguments must be an object")
+        try:
+            checked = tool.check_arguments(arguments)
+        except ArgumentError as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid arguments for tool {name}: {exc}") from None
+        try:
+            value = tool.fn(checked, ToolContext(self, call))
+            return tool.result_from(value)
+        except Exception as exc:
+            _log.debug("tool %s failed: %r", name, exc)
+            return {"content": [text_content(str(exc) or type(exc).__name__)], "isError": True}
+
+    def _resources_list(self, call: _Call) -> JSONDict:
+        with self._server._lock:
+            items = [res.describe() for res in self._server._resources.values()]
+        return self._page(call, "resources", items)
+
+    def _templates_list(self, call: _Call) -> JSONDict:
+        with self._server._lock:
+            items = [tpl.describe() for tpl in self._server._templates.values()]
+        return self._page(call, "resourceTemplates", items)
+
+    def _resources_read(self, call: _Call) -> JSONDict:
+        uri = call.params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: resources/read needs a string uri")
+        with self._server._lock:
+            resource = self._server._resources.get(uri)
+            templates = list(self._server._templates.values())
+        if resource is not None:
+            return {"contents": [resource_contents(uri, resource.mime_type, resource.fn())]}
+        for template in templates:
+            variables = template.match(uri)
+            if variables is None:
+                continue
+            try:
+                data = template.fn(variables)
+            except LookupError:
+                raise self._not_found(call, uri) from None
+            if data is None:
+                raise self._not_found(call, uri)
+            return {"contents": [resource_contents(uri, template.mime_type, data)]}
+        raise self._not_found(call, uri)
+
+    def _prompts_list(self, call: _Call) -> JSONDict:
+        with self._server._lock:
+            items = [prompt.describe() for prompt in self._server._prompts.values()]
+        return self._page(call, "prompts", items)
+
+    def _prompts_get(self, call: _Call) -> JSONDict:
+        name = call.params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: prompts/get needs a string name")
+        with self._server._lock:
+            prompt = self._server._prompts.get(name)
+        if prompt is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        arguments = call.params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, f"Invalid arguments for prompt {name}: arguments must be an object")
+        try:
+            checked = prompt.check_arguments(arguments)
+        except ArgumentError as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid arguments for prompt {name}: {exc}") from None
+        result: JSONDict = {}
+        if prompt.description is not None:
+            result["description"] = prompt.description
+        result["messages"] = prompt.messages_from(prompt.fn(checked))
+        return result
+
+    def _complete(self, call: _Call) -> JSONDict:
+        ref = call.params.get("ref")
+        argument = call.params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: completion/complete needs ref and argument objects")
+        arg_name = argument.get("name")
+        value = argument.get("value")
+        if not isinstance(arg_name, str) or not isinstance(value, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: argument needs a string name and value")
+        context = call.params.get("context")
+        context_args = context.get("arguments") if isinstance(context, dict) else None
+        if not isinstance(context_args, dict):
+            context_args = {}
+        kind = ref.get("type")
+        server = self._server
+        with server._lock:
+            if kind == "ref/prompt":
+                key = ref.get("name")
+                if not isinstance(key, str) or key not in server._prompts:
+                    raise RpcError(INVALID_PARAMS, f"Unknown prompt: {key}")
+            elif kind == "ref/resource":
+                key = ref.get("uri")
+                if not isinstance(key, str) or (key not in server._templates and key not in server._resources):
+                    raise RpcError(INVALID_PARAMS, f"Unknown resource or resource template: {key}")
+            else:
+                raise RpcError(INVALID_PARAMS, f"Invalid params: unknown reference type {kind!r}")
+            completer = server._completions.get((kind, key, arg_name))
+        values = [str(v) for v in completer(value, dict(context_args))] if completer is not None else []
+        return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+
+def _raise(error: RpcError) -> JSONDict:
+    raise error

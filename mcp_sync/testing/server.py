@@ -1,0 +1,139 @@
+"""The stdio program: the demo server (or any `Server`) over stdin/stdout.
+
+Run it as `python -m mcp_sync.testing.server [--page-size N] [--versions
+v1,v2] [--name NAME]` (or `python -m mcp_sync.testing`). It reads
+newline-delimited JSON-RPC from stdin, hands each message to one
+`ServerSession`, and writes each server message to stdout as one line of
+compact JSON under a lock, flushing every line. A line that is not JSON is
+answered with a -32700 error (no id). Diagnostics go to stderr only. At
+end of input it cancels the work in flight, joins the session's threads
+(waiting at most `close_timeout` seconds for tools that ignore
+cancellation) and exits 0.
+
+This module also re-exports the server API (`Server`, `ServerSession`,
+`ToolContext`, `demo_server`) so `mcp_sync.testing.server` works as the
+brief's import path; the package `__init__` deliberately imports from
+`core`/`demo` instead, so `-m mcp_sync.testing.server` runs this file once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+from typing import Any, BinaryIO, Sequence
+
+from .core import PARSE_ERROR, SUPPORTED_VERSIONS, Server, ServerSession, ToolContext
+from .demo import demo_server
+
+__all__ = ["Server", "ServerSession", "ToolContext", "demo_server", "main", "serve_stdio"]
+
+_log = logging.getLogger("mcp_sync.testing.stdio")
+
+
+class _LineWriter:
+    """Writes one compact JSON message per line; stops quietly once the pipe breaks."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def __call__(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n"
+        with self._lock:
+            if self._broken:
+                return
+            try:
+                self._out.write(data)
+                self._out.flush()
+            except (OSError, ValueError):
+                self._broken = True
+                _log.debug("stdout is closed; dropping further output")
+
+    def stop(self) -> None:
+        with self._lock:
+            self._broken = True
+
+
+def serve_stdio(
+    server: Server,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    *,
+    close_timeout: float = 5.0,
+) -> int:
+    """Serve one session over byte streams (default: this process's stdio) until EOF; returns 0."""
+    source = stdin if stdin is not None else sys.stdin.buffer
+    write = _LineWriter(stdout if stdout is not None else sys.stdout.buffer)
+    session: ServerSession = server.open_session(write)
+    try:
+        for raw in source:
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                _log.debug("unparseable input line: %s", exc)
+                write({"jsonrpc": "2.0", "error": {"code": PARSE_ERROR, "message": f"Parse error: {exc}"}})
+                continue
+            session.receive(message)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        closer = threading.Thread(target=session.close, name="mcp-testing-close", daemon=True)
+        closer.start()
+        closer.join(close_timeout)
+        if closer.is_alive():
+            _log.warning("some tools ignored cancellation; exiting without them")
+        write.stop()
+    return 0
+
+
+def _parse_versions(text: str) -> list[str]:
+    versions = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in versions if v not in SUPPORTED_VERSIONS]
+    if unknown or not versions:
+        raise argparse.ArgumentTypeError(
+            f"choose one or more of {', '.join(SUPPORTED_VERSIONS)} (comma-separated), not {text!r}"
+        )
+    return versions
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the stdio demo server."""
+    parser = argparse.ArgumentParser(
+        prog="python -m mcp_sync.testing.server",
+        description="The mcp_sync demo MCP server over stdio (newline-delimited JSON-RPC).",
+    )
+    parser.add_argument("--page-size", type=_positive, default=None, metavar="N",
+                        help="page list results N items at a time (default: no paging)")
+    parser.add_argument("--versions", type=_parse_versions, default=None, metavar="V1,V2",
+                        help=f"protocol versions to speak (default: {','.join(SUPPORTED_VERSIONS)})")
+    parser.add_argument("--name", default="mcp-sync-demo", help="serverInfo name (default: %(default)s)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging to stderr")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+    )
+    server = demo_server(page_size=args.page_size, versions=args.versions, name=args.name, exit_on_crash=True)
+    return serve_stdio(server)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

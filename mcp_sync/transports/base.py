@@ -1,0 +1,95 @@
+"""The `Transport` interface: how the engine talks to one server over one channel.
+
+A transport moves JSON-RPC messages (dicts) and nothing else: it never looks
+inside a result. The engine hands it a `MessageSink` in `start()`; the
+transport calls `sink.deliver(message)` for each message that arrives (from
+whatever thread reads the channel) and `sink.transport_failed(error)` once if
+the channel breaks. `send()` may be called from many threads at once.
+
+A custom transport, for example one line of JSON per message over a socket::
+
+    class SocketTransport(mcp_sync.Transport):
+        def start(self, sink):
+            self._sink = sink
+            self._thread = threading.Thread(target=self._read, daemon=True)
+            self._thread.start()
+        def send(self, message):
+            with self._lock:
+                self._sock.sendall(mcp_sync.jsonrpc.encode(message) + b"\\n")
+        def close(self):
+            self._sock.close()
+            self._thread.join()
+
+and `mcp_sync.connect(Custom(lambda: SocketTransport(...)))`.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Callable, Mapping, Protocol
+
+from ..errors import TransportError
+
+
+class MessageSink(Protocol):
+    """Where a transport puts what it receives (the engine implements this)."""
+
+    def deliver(self, message: dict[str, Any]) -> None: ...
+
+    def transport_failed(self, error: TransportError) -> None: ...
+
+
+class Transport(abc.ABC):
+    """One channel to one server. Subclass it for a custom transport."""
+
+    #: True when cancelling a request means sending `notifications/cancelled`
+    #: (stdio and other shared streams); False when the transport cancels by
+    #: closing the request's own stream, through `cancel()`.
+    cancels_by_notification: bool = True
+
+    @abc.abstractmethod
+    def start(self, sink: MessageSink) -> None:
+        """Open the channel and begin delivering incoming messages to `sink`."""
+
+    @abc.abstractmethod
+    def send(self, message: Mapping[str, Any]) -> None:
+        """Send one message. Thread-safe. Raises `TransportError` on failure."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the channel, end every thread the transport started, release
+        every resource. Idempotent; after it returns, `sink` is never called."""
+
+    def cancel(self, request_id: int | str) -> None:
+        """Cancel one request by closing its stream (per-request transports)."""
+
+    def describe(self) -> str:
+        """A short human description for error messages."""
+        return type(self).__name__
+
+
+class Target(abc.ABC):
+    """Something `connect()` can open: it makes a fresh `Transport` each time.
+
+    The engine opens a second transport when it must restart the server
+    (the stdio probe fallback), so a target is a recipe, not a channel.
+    """
+
+    @abc.abstractmethod
+    def open(self) -> Transport:
+        """A new, not yet started transport."""
+
+
+class Custom(Target):
+    """A target from a factory: `Custom(lambda: MyTransport(...))`."""
+
+    def __init__(self, factory: Callable[[], Transport]) -> None:
+        if not callable(factory):
+            raise TypeError("Custom() needs a callable that returns a Transport")
+        self._factory = factory
+
+    def open(self) -> Transport:
+        transport = self._factory()
+        if not isinstance(transport, Transport):
+            raise TypeError(f"the Custom factory returned {type(transport).__name__}, not a Transport")
+        return transport

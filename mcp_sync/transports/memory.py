@@ -1,0 +1,80 @@
+"""The in-process transport: a client and a server object in one process.
+
+The server is any object with `open_session(send) -> session`, where the
+session has `receive(message)` and `close()` (`mcp_sync.testing.Server` is
+one). Messages cross as JSON text in both directions, so neither side can
+mutate the other's dicts and anything that would not survive the wire fails
+here too. The server's own threads deliver to the sink.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable, Mapping, Protocol
+
+from ..errors import ConnectionClosed, InvalidMessage
+from ..protocol import jsonrpc
+from .base import MessageSink, Target, Transport
+
+
+class ServerSession(Protocol):
+    def receive(self, message: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessServer(Protocol):
+    def open_session(self, send: Callable[[dict[str, Any]], None]) -> ServerSession: ...
+
+
+class MemoryTransport(Transport):
+    def __init__(self, server: InProcessServer) -> None:
+        self._server = server
+        self._session: ServerSession | None = None
+        self._sink: MessageSink | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self, sink: MessageSink) -> None:
+        self._sink = sink
+        self._session = self._server.open_session(self._from_server)
+
+    def _from_server(self, message: dict[str, Any]) -> None:
+        if self._closed or self._sink is None:
+            return
+        try:
+            copy = json.loads(jsonrpc.encode(message))
+        except (TypeError, ValueError) as exc:
+            self._sink.transport_failed(InvalidMessage(f"the in-process server sent an unencodable message: {exc}"))
+            return
+        self._sink.deliver(copy)
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        session = self._session
+        if self._closed or session is None:
+            raise ConnectionClosed("the in-process connection is closed")
+        session.receive(json.loads(jsonrpc.encode(message)))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._session is not None:
+            self._session.close()
+
+    def describe(self) -> str:
+        return f"in-process server {type(self._server).__name__}"
+
+
+class Memory(Target):
+    """Target an in-process server: `connect(Memory(server))` or just `connect(server)`."""
+
+    def __init__(self, server: InProcessServer) -> None:
+        if not callable(getattr(server, "open_session", None)):
+            raise TypeError(f"{type(server).__name__} is not an in-process MCP server (no open_session())")
+        self.server = server
+
+    def open(self) -> Transport:
+        return MemoryTransport(self.server)

@@ -1,0 +1,509 @@
+"""Result types: frozen attrs classes built from the wire dicts.
+
+Every type keeps what it does not know: `extra` holds unknown fields and
+`raw` the wire dict exactly as received, so nothing a newer server sends is
+lost and `to_wire()` round-trips. Python names are snake_case
+(`structured_content`); the wire keeps its camelCase.
+
+Example::
+
+    >>> tool = Tool.from_wire({"name": "echo", "inputSchema": {"type": "object"}, "x-new": 1})
+    >>> tool.input_schema, tool.extra
+    ({'type': 'object'}, {'x-new': 1})
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar, Union
+
+import attrs
+
+from .errors import InvalidResult, ToolError
+
+T = TypeVar("T", bound="WireModel")
+
+__all__ = [
+    "WireModel", "Implementation", "Tool", "TextContent", "ImageContent", "AudioContent",
+    "ResourceLink", "EmbeddedResource", "UnknownContent", "ContentBlock", "TextResourceContents",
+    "BlobResourceContents", "ResourceContents", "CallToolResult", "Resource", "ResourceTemplate",
+    "ReadResourceResult", "PromptArgument", "Prompt", "PromptMessage", "GetPromptResult",
+    "CompleteResult", "DiscoverResult", "InitializeResult", "Page", "Progress",
+]
+
+
+def _wire(name: str, convert: Callable[[Any], Any] | None = None, default: Any = None) -> Any:
+    return attrs.field(default=default, metadata={"wire": name, "convert": convert})
+
+
+def _raw_field() -> Any:
+    return attrs.field(factory=dict, repr=False, eq=False)
+
+
+class WireModel:
+    """Shared `from_wire`/`to_wire` for every result type."""
+
+    #: Wire fields that must be present; a result without them is invalid.
+    _required: ClassVar[tuple[str, ...]] = ()
+    extra: dict[str, Any]
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_wire(cls: type[T], raw: Any) -> T:
+        if not isinstance(raw, Mapping):
+            raise InvalidResult(f"{cls.__name__}: expected an object, got {type(raw).__name__}")
+        for name in cls._required:
+            if name not in raw:
+                raise InvalidResult(f"{cls.__name__}: missing required field {name!r}")
+        kwargs: dict[str, Any] = {}
+        known = set()
+        for field in attrs.fields(cls):  # type: ignore[arg-type]
+            wire = field.metadata.get("wire")
+            if wire is None:
+                continue
+            known.add(wire)
+            if wire in raw:
+                value = raw[wire]
+                convert = field.metadata.get("convert")
+                try:
+                    kwargs[field.name] = convert(value) if convert is not None and value is not None else value
+                except (TypeError, ValueError, AttributeError) as exc:
+                    raise InvalidResult(f"{cls.__name__}: bad field {wire!r}: {exc}") from None
+        kwargs["extra"] = {k: v for k, v in raw.items() if k not in known}
+        kwargs["raw"] = dict(raw)
+        return cls(**kwargs)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire dict this object was built from."""
+        return dict(self.raw)
+
+
+def _list_of(cls: Any) -> Callable[[Any], list[Any]]:
+    def convert(value: Any) -> list[Any]:
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        return [cls.from_wire(v) if hasattr(cls, "from_wire") else cls(v) for v in value]
+
+    return convert
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return dict(value)
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+@attrs.frozen
+class Implementation(WireModel):
+    """A client's or server's name and version (`serverInfo`, `clientInfo`)."""
+
+    _required = ("name",)
+    name: str = _wire("name", _string, "")
+    version: str | None = _wire("version")
+    title: str | None = _wire("title")
+    description: str | None = _wire("description")
+    website_url: str | None = _wire("websiteUrl")
+    icons: list[dict[str, Any]] | None = _wire("icons")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class Tool(WireModel):
+    """A tool definition from `list_tools()`. Pass it to `call_tool()`."""
+
+    _required = ("name",)
+    name: str = _wire("name", _string, "")
+    title: str | None = _wire("title")
+    description: str | None = _wire("description")
+    input_schema: dict[str, Any] | None = _wire("inputSchema", _object)
+    output_schema: dict[str, Any] | None = _wire("outputSchema", _object)
+    annotations: dict[str, Any] | None = _wire("annotations", _object)
+    icons: list[dict[str, Any]] | None = _wire("icons")
+    meta: dict[str, Any] | None = _wire("_meta", _object)
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+# -- content ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class TextContent(WireModel):
+    type: str = _wire("type", default="text")
+    text: str = _wire("text", _string, "")
+    annotations: dict[str, Any] | None = _wire("annotations")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class ImageContent(WireModel):
+    type: str = _wire("type", default="image")
+    data: str = _wire("data", _string, "")
+    mime_type: str | None = _wire("mimeType")
+    annotations: dict[str, Any] | None = _wire("annotations")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+    @property
+    def bytes(self) -> bytes:
+        """The decoded image bytes."""
+        return base64.b64decode(self.data)
+
+
+@attrs.frozen
+class AudioContent(WireModel):
+    type: str = _wire("type", default="audio")
+    data: str = _wire("data", _string, "")
+    mime_type: str | None = _wire("mimeType")
+    annotations: dict[str, Any] | None = _wire("annotations")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+    @property
+    def bytes(self) -> bytes:
+        """The decoded audio bytes."""
+        return base64.b64decode(self.data)
+
+
+@attrs.frozen
+class ResourceLink(WireModel):
+    type: str = _wire("type", default="resource_link")
+    uri: str = _wire("uri", _string, "")
+    name: str | None = _wire("name")
+    title: str | None = _wire("title")
+    description: str | None = _wire("description")
+    mime_type: str | None = _wire("mimeType")
+    size: int | None = _wire("size")
+    annotations: dict[str, Any] | None = _wire("annotations")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class TextResourceContents(WireModel):
+    uri: str = _wire("uri", _string, "")
+    text: str = _wire("text", _string, "")
+    mime_type: str | None = _wire("mimeType")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class BlobResourceContents(WireModel):
+    uri: str = _wire("uri", _string, "")
+    blob: str = _wire("blob", _string, "")
+    mime_type: str | None = _wire("mimeType")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+    @property
+    def bytes(self) -> bytes:
+        """The decoded blob."""
+        return base64.b64decode(self.blob)
+
+
+ResourceContents = Union[TextResourceContents, BlobResourceContents]
+
+
+def resource_contents(value: Any) -> ResourceContents:
+    if isinstance(value, Mapping) and "blob" in value:
+        return BlobResourceContents.from_wire(value)
+    if isinstance(value, Mapping) and "text" in value:
+        return TextResourceContents.from_wire(value)
+    raise TypeError("resource contents need 'text' or 'blob'")
+
+
+@attrs.frozen
+class EmbeddedResource(WireModel):
+    type: str = _wire("type", default="resource")
+    resource: ResourceContents | None = _wire("resource", resource_contents)
+    annotations: dict[str, Any] | None = _wire("annotations")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class UnknownContent(WireModel):
+    """A content block of a type this client does not know; see `raw`."""
+
+    type: str | None = _wire("type")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+ContentBlock = Union[TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource, UnknownContent]
+_CONTENT_TYPES: dict[str, Any] = {
+    "text": TextContent, "image": ImageContent, "audio": AudioContent,
+    "resource_link": ResourceLink, "resource": EmbeddedResource,
+}
+
+
+def content_block(value: Any) -> ContentBlock:
+    if not isinstance(value, Mapping):
+        raise TypeError("a content block must be an object")
+    cls = _CONTENT_TYPES.get(value.get("type"), UnknownContent)  # type: ignore[arg-type]
+    return cls.from_wire(value)  # type: ignore[no-any-return]
+
+
+def _content_list(value: Any) -> list[ContentBlock]:
+    if not isinstance(value, list):
+        raise TypeError("content must be a list")
+    return [content_block(v) for v in value]
+
+
+def _text_of(blocks: Sequence[Any]) -> str:
+    return "\n".join(b.text for b in blocks if isinstance(b, TextContent))
+
+
+@attrs.frozen
+class CallToolResult(WireModel):
+    """The result of `call_tool()`.
+
+    A tool that ran and failed is a result with `is_error` True, not an
+    exception; call `raise_for_error()` to turn it into one::
+
+        result = client.call_tool("add", {"a": 1, "b": 2})
+        result.raise_for_error()
+        print(result.text, result.structured_content)
+    """
+
+    content: list[ContentBlock] = _wire("content", _content_list, attrs.Factory(list))
+    structured_content: Any = _wire("structuredContent")
+    is_error: bool = _wire("isError", bool, False)
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+    @property
+    def text(self) -> str:
+        """All text content blocks joined by newlines."""
+        return _text_of(self.content)
+
+    def raise_for_error(self) -> CallToolResult:
+        """Raise `ToolError` if the tool reported failure; else return self."""
+        if self.is_error:
+            raise ToolError(f"the tool reported an error: {self.text or json.dumps(self.raw)[:200]}", result=self)
+        return self
+
+
+# -- resources ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Resource(WireModel):
+    _required = ("uri",)
+    uri: str = _wire("uri", _string, "")
+    name: str | None = _wire("name")
+    title: str | None = _wire("title")
+    description: str | None = _wire("description")
+    mime_type: str | None = _wire("mimeType")
+    size: int | None = _wire("size")
+    annotations: dict[str, Any] | None = _wire("annotations")
+    icons: list[dict[str, Any]] | None = _wire("icons")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class ResourceTemplate(WireModel):
+    _required = ("uriTemplate",)
+    uri_template: str = _wire("uriTemplate", _string, "")
+    name: str | None = _wire("name")
+    title: str | None = _wire("title")
+    description: str | None = _wire("description")
+    mime_type: str | None = _wire("mimeType")
+    annotations: dict[str, Any] | None = _wire("annotations")
+    icons: list[dict[str, Any]] | None = _wire("icons")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class ReadResourceResult(WireModel):
+    """The result of `read_resource()`: `contents`, and `text` for convenience."""
+
+    _required = ("contents",)
+    contents: list[ResourceContents] = _wire("contents", lambda v: [resource_contents(c) for c in v], attrs.Factory(list))
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+    @property
+    def text(self) -> str:
+        """All text contents joined by newlines."""
+        return "\n".join(c.text for c in self.contents if isinstance(c, TextResourceContents))
+
+
+# -- prompts ------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class PromptArgument(WireModel):
+    name: str = _wire("name", _string, "")
+    title: str | None = _wire("title")
+    description: str | None = _wire("description")
+    required: bool = _wire("required", bool, False)
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class Prompt(WireModel):
+    _required = ("name",)
+    name: str = _wire("name", _string, "")
+    title: str | None = _wire("title")
+    description: str | None = _wire("description")
+    arguments: list[PromptArgument] = _wire("arguments", _list_of(PromptArgument), attrs.Factory(list))
+    icons: list[dict[str, Any]] | None = _wire("icons")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class PromptMessage(WireModel):
+    role: str = _wire("role", _string, "")
+    content: ContentBlock | None = _wire("content", content_block)
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class GetPromptResult(WireModel):
+    _required = ("messages",)
+    description: str | None = _wire("description")
+    messages: list[PromptMessage] = _wire("messages", _list_of(PromptMessage), attrs.Factory(list))
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+# -- completion, discovery, sessions, pages ----------------------------------------------------------
+
+
+def _completion(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not isinstance(value.get("values"), list):
+        raise TypeError("completion needs a 'values' list")
+    return dict(value)
+
+
+@attrs.frozen
+class CompleteResult(WireModel):
+    """Suggestions from `complete()`: `values`, `total`, `has_more`."""
+
+    _required = ("completion",)
+    completion: dict[str, Any] = _wire("completion", _completion, attrs.Factory(dict))
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+    @property
+    def values(self) -> list[str]:
+        return list(self.completion.get("values", []))
+
+    @property
+    def total(self) -> int | None:
+        return self.completion.get("total")
+
+    @property
+    def has_more(self) -> bool:
+        return bool(self.completion.get("hasMore", False))
+
+
+def _server_info_of(meta: Any) -> Implementation | None:
+    if isinstance(meta, Mapping) and isinstance(meta.get("io.modelcontextprotocol/serverInfo"), Mapping):
+        return Implementation.from_wire(meta["io.modelcontextprotocol/serverInfo"])
+    return None
+
+
+@attrs.frozen
+class DiscoverResult(WireModel):
+    """What `server/discover` says: versions, capabilities, identity."""
+
+    _required = ("supportedVersions",)
+    supported_versions: list[str] = _wire("supportedVersions", list, attrs.Factory(list))
+    capabilities: dict[str, Any] = _wire("capabilities", _object, attrs.Factory(dict))
+    instructions: str | None = _wire("instructions")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+    @property
+    def server_info(self) -> Implementation | None:
+        return _server_info_of(self.meta)
+
+
+@attrs.frozen
+class InitializeResult(WireModel):
+    """An initialize-era session: what the server answered to `initialize`."""
+
+    _required = ("protocolVersion",)
+    protocol_version: str = _wire("protocolVersion", _string, "")
+    capabilities: dict[str, Any] = _wire("capabilities", _object, attrs.Factory(dict))
+    server_info: Implementation | None = _wire("serverInfo", Implementation.from_wire)
+    instructions: str | None = _wire("instructions")
+    meta: dict[str, Any] | None = _wire("_meta")
+    extra: dict[str, Any] = _raw_field()
+    raw: dict[str, Any] = _raw_field()
+
+
+@attrs.frozen
+class Page:
+    """One page of a list call: `items`, and `next_cursor` for the next one."""
+
+    items: list[Any]
+    next_cursor: str | None
+    raw: dict[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+
+
+@attrs.frozen
+class Progress:
+    """One progress notification, as a `progress=` callback receives it.
+
+    Example::
+
+        client.call_tool("countdown", {"steps": 3},
+                         progress=lambda p: print(f"{p.progress}/{p.total} {p.message}"))
+    """
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    raw: dict[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+
+    @classmethod
+    def from_wire(cls, params: Mapping[str, Any]) -> Progress:
+        progress = params.get("progress")
+        total = params.get("total")
+        message = params.get("message")
+        return cls(
+            progress=progress if isinstance(progress, (int, float)) else 0,
+            total=total if isinstance(total, (int, float)) else None,
+            message=message if isinstance(message, str) else None,
+            raw=dict(params),
+        )
+
+    @property
+    def fraction(self) -> float | None:
+        """progress / total, when the total is known and positive."""
+        if self.total:
+            return min(1.0, max(0.0, self.progress / self.total))
+        return None

@@ -1,0 +1,76 @@
+"""Shared test fixtures.
+
+Every message any client transport sends during the tests is validated
+against the published JSON schema of its protocol revision (see
+`tests/schemas/`): the autouse fixture `validate_sent_messages` wraps the
+`send()` of the stdio and memory transports.
+"""
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.schema_check import SchemaChecker
+
+HERE = Path(__file__).parent
+SCRIPTED = str(HERE / "servers" / "scripted.py")
+
+_checker = SchemaChecker(HERE / "schemas")
+
+
+def scripted(*args: str) -> list[str]:
+    """The command line of the scripted stdio server with these options."""
+    return [sys.executable, SCRIPTED, *args]
+
+
+def demo_command(*args: str) -> list[str]:
+    """The command line of the bundled demo server as a stdio program."""
+    return [sys.executable, "-m", "mcp_sync.testing.server", *args]
+
+
+_failures: list = []
+
+
+def _install_checker() -> None:
+    """Wrap `send()` of the bundled transports once, for the whole session
+    (module-scoped fixtures send before any function fixture runs)."""
+    from mcp_sync.transports.memory import MemoryTransport
+    from mcp_sync.transports.stdio import StdioTransport
+
+    for cls in (StdioTransport, MemoryTransport):
+        original = cls.send
+
+        def checked(self, message, _original=original):
+            problem = _checker.check(self, message)
+            if problem:
+                _failures.append(problem)
+            return _original(self, message)
+
+        cls.send = checked
+
+
+_install_checker()
+
+
+@pytest.fixture(autouse=True)
+def validate_sent_messages():
+    first = len(_failures)
+    yield _checker
+    found = _failures[first:]
+    assert not found, "the client sent messages that break the schema:\n" + "\n".join(found[:5])
+
+
+@pytest.fixture
+def no_leaks():
+    """Asserts that a test leaves no thread and no file descriptor behind."""
+    before_threads = {t.ident for t in threading.enumerate()}
+    before_fds = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    yield
+    extra = [t for t in threading.enumerate() if t.ident not in before_threads]
+    assert not extra, f"threads left running: {extra}"
+    if before_fds is not None:
+        after = set(os.listdir("/proc/self/fd"))
+        assert len(after - before_fds) == 0, f"file descriptors left open: {sorted(after - before_fds)}"

@@ -1,0 +1,55 @@
+"""A server built with the official `mcp` Python SDK (2.x), run over stdio.
+
+It is the test peer nobody on this project wrote: the interop tests drive it
+through mcp_sync in every protocol era.
+"""
+
+from mcp.server.mcpserver import Context, MCPServer
+
+app = MCPServer("official-peer", instructions="An official-SDK server for interop tests.")
+
+
+@app.tool()
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@app.tool()
+async def shout(text: str) -> str:
+    """Upper-case the text."""
+    return text.upper()
+
+
+@app.tool()
+async def steps(n: int, ctx: Context) -> str:
+    """Report n progress steps, then finish."""
+    for i in range(n):
+        await ctx.report_progress(i + 1, n, f"step {i + 1}")
+    return f"did {n} steps"
+
+
+@app.tool()
+async def broken() -> str:
+    """Always fails."""
+    raise ValueError("this tool always fails")
+
+
+@app.resource("note://hello", mime_type="text/plain")
+def hello() -> str:
+    return "hello from the official SDK"
+
+
+@app.resource("note://items/{item}")
+def item(item: str) -> str:
+    return f"item {item}"
+
+
+@app.prompt()
+def review(code: str) -> str:
+    """Ask for a review."""
+    return f"Please review:\n{code}"
+
+
+if __name__ == "__main__":
+    app.run()

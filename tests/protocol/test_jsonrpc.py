@@ -1,0 +1,89 @@
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcp_sync.errors import InvalidMessage
+from mcp_sync.protocol import jsonrpc
+from mcp_sync.protocol.jsonrpc import Kind
+
+
+def test_request_and_notification_shapes():
+    assert jsonrpc.request(7, "tools/list", None) == {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+    assert jsonrpc.request(7, "x", {"a": 1})["params"] == {"a": 1}
+    assert jsonrpc.notification("notifications/initialized") == {
+        "jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert "id" not in jsonrpc.notification("n", {})
+
+
+def test_error_response_carries_data_only_when_given():
+    assert jsonrpc.error_response(1, -32601, "nope") == {
+        "jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "nope"}}
+    assert jsonrpc.error_response(1, -32602, "bad", {"x": 1})["error"]["data"] == {"x": 1}
+
+
+def test_encode_is_compact_single_line_utf8():
+    data = jsonrpc.encode({"text": "line1\nline2 \u00e9"})
+    assert b"\n" not in data
+    assert data == '{"text":"line1\\nline2 \u00e9"}'.encode()
+
+
+def test_encode_refuses_nan():
+    with pytest.raises(ValueError):
+        jsonrpc.encode({"x": float("nan")})
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[1,2]", b"42", b'"str"', b"\xff\xfe"])
+def test_decode_rejects_non_objects(raw):
+    with pytest.raises(InvalidMessage):
+        jsonrpc.decode(raw)
+
+
+@pytest.mark.parametrize(
+    "message,kind",
+    [
+        ({"jsonrpc": "2.0", "id": 1, "method": "m"}, Kind.REQUEST),
+        ({"jsonrpc": "2.0", "method": "m", "params": {}}, Kind.NOTIFICATION),
+        ({"jsonrpc": "2.0", "id": "a", "result": {}}, Kind.RESPONSE),
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "x"}}, Kind.ERROR),
+        ({"jsonrpc": "2.0", "id": None, "error": {"code": 1, "message": "x"}}, Kind.ERROR),
+    ],
+)
+def test_classify(message, kind):
+    assert jsonrpc.classify(message) is kind
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"id": 1, "result": {}},  # no jsonrpc
+        {"jsonrpc": "1.0", "id": 1, "result": {}},
+        {"jsonrpc": "2.0", "id": 1},  # nothing
+        {"jsonrpc": "2.0", "method": 5},
+        {"jsonrpc": "2.0", "method": "m", "params": [1]},
+        {"jsonrpc": "2.0", "id": None, "result": {}},
+        {"jsonrpc": "2.0", "id": True, "result": {}},
+    ],
+)
+def test_classify_rejects_malformed(message):
+    with pytest.raises(InvalidMessage):
+        jsonrpc.classify(message)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+@given(st.integers(min_value=-(2**53), max_value=2**53) | st.text(), st.text(min_size=1),
+       st.dictionaries(st.text(), json_values))
+def test_round_trip(request_id, method, params):
+    message = jsonrpc.request(request_id, method, params)
+    encoded = jsonrpc.encode(message)
+    assert b"\n" not in encoded
+    decoded = jsonrpc.decode(encoded)
+    assert decoded == json.loads(json.dumps(message))
+    assert jsonrpc.classify(decoded) is Kind.REQUEST

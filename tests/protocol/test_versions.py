@@ -1,0 +1,136 @@
+import pytest
+
+from mcp_sync.errors import InvalidResult, VersionNegotiationError
+from mcp_sync.protocol import versions
+from mcp_sync.protocol.versions import FallBack, Reprobe, UseStateless, dialect_for, read_probe_answer
+
+ALL = versions.SUPPORTED_VERSIONS
+
+
+def discover(supported):
+    return {"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": supported, "capabilities": {}}}
+
+
+def error(code, data=None):
+    err = {"code": code, "message": "x"}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": 1, "error": err}
+
+
+def test_allowed_versions_default_and_order():
+    assert versions.allowed_versions(None) == ("2026-07-28", "2025-11-25", "2025-06-18")
+    assert versions.allowed_versions(["2025-06-18", "2026-07-28"]) == ("2026-07-28", "2025-06-18")
+    assert versions.allowed_versions("2025-11-25") == ("2025-11-25",)
+
+
+@pytest.mark.parametrize("bad", ["2024-11-05", "", [], ["2026-07-28", "nope"], [5]])
+def test_allowed_versions_rejects_unknown(bad):
+    with pytest.raises(ValueError):
+        versions.allowed_versions(bad)
+
+
+def test_dialect_meta_only_for_stateless():
+    modern = dialect_for("2026-07-28")
+    meta = modern.request_meta({"roots": {}}, {"name": "c", "version": "1"}, "info")
+    assert meta == {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+        "io.modelcontextprotocol/logLevel": "info",
+    }
+    assert "io.modelcontextprotocol/logLevel" not in modern.request_meta({}, {}, None)
+    assert dialect_for("2025-11-25").request_meta({}, {}, "info") == {}
+
+
+def test_dialect_methods():
+    modern, legacy = dialect_for("2026-07-28"), dialect_for("2025-06-18")
+    assert not modern.defines("ping") and legacy.defines("ping")
+    assert modern.defines("server/discover") and not legacy.defines("server/discover")
+    assert not modern.defines("logging/setLevel") and legacy.defines("logging/setLevel")
+    assert modern.defines("tools/call") and legacy.defines("tools/call")
+    assert modern.defines("x-vendor/custom") and legacy.defines("x-vendor/custom")
+
+
+def test_initialize_may_not_be_cancelled():
+    assert not dialect_for("2025-11-25").may_cancel("initialize")
+    assert dialect_for("2025-11-25").may_cancel("tools/call")
+    assert dialect_for("2026-07-28").may_cancel("tools/call")
+
+
+def test_result_type():
+    d = dialect_for("2026-07-28")
+    assert d.result_type({}) == "complete"
+    assert d.result_type({"resultType": "complete"}) == "complete"
+    assert d.result_type({"resultType": "input_required"}) == "input_required"
+    with pytest.raises(InvalidResult):
+        d.result_type({"resultType": "surprise"})
+
+
+def test_dialect_for_unknown():
+    with pytest.raises(ValueError):
+        dialect_for("1999-01-01")
+
+
+# -- the probe -----------------------------------------------------------------------
+
+
+def test_discover_result_selects_highest_mutual():
+    verdict = read_probe_answer(discover(["2025-11-25", "2026-07-28"]), ALL)
+    assert isinstance(verdict, UseStateless) and verdict.version == "2026-07-28"
+    assert verdict.discover_result["supportedVersions"] == ["2025-11-25", "2026-07-28"]
+
+
+def test_silence_means_legacy():
+    assert isinstance(read_probe_answer(None, ALL), FallBack)
+
+
+@pytest.mark.parametrize("code", [-32601, -32602, -32600, -32603, -32000, -32002, 1, -1])
+def test_any_non_modern_error_means_legacy(code):
+    assert isinstance(read_probe_answer(error(code), ALL), FallBack)
+
+
+def test_unsupported_version_with_mutual_reprobes():
+    verdict = read_probe_answer(error(-32022, {"supported": ["2030-01-01", "2026-07-28"]}), ALL)
+    assert verdict == Reprobe("2026-07-28")
+
+
+def test_unsupported_version_without_mutual_never_falls_back():
+    with pytest.raises(VersionNegotiationError) as info:
+        read_probe_answer(error(-32022, {"supported": ["2030-01-01"], "requested": "2026-07-28"}), ALL)
+    assert info.value.supported == ["2030-01-01"]
+
+
+def test_unsupported_version_with_only_legacy_listed_never_falls_back():
+    # A modern error identifies a modern server: the spec says do not fall back.
+    with pytest.raises(VersionNegotiationError):
+        read_probe_answer(error(-32022, {"supported": ["2025-11-25"]}), ALL)
+
+
+def test_other_modern_error_is_not_a_fallback():
+    with pytest.raises(VersionNegotiationError):
+        read_probe_answer(error(-32021, {"requiredCapabilities": {}}), ALL)
+
+
+def test_result_without_supported_versions_means_legacy():
+    assert isinstance(read_probe_answer({"jsonrpc": "2.0", "id": 1, "result": {}}, ALL), FallBack)
+
+
+def test_discover_listing_only_legacy_versions_falls_back():
+    assert isinstance(read_probe_answer(discover(["2025-11-25"]), ALL), FallBack)
+
+
+def test_discover_listing_nothing_shared_is_an_error():
+    with pytest.raises(VersionNegotiationError):
+        read_probe_answer(discover(["2099-01-01"]), ALL)
+
+
+def test_check_negotiated():
+    assert versions.check_negotiated({"protocolVersion": "2025-06-18"}, "2025-11-25", ALL) == "2025-06-18"
+    with pytest.raises(VersionNegotiationError) as info:
+        versions.check_negotiated({"protocolVersion": "2024-11-05"}, "2025-11-25", ALL)
+    assert info.value.negotiated == "2024-11-05" and info.value.requested == "2025-11-25"
+    with pytest.raises(VersionNegotiationError):
+        versions.check_negotiated({"protocolVersion": "2025-06-18"}, "2025-11-25", ("2025-11-25",))
+    with pytest.raises(VersionNegotiationError):
+        versions.check_negotiated({}, "2025-11-25", ALL)

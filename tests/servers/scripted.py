@@ -1,0 +1,157 @@
+"""A tiny stdio MCP server whose (mis)behaviour is chosen on the command line.
+
+Standard library only, so it starts fast. Used by the tests for the cases a
+well-behaved server never produces: crashes, garbage, oversize lines,
+silent probes, odd negotiation answers, broken pagination.
+
+    python scripted.py [--mode MODE] [--versions V,V] [--stderr-lines N] ...
+"""
+
+import argparse
+import json
+import os
+import sys
+import threading
+
+STATELESS = "2026-07-28"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", default="normal")
+    parser.add_argument("--versions", default="2026-07-28,2025-11-25,2025-06-18")
+    parser.add_argument("--answer-version", default=None, help="protocolVersion to answer initialize with")
+    parser.add_argument("--stderr-lines", type=int, default=0)
+    parser.add_argument("--size", type=int, default=0)
+    parser.add_argument("--record", default=None, help="append every received line to this file")
+    args = parser.parse_args()
+    versions = args.versions.split(",")
+    out_lock = threading.Lock()
+    state = {"initialized": False, "discover_count": 0}
+    record = open(args.record, "a") if args.record else None
+
+    for i in range(args.stderr_lines):
+        sys.stderr.write(f"chatty line {i} " + "x" * 100 + "\n")
+    sys.stderr.flush()
+
+    def send(message):
+        with out_lock:
+            sys.stdout.write(json.dumps(message) + "\n")
+            sys.stdout.flush()
+
+    def result(request_id, body):
+        send({"jsonrpc": "2.0", "id": request_id, "result": body})
+
+    def error(request_id, code, message, data=None):
+        err = {"code": code, "message": message}
+        if data is not None:
+            err["data"] = data
+        send({"jsonrpc": "2.0", "id": request_id, "error": err})
+
+    for line in sys.stdin:
+        if record:
+            record.write(f"{os.getpid()} {line}")
+            record.flush()
+        message = json.loads(line)
+        method = message.get("method")
+        request_id = message.get("id")
+        if request_id is None:
+            continue
+        meta = (message.get("params") or {}).get("_meta") or {}
+        version = meta.get("io.modelcontextprotocol/protocolVersion")
+        mode = args.mode
+
+        if method == "server/discover":
+            state["discover_count"] += 1
+            if mode == "silent-probe":
+                continue
+            if mode == "exit-on-probe":
+                sys.stderr.write("unknown method, giving up\n")
+                sys.exit(9)
+            if mode == "reprobe" and version != "2026-07-28":
+                error(request_id, -32022, "Unsupported protocol version",
+                      {"supported": ["2026-07-28"], "requested": version})
+                continue
+            if mode == "unsupported-version":
+                error(request_id, -32022, "Unsupported protocol version",
+                      {"supported": ["2099-01-01"], "requested": version})
+                continue
+            stateless = [v for v in versions if v == STATELESS]
+            if not stateless:
+                error(request_id, -32601, "Method not found")
+                continue
+            result(request_id, {"resultType": "complete", "supportedVersions": stateless,
+                                "capabilities": {"tools": {}},
+                                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "scripted", "version": "1"}}})
+            continue
+        if method == "initialize":
+            asked = message["params"]["protocolVersion"]
+            answer = args.answer_version or (asked if asked in versions else versions[-1])
+            state["initialized"] = True
+            result(request_id, {"protocolVersion": answer, "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "scripted", "version": "1"}})
+            continue
+        if method == "ping":
+            result(request_id, {})
+            continue
+        if method == "tools/list":
+            cursor = (message.get("params") or {}).get("cursor")
+            if mode == "repeat-cursor":
+                result(request_id, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}], "nextCursor": "same"})
+                continue
+            if mode == "endless-pages":
+                n = int(cursor or 0) + 1
+                result(request_id, {"tools": [{"name": f"t{n}", "inputSchema": {"type": "object"}}], "nextCursor": str(n)})
+                continue
+            result(request_id, {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+            continue
+        if method == "tools/call":
+            params = message.get("params") or {}
+            arguments = params.get("arguments") or {}
+            if mode == "exit-on-call":
+                sys.stderr.write("fatal: something broke\n")
+                sys.stderr.flush()
+                os._exit(7)
+            if mode == "close-stdout-on-call":
+                sys.stdout.close()
+                os.close(1)
+                for _ in sys.stdin:
+                    pass
+                return
+            if mode == "garbage-on-call":
+                with out_lock:
+                    sys.stdout.write("this is not json\n")
+                    sys.stdout.flush()
+                continue
+            if mode == "oversize-on-call":
+                with out_lock:
+                    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {
+                        "content": [{"type": "text", "text": "x" * args.size}]}}) + "\n")
+                    sys.stdout.flush()
+                continue
+            if mode == "unsupported-later":
+                state.setdefault("calls", 0)
+                state["calls"] += 1
+                if state["calls"] == 1:
+                    error(request_id, -32022, "Unsupported protocol version",
+                          {"supported": ["2026-07-28"], "requested": version})
+                    continue
+            if mode == "unknown-result-type":
+                result(request_id, {"resultType": "mystery", "content": []})
+                continue
+            if mode == "not-an-object":
+                send({"jsonrpc": "2.0", "id": request_id, "result": [1, 2]})
+                continue
+            text = arguments.get("text", "")
+            if "env" in arguments:
+                text = json.dumps({"env": os.environ.get(arguments["env"]), "cwd": os.getcwd()})
+            body = {"content": [{"type": "text", "text": text}]}
+            if version:
+                body["resultType"] = "complete"
+            result(request_id, body)
+            continue
+        error(request_id, -32601, f"Method not found: {method}")
+
+
+if __name__ == "__main__":
+    main()

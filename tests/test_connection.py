@@ -1,0 +1,351 @@
+"""The engine on its own, with a scripted transport: routing, deadlines,
+cancellation, late responses, failure and close."""
+
+import logging
+import queue
+import threading
+
+import pytest
+
+from mcp_sync.connection import Connection, new_id_counter
+from mcp_sync.errors import ConnectionClosed, InvalidMessage, RequestTimeout, ServerError, ServerExited
+from mcp_sync.transports.base import Transport
+
+
+class ScriptedTransport(Transport):
+    """Records what the engine sends; the test plays the server via `sink`."""
+
+    def __init__(self, by_notification=True):
+        self.cancels_by_notification = by_notification
+        self.sent = queue.SimpleQueue()
+        self.cancelled = []
+        self.sink = None
+        self.closed = 0
+
+    def start(self, sink):
+        self.sink = sink
+
+    def send(self, message):
+        self.sent.put(message)
+
+    def cancel(self, request_id):
+        self.cancelled.append(request_id)
+
+    def close(self):
+        self.closed += 1
+
+    def next_sent(self):
+        return self.sent.get(timeout=5)
+
+
+@pytest.fixture
+def engine():
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    yield conn, transport
+    conn.close()
+
+
+def respond(transport, request_id, result=None):
+    transport.sink.deliver({"jsonrpc": "2.0", "id": request_id, "result": result or {}})
+
+
+def test_ids_are_fresh_integers_and_never_reused_across_connections():
+    ids = new_id_counter()
+    first = Connection(ScriptedTransport(), ids)
+    first.start()
+    a = first.send_request("m", None)
+    b = first.send_request("m", None)
+    first.close()
+    second = Connection(ScriptedTransport(), ids)
+    second.start()
+    c = second.send_request("m", None)
+    assert (a.id, b.id, c.id) == (1, 2, 3)
+    second.close()
+
+
+def test_response_reaches_its_own_request(engine):
+    conn, transport = engine
+    one = conn.send_request("a", None)
+    two = conn.send_request("b", None)
+    respond(transport, two.id, {"for": "two"})
+    respond(transport, one.id, {"for": "one"})
+    assert conn.wait(one, timeout=5)["result"] == {"for": "one"}
+    assert conn.wait(two, timeout=5)["result"] == {"for": "two"}
+    assert conn.in_flight == 0
+
+
+def test_progress_goes_to_the_request_whose_id_is_the_token(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {"name": "x"}, progress=True)
+    other = conn.send_request("tools/call", {"name": "y"}, progress=True)
+    sent = transport.next_sent()
+    assert sent["params"]["_meta"]["progressToken"] == pending.id
+    assert sent["params"]["name"] == "x"
+    seen, threads = [], []
+
+    def on_progress(params):
+        seen.append(params["progress"])
+        threads.append(threading.current_thread())
+
+    for value in (1, 2):
+        transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/progress",
+                                "params": {"progressToken": pending.id, "progress": value}})
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": other.id, "progress": 99}})
+    respond(transport, pending.id)
+    conn.wait(pending, timeout=5, on_progress=on_progress)
+    assert seen == [1, 2]
+    assert threads == [threading.current_thread()] * 2
+
+
+def test_progress_for_unknown_token_is_dropped(engine, caplog):
+    conn, transport = engine
+    with caplog.at_level(logging.DEBUG, logger="mcp_sync.connection"):
+        transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/progress",
+                                "params": {"progressToken": 12345, "progress": 1}})
+    assert "no request holds" in caplog.text
+
+
+def test_timeout_cancels_with_a_notification_and_drops_the_late_response(engine, caplog):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {})
+    transport.next_sent()
+    with pytest.raises(RequestTimeout) as info:
+        conn.wait(pending, timeout=0.05)
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.method == "tools/call"
+    cancel = transport.next_sent()
+    assert cancel["method"] == "notifications/cancelled"
+    assert cancel["params"]["requestId"] == pending.id
+    # The late answer goes nowhere, and no later request receives it.
+    later = conn.send_request("tools/call", {})
+    with caplog.at_level(logging.DEBUG, logger="mcp_sync.connection"):
+        respond(transport, pending.id, {"late": True})
+    assert "nobody waits" in caplog.text
+    respond(transport, later.id, {"late": False})
+    assert conn.wait(later, timeout=5)["result"] == {"late": False}
+
+
+def test_non_cancellable_request_sends_no_notification(engine):
+    conn, transport = engine
+    pending = conn.send_request("initialize", {}, cancellable=False)
+    transport.next_sent()
+    with pytest.raises(RequestTimeout):
+        conn.wait(pending, timeout=0.01)
+    with pytest.raises(queue.Empty):
+        transport.sent.get(timeout=0.05)
+
+
+def test_per_request_transport_cancels_by_closing_the_stream():
+    transport = ScriptedTransport(by_notification=False)
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    pending = conn.send_request("tools/call", {})
+    with pytest.raises(RequestTimeout):
+        conn.wait(pending, timeout=0.01)
+    assert transport.cancelled == [pending.id]
+    conn.close()
+
+
+def test_reset_timeout_on_progress_is_bounded_by_max_total(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {}, progress=True)
+    stop = threading.Event()
+
+    def keep_reporting():
+        n = 0
+        while not stop.wait(0.01):
+            n += 1
+            transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/progress",
+                                    "params": {"progressToken": pending.id, "progress": n}})
+
+    feeder = threading.Thread(target=keep_reporting)
+    feeder.start()
+    try:
+        with pytest.raises(RequestTimeout) as info:
+            conn.wait(pending, timeout=5.0, reset_timeout_on_progress=True, max_total_timeout=0.5)
+    finally:
+        stop.set()
+        feeder.join()
+    assert info.value.max_total_timeout == 0.5
+    assert "maximum total timeout" in str(info.value)
+
+
+def test_progress_resets_the_timeout(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {}, progress=True)
+    count = []
+
+    def on_progress(params):
+        count.append(params["progress"])
+        if len(count) < 5:
+            # Five progress steps 0.4 s apart outlast a 1 s timeout only if each resets it.
+            threading.Timer(0.4, lambda n=len(count) + 1: transport.sink.deliver(
+                {"jsonrpc": "2.0", "method": "notifications/progress",
+                 "params": {"progressToken": pending.id, "progress": n}})).start()
+        else:
+            respond(transport, pending.id, {"done": True})
+
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": pending.id, "progress": 1}})
+    response = conn.wait(pending, timeout=1.0, on_progress=on_progress, reset_timeout_on_progress=True,
+                         max_total_timeout=10)
+    assert response["result"] == {"done": True} and count == [1, 2, 3, 4, 5]
+
+
+def test_a_callback_that_raises_abandons_the_request(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {}, progress=True)
+    transport.next_sent()
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": pending.id, "progress": 1}})
+
+    def boom(_):
+        raise KeyError("user bug")
+
+    with pytest.raises(KeyError):
+        conn.wait(pending, timeout=5, on_progress=boom)
+    assert transport.next_sent()["method"] == "notifications/cancelled"
+    assert conn.in_flight == 0
+
+
+def test_log_message_goes_to_the_single_request_in_flight(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {})
+    logs = []
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/message",
+                            "params": {"level": "info", "data": "hello"}})
+    respond(transport, pending.id)
+    conn.wait(pending, timeout=5, on_log=lambda p: logs.append((p["data"], threading.current_thread())))
+    assert logs == [("hello", threading.current_thread())]
+
+
+def test_unrelated_log_and_notifications_go_to_the_worker_not_the_reader():
+    seen = queue.SimpleQueue()
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter(),
+                      on_notification=lambda m: seen.put((m["method"], threading.current_thread().name)),
+                      on_log=lambda p: seen.put(("log", threading.current_thread().name)))
+    conn.start()
+    reader = threading.Thread(target=lambda: [
+        transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}}),
+    ], name="fake-reader")
+    reader.start()
+    reader.join()
+    got = [seen.get(timeout=5), seen.get(timeout=5)]
+    assert got == [("notifications/tools/list_changed", "mcp-sync-worker"), ("log", "mcp-sync-worker")]
+    conn.close()
+
+
+def test_server_request_with_no_caller_is_answered_by_the_worker():
+    transport = ScriptedTransport()
+
+    def handler(message):
+        if message["method"] == "ping":
+            return {}
+        raise ServerError(-32601, "Method not found")
+
+    conn = Connection(transport, new_id_counter(), on_server_request=handler)
+    conn.start()
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "ping"})
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s2", "method": "sampling/createMessage", "params": {}})
+    answers = {m["id"]: m for m in (transport.next_sent(), transport.next_sent())}
+    assert answers["s1"]["result"] == {}
+    assert answers["s2"]["error"]["code"] == -32601
+    conn.close()
+
+
+def test_server_request_goes_to_the_single_caller(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {})
+    got = []
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
+    respond(transport, pending.id)
+    conn.wait(pending, timeout=5, on_server_request=lambda m: got.append((m["id"], threading.current_thread())))
+    assert got == [("s1", threading.current_thread())]
+
+
+def test_transport_failure_fails_every_pending_call_with_that_error(engine):
+    conn, transport = engine
+    calls = [conn.send_request("m", None) for _ in range(3)]
+    transport.sink.transport_failed(ServerExited("the server process exited with code 3", returncode=3, stderr_tail=["boom"]))
+    for pending in calls:
+        with pytest.raises(ServerExited) as info:
+            conn.wait(pending, timeout=5)
+        assert info.value.returncode == 3 and info.value.stderr_tail == ["boom"]
+    with pytest.raises(ServerExited):
+        conn.send_request("m", None)
+
+
+def test_invalid_message_is_a_transport_failure(engine):
+    conn, transport = engine
+    pending = conn.send_request("m", None)
+    transport.sink.deliver({"jsonrpc": "2.0", "id": 1})
+    with pytest.raises(InvalidMessage):
+        conn.wait(pending, timeout=5)
+
+
+def test_close_fails_pending_calls_at_once_from_another_thread():
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    pending = conn.send_request("slow", None)
+    errors = queue.SimpleQueue()
+
+    def waiter():
+        try:
+            conn.wait(pending, timeout=60)
+        except ConnectionClosed as exc:
+            errors.put(exc)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    conn.close()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert "closed" in str(errors.get(timeout=1))
+    conn.close()
+    assert transport.closed == 1
+    with pytest.raises(ConnectionClosed):
+        conn.send_request("m", None)
+
+
+def test_close_is_idempotent_across_threads():
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    threads = [threading.Thread(target=conn.close) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert transport.closed == 1 and conn.closed
+
+
+def test_close_joins_the_worker():
+    transport = ScriptedTransport()
+    done = threading.Event()
+    conn = Connection(transport, new_id_counter(), on_notification=lambda m: done.set())
+    conn.start()
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+    assert done.wait(5)
+    worker = conn._worker
+    assert worker is not None and worker.is_alive()
+    conn.close()
+    assert not worker.is_alive()
+
+
+def test_send_failure_unregisters_the_request():
+    class Broken(ScriptedTransport):
+        def send(self, message):
+            raise ConnectionClosed("pipe broke")
+
+    conn = Connection(Broken(), new_id_counter())
+    conn.start()
+    with pytest.raises(ConnectionClosed):
+        conn.send_request("m", None)
+    assert conn.in_flight == 0
+    conn.close()

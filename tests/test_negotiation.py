@@ -1,0 +1,141 @@
+"""Settling the protocol version over stdio, against servers of every kind."""
+
+import json
+
+import pytest
+
+import mcp_sync
+from tests.conftest import demo_command, scripted
+
+
+def received(record):
+    """[(pid, message)] in the order the scripted server(s) received them."""
+    out = []
+    for line in record.read_text().splitlines():
+        pid, _, text = line.partition(" ")
+        out.append((int(pid), json.loads(text)))
+    return out
+
+
+def methods(entries):
+    return [m.get("method") for _, m in entries]
+
+
+def test_modern_server_is_probed_once_and_kept(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--record", str(record))) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert client.server_info.name == "scripted"
+        client.call_tool("echo", {"text": "x"})
+    entries = received(record)
+    assert methods(entries) == ["server/discover", "tools/call"]
+    assert len({pid for pid, _ in entries}) == 1
+    probe = entries[0][1]
+    assert probe["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+
+
+def test_legacy_server_erroring_on_the_probe_is_restarted_and_initialized(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--versions", "2025-11-25,2025-06-18", "--record", str(record))) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert client.session.server_info.name == "scripted"
+        client.ping()
+    entries = received(record)
+    first_pid = entries[0][0]
+    assert methods([e for e in entries if e[0] == first_pid]) == ["server/discover"]
+    second = [e for e in entries if e[0] != first_pid]
+    assert methods(second) == ["initialize", "notifications/initialized", "ping"]
+    assert second[0][1]["params"]["protocolVersion"] == "2025-11-25"
+
+
+def test_silent_server_falls_back_after_the_probe_timeout(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--mode", "silent-probe", "--record", str(record)), probe_timeout=0.3) as client:
+        assert client.protocol_version == "2025-11-25"
+    entries = received(record)
+    first_pid = entries[0][0]
+    assert methods([e for e in entries if e[0] == first_pid])[:2] == ["server/discover", "notifications/cancelled"]
+    assert methods([e for e in entries if e[0] != first_pid])[0] == "initialize"
+
+
+def test_server_that_dies_on_the_probe_is_restarted():
+    with mcp_sync.connect(scripted("--mode", "exit-on-probe")) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+
+
+def test_modern_refusal_without_a_mutual_version_never_falls_back(tmp_path):
+    record = tmp_path / "record"
+    with pytest.raises(mcp_sync.VersionNegotiationError) as info:
+        mcp_sync.connect(scripted("--mode", "unsupported-version", "--record", str(record)))
+    assert info.value.supported == ["2099-01-01"]
+    assert "initialize" not in methods(received(record))
+
+
+def test_initialize_answered_with_a_version_not_allowed(tmp_path):
+    with pytest.raises(mcp_sync.VersionNegotiationError) as info:
+        mcp_sync.connect(scripted("--versions", "2025-11-25", "--answer-version", "2024-11-05"), protocol="2025-11-25")
+    assert info.value.negotiated == "2024-11-05" and info.value.requested == "2025-11-25"
+    with pytest.raises(mcp_sync.VersionNegotiationError):
+        mcp_sync.connect(scripted("--answer-version", "2025-06-18"), protocol="2025-11-25")
+
+
+def test_initialize_may_settle_on_an_older_allowed_version():
+    with mcp_sync.connect(scripted("--answer-version", "2025-06-18"), protocol=["2025-11-25", "2025-06-18"]) as client:
+        assert client.protocol_version == "2025-06-18"
+
+
+def test_a_stateless_pin_sends_nothing_at_connect(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--record", str(record)), protocol="2026-07-28") as client:
+        assert client.protocol_version == "2026-07-28"
+    assert not record.exists() or record.read_text() == ""
+
+
+def test_an_initialize_pin_skips_the_probe(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--record", str(record)), protocol="2025-06-18"):
+        pass
+    assert methods(received(record)) == ["initialize", "notifications/initialized"]
+
+
+def test_unsupported_version_later_rediscovers_and_retries_once(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--mode", "unsupported-later", "--record", str(record)), protocol="2026-07-28") as client:
+        assert client.call_tool("echo", {"text": "again"}).text == "again"
+    entries = received(record)
+    assert methods(entries) == ["tools/call", "server/discover", "tools/call"]
+    ids = [m["id"] for _, m in entries]
+    assert len(set(ids)) == 3
+
+
+def test_unknown_result_type_is_invalid():
+    with mcp_sync.connect(scripted("--mode", "unknown-result-type"), protocol="2026-07-28") as client:
+        with pytest.raises(mcp_sync.InvalidResult, match="mystery"):
+            client.call_tool("echo", {})
+
+
+def test_a_result_that_is_not_an_object_is_invalid():
+    with mcp_sync.connect(scripted("--mode", "not-an-object"), protocol="2026-07-28") as client:
+        with pytest.raises(mcp_sync.InvalidResult):
+            client.call_tool("echo", {})
+
+
+def test_repeated_cursor_fails_cleanly():
+    with mcp_sync.connect(scripted("--mode", "repeat-cursor"), protocol="2026-07-28") as client:
+        with pytest.raises(mcp_sync.PaginationError, match="repeated cursor"):
+            client.list_tools()
+        assert client.list_page("tools").next_cursor == "same"
+
+
+def test_max_pages_bounds_an_endless_list():
+    with mcp_sync.connect(scripted("--mode", "endless-pages"), protocol="2026-07-28", max_pages=5) as client:
+        with pytest.raises(mcp_sync.PaginationError, match="max_pages=5"):
+            client.list_tools()
+
+
+@pytest.mark.parametrize("protocol", [None, "2025-11-25", "2025-06-18"])
+def test_demo_server_program_in_every_era(protocol):
+    with mcp_sync.connect(demo_command(), protocol=protocol) as client:
+        assert client.protocol_version == (protocol or "2026-07-28")
+        assert client.call_tool("add", {"a": 1, "b": 2}).structured_content == {"sum": 3}

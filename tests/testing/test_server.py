@@ -1,0 +1,1270 @@
+"""Tests of mcp_sync.testing: the in-process server through `open_session`
+with plain dicts, and the stdio program through a subprocess.
+
+Every message the server emits is checked against the JSON schema of the
+revision in use, loaded from `$MCP_SPEC_DIR/schema/<rev>/schema.json`
+(default: `<repo>/../shared/spec`). A missing schema fails the test.
+Synchronisation is by Condition/Event waits with timeouts, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import functools
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_sync.testing import SUPPORTED_VERSIONS, Server, ToolContext, demo_server
+
+REPO = Path(__file__).resolve().parents[2]
+MODERN = "2026-07-28"
+LEGACY = ("2025-11-25", "2025-06-18")
+WAIT = 10.0  # seconds: generous upper bound for anything that should happen "now"
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPS = "io.modelcontextprotocol/clientCapabilities"
+META_LOG = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+
+# --------------------------------------------------------------------------
+# JSON schema validation
+
+
+def spec_dir() -> Path:
+    return Path(os.environ.get("MCP_SPEC_DIR") or REPO.parent / "shared" / "spec")
+
+
+@functools.lru_cache(maxsize=None)
+def _load_schema(rev: str) -> dict[str, Any]:
+    path = spec_dir() / "schema" / rev / "schema.json"
+    if not path.is_file():
+        pytest.fail(
+            f"MCP JSON schema for {rev} not found at {path}; set MCP_SPEC_DIR to the spec folder "
+            "(the one holding schema/<revision>/schema.json)",
+            pytrace=False,
+        )
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded
+
+
+@functools.lru_cache(maxsize=None)
+def _validator(rev: str, definition: str) -> Any:
+    schema = _load_schema(rev)
+    defs_key = "$defs" if "$defs" in schema else "definitions"
+    assert definition in schema[defs_key], f"{definition} is not defined in the {rev} schema"
+    root = dict(schema)
+    root["$ref"] = f"#/{defs_key}/{definition}"
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(root)
+
+
+def validate(rev: str, definition: str, instance: Any) -> None:
+    _validator(rev, definition).validate(instance)
+
+
+def is_valid(rev: str, definition: str, instance: Any) -> bool:
+    return bool(_validator(rev, definition).is_valid(instance))
+
+
+RESULT_DEFS = {
+    "server/discover": "DiscoverResult",
+    "initialize": "InitializeResult",
+    "ping": "EmptyResult",
+    "logging/setLevel": "EmptyResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "completion/complete": "CompleteResult",
+}
+
+
+def check_response(rev: str, method: str, msg: dict[str, Any]) -> None:
+    """Validate a response to `method` against revision `rev`."""
+    assert msg.get("jsonrpc") == "2.0"
+    if "error" in msg:
+        validate(rev, "JSONRPCError" if rev == "2025-06-18" else "JSONRPCErrorResponse", msg)
+        if msg["error"]["code"] == -32022:
+            validate(MODERN, "UnsupportedProtocolVersionError", msg)
+        return
+    validate(rev, "JSONRPCResponse" if rev == "2025-06-18" else "JSONRPCResultResponse", msg)
+    validate(rev, RESULT_DEFS[method], msg["result"])
+    result = msg["result"]
+    if rev == MODERN:
+        assert result["resultType"] == "complete"
+        assert set(result["_meta"][META_SERVER_INFO]) >= {"name", "version"}
+        if method in ("server/discover", "tools/list", "prompts/list", "resources/list",
+                      "resources/templates/list", "resources/read"):
+            validate(rev, "CacheableResult", result)
+    else:
+        assert "resultType" not in result
+        assert "ttlMs" not in result and "cacheScope" not in result
+
+
+def check_error_any_revision(msg: dict[str, Any]) -> None:
+    """An error sent before any revision is agreed must fit every revision that can express it."""
+    for rev in (MODERN,) + LEGACY:
+        if rev == "2025-06-18" and "id" not in msg:
+            continue  # 2025-06-18's JSONRPCError has a required id; later revisions dropped that
+        check_response(rev, "", msg)
+
+
+def check_notification(rev: str, msg: dict[str, Any]) -> None:
+    assert "id" not in msg
+    validate(rev, "JSONRPCNotification", msg)
+    validate(rev, "ServerNotification", msg)
+
+
+def check_all_notifications(rev: str, messages: list[dict[str, Any]]) -> None:
+    for msg in messages:
+        if "method" in msg:
+            check_notification(rev, msg)
+
+
+# --------------------------------------------------------------------------
+# Peers: the in-process session and the stdio subprocess
+
+
+def modern_meta(**extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        META_VERSION: MODERN,
+        META_CAPS: {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test-client", "version": "0.0.1"},
+    }
+    meta.update(extra)
+    return meta
+
+
+class Peer:
+    """A test-side client: sends dicts, records every server message, waits
+    on a Condition for the ones it needs, validates each response."""
+
+    def __init__(self, stateless: bool = True) -> None:
+        self.cond = threading.Condition()
+        self.messages: list[dict[str, Any]] = []
+        self._ids = itertools.count(1000)
+        self.stateless = stateless
+        self.legacy_version: str | None = None
+        self.methods: dict[Any, str] = {}
+        self.by_id: dict[Any, dict[str, Any]] = {}
+
+    # transport hooks
+    def write(self, message: Any) -> None:
+        raise NotImplementedError
+
+    def record(self, message: dict[str, Any]) -> None:
+        with self.cond:
+            self.messages.append(message)
+            if "method" not in message and "id" in message:
+                self.by_id.setdefault(message["id"], message)
+            self.cond.notify_all()
+
+    # helpers
+    @property
+    def revision(self) -> str:
+        if self.stateless:
+            return MODERN
+        assert self.legacy_version is not None, "initialize first"
+        return self.legacy_version
+
+    def start(self, method: str, params: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None,
+              request_id: Any = None) -> Any:
+        """Send a request without waiting; returns its id."""
+        rid = next(self._ids) if request_id is None else request_id
+        body = dict(params or {})
+        if self.stateless:
+            body["_meta"] = modern_meta(**(meta or {}))
+        elif meta:
+            body["_meta"] = dict(meta)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if body:
+            message["params"] = body
+        self.methods[rid] = method
+        self.write(message)
+        return rid
+
+    def request(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        rid = self.start(method, params, **kw)
+        return self.response(rid)
+
+    def result(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        msg = self.request(method, params, **kw)
+        assert "result" in msg, f"expected a result for {method}, got {msg}"
+        result: dict[str, Any] = msg["result"]
+        return result
+
+    def error(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        msg = self.request(method, params, **kw)
+        assert "error" in msg, f"expected an error for {method}, got {msg}"
+        error: dict[str, Any] = msg["error"]
+        return error
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        return self.result("tools/call", params, **kw)
+
+    def initialize(self, version: str = LEGACY[0]) -> dict[str, Any]:
+        self.stateless = False
+        rid = next(self._ids)
+        self.methods[rid] = "initialize"
+        self.write({"jsonrpc": "2.0", "id": rid, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test-client", "version": "1"}}})
+        msg = self.wait_for(lambda m: m.get("id") == rid and ("result" in m or "error" in m))
+        assert "result" in msg, msg
+        self.legacy_version = msg["result"]["protocolVersion"]
+        check_response(self.revision, "initialize", msg)
+        self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        result: dict[str, Any] = msg["result"]
+        return result
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.write(message)
+
+    def cancel(self, request_id: Any, reason: str = "test") -> None:
+        self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = WAIT) -> dict[str, Any]:
+        found: list[dict[str, Any]] = []
+
+        def ready() -> bool:
+            found[:] = [m for m in self.messages if predicate(m)]
+            return bool(found)
+
+        with self.cond:
+            if not self.cond.wait_for(ready, timeout):
+                pytest.fail(f"timed out waiting for a server message; got {self.messages[-5:]}")
+        return found[0]
+
+    def response(self, request_id: Any, timeout: float = WAIT) -> dict[str, Any]:
+        with self.cond:
+            if not self.cond.wait_for(lambda: request_id in self.by_id, timeout):
+                pytest.fail(f"timed out waiting for the response to {request_id!r}; got {self.messages[-5:]}")
+            msg = self.by_id[request_id]
+        check_response(self.revision, self.methods.get(request_id, ""), msg)
+        return msg
+
+    def responses_for(self, request_id: Any) -> list[dict[str, Any]]:
+        with self.cond:
+            return [m for m in self.messages if m.get("id") == request_id and "method" not in m]
+
+    def notifications(self, method: str | None = None) -> list[dict[str, Any]]:
+        with self.cond:
+            return [m for m in self.messages if "method" in m and (method is None or m["method"] == method)]
+
+    def index_of(self, msg: dict[str, Any]) -> int:
+        with self.cond:
+            return next(i for i, m in enumerate(self.messages) if m is msg)
+
+
+class Conn(Peer):
+    """A session of an in-process `Server`."""
+
+    def __init__(self, server: Server, stateless: bool = True) -> None:
+        super().__init__(stateless)
+        self.session = server.open_session(self._on_send)
+        self.send_threads: set[str] = set()
+        self.concurrent_sends = 0
+        self._in_send = 0
+
+    def _on_send(self, message: dict[str, Any]) -> None:
+        with self.cond:
+            self._in_send += 1
+            self.concurrent_sends = max(self.concurrent_sends, self._in_send)
+            self.send_threads.add(threading.current_thread().name)
+        try:
+            self.record(json.loads(json.dumps(message, allow_nan=False)))  # must survive the wire
+        finally:
+            with self.cond:
+                self._in_send -= 1
+
+    def write(self, message: Any) -> None:
+        self.session.receive(copy.deepcopy(message))
+
+    def close(self) -> None:
+        self.session.close()
+
+
+@pytest.fixture
+def conns() -> Any:
+    """Open Conns for a test; closes them all and checks their notifications afterwards."""
+    opened: list[Conn] = []
+
+    def open_conn(server: Server | None = None, stateless: bool = True) -> Conn:
+        conn = Conn(server if server is not None else demo_server(), stateless)
+        opened.append(conn)
+        return conn
+
+    yield open_conn
+    for conn in opened:
+        conn.close()
+        check_all_notifications(conn.revision if conn.stateless or conn.legacy_version else MODERN, conn.messages)
+
+
+@pytest.fixture
+def conn(conns: Any) -> Conn:
+    c: Conn = conns()
+    return c
+
+
+# --------------------------------------------------------------------------
+# Discovery, versions and eras
+
+
+def test_discover(conn: Conn) -> None:
+    result = conn.result("server/discover")
+    assert result["supportedVersions"] == [MODERN]
+    caps = result["capabilities"]
+    assert set(caps) >= {"tools", "resources", "prompts", "completions", "logging"}
+    assert caps["resources"].get("subscribe") is False
+    assert result["_meta"][META_SERVER_INFO] == {"name": "mcp-sync-demo", "version": "1.0.0"}
+    assert isinstance(result["instructions"], str) and result["instructions"]
+    assert result["ttlMs"] >= 0 and result["cacheScope"] == "public"
+    assert SUPPORTED_VERSIONS == (MODERN,) + LEGACY
+
+
+def test_stateless_requires_meta_fields(conn: Conn) -> None:
+    no_meta = {"jsonrpc": "2.0", "id": "a", "method": "tools/list"}
+    conn.write(no_meta)
+    msg = conn.wait_for(lambda m: m.get("id") == "a")
+    assert msg["error"]["code"] == -32602 and META_VERSION in msg["error"]["message"]
+    check_error_any_revision(msg)
+
+    conn.write({"jsonrpc": "2.0", "id": "b", "method": "tools/list", "params": {"_meta": {META_VERSION: MODERN}}})
+    msg = conn.wait_for(lambda m: m.get("id") == "b")
+    assert msg["error"]["code"] == -32602 and META_CAPS in msg["error"]["message"]
+    check_error_any_revision(msg)
+
+
+@pytest.mark.parametrize("requested", ["1900-01-01", "2025-11-25", "2025-06-18"])
+def test_unsupported_stateless_version(conn: Conn, requested: str) -> None:
+    error = conn.error("tools/list", meta={META_VERSION: requested})
+    assert error == {"code": -32022, "message": "Unsupported protocol version",
+                     "data": {"supported": [MODERN], "requested": requested}}
+
+
+def test_invalid_log_level_in_meta(conn: Conn) -> None:
+    assert conn.error("tools/list", meta={META_LOG: "loud"})["code"] == -32602
+
+
+@pytest.mark.parametrize("method", ["ping", "logging/setLevel", "initialize", "resources/subscribe", "no/such"])
+def test_methods_not_in_the_stateless_revision(conn: Conn, method: str) -> None:
+    error = conn.error(method, {"level": "info"} if method == "logging/setLevel" else None)
+    assert error["code"] == -32601
+
+
+@pytest.mark.parametrize("requested,expected", [
+    ("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2024-11-05", "2025-11-25"), (MODERN, "2025-11-25"),
+])
+def test_initialize_negotiation(conns: Any, requested: str, expected: str) -> None:
+    conn = conns()
+    result = conn.initialize(requested)
+    assert result["protocolVersion"] == expected
+    assert result["serverInfo"] == {"name": "mcp-sync-demo", "version": "1.0.0"}
+    assert set(result["capabilities"]) >= {"tools", "resources", "prompts", "completions", "logging"}
+    assert result["instructions"]
+    assert conn.result("ping") == {}
+    echoed = conn.call_tool("echo", {"text": "legacy"})
+    assert echoed == {"content": [{"type": "text", "text": "legacy"}]}
+
+
+def test_initialize_respects_restricted_versions(conns: Any) -> None:
+    conn = conns(Server(versions=["2025-06-18"]))
+    assert conn.initialize("2025-11-25")["protocolVersion"] == "2025-06-18"
+
+
+def test_initialize_twice_and_bad_params(conns: Any) -> None:
+    conn = conns()
+    conn.stateless = False
+    conn.legacy_version = LEGACY[0]
+    assert conn.error("initialize", {"protocolVersion": 20251125})["code"] == -32602
+    conn.initialize()
+    assert conn.error("initialize", {"protocolVersion": LEGACY[0], "capabilities": {},
+                                     "clientInfo": {"name": "x", "version": "1"}})["code"] == -32600
+
+
+def test_legacy_results_and_resource_not_found(conns: Any) -> None:
+    conn = conns()
+    conn.initialize("2025-06-18")
+    tools = conn.result("tools/list")["tools"]
+    assert [t["name"] for t in tools][:2] == ["echo", "add"]
+    error = conn.error("resources/read", {"uri": "demo://nope"})
+    assert error == {"code": -32002, "message": "Resource not found", "data": {"uri": "demo://nope"}}
+    assert conn.error("server/discover")["code"] == -32601
+    assert conn.error("resources/subscribe", {"uri": "demo://readme"})["code"] == -32601
+
+
+def test_legacy_logging_follows_set_level(conns: Any) -> None:
+    conn = conns()
+    conn.initialize()
+    assert conn.call_tool("log", {"level": "emergency", "message": "before setLevel"}) is not None
+    assert conn.notifications("notifications/message") == []
+    assert conn.error("logging/setLevel", {"level": "chatty"})["code"] == -32602
+    assert conn.result("logging/setLevel", {"level": "warning"}) == {}
+    conn.call_tool("log", {"level": "info", "message": "too quiet"})
+    rid = conn.start("tools/call", {"name": "log", "arguments": {"level": "error", "message": "loud"}})
+    response = conn.response(rid)
+    logs = conn.notifications("notifications/message")
+    assert [n["params"] for n in logs] == [{"level": "error", "logger": "demo", "data": "loud"}]
+    assert conn.index_of(logs[0]) < conn.index_of(response)
+
+
+def test_sessions_have_separate_eras(conns: Any) -> None:
+    server = demo_server()
+    legacy, fresh = conns(server), conns(server)
+    legacy.initialize()
+    fresh.write({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert fresh.wait_for(lambda m: m.get("id") == 1)["error"]["code"] == -32602
+    assert legacy.result("tools/list")["tools"]
+
+
+def test_stateless_request_on_initialized_session(conns: Any) -> None:
+    conn = conns()
+    conn.initialize()
+    conn.stateless = True
+    result = conn.call_tool("echo", {"text": "modern"})
+    assert result["resultType"] == "complete"
+
+
+def test_pre_initialize_ping_is_answered(conn: Conn) -> None:
+    conn.write({"jsonrpc": "2.0", "id": "p", "method": "ping"})
+    msg = conn.wait_for(lambda m: m.get("id") == "p")
+    assert msg["result"] == {}
+    check_response(LEGACY[0], "ping", msg)
+
+
+def test_legacy_only_server(conns: Any) -> None:
+    conn = conns(demo_server(versions=list(LEGACY)))
+    conn.write({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}})
+    assert conn.wait_for(lambda m: m.get("id") == 1)["error"]["code"] == -32601
+    conn.write({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    error = conn.wait_for(lambda m: m.get("id") == 2)
+    assert error["error"] == {"code": -32600, "message": "Server not initialized"}
+    check_error_any_revision(error)
+    conn.initialize("2025-06-18")
+    # _meta means nothing to a legacy-only server: served under 2025-06-18
+    assert "resultType" not in conn.call_tool("echo", {"text": "x"}, meta=modern_meta())
+
+
+def test_stateless_only_server_rejects_initialize(conns: Any) -> None:
+    server = demo_server(versions=[MODERN])
+    conn = conns(server)
+    assert conn.result("server/discover")["supportedVersions"] == [MODERN]
+    conn.write({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}})
+    msg = conn.wait_for(lambda m: m.get("id") == 5)
+    assert msg["error"]["code"] == -32602
+    assert MODERN in msg["error"]["message"]
+    assert msg["error"]["data"] == {"supported": [MODERN], "requested": "2025-11-25"}
+    check_error_any_revision(msg)
+
+
+def test_server_constructor_validation() -> None:
+    with pytest.raises(ValueError):
+        Server(versions=["1999-01-01"])
+    with pytest.raises(ValueError):
+        Server(versions=[])
+    with pytest.raises(ValueError):
+        Server(page_size=0)
+    assert Server(versions=["2025-06-18", MODERN]).versions == (MODERN, "2025-06-18")
+
+
+# --------------------------------------------------------------------------
+# Tools
+
+
+def test_tools_list(conn: Conn) -> None:
+    tools = {t["name"]: t for t in conn.result("tools/list")["tools"]}
+    assert list(tools) == ["echo", "add", "countdown", "sleep", "weather", "bad_weather", "fail", "log", "crash"]
+    assert tools["add"]["outputSchema"]["properties"]["sum"] == {"type": "number"}
+    assert tools["echo"]["inputSchema"]["required"] == ["text"]
+    for tool in tools.values():
+        jsonschema.Draft202012Validator.check_schema(tool["inputSchema"])
+
+
+def test_echo_and_add(conn: Conn) -> None:
+    result = conn.call_tool("echo", {"text": "héllo\nwörld"})
+    assert result["content"] == [{"type": "text", "text": "héllo\nwörld"}]
+    assert not result.get("isError")
+    result = conn.call_tool("add", {"a": 2, "b": 3.5})
+    assert result["content"] == [{"type": "text", "text": "5.5"}]
+    assert result["structuredContent"] == {"sum": 5.5}
+    assert conn.call_tool("add", {"a": 1, "b": 2})["structuredContent"] == {"sum": 3}
+
+
+def test_weather_output_schema(conn: Conn) -> None:
+    tools = {t["name"]: t for t in conn.result("tools/list")["tools"]}
+    good = conn.call_tool("weather", {"city": "Oslo"})
+    assert set(good["structuredContent"]) == {"city", "temperature", "conditions"}
+    assert good["structuredContent"]["city"] == "Oslo"
+    jsonschema.validate(good["structuredContent"], tools["weather"]["outputSchema"])
+    assert json.loads(good["content"][0]["text"]) == good["structuredContent"]
+    assert conn.call_tool("weather", {"city": "Oslo"}) == good  # deterministic
+    bad = conn.call_tool("bad_weather", {"city": "Oslo"})
+    assert not bad.get("isError")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad["structuredContent"], tools["bad_weather"]["outputSchema"])
+
+
+def test_fail_and_in_process_crash(conn: Conn) -> None:
+    result = conn.call_tool("fail", {"message": "it broke"})
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "it broke"}]
+    crashed = conn.call_tool("crash", {})
+    assert crashed["isError"] is True and "crash" in crashed["content"][0]["text"]
+
+
+@pytest.mark.parametrize("name,arguments,fragment", [
+    ("echo", {}, "Missing required property 'text'"),
+    ("echo", {"text": 5}, "'text' must be of type string"),
+    ("add", {"a": 1, "b": "2"}, "'b' must be of type number"),
+    ("add", {"a": True, "b": 2}, "'a' must be of type number"),
+    ("countdown", {"steps": 2.5}, "'steps' must be of type integer"),
+    ("crash", {"unexpected": 1}, "Unexpected properties: unexpected"),
+])
+def test_invalid_tool_arguments(conn: Conn, name: str, arguments: dict[str, Any], fragment: str) -> None:
+    error = conn.error("tools/call", {"name": name, "arguments": arguments})
+    assert error["code"] == -32602
+    assert error["message"].startswith(f"Invalid arguments for tool {name}: ")
+    assert fragment in error["message"]
+
+
+def test_unknown_tool_and_bad_call_params(conn: Conn) -> None:
+    assert conn.error("tools/call", {"name": "nope", "arguments": {}}) == {"code": -32602, "message": "Unknown tool: nope"}
+    assert conn.error("tools/call", {"arguments": {}})["code"] == -32602
+    assert conn.error("tools/call", {"name": "echo", "arguments": ["x"]})["code"] == -32602
+
+
+def test_countdown_progress(conn: Conn) -> None:
+    rid = conn.start("tools/call", {"name": "countdown", "arguments": {"steps": 4, "delay": 0.001}},
+                     meta={"progressToken": "tok-1"})
+    response = conn.response(rid)
+    assert response["result"]["content"] == [{"type": "text", "text": "liftoff"}]
+    progress = conn.notifications("notifications/progress")
+    assert [n["params"] for n in progress] == [
+        {"progressToken": "tok-1", "progress": i, "total": 4, "message": f"step {i}/4"} for i in range(1, 5)
+    ]
+    assert all(conn.index_of(n) < conn.index_of(response) for n in progress)
+
+
+def test_countdown_defaults_and_no_progress_without_token(conn: Conn) -> None:
+    # defaults: 5 steps, 0.1 s apart
+    assert conn.call_tool("countdown", {"steps": 2, "delay": 0})["content"][0]["text"] == "liftoff"
+    assert conn.notifications("notifications/progress") == []
+    rid = conn.start("tools/call", {"name": "countdown"}, meta={"progressToken": 7})
+    conn.response(rid)
+    assert [n["params"]["progress"] for n in conn.notifications("notifications/progress")] == [1, 2, 3, 4, 5]
+
+
+def test_stateless_logging(conn: Conn) -> None:
+    conn.call_tool("log", {"level": "emergency", "message": "no logLevel in _meta"})
+    assert conn.notifications("notifications/message") == []
+    conn.call_tool("log", {"level": "info", "message": "below"}, meta={META_LOG: "warning"})
+    assert conn.notifications("notifications/message") == []
+    rid = conn.start("tools/call", {"name": "log", "arguments": {"level": "warning", "message": "at"}},
+                     meta={META_LOG: "warning"})
+    response = conn.response(rid)
+    logs = conn.notifications("notifications/message")
+    assert [n["params"] for n in logs] == [{"level": "warning", "logger": "demo", "data": "at"}]
+    assert conn.index_of(logs[0]) < conn.index_of(response)
+    bad = conn.call_tool("log", {"level": "shouting", "message": "x"}, meta={META_LOG: "debug"})
+    assert bad["isError"] is True
+
+
+# --------------------------------------------------------------------------
+# Cancellation, concurrency and close()
+
+
+def blocking_server() -> tuple[Server, dict[str, threading.Event]]:
+    """A server whose `block` tool waits for cancellation (or `release`)."""
+    events = {name: threading.Event() for name in ("started", "observed", "release")}
+    server = Server(name="blocking")
+
+    @server.tool(name="block")
+    def block(args: dict[str, Any], ctx: ToolContext) -> str:
+        events["started"].set()
+        if args.get("ignore_cancel"):
+            events["release"].wait(WAIT)
+            return "released"
+        if ctx.cancelled.wait(WAIT):
+            events["observed"].set()
+            return "cancelled"
+        return "timed out"
+
+    @server.tool(name="echo")
+    def echo(args: dict[str, Any], ctx: ToolContext) -> str:
+        return str(args.get("text", ""))
+
+    return server, events
+
+
+def test_cancel_in_flight_request(conns: Any) -> None:
+    server, events = blocking_server()
+    conn = conns(server)
+    rid = conn.start("tools/call", {"name": "block"}, meta={"progressToken": "p"})
+    assert events["started"].wait(WAIT)
+    conn.cancel(rid, "user pressed stop")
+    assert events["observed"].wait(WAIT), "the tool never saw ctx.cancelled"
+    assert conn.call_tool("echo", {"text": "still alive"})["content"][0]["text"] == "still alive"
+    conn.close()  # joins the worker that ran the cancelled tool
+    assert conn.responses_for(rid) == []
+
+
+def test_cancel_queued_request_and_ignore_bogus_cancels(conns: Any) -> None:
+    server, events = blocking_server()
+    server.max_workers = 1  # one worker: the echo queues behind the blocked tool
+    conn = conns(server)
+    blocked = conn.start("tools/call", {"name": "block"})
+    assert events["started"].wait(WAIT)
+    queued = conn.start("tools/call", {"name": "echo", "arguments": {"text": "queued"}})
+    conn.cancel(queued)
+    conn.cancel("no-such-request")
+    conn.notify("notifications/cancelled", {"requestId": {"bad": "type"}})
+    conn.notify("notifications/cancelled", {})
+    conn.cancel(blocked)
+    final = conn.call_tool("echo", {"text": "after"})
+    assert final["content"][0]["text"] == "after"
+    assert conn.responses_for(blocked) == [] and conn.responses_for(queued) == []
+
+
+def test_demo_sleep_is_cancellable_and_slow_tools_do_not_block(conn: Conn) -> None:
+    rid = conn.start("tools/call", {"name": "sleep", "arguments": {"seconds": 60}})
+    assert conn.call_tool("echo", {"text": "fast"})["content"][0]["text"] == "fast"
+    assert conn.responses_for(rid) == []
+    started = time.monotonic()
+    conn.cancel(rid)
+    conn.close()
+    assert time.monotonic() - started < WAIT
+    assert conn.responses_for(rid) == []
+
+
+def test_sleep_completes(conn: Conn) -> None:
+    assert conn.call_tool("sleep", {"seconds": 0.01})["content"][0]["text"] == "slept"
+
+
+def test_close_cancels_joins_and_silences(conns: Any) -> None:
+    server, events = blocking_server()
+    conn = conns(server)
+    rid = conn.start("tools/call", {"name": "block", "arguments": {"ignore_cancel": True}})
+    assert events["started"].wait(WAIT)
+    workers = conn.session._pool.threads()
+    assert workers and all(t.is_alive() for t in workers)
+    closer = threading.Thread(target=conn.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive(), "close() returned while a tool was still running on a session thread"
+    events["release"].set()
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    assert not any(t.is_alive() for t in workers)
+    assert conn.responses_for(rid) == []  # finished after close(): never sent
+    count = len(conn.messages)
+    conn.write({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "echo", "_meta": modern_meta()}})
+    conn.close()  # idempotent
+    assert len(conn.messages) == count
+
+
+def test_close_from_inside_send_does_not_deadlock() -> None:
+    server = demo_server()
+    holder: dict[str, Any] = {}
+    sent: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        holder["session"].close()
+        done.set()
+
+    holder["session"] = session = server.open_session(send)
+    for i in range(5):
+        session.receive({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                         "params": {"name": "echo", "arguments": {"text": str(i)}, "_meta": modern_meta()}})
+    assert done.wait(WAIT)
+    session.close()
+    assert len(sent) == 1
+
+
+def test_close_from_inside_a_tool() -> None:
+    server = Server()
+    holder: dict[str, Any] = {}
+    sent: list[dict[str, Any]] = []
+
+    @server.tool(name="quit")
+    def quit_tool(args: dict[str, Any], ctx: ToolContext) -> str:
+        holder["session"].close()
+        return "bye"
+
+    holder["session"] = session = server.open_session(sent.append)
+    session.receive({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "quit", "_meta": modern_meta()}})
+    for thread in session._pool.threads():
+        thread.join(WAIT)
+        assert not thread.is_alive()
+    assert sent == []
+
+
+def test_concurrent_requests_from_many_threads(conn: Conn) -> None:
+    per_thread, threads = 150, 8
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        try:
+            ids = [conn.start("tools/call", {"name": "echo", "arguments": {"text": f"{n}-{i}"}}, request_id=f"{n}-{i}")
+                   for i in range(per_thread)]
+            for rid in ids:
+                assert conn.response(rid)["result"]["content"][0]["text"] == rid
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=client, args=(n,)) for n in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(60)
+    assert not errors, errors[0]
+    assert len(conn.messages) == per_thread * threads
+    assert conn.concurrent_sends == 1, "send must never be entered by two threads at once"
+    assert 1 <= conn.session._pool.thread_count <= 16
+
+
+def test_duplicate_in_flight_id(conns: Any) -> None:
+    server, events = blocking_server()
+    conn = conns(server)
+    conn.start("tools/call", {"name": "block"}, request_id="dup")
+    assert events["started"].wait(WAIT)
+    conn.write({"jsonrpc": "2.0", "id": "dup", "method": "tools/call",
+                "params": {"name": "echo", "_meta": modern_meta()}})
+    msg = conn.wait_for(lambda m: m.get("id") == "dup")
+    assert msg["error"]["code"] == -32600
+    conn.cancel("dup")
+
+
+# --------------------------------------------------------------------------
+# Progress and context details
+
+
+def test_tool_context_and_progress_rules(conns: Any) -> None:
+    server = Server()
+    kept: list[ToolContext] = []
+
+    @server.tool(name="ctx")
+    def ctx_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        kept.append(ctx)
+        return {"version": ctx.protocol_version, "request_id": ctx.request_id,
+                "token": ctx.progress_token, "client": ctx.meta["io.modelcontextprotocol/clientInfo"]["name"]}
+
+    @server.tool(name="backwards")
+    def backwards(args: dict[str, Any], ctx: ToolContext) -> str:
+        ctx.progress(2, 10)
+        ctx.progress(1, 10)
+        return "unreachable"
+
+    conn = conns(server)
+    rid = conn.start("tools/call", {"name": "ctx"}, meta={"progressToken": "t", META_LOG: "debug"}, request_id="r1")
+    result = conn.response(rid)["result"]
+    assert result["structuredContent"] == {"version": MODERN, "request_id": "r1", "token": "t", "client": "test-client"}
+    count = len(conn.messages)
+    kept[0].progress(1, 2, "after the response")  # the request is over: dropped
+    kept[0].log("emergency", "after the response")
+    assert len(conn.messages) == count
+
+    rid = conn.start("tools/call", {"name": "backwards"}, meta={"progressToken": "b"})
+    result = conn.response(rid)["result"]
+    assert result["isError"] is True and "progress must increase" in result["content"][0]["text"]
+    assert [n["params"]["progress"] for n in conn.notifications("notifications/progress")] == [2]
+
+
+# --------------------------------------------------------------------------
+# Resources, prompts, completion
+
+
+def test_resources(conn: Conn) -> None:
+    resources = conn.result("resources/list")["resources"]
+    assert [(r["uri"], r["mimeType"]) for r in resources] == [
+        ("demo://readme", "text/markdown"), ("demo://logo.png", "image/png")]
+    templates = conn.result("resources/templates/list")["resourceTemplates"]
+    assert [t["uriTemplate"] for t in templates] == ["demo://items/{id}"]
+
+    readme = conn.result("resources/read", {"uri": "demo://readme"})["contents"]
+    assert readme[0]["uri"] == "demo://readme" and readme[0]["text"].startswith("# ")
+    logo = conn.result("resources/read", {"uri": "demo://logo.png"})["contents"][0]
+    assert logo["mimeType"] == "image/png" and "text" not in logo
+    assert base64.b64decode(logo["blob"]).startswith(b"\x89PNG\r\n\x1a\n")
+    item = conn.result("resources/read", {"uri": "demo://items/42"})["contents"]
+    assert item == [{"uri": "demo://items/42", "mimeType": "text/plain", "text": "item 42"}]
+
+
+def test_resource_not_found_stateless(conn: Conn) -> None:
+    for uri in ("demo://missing", "demo://items/", "demo://items/1/2"):
+        assert conn.error("resources/read", {"uri": uri}) == {
+            "code": -32602, "message": "Resource not found", "data": {"uri": uri}}
+    assert conn.error("resources/read", {})["code"] == -32602
+
+
+def test_prompts(conn: Conn) -> None:
+    prompts = conn.result("prompts/list")["prompts"]
+    assert prompts == [{"name": "greet", "description": "Greet someone.", "arguments": [
+        {"name": "name", "description": "Who to greet", "required": True},
+        {"name": "style", "description": "formal, friendly or pirate", "required": False}]}]
+    result = conn.result("prompts/get", {"name": "greet", "arguments": {"name": "Ada", "style": "pirate"}})
+    assert result["messages"] == [{"role": "user", "content": {
+        "type": "text", "text": "Please greet Ada in a pirate style."}}]
+    assert conn.error("prompts/get", {"name": "greet", "arguments": {}})["code"] == -32602
+    assert conn.error("prompts/get", {"name": "greet", "arguments": {"name": 3}})["code"] == -32602
+    assert conn.error("prompts/get", {"name": "nope"}) == {"code": -32602, "message": "Unknown prompt: nope"}
+
+
+@pytest.mark.parametrize("ref,argument,value,expected", [
+    ({"type": "ref/prompt", "name": "greet"}, "style", "f", ["formal", "friendly"]),
+    ({"type": "ref/prompt", "name": "greet"}, "style", "", ["formal", "friendly", "pirate"]),
+    ({"type": "ref/prompt", "name": "greet"}, "name", "A", []),
+    ({"type": "ref/resource", "uri": "demo://items/{id}"}, "id", "4", ["42"]),
+    ({"type": "ref/resource", "uri": "demo://items/{id}"}, "id", "", ["1", "2", "3", "42"]),
+])
+def test_completion(conn: Conn, ref: dict[str, str], argument: str, value: str, expected: list[str]) -> None:
+    result = conn.result("completion/complete", {"ref": ref, "argument": {"name": argument, "value": value}})
+    assert result["completion"] == {"values": expected, "total": len(expected), "hasMore": False}
+
+
+def test_completion_errors(conn: Conn) -> None:
+    for ref in ({"type": "ref/prompt", "name": "nope"}, {"type": "ref/resource", "uri": "demo://nope/{x}"},
+                {"type": "ref/other", "name": "greet"}):
+        assert conn.error("completion/complete", {"ref": ref, "argument": {"name": "a", "value": ""}})["code"] == -32602
+    assert conn.error("completion/complete", {"ref": {"type": "ref/prompt", "name": "greet"}})["code"] == -32602
+
+
+# --------------------------------------------------------------------------
+# Pagination
+
+
+def many_server(page_size: int | None) -> Server:
+    server = Server(page_size=page_size)
+    for i in range(5):
+        server.tool(name=f"t{i}")(lambda args, ctx: "x")
+        server.prompt(f"p{i}")(lambda args: "x")
+        server.resource(f"test://r{i}", f"r{i}")(lambda: "x")
+        server.resource_template(f"test://t{i}/{{v}}", f"t{i}")(lambda params: "x")
+    return server
+
+
+@pytest.mark.parametrize("stateless", [True, False])
+@pytest.mark.parametrize("method,key", [("tools/list", "tools"), ("prompts/list", "prompts"),
+                                        ("resources/list", "resources"),
+                                        ("resources/templates/list", "resourceTemplates")])
+def test_pagination(conns: Any, method: str, key: str, stateless: bool) -> None:
+    conn = conns(many_server(page_size=2))
+    if not stateless:
+        conn.initialize()
+    pages: list[list[dict[str, Any]]] = []
+    cursor: str | None = None
+    while True:
+        result = conn.result(method, {"cursor": cursor} if cursor is not None else None)
+        pages.append(result[key])
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+        assert isinstance(cursor, str)
+    assert [len(p) for p in pages] == [2, 2, 1]
+    unpaged = conns(many_server(page_size=None))
+    if not stateless:
+        unpaged.initialize()
+    everything = unpaged.result(method)
+    assert "nextCursor" not in everything
+    assert [x for p in pages for x in p] == everything[key]
+
+
+def test_invalid_cursors(conns: Any) -> None:
+    conn = conns(many_server(page_size=2))
+    prompt_cursor = conn.result("prompts/list")["nextCursor"]
+    for cursor in ("garbage", "", prompt_cursor, 3, base64.urlsafe_b64encode(b"tools:99").decode()):
+        assert conn.error("tools/list", {"cursor": cursor})["code"] == -32602
+
+
+# --------------------------------------------------------------------------
+# The registration API
+
+
+def test_custom_tools(conns: Any) -> None:
+    server = Server(name="custom", version="9.9", instructions=None)
+
+    @server.tool
+    def plain(args: dict[str, Any], ctx: ToolContext) -> list[Any]:
+        """Docstring description."""
+        return ["one", {"type": "text", "text": "two"}]
+
+    @server.tool(name="structured", output_schema={"type": "object", "properties": {"n": {"type": "integer"}}})
+    def structured_fn(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return {"n": args["n"]}
+
+    @server.tool(input_schema={"type": "object", "properties": {
+        "n": {"type": "integer", "default": 7}, "flag": {"type": "boolean"}, "tags": {"type": "array"},
+        "opt": {"type": ["string", "null"]}}})
+    def defaults(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": json.dumps(args, sort_keys=True)}], "isError": False}
+
+    @server.tool()
+    def raises(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise KeyError("missing thing")
+
+    @server.tool()
+    def nothing(args: dict[str, Any], ctx: ToolContext) -> None:
+        return None
+
+    @server.tool(title="Bad return")
+    def bad_return(args: dict[str, Any], ctx: ToolContext) -> Any:
+        return [object()]
+
+    with pytest.raises(ValueError):
+        server.tool(input_schema={"type": "array"})
+
+    conn = conns(server)
+    tools = {t["name"]: t for t in conn.result("tools/list")["tools"]}
+    assert tools["plain"]["description"] == "Docstring description."
+    assert tools["plain"]["inputSchema"] == {"type": "object"}
+    assert tools["bad_return"]["title"] == "Bad return"
+    assert conn.call_tool("plain")["content"] == [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]
+    result = conn.call_tool("structured", {"n": 4})
+    assert result["structuredContent"] == {"n": 4} and json.loads(result["content"][0]["text"]) == {"n": 4}
+    result = conn.call_tool("defaults", {"n": 3.0, "flag": True, "tags": [], "opt": None})
+    assert json.loads(result["content"][0]["text"]) == {"flag": True, "n": 3.0, "opt": None, "tags": []}
+    assert json.loads(conn.call_tool("defaults", {})["content"][0]["text"]) == {"n": 7}
+    bad_arguments: list[dict[str, Any]] = [{"flag": 1}, {"tags": {}}, {"opt": 5}]
+    for bad in bad_arguments:
+        assert conn.error("tools/call", {"name": "defaults", "arguments": bad})["code"] == -32602
+    result = conn.call_tool("raises")
+    assert result == {"resultType": "complete", "content": [{"type": "text", "text": "'missing thing'"}],
+                      "isError": True, "_meta": {META_SERVER_INFO: {"name": "custom", "version": "9.9"}}}
+    assert conn.call_tool("nothing")["content"] == []
+    assert conn.call_tool("bad_return")["isError"] is True
+    assert "instructions" not in conn.result("server/discover")
+
+
+def test_custom_resources_prompts_completions(conns: Any) -> None:
+    server = Server()
+
+    @server.resource("test://bin", "bin")
+    def binary() -> bytes:
+        return bytes(range(256))
+
+    @server.resource("test://broken", "broken")
+    def broken() -> str:
+        raise RuntimeError("disk on fire")
+
+    @server.resource_template("test://users/{user}/files/{name}", "file", mime_type="text/plain")
+    def user_file(params: dict[str, str]) -> str:
+        if params["user"] == "ghost":
+            raise KeyError(params["user"])
+        return f"{params['user']}:{params['name']}"
+
+    @server.prompt("chat", arguments=[{"name": "topic", "required": True}])
+    def chat(args: dict[str, str]) -> list[Any]:
+        return [{"role": "assistant", "content": {"type": "text", "text": "Hi"}}, f"Tell me about {args['topic']}"]
+
+    @server.completion("prompt", "chat", "topic")
+    def topics(value: str, context: dict[str, str]) -> list[str]:
+        return [f"topic{i}" for i in range(150)]
+
+    with pytest.raises(ValueError):
+        server.completion("tool", "x", "y")
+    with pytest.raises(ValueError):
+        server.resource_template("test://{a}/{a}", "dup")
+
+    conn = conns(server)
+    blob = conn.result("resources/read", {"uri": "test://bin"})["contents"][0]
+    assert base64.b64decode(blob["blob"]) == bytes(range(256)) and "mimeType" not in blob
+    assert conn.error("resources/read", {"uri": "test://broken"})["code"] == -32603
+    text = conn.result("resources/read", {"uri": "test://users/ada%20l/files/notes.txt"})["contents"][0]
+    assert text["text"] == "ada l:notes.txt"
+    assert conn.error("resources/read", {"uri": "test://users/ghost/files/x"})["code"] == -32602
+    messages = conn.result("prompts/get", {"name": "chat", "arguments": {"topic": "owls"}})["messages"]
+    assert messages == [{"role": "assistant", "content": {"type": "text", "text": "Hi"}},
+                        {"role": "user", "content": {"type": "text", "text": "Tell me about owls"}}]
+    completion = conn.result("completion/complete", {"ref": {"type": "ref/prompt", "name": "chat"},
+                                                     "argument": {"name": "topic", "value": ""},
+                                                     "context": {"arguments": {}}})["completion"]
+    assert len(completion["values"]) == 100 and completion["total"] == 150 and completion["hasMore"] is True
+
+
+# --------------------------------------------------------------------------
+# Malformed JSON-RPC
+
+
+def test_malformed_messages(conns: Any) -> None:
+    server = demo_server()
+    server.max_workers = 1  # one worker: answers come out in the order of the messages
+    conn = conns(server)
+    conn.write({"jsonrpc": "2.0", "id": 5})
+    conn.write({"jsonrpc": "2.0", "id": 1.5, "method": "ping"})
+    conn.write({"jsonrpc": "2.0", "id": None, "method": "ping"})
+    conn.write({"jsonrpc": "2.0", "id": True, "method": "ping"})
+    conn.write({"jsonrpc": "1.0", "id": 9, "method": "tools/list"})
+    conn.write({"jsonrpc": "2.0", "id": 10, "method": 5})
+    conn.write([{"jsonrpc": "2.0", "id": 11, "method": "ping"}])
+    conn.write({"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": ["x"]})
+    conn.write({"jsonrpc": "2.0", "id": 13, "method": "tools/list", "params": {"_meta": "x"}})
+    # ignored: a response from the client, notifications of any kind
+    conn.write({"jsonrpc": "2.0", "id": 77, "result": {}})
+    conn.write({"jsonrpc": "2.0", "id": 78, "error": {"code": 1, "message": "no"}})
+    conn.write({"jsonrpc": "2.0", "method": "notifications/whatever", "params": {"x": 1}})
+    conn.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    conn.write({"jsonrpc": "2.0", "method": "notifications/progress", "params": 5})
+    last = conn.call_tool("echo", {"text": "end"})
+    assert last["content"][0]["text"] == "end"
+    replies = conn.messages[:-1]
+    assert [(m.get("id", "<none>"), m["error"]["code"]) for m in replies] == [
+        (5, -32600), ("<none>", -32600), ("<none>", -32600), ("<none>", -32600), (9, -32600), (10, -32600),
+        ("<none>", -32600), (12, -32602), (13, -32602)]
+    for msg in replies:
+        check_error_any_revision(msg)
+
+
+# --------------------------------------------------------------------------
+# Properties
+
+
+_prop_server = demo_server()
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text())
+def test_echo_roundtrips_any_text(text: str) -> None:
+    conn = Conn(_prop_server)
+    try:
+        assert conn.call_tool("echo", {"text": text})["content"] == [{"type": "text", "text": text}]
+    finally:
+        conn.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.integers(-10**6, 10**6) | st.floats(-1e6, 1e6, allow_nan=False),
+       b=st.integers(-10**6, 10**6) | st.floats(-1e6, 1e6, allow_nan=False))
+def test_add_matches_python(a: float, b: float) -> None:
+    conn = Conn(_prop_server)
+    try:
+        result = conn.call_tool("add", {"a": a, "b": b})
+        assert result["structuredContent"] == {"sum": a + b}
+        assert result["content"][0]["text"] == str(a + b)
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------
+# The stdio program
+
+
+class Proc(Peer):
+    """The stdio program in a subprocess; every stdout line must be one compact JSON message."""
+
+    def __init__(self, *args: str, module: str = "mcp_sync.testing.server", stateless: bool = True) -> None:
+        super().__init__(stateless)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env,
+        )
+        self.bad_lines: list[bytes] = []
+        self.stderr = b""
+        self._write_lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._reader.start()
+        self._err_reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            try:
+                message = json.loads(raw)
+                assert raw == json.dumps(message, separators=(",", ":")).encode() + b"\n"
+            except (ValueError, AssertionError):
+                self.bad_lines.append(raw)
+                continue
+            self.record(message)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def write(self, message: Any) -> None:
+        self.write_raw(json.dumps(message).encode("utf-8") + b"\n")
+
+    def write_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        with self._write_lock:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+
+    def finish(self, timeout: float = WAIT) -> int:
+        """Close stdin and wait for the exit code; checks every line was a valid message."""
+        assert self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        code = self.proc.wait(timeout)
+        self._reader.join(timeout)
+        self._err_reader.join(timeout)
+        assert self.bad_lines == [], f"stdout lines that are not compact JSON messages: {self.bad_lines[:3]}"
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(WAIT)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+@pytest.fixture
+def procs() -> Any:
+    started: list[Proc] = []
+
+    def start(*args: str, **kw: Any) -> Proc:
+        proc = Proc(*args, **kw)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+
+
+def test_stdio_session(procs: Any) -> None:
+    proc = procs()
+    discovered = proc.result("server/discover")
+    assert discovered["_meta"][META_SERVER_INFO]["name"] == "mcp-sync-demo"
+    assert proc.call_tool("echo", {"text": "line\nbreak \u2028 and \"quotes\""})["content"][0]["text"] == \
+        "line\nbreak \u2028 and \"quotes\""
+    proc.write_raw(b"this is not json\n")
+    parse_error = proc.wait_for(lambda m: m.get("error", {}).get("code") == -32700)
+    assert "id" not in parse_error
+    check_error_any_revision(parse_error)
+    proc.write_raw(b"\xff\xfe{}\n\n   \n")
+    proc.wait_for(lambda m: len([x for x in proc.messages if x.get("error", {}).get("code") == -32700]) == 2)
+    rid = proc.start("tools/call", {"name": "countdown", "arguments": {"steps": 3, "delay": 0}},
+                     meta={"progressToken": "p", META_LOG: "debug"})
+    assert proc.response(rid)["result"]["content"][0]["text"] == "liftoff"
+    assert [n["params"]["progress"] for n in proc.notifications("notifications/progress")] == [1, 2, 3]
+    proc.call_tool("log", {"level": "notice", "message": "hello"}, meta={META_LOG: "info"})
+    assert proc.notifications("notifications/message")[0]["params"]["data"] == "hello"
+    assert proc.finish() == 0
+    check_all_notifications(MODERN, proc.messages)
+    assert proc.stderr == b"", proc.stderr.decode(errors="replace")
+
+
+def test_stdio_exits_promptly_at_eof_with_work_in_flight(procs: Any) -> None:
+    proc = procs()
+    slow = proc.start("tools/call", {"name": "countdown", "arguments": {"steps": 10000, "delay": 0.05}},
+                      meta={"progressToken": 1})
+    sleeper = proc.start("tools/call", {"name": "sleep", "arguments": {"seconds": 600}})
+    proc.wait_for(lambda m: m.get("method") == "notifications/progress")
+    started = time.monotonic()
+    assert proc.finish() == 0
+    assert time.monotonic() - started < 5
+    assert proc.responses_for(slow) == [] and proc.responses_for(sleeper) == []
+
+
+def test_stdio_cancellation(procs: Any) -> None:
+    proc = procs()
+    rid = proc.start("tools/call", {"name": "countdown", "arguments": {"steps": 1000, "delay": 0.02}},
+                     meta={"progressToken": "c"})
+    proc.wait_for(lambda m: m.get("method") == "notifications/progress")
+    proc.cancel(rid)
+    assert proc.call_tool("echo", {"text": "after cancel"})["content"][0]["text"] == "after cancel"
+    assert proc.finish() == 0
+    assert proc.responses_for(rid) == []
+    progress = [n["params"]["progress"] for n in proc.notifications("notifications/progress")]
+    assert progress == sorted(set(progress)) and len(progress) < 1000
+
+
+def test_stdio_crash(procs: Any) -> None:
+    proc = procs()
+    assert proc.call_tool("echo", {"text": "before"})["content"][0]["text"] == "before"
+    rid = proc.start("tools/call", {"name": "crash", "arguments": {}})
+    assert proc.proc.wait(WAIT) == 3
+    proc._err_reader.join(WAIT)
+    assert b"crashing on purpose" in proc.stderr
+    assert proc.responses_for(rid) == []
+
+
+def test_stdio_options(procs: Any) -> None:
+    proc = procs("--page-size", "4", "--name", "renamed")
+    first = proc.result("tools/list")
+    assert len(first["tools"]) == 4 and first["_meta"][META_SERVER_INFO]["name"] == "renamed"
+    second = proc.result("tools/list", {"cursor": first["nextCursor"]})
+    assert [t["name"] for t in second["tools"]] == ["weather", "bad_weather", "fail", "log"]
+    assert proc.finish() == 0
+
+    legacy = procs("--versions", "2025-11-25")
+    assert legacy.error("server/discover")["code"] == -32601
+    assert legacy.initialize("2025-06-18")["protocolVersion"] == "2025-11-25"
+    assert legacy.call_tool("echo", {"text": "old"}) == {"content": [{"type": "text", "text": "old"}]}
+    assert legacy.finish() == 0
+
+    bad = procs("--versions", "1999-01-01")
+    assert bad.finish() == 2
+    assert b"1999-01-01" in bad.stderr
+
+
+def test_python_dash_m_package(procs: Any) -> None:
+    proc = procs(module="mcp_sync.testing")
+    assert proc.result("server/discover")["supportedVersions"] == [MODERN]
+    assert proc.finish() == 0
+    assert proc.stderr == b""
+
+
+def test_stdio_sequential_throughput(procs: Any) -> None:
+    proc = procs()
+    count = 2000
+    started = time.monotonic()
+    for i in range(count):
+        proc.write({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": str(i)}, "_meta": modern_meta()}})
+        with proc.cond:
+            assert proc.cond.wait_for(lambda: len(proc.messages) > i, WAIT)
+    elapsed = time.monotonic() - started
+    assert proc.finish() == 0
+    assert [m["result"]["content"][0]["text"] for m in proc.messages] == [str(i) for i in range(count)]
+    print(f"{count} sequential echo calls over stdio: {elapsed:.2f}s ({count / elapsed:.0f}/s)")
+    assert elapsed < 30
+
+
+@pytest.fixture(scope="module")
+def shared_proc() -> Any:
+    proc = Proc()
+    yield proc
+    proc.kill()
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=st.text())
+def test_stdio_echo_roundtrips_any_text(shared_proc: Proc, text: str) -> None:
+    assert shared_proc.call_tool("echo", {"text": text})["content"] == [{"type": "text", "text": text}]

@@ -1,0 +1,135 @@
+"""The stdio transport against real subprocesses that misbehave on purpose."""
+
+import json
+import logging
+import sys
+import threading
+
+import pytest
+
+import mcp_sync
+from mcp_sync import Stdio
+from tests.conftest import scripted
+
+STATELESS = "2026-07-28"
+
+
+def test_env_and_cwd_reach_the_server(tmp_path):
+    target = Stdio(sys.executable, scripted()[1:], env={"MCP_SYNC_TEST_VAR": "hello"}, cwd=str(tmp_path))
+    with mcp_sync.connect(target) as client:
+        seen = json.loads(client.call_tool("echo", {"env": "MCP_SYNC_TEST_VAR"}).text)
+    assert seen == {"env": "hello", "cwd": str(tmp_path)}
+
+
+def test_env_without_inheriting(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_SYNC_LEAK", "secret")
+    target = Stdio(sys.executable, scripted()[1:], env={"A": "1"}, inherit_env=False)
+    with mcp_sync.connect(target) as client:
+        assert json.loads(client.call_tool("echo", {"env": "MCP_SYNC_LEAK"}).text)["env"] is None
+
+
+def test_a_command_that_cannot_start_is_a_connect_error():
+    with pytest.raises(mcp_sync.ConnectError) as info:
+        mcp_sync.connect(["/nonexistent/mcp-server-binary"])
+    assert "/nonexistent/mcp-server-binary" in str(info.value)
+
+
+def test_server_exit_fails_every_pending_call_with_code_and_stderr(no_leaks):
+    client = mcp_sync.connect(scripted("--mode", "exit-on-call"), protocol=STATELESS)
+    errors = []
+    barrier = threading.Barrier(4)
+
+    def call():
+        barrier.wait()
+        try:
+            client.call_tool("echo", {"text": "x"}, timeout=60)
+        except mcp_sync.McpError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    client.close()
+    assert len(errors) == 4
+    for exc in errors:
+        assert isinstance(exc, mcp_sync.ServerExited), exc
+        assert exc.returncode == 7
+        assert "fatal: something broke" in str(exc)
+        assert "exited with code 7" in str(exc)
+    with pytest.raises(mcp_sync.ServerExited):
+        client.call_tool("echo", {})
+
+
+def test_server_closing_stdout_fails_the_call(no_leaks):
+    with mcp_sync.connect(scripted("--mode", "close-stdout-on-call"), protocol=STATELESS) as client:
+        with pytest.raises(mcp_sync.ConnectionClosed) as info:
+            client.call_tool("echo", {"text": "x"}, timeout=60)
+    assert "closed its stdout" in str(info.value)
+
+
+def test_a_non_json_line_fails_the_call_and_says_what_it_was(no_leaks):
+    with mcp_sync.connect(scripted("--mode", "garbage-on-call"), protocol=STATELESS) as client:
+        with pytest.raises(mcp_sync.InvalidMessage) as info:
+            client.call_tool("echo", {"text": "x"}, timeout=60)
+    assert "this is not json" in str(info.value)
+
+
+def test_a_line_over_the_limit_fails_the_call(no_leaks):
+    target = Stdio(sys.executable, scripted("--mode", "oversize-on-call", "--size", "50000")[1:], max_line_bytes=4096)
+    with mcp_sync.connect(target, protocol=STATELESS) as client:
+        with pytest.raises(mcp_sync.MessageTooLarge) as info:
+            client.call_tool("echo", {"text": "x"}, timeout=60)
+    assert info.value.limit == 4096
+    assert "4096" in str(info.value)
+
+
+def test_a_line_just_under_the_limit_is_fine():
+    target = Stdio(sys.executable, scripted()[1:], max_line_bytes=2000)
+    with mcp_sync.connect(target, protocol=STATELESS) as client:
+        assert client.call_tool("echo", {"text": "y" * 1800}).text == "y" * 1800
+
+
+def test_a_chatty_server_never_blocks_and_its_stderr_is_logged(caplog):
+    # 5,000 lines of stderr (over 500 KB) fill any pipe buffer many times over.
+    with caplog.at_level(logging.INFO, logger="mcp_sync.server.stderr"):
+        with mcp_sync.connect(scripted("--stderr-lines", "5000"), protocol=STATELESS) as client:
+            assert client.call_tool("echo", {"text": "still here"}).text == "still here"
+    records = [r for r in caplog.records if r.name == "mcp_sync.server.stderr"]
+    assert len(records) == 5000
+    assert "chatty line 4999" in records[-1].getMessage()
+
+
+def test_close_reaps_the_process_and_joins_threads(no_leaks):
+    client = mcp_sync.connect(scripted(), protocol=STATELESS)
+    proc = client._conn.transport._proc
+    client.close()
+    assert proc.returncode is not None
+
+
+def test_close_terminates_a_server_that_ignores_stdin_eof(tmp_path, no_leaks):
+    script = tmp_path / "stubborn.py"
+    script.write_text(
+        "import sys, json, time\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {'resultType': 'complete', "
+        "'supportedVersions': ['2026-07-28'], 'capabilities': {}}}), flush=True)\n"
+        "    break\n"
+        "while True:\n"
+        "    time.sleep(1)\n"
+    )
+    client = mcp_sync.connect(Stdio(sys.executable, [str(script)], shutdown_timeout=0.2))
+    proc = client._conn.transport._proc
+    client.close()
+    assert proc.returncode is not None and proc.returncode != 0
+
+
+def test_stdio_target_argument_checks():
+    with pytest.raises(TypeError):
+        Stdio("")
+    with pytest.raises(TypeError):
+        Stdio("python", "server.py")
+    with pytest.raises(ValueError):
+        Stdio("python", [], max_line_bytes=0)
