@@ -125,6 +125,11 @@ class ResourceNotFound(ServerError):
             return str(self.data["uri"])
         return None
 
+    def __str__(self) -> str:
+        text = super().__str__()
+        uri = self.uri
+        return f"{text}: {uri}" if uri and uri not in text else text
+
 
 class _ResourceNotFoundParams(ResourceNotFound, InvalidParams):
     """ResourceNotFound that is also InvalidParams, as 2026-07-28 sends it."""

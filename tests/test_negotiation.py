@@ -115,6 +115,14 @@ def test_unknown_result_type_is_invalid():
             client.call_tool("echo", {})
 
 
+def test_input_required_without_handlers_raises_with_the_result():
+    with mcp_sync.connect(scripted("--mode", "input-required"), protocol="2026-07-28") as client:
+        with pytest.raises(mcp_sync.InputRequired) as info:
+            client.call_tool("echo", {})
+    assert info.value.result["requestState"] == "opaque-state"
+    assert "r1" in info.value.result["inputRequests"]
+
+
 def test_a_result_that_is_not_an_object_is_invalid():
     with mcp_sync.connect(scripted("--mode", "not-an-object"), protocol="2026-07-28") as client:
         with pytest.raises(mcp_sync.InvalidResult):

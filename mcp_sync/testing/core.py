@@ -727,7 +727,7 @@ class ServerSession:
     # -- feature handlers ---------------------------------------------------
 
     def _not_found(self, call: _Call, uri: str) -> RpcError:
-        code = INVALID_PARAMS
+        code = INVALID_PARAMS if call.stateless else RESOURCE_NOT_FOUND_LEGACY
         return RpcError(code, "Resource not found", {"uri": uri})
 
     def _page(self, call: _Call, kind: str, items: list[JSONDict]) -> JSONDict:

@@ -139,6 +139,13 @@ def main():
             if mode == "unknown-result-type":
                 result(request_id, {"resultType": "mystery", "content": []})
                 continue
+            if mode == "input-required":
+                result(request_id, {"resultType": "input_required", "inputRequests": {
+                    "r1": {"method": "elicitation/create", "params": {
+                        "mode": "form", "message": "Your name?",
+                        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}}},
+                    "requestState": "opaque-state"})
+                continue
             if mode == "not-an-object":
                 send({"jsonrpc": "2.0", "id": request_id, "result": [1, 2]})
                 continue

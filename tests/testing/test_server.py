@@ -2,8 +2,7 @@
 with plain dicts, and the stdio program through a subprocess.
 
 Every message the server emits is checked against the JSON schema of the
-revision in use, loaded from `$MCP_SPEC_DIR/schema/<rev>/schema.json`
-(default: `<repo>/../shared/spec`). A missing schema fails the test.
+revision in use, from `tests/schemas/<rev>/schema.json`.
 Synchronisation is by Condition/Event waits with timeouts, never by sleeping.
 """
 
@@ -44,19 +43,12 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 # JSON schema validation
 
 
-def spec_dir() -> Path:
-    return Path(os.environ.get("MCP_SPEC_DIR") or REPO.parent / "shared" / "spec")
+SCHEMAS = REPO / "tests" / "schemas"
 
 
 @functools.lru_cache(maxsize=None)
 def _load_schema(rev: str) -> dict[str, Any]:
-    path = spec_dir() / "schema" / rev / "schema.json"
-    if not path.is_file():
-        pytest.fail(
-            f"MCP JSON schema for {rev} not found at {path}; set MCP_SPEC_DIR to the spec folder "
-            "(the one holding schema/<revision>/schema.json)",
-            pytrace=False,
-        )
+    path = SCHEMAS / rev / "schema.json"
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
@@ -419,7 +411,7 @@ def test_legacy_results_and_resource_not_found(conns: Any) -> None:
 def test_legacy_logging_follows_set_level(conns: Any) -> None:
     conn = conns()
     conn.initialize()
-    assert conn.call_tool("log", {"level": "emergency", "message": "before setLevel"}) is not None
+    assert conn.call_tool("log", {"level": "emergency", "message": "before setLevel"})["content"][0]["text"] == "logged"
     assert conn.notifications("notifications/message") == []
     assert conn.error("logging/setLevel", {"level": "chatty"})["code"] == -32602
     assert conn.result("logging/setLevel", {"level": "warning"}) == {}
@@ -747,6 +739,40 @@ def test_concurrent_requests_from_many_threads(conn: Conn) -> None:
     assert len(conn.messages) == per_thread * threads
     assert conn.concurrent_sends == 1, "send must never be entered by two threads at once"
     assert 1 <= conn.session._pool.thread_count <= 16
+
+
+def test_send_is_never_entered_concurrently() -> None:
+    """The first send holds on until another send enters or 0.5 s pass; with
+    serialised sends nothing can enter meanwhile."""
+    entered = threading.Event()
+    lock = threading.Lock()
+    state = {"inside": 0, "overlap": 0, "count": 0}
+    all_sent = threading.Event()
+
+    def send(message: dict[str, Any]) -> None:
+        with lock:
+            state["inside"] += 1
+            state["count"] += 1
+            first = state["count"] == 1
+            if state["inside"] > 1:
+                state["overlap"] += 1
+                entered.set()
+        if first:
+            entered.wait(0.5)
+        with lock:
+            state["inside"] -= 1
+            if state["count"] == 8:
+                all_sent.set()
+
+    session = demo_server().open_session(send)
+    try:
+        for i in range(8):
+            session.receive({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                             "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": modern_meta()}})
+        assert all_sent.wait(WAIT)
+    finally:
+        session.close()
+    assert state["overlap"] == 0
 
 
 def test_duplicate_in_flight_id(conns: Any) -> None:

@@ -1,0 +1,132 @@
+"""The mcp-sync command, against the bundled demo server and others."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_sync.cli import ProgressBar, _parse_pairs, main
+from mcp_sync.types import Progress
+from tests.conftest import scripted
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_tools_lists_the_demo_server():
+    code, out, err = run("tools")
+    assert code == 0, err
+    names = [line.split()[0] for line in out.splitlines()]
+    assert {"echo", "add", "countdown"} <= set(names)
+    assert "Echo" in out or "echo" in out
+
+
+def test_call_prints_text():
+    code, out, _ = run("call", "add", "a=2", "b=3")
+    assert (code, out.strip()) == (0, "5")
+
+
+def test_call_values_parse_as_json_when_they_can():
+    code, out, _ = run("call", "echo", "text=hello world")
+    assert (code, out.strip()) == (0, "hello world")
+    code, out, _ = run("--json", "call", "add", "a=2.5", "b=1")
+    assert code == 0
+    assert json.loads(out)["structuredContent"] == {"sum": 3.5}
+
+
+def test_call_shows_a_progress_bar_on_stderr():
+    code, out, err = run("call", "countdown", "steps=3", "delay=0")
+    assert code == 0 and out.strip() == "liftoff"
+    lines = err.splitlines()
+    assert len(lines) == 3
+    assert lines[-1].startswith("[" + "#" * 30 + "] 3/3 step 3/3")
+
+
+def test_tool_error_exits_non_zero_and_prints_to_stderr():
+    code, out, err = run("call", "fail", "message=kaputt")
+    assert code == 1 and out == "" and "kaputt" in err
+
+
+def test_server_error_is_one_clear_line():
+    code, out, err = run("call", "no_such_tool")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("mcp-sync: error: ") and "no_such_tool" in err
+
+
+def test_resources_and_read():
+    code, out, _ = run("resources")
+    assert code == 0 and "demo://readme" in out and "demo://items/{id}" in out
+    code, out, _ = run("read", "demo://readme")
+    assert code == 0 and out.startswith("# mcp_sync demo server")
+    code, out, _ = run("read", "demo://logo.png")
+    assert code == 0 and out.startswith("<image/png blob, ")
+    code, out, err = run("read", "demo://missing")
+    assert code == 1 and "demo://missing" in err
+
+
+def test_prompts_and_prompt():
+    code, out, _ = run("prompts")
+    assert code == 0 and out.startswith("greet")
+    code, out, _ = run("prompt", "greet", "name=Ada", "style=pirate")
+    assert code == 0 and out.startswith("user: ") and "Ada" in out
+
+
+@pytest.mark.parametrize("protocol", [None, "2025-06-18"])
+def test_discover(protocol):
+    args = ["--protocol", protocol] if protocol else []
+    code, out, _ = run(*args, "discover")
+    assert code == 0
+    assert "mcp-sync-demo" in out
+    assert f"protocol:     {protocol or '2026-07-28'}" in out
+    code, out, _ = run(*args, "--json", "discover")
+    assert code == 0 and json.loads(out)
+
+
+def test_any_stdio_server_after_double_dash():
+    code, out, err = run("tools", "--", *scripted())
+    assert code == 0, err
+    assert out.strip() == "echo"
+
+
+def test_usage_errors_exit_2():
+    assert run("--url", "https://example.com/mcp", "tools")[0] == 2
+    code, _, err = run("call", "echo", "no-equals-sign")
+    assert code == 2 and "key=value" in err
+    assert run("--url", "https://x", "tools", "--", "python")[0] == 2
+    assert run()[0] == 2
+    assert run("bogus")[0] == 2
+
+
+def test_a_server_that_cannot_start():
+    code, out, err = run("tools", "--", "/nonexistent/server")
+    assert code == 1 and "cannot start server" in err
+
+
+def test_parse_pairs():
+    assert _parse_pairs(["a=1", "b=x", "c=[1,2]", "d=", "e=a=b", 'f="q"']) == {
+        "a": 1, "b": "x", "c": [1, 2], "d": "", "e": "a=b", "f": "q"}
+    with pytest.raises(ValueError):
+        _parse_pairs(["=1"])
+
+
+def test_progress_bar_without_a_total():
+    stream = io.StringIO()
+    bar = ProgressBar(stream, width=4)
+    bar(Progress(progress=2))
+    assert stream.getvalue() == "[????] 2\n"
+
+
+def test_the_installed_console_script():
+    script = Path(sys.executable).parent / "mcp-sync"
+    assert script.exists(), "the package's console script is not installed"
+    proc = subprocess.run([str(script), "call", "countdown", "steps=2", "delay=0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "liftoff"
+    assert "2/2 step 2/2" in proc.stderr

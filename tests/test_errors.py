@@ -1,0 +1,91 @@
+import pytest
+
+import mcp_sync
+from mcp_sync import errors
+from mcp_sync.errors import server_error_from_wire
+
+
+@pytest.mark.parametrize(
+    "code,cls,kind",
+    [
+        (-32700, errors.ServerError, "json_rpc"),
+        (-32600, errors.ServerError, "json_rpc"),
+        (-32601, errors.MethodNotFound, "protocol"),
+        (-32602, errors.InvalidParams, "protocol"),
+        (-32603, errors.ServerError, "execution"),
+        (-32002, errors.ResourceNotFound, "protocol"),
+        (-32020, errors.HeaderMismatch, "protocol"),
+        (-32021, errors.MissingClientCapability, "protocol"),
+        (-32022, errors.UnsupportedProtocolVersion, "protocol"),
+        (-32000, errors.ServerError, "protocol"),
+        (42, errors.ServerError, "protocol"),
+    ],
+)
+def test_codes_map_to_classes_and_kinds(code, cls, kind):
+    exc = server_error_from_wire({"code": code, "message": "m", "data": {"x": 1}}, method="tools/call")
+    assert type(exc) is cls
+    assert (exc.code, exc.message, exc.data, exc.kind, exc.method) == (code, "m", {"x": 1}, kind, "tools/call")
+    assert isinstance(exc, errors.ServerError) and isinstance(exc, mcp_sync.McpError)
+    assert str(code) in str(exc) and "tools/call" in str(exc)
+
+
+def test_invalid_params_on_resources_read_is_resource_not_found():
+    exc = server_error_from_wire({"code": -32602, "message": "Resource not found", "data": {"uri": "a://b"}},
+                                 method="resources/read")
+    assert isinstance(exc, errors.ResourceNotFound) and isinstance(exc, errors.InvalidParams)
+    assert exc.uri == "a://b" and "a://b" in str(exc)
+    other = server_error_from_wire({"code": -32602, "message": "bad"}, method="tools/call")
+    assert not isinstance(other, errors.ResourceNotFound)
+
+
+def test_spec_error_data_accessors():
+    assert server_error_from_wire({"code": -32022, "message": "v", "data": {"supported": ["a", 1, "b"]}}).supported == ["a", "b"]
+    assert server_error_from_wire({"code": -32022, "message": "v"}).supported == []
+    missing = server_error_from_wire({"code": -32021, "message": "c", "data": {"requiredCapabilities": {"roots": {}}}})
+    assert missing.required_capabilities == {"roots": {}}
+
+
+@pytest.mark.parametrize("bad", [None, "text", {"message": "no code"}, {"code": "1", "message": "x"}, {"code": True}])
+def test_malformed_error_objects_still_become_server_errors(bad):
+    exc = server_error_from_wire(bad)
+    assert isinstance(exc, errors.ServerError) and exc.code == -32603
+    assert "malformed" in exc.message
+
+
+def test_local_errors_never_look_like_server_errors():
+    local = [
+        errors.ConnectionClosed("x"), errors.ServerExited("x", returncode=1, stderr_tail=[]),
+        errors.ConnectError("x"), errors.InvalidMessage("x"), errors.MessageTooLarge("x", limit=1),
+        errors.RequestTimeout("x"), errors.VersionNegotiationError("x"), errors.InvalidResult("x"),
+        errors.OutputValidationError("x", result={}, errors=[]), errors.PaginationError("x"),
+        errors.UnsupportedMethod("ping", "2026-07-28"), errors.InputRequired("x", result={}),
+        errors.ToolError("x", result=None),
+    ]
+    for exc in local:
+        assert isinstance(exc, mcp_sync.McpError)
+        assert not isinstance(exc, errors.ServerError)
+        assert not hasattr(exc, "code")
+
+
+def test_hierarchy():
+    assert issubclass(errors.ServerExited, errors.ConnectionClosed)
+    assert issubclass(errors.ConnectionClosed, errors.TransportError)
+    assert issubclass(errors.MessageTooLarge, errors.TransportError)
+    assert issubclass(errors.RequestTimeout, TimeoutError)
+    assert issubclass(errors.OutputValidationError, errors.InvalidResult)
+    assert issubclass(errors.InvalidResult, errors.ProtocolError)
+    assert issubclass(errors.VersionNegotiationError, errors.ProtocolError)
+    assert issubclass(errors.PaginationError, errors.ProtocolError)
+
+
+def test_every_exported_error_is_documented_in_the_module_tree():
+    doc = errors.__doc__
+    for name in errors.__all__:
+        if name != "server_error_from_wire":
+            assert name in doc, name
+            assert name in mcp_sync.__all__, name
+
+
+def test_unsupported_method_message():
+    exc = errors.UnsupportedMethod("ping", "2026-07-28", "use discover()")
+    assert str(exc) == "ping is not part of protocol version 2026-07-28; use discover()"

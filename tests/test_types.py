@@ -1,0 +1,101 @@
+import base64
+
+import pytest
+
+from mcp_sync import types
+from mcp_sync.errors import InvalidResult, ToolError
+
+
+def test_tool_round_trip_keeps_unknown_fields():
+    wire = {"name": "t", "title": "T", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": True}, "_meta": {"k": 1}, "x-future": [1]}
+    tool = types.Tool.from_wire(wire)
+    assert (tool.name, tool.title, tool.annotations, tool.meta) == ("t", "T", {"readOnlyHint": True}, {"k": 1})
+    assert tool.extra == {"x-future": [1]}
+    assert tool.to_wire() == wire
+
+
+def test_required_fields():
+    with pytest.raises(InvalidResult, match="name"):
+        types.Tool.from_wire({"inputSchema": {}})
+    with pytest.raises(InvalidResult):
+        types.ReadResourceResult.from_wire({})
+    with pytest.raises(InvalidResult):
+        types.Tool.from_wire(["not", "an", "object"])
+    with pytest.raises(InvalidResult, match="inputSchema"):
+        types.Tool.from_wire({"name": "t", "inputSchema": "nope"})
+
+
+def test_content_blocks_dispatch_on_type():
+    data = base64.b64encode(b"\x89PNG...").decode()
+    result = types.CallToolResult.from_wire({"content": [
+        {"type": "text", "text": "a"},
+        {"type": "image", "data": data, "mimeType": "image/png"},
+        {"type": "audio", "data": data, "mimeType": "audio/wav"},
+        {"type": "resource_link", "uri": "x://y", "name": "y"},
+        {"type": "resource", "resource": {"uri": "x://z", "text": "zz"}},
+        {"type": "resource", "resource": {"uri": "x://b", "blob": data}},
+        {"type": "text", "text": "b"},
+        {"type": "sparkles"},
+    ]})
+    kinds = [type(b).__name__ for b in result.content]
+    assert kinds == ["TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
+                     "EmbeddedResource", "TextContent", "UnknownContent"]
+    assert result.content[1].bytes == b"\x89PNG..."
+    assert result.content[4].resource.text == "zz"
+    assert result.content[5].resource.bytes == b"\x89PNG..."
+    assert result.text == "a\nb"
+    assert not result.is_error and result.structured_content is None
+
+
+def test_raise_for_error():
+    ok = types.CallToolResult.from_wire({"content": []})
+    assert ok.raise_for_error() is ok
+    bad = types.CallToolResult.from_wire({"content": [{"type": "text", "text": "boom"}], "isError": True})
+    with pytest.raises(ToolError, match="boom"):
+        bad.raise_for_error()
+
+
+def test_structured_content_may_be_any_json_value():
+    assert types.CallToolResult.from_wire({"content": [], "structuredContent": [1, 2]}).structured_content == [1, 2]
+
+
+def test_bad_content_is_invalid_result():
+    with pytest.raises(InvalidResult):
+        types.CallToolResult.from_wire({"content": "text"})
+    with pytest.raises(InvalidResult):
+        types.ReadResourceResult.from_wire({"contents": [{"uri": "x"}]})
+
+
+def test_prompt_and_completion():
+    prompt = types.Prompt.from_wire({"name": "p", "arguments": [{"name": "a", "required": True}, {"name": "b"}]})
+    assert [(a.name, a.required) for a in prompt.arguments] == [("a", True), ("b", False)]
+    got = types.GetPromptResult.from_wire({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]})
+    assert got.messages[0].content.text == "hi"
+    done = types.CompleteResult.from_wire({"completion": {"values": ["x"], "total": 5, "hasMore": True}})
+    assert (done.values, done.total, done.has_more) == (["x"], 5, True)
+    with pytest.raises(InvalidResult):
+        types.CompleteResult.from_wire({"completion": {}})
+
+
+def test_discover_and_initialize_results():
+    found = types.DiscoverResult.from_wire({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                                            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}})
+    assert found.server_info.name == "s" and found.capabilities == {"tools": {}}
+    assert types.DiscoverResult.from_wire({"supportedVersions": []}).server_info is None
+    session = types.InitializeResult.from_wire({"protocolVersion": "2025-06-18", "capabilities": {},
+                                                "serverInfo": {"name": "s", "version": "2"}, "instructions": "i"})
+    assert (session.protocol_version, session.server_info.version, session.instructions) == ("2025-06-18", "2", "i")
+
+
+def test_progress():
+    p = types.Progress.from_wire({"progressToken": 1, "progress": 5, "total": 10, "message": "m"})
+    assert (p.progress, p.total, p.message, p.fraction) == (5, 10, "m", 0.5)
+    assert types.Progress.from_wire({"progress": 3}).fraction is None
+    assert types.Progress.from_wire({"progress": 30, "total": 10}).fraction == 1.0
+
+
+def test_frozen():
+    tool = types.Tool.from_wire({"name": "t"})
+    with pytest.raises(AttributeError):
+        tool.name = "other"
