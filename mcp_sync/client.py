@@ -149,6 +149,7 @@ def connect(
     log_level: str | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT,
+    restart: bool = True,
 ) -> Client:
     """Connect to an MCP server and settle the protocol version.
 
@@ -157,6 +158,10 @@ def connect(
     Returns once the version is settled: probing with `server/discover`
     (under `probe_timeout`) and falling back to `initialize` for older
     servers. `protocol=` pins one version or narrows the list.
+
+    With `restart=True` (the default), a stateless (2026-07-28) connection
+    whose server went away is opened again by the next request, as the spec
+    asks of stdio clients; the calls that were in flight still fail.
 
     Example::
 
@@ -167,7 +172,7 @@ def connect(
     client = Client(
         resolve_target(target), protocol=protocol, timeout=timeout, probe_timeout=probe_timeout,
         client_info=client_info, client_capabilities=client_capabilities, log_level=log_level,
-        max_pages=max_pages, max_total_timeout=max_total_timeout,
+        max_pages=max_pages, max_total_timeout=max_total_timeout, restart=restart,
     )
     try:
         client._open()
@@ -200,6 +205,7 @@ class Client:
         log_level: str | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
         max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT,
+        restart: bool = True,
     ) -> None:
         _check_timeout("timeout", timeout)
         _check_timeout("probe_timeout", probe_timeout, allow_none=False)
@@ -221,8 +227,10 @@ class Client:
         self.log_level = log_level
         self.max_pages = max_pages
         self.max_total_timeout = max_total_timeout
+        self.restart = restart
         self._ids = new_id_counter()
         self._state_lock = threading.Lock()
+        self._restart_lock = threading.Lock()
         self._conn: Connection | None = None
         self._dialect: Dialect | None = None
         self._discovered: DiscoverResult | None = None
@@ -438,9 +446,7 @@ class Client:
         )
         if meta:
             params["_meta"] = meta
-        conn = self._conn
-        if conn is None:
-            raise ConnectionClosed("the client is not connected")
+        conn = self._live_connection()
         on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
         # A request without params sends none, as the schemas allow.
         wire_params = params if (params or original is not None) else None
@@ -464,6 +470,24 @@ class Client:
         if dialect.result_type(result) == "input_required":
             raise InputRequired(f"{method}: the server needs input this client cannot supply", result=result)
         return result
+
+    def _live_connection(self) -> Connection:
+        """The connection to use, restarting the server if it went away and
+        the era allows it (stateless: no session is lost)."""
+        conn = self._conn
+        if conn is None:
+            raise ConnectionClosed("the client is not connected")
+        failure = conn.failure
+        if failure is None or self._closed or not self.restart or not self._require_dialect().stateless:
+            return conn
+        if not isinstance(self._target, Target):
+            return conn
+        with self._restart_lock:
+            if self._conn is not conn:  # another thread restarted it already
+                return self._conn or conn
+            log.warning("the server went away (%s); starting it again", str(failure).splitlines()[0])
+            conn.close("restarting after the server went away")
+            return self._new_connection()
 
     def _rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
         """After a -32022 on a ready stateless connection: settle the version again."""

@@ -146,8 +146,10 @@ class TextContent(WireModel):
 
 
 @attrs.frozen
-class ImageContent(WireModel):
-    type: str = _wire("type", default="image")
+class _MediaContent(WireModel):
+    """Base64 media content; `bytes` decodes it."""
+
+    type: str = _wire("type", default="")
     data: str = _wire("data", _string, "")
     mime_type: str | None = _wire("mimeType")
     annotations: dict[str, Any] | None = _wire("annotations")
@@ -157,24 +159,18 @@ class ImageContent(WireModel):
 
     @property
     def bytes(self) -> bytes:
-        """The decoded image bytes."""
+        """The decoded bytes."""
         return base64.b64decode(self.data)
 
 
 @attrs.frozen
-class AudioContent(WireModel):
-    type: str = _wire("type", default="audio")
-    data: str = _wire("data", _string, "")
-    mime_type: str | None = _wire("mimeType")
-    annotations: dict[str, Any] | None = _wire("annotations")
-    meta: dict[str, Any] | None = _wire("_meta")
-    extra: dict[str, Any] = _raw_field()
-    raw: dict[str, Any] = _raw_field()
+class ImageContent(_MediaContent):
+    type: str = _wire("type", default="image")
 
-    @property
-    def bytes(self) -> bytes:
-        """The decoded audio bytes."""
-        return base64.b64decode(self.data)
+
+@attrs.frozen
+class AudioContent(_MediaContent):
+    type: str = _wire("type", default="audio")
 
 
 @attrs.frozen

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import mcp_sync
-from mcp_sync.testing import Server, demo_server
+from mcp_sync.testing import RpcError, Server, demo_server
 from tests.conftest import demo_command
 
 ERAS = ["2026-07-28", "2025-11-25", "2025-06-18"]
@@ -413,3 +413,46 @@ def test_custom_target_and_bare_transport():
         mcp_sync.Custom("not callable")
     with pytest.raises(TypeError):
         mcp_sync.connect(mcp_sync.Custom(lambda: object()))
+
+
+@pytest.mark.parametrize("code,cls,kind", [
+    (-32020, mcp_sync.HeaderMismatch, "protocol"),
+    (-32021, mcp_sync.MissingClientCapability, "protocol"),
+    (-32603, mcp_sync.ServerError, "execution"),
+    (-32600, mcp_sync.ServerError, "json_rpc"),
+    (-32000, mcp_sync.ServerError, "protocol"),
+])
+def test_server_errors_arrive_as_their_classes_with_data(code, cls, kind):
+    server = Server()
+
+    @server.tool()
+    def refuse(args, ctx):
+        raise RpcError(code, "refused", {"requiredCapabilities": {"roots": {}}})
+
+    with mcp_sync.connect(server) as client:
+        with pytest.raises(cls) as info:
+            client.call_tool("refuse", {})
+    assert type(info.value) is cls
+    assert (info.value.code, info.value.message, info.value.kind) == (code, "refused", kind)
+    assert info.value.data == {"requiredCapabilities": {"roots": {}}}
+
+
+def test_keyboard_interrupt_cancels_the_request_on_the_server():
+    server = Server()
+    cancelled = threading.Event()
+
+    @server.tool()
+    def long_job(args, ctx):
+        ctx.progress(1, 10)
+        if ctx.cancelled.wait(30):
+            cancelled.set()
+        return "never seen"
+
+    def interrupt(progress):
+        raise KeyboardInterrupt  # what Ctrl-C in a notebook does mid-call
+
+    with mcp_sync.connect(server) as client:
+        with pytest.raises(KeyboardInterrupt):
+            client.call_tool("long_job", {}, progress=interrupt)
+        assert cancelled.wait(10)
+        assert client._conn.in_flight == 0

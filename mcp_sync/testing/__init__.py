@@ -7,6 +7,7 @@ Standard library only; it shares no code with the client, so it can check it.
   connection in-process (this is what `mcp_sync`'s memory transport calls).
 * `ToolContext`: what a tool gets besides its arguments (progress, logging,
   cancellation, protocol version, request `_meta`).
+* `RpcError`: raise it from a tool to answer with a JSON-RPC error.
 * `demo_server()`: the demo server used by the tests and the CLI.
 * `SUPPORTED_VERSIONS`: the protocol revisions the server can speak, newest first.
 
@@ -24,7 +25,7 @@ Example::
         return str(args["x"] * 2)
 """
 
-from .core import SUPPORTED_VERSIONS, Server, ServerSession, ToolContext
+from .core import SUPPORTED_VERSIONS, RpcError, Server, ServerSession, ToolContext
 from .demo import demo_server
 
-__all__ = ["SUPPORTED_VERSIONS", "Server", "ServerSession", "ToolContext", "demo_server"]
+__all__ = ["SUPPORTED_VERSIONS", "RpcError", "Server", "ServerSession", "ToolContext", "demo_server"]

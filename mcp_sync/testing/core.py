@@ -94,7 +94,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class RpcError(Exception):
-    """A JSON-RPC error answer to a request."""
+    """A JSON-RPC error answer to a request. A tool may raise it to answer
+    its call with this error instead of an `isError` result."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -775,6 +776,8 @@ class ServerSession:
         try:
             value = tool.fn(checked, ToolContext(self, call))
             return tool.result_from(value)
+        except RpcError:
+            raise  # a tool may answer with a JSON-RPC error on purpose
         except Exception as exc:
             _log.debug("tool %s failed: %r", name, exc)
             return {"content": [text_content(str(exc) or type(exc).__name__)], "isError": True}

@@ -24,6 +24,7 @@ def main():
     parser.add_argument("--stderr-lines", type=int, default=0)
     parser.add_argument("--size", type=int, default=0)
     parser.add_argument("--record", default=None, help="append every received line to this file")
+    parser.add_argument("--marker", default=None, help="exit-once: exit on the first call if this file is absent")
     args = parser.parse_args()
     versions = args.versions.split(",")
     out_lock = threading.Lock()
@@ -108,6 +109,11 @@ def main():
         if method == "tools/call":
             params = message.get("params") or {}
             arguments = params.get("arguments") or {}
+            if mode == "exit-once" and not os.path.exists(args.marker):
+                open(args.marker, "w").close()
+                sys.stderr.write("crashing once\n")
+                sys.stderr.flush()
+                os._exit(5)
             if mode == "exit-on-call":
                 sys.stderr.write("fatal: something broke\n")
                 sys.stderr.flush()

@@ -62,6 +62,33 @@ def test_server_exit_fails_every_pending_call_with_code_and_stderr(no_leaks):
         client.call_tool("echo", {})
 
 
+def test_a_stateless_server_that_died_is_started_again_by_the_next_call(tmp_path, no_leaks):
+    command = scripted("--mode", "exit-once", "--marker", str(tmp_path / "crashed"))
+    with mcp_sync.connect(command, protocol=STATELESS) as client:
+        first_pid = client._conn.transport.pid
+        with pytest.raises(mcp_sync.ServerExited) as info:
+            client.call_tool("echo", {"text": "x"})
+        assert info.value.returncode == 5 and "crashing once" in str(info.value)
+        assert client.call_tool("echo", {"text": "back"}).text == "back"
+        assert client._conn.transport.pid != first_pid
+
+
+def test_no_restart_when_disabled_or_in_the_initialize_era(tmp_path):
+    marker = tmp_path / "crashed"
+    with mcp_sync.connect(scripted("--mode", "exit-once", "--marker", str(marker)), protocol=STATELESS,
+                          restart=False) as client:
+        with pytest.raises(mcp_sync.ServerExited):
+            client.call_tool("echo", {"text": "x"})
+        with pytest.raises(mcp_sync.ServerExited):
+            client.call_tool("echo", {"text": "x"})
+    marker.unlink()
+    with mcp_sync.connect(scripted("--mode", "exit-once", "--marker", str(marker)), protocol="2025-11-25") as client:
+        with pytest.raises(mcp_sync.ServerExited):
+            client.call_tool("echo", {"text": "x"})
+        with pytest.raises(mcp_sync.ServerExited):
+            client.call_tool("echo", {"text": "x"})
+
+
 def test_server_closing_stdout_fails_the_call(no_leaks):
     with mcp_sync.connect(scripted("--mode", "close-stdout-on-call"), protocol=STATELESS) as client:
         with pytest.raises(mcp_sync.ConnectionClosed) as info:
