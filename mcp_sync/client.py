@@ -19,6 +19,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from ._version import __version__
+from . import handshake
 from .connection import Connection, new_id_counter
 from .errors import (
     ConnectionClosed,
@@ -26,21 +27,16 @@ from .errors import (
     InvalidResult,
     OutputValidationError,
     PaginationError,
-    RequestTimeout,
     ServerError,
-    TransportError,
     UnsupportedMethod,
     UnsupportedProtocolVersion,
-    VersionNegotiationError,
     server_error_from_wire,
 )
 from .protocol import versions
 from .protocol.meta import merge_meta, validate_trace_context
 from .protocol.schemas import SchemaCache
-from .protocol.versions import Dialect, FallBack, Reprobe, UseStateless
-from .transports.base import Target, Transport
-from .transports.memory import Memory
-from .transports.stdio import Stdio
+from .protocol.versions import Dialect, FallBack, UseStateless
+from .transports import Target, Transport, resolve_target
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -116,26 +112,6 @@ def _check_timeout(name: str, value: Any, allow_none: bool = True) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-
-
-def resolve_target(target: Any) -> Target | Transport:
-    """Turn what the user passed to `connect()` into a `Target` (or a bare transport)."""
-    if isinstance(target, (Target, Transport)):
-        return target
-    if isinstance(target, (list, tuple)):
-        if not target or not all(isinstance(part, str) for part in target):
-            raise TypeError("a stdio target is a non-empty list of strings: ['python', 'server.py']")
-        return Stdio(target[0], list(target[1:]))
-    if isinstance(target, str):
-        if target.startswith(("http://", "https://")):
-            raise ValueError(
-                "Streamable HTTP targets are not available in this version of mcp_sync; "
-                "use a stdio command list or an in-process server"
-            )
-        raise TypeError(f"pass a stdio command as a list of strings, e.g. [{target!r}]")
-    if callable(getattr(target, "open_session", None)):
-        return Memory(target)
-    raise TypeError(f"cannot connect to a {type(target).__name__}: pass a command list, a Stdio(), a Target or an in-process server")
 
 
 def connect(
@@ -276,54 +252,27 @@ class Client:
         else:
             self._initialize(conn, legacy[0])
 
+    def _identity(self) -> handshake.Identity:
+        return handshake.Identity(self._capabilities(), self.client_info, self.log_level)
+
     def _probe(self, conn: Connection, version: str) -> UseStateless | FallBack:
-        """Send `server/discover` until the answer settles the era."""
-        for _attempt in range(3):
-            dialect = versions.dialect_for(version)
-            params = {"_meta": dialect.request_meta(self._capabilities(), self.client_info, self.log_level)}
-            try:
-                pending = conn.send_request("server/discover", params)
-                response: dict[str, Any] | None = conn.wait(pending, timeout=self.probe_timeout, on_log=self._log_server_message)
-            except RequestTimeout:
-                response = None
-            except TransportError as exc:
-                if not isinstance(self._target, Target):
-                    raise
-                return FallBack(f"the server failed on server/discover: {exc}")
-            verdict = versions.read_probe_answer(response, self.allowed_versions)
-            if isinstance(verdict, Reprobe):
-                if verdict.version == version:
-                    break
-                version = verdict.version
-                continue
-            if isinstance(verdict, UseStateless):
-                self._dialect = versions.dialect_for(verdict.version)
-                if verdict.discover_result is not None:
-                    self._discovered = DiscoverResult.from_wire(verdict.discover_result)
-            return verdict
-        raise VersionNegotiationError(
-            "the server kept refusing the protocol versions it said it supports",
-            requested=list(self.allowed_versions),
+        verdict = handshake.probe(
+            conn, version, self.allowed_versions, self._identity(), timeout=self.probe_timeout,
+            on_log=self._log_server_message, failure_means_legacy=isinstance(self._target, Target),
         )
+        if isinstance(verdict, UseStateless):
+            self._dialect = versions.dialect_for(verdict.version)
+            if verdict.discover_result is not None:
+                self._discovered = DiscoverResult.from_wire(verdict.discover_result)
+        return verdict
 
     def _initialize(self, conn: Connection, version: str) -> None:
-        params = {
-            "protocolVersion": version,
-            "capabilities": self._capabilities(),
-            "clientInfo": self.client_info,
-        }
-        pending = conn.send_request("initialize", params, cancellable=False)
-        response = conn.wait(pending, timeout=self.timeout, on_log=self._log_server_message,
-                             on_server_request=self._answer_server_request)
-        if "error" in response:
-            raise server_error_from_wire(response["error"], method="initialize")
-        result = response.get("result")
-        if not isinstance(result, Mapping):
-            raise InvalidResult("initialize answered without a result object")
-        negotiated = versions.check_negotiated(result, version, self.allowed_versions)
-        self._session = InitializeResult.from_wire(result)
-        self._dialect = versions.dialect_for(negotiated)
-        conn.notify("notifications/initialized")
+        session = handshake.initialize(
+            conn, version, self.allowed_versions, self._identity(), timeout=self.timeout,
+            on_log=self._log_server_message, on_server_request=self._answer_server_request,
+        )
+        self._session = session
+        self._dialect = versions.dialect_for(session.protocol_version)
         if self.log_level is not None:
             try:
                 self.request("logging/setLevel", {"level": self.log_level})

@@ -1,8 +1,31 @@
 """Transports: IO only. `stdio` (a server subprocess), `memory` (in-process),
 and the `Transport`/`Target` interface for custom ones."""
 
+from typing import Any
+
 from .base import Custom, MessageSink, Target, Transport
 from .memory import Memory
 from .stdio import Stdio
 
-__all__ = ["Custom", "Memory", "MessageSink", "Stdio", "Target", "Transport"]
+__all__ = ["Custom", "Memory", "MessageSink", "Stdio", "Target", "Transport", "resolve_target"]
+
+
+def resolve_target(target: Any) -> Target | Transport:
+    """Turn what the user passed to `connect()` into a `Target` (or a bare transport)."""
+    if isinstance(target, (Target, Transport)):
+        return target
+    if isinstance(target, (list, tuple)):
+        if not target or not all(isinstance(part, str) for part in target):
+            raise TypeError("a stdio target is a non-empty list of strings: ['python', 'server.py']")
+        return Stdio(target[0], list(target[1:]))
+    if isinstance(target, str):
+        if target.startswith(("http://", "https://")):
+            raise ValueError(
+                "Streamable HTTP targets are not available in this version of mcp_sync; "
+                "use a stdio command list or an in-process server"
+            )
+        raise TypeError(f"pass a stdio command as a list of strings, e.g. [{target!r}]")
+    if callable(getattr(target, "open_session", None)):
+        return Memory(target)
+    raise TypeError(f"cannot connect to a {type(target).__name__}: pass a command list, a Stdio(), a Target or an in-process server")
+

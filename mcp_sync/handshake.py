@@ -1,0 +1,101 @@
+"""Settling the protocol version on a live connection.
+
+Two exchanges, each a small function over the engine: the `server/discover`
+probe of the stateless era (what its answer means is decided by
+`protocol.versions.read_probe_answer`), and the `initialize` handshake of the
+initialize era. The client decides which to run and what to do with the
+outcome (restart the server, keep the session); these functions only talk.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import attrs
+
+from .connection import Connection
+from .errors import InvalidResult, RequestTimeout, TransportError, VersionNegotiationError, server_error_from_wire
+from .protocol import versions
+from .protocol.versions import FallBack, Reprobe, UseStateless
+from .types import InitializeResult
+
+Callback = Callable[[dict[str, Any]], None]
+
+
+@attrs.frozen
+class Identity:
+    """What the client says about itself in every handshake."""
+
+    capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any]
+    log_level: str | None
+
+
+def probe(
+    conn: Connection,
+    version: str,
+    allowed: Sequence[str],
+    identity: Identity,
+    *,
+    timeout: float,
+    on_log: Callback,
+    failure_means_legacy: bool,
+) -> UseStateless | FallBack:
+    """Send `server/discover` until the answer settles the era.
+
+    Silence within `timeout` means a legacy server. A transport failure
+    during the probe (a legacy server that dies on an unknown method) means
+    one too when the caller can restart the server (`failure_means_legacy`).
+    """
+    for _attempt in range(3):
+        dialect = versions.dialect_for(version)
+        params = {"_meta": dialect.request_meta(identity.capabilities, identity.client_info, identity.log_level)}
+        response: dict[str, Any] | None
+        try:
+            pending = conn.send_request("server/discover", params)
+            response = conn.wait(pending, timeout=timeout, on_log=on_log)
+        except RequestTimeout:
+            response = None
+        except TransportError as exc:
+            if not failure_means_legacy:
+                raise
+            return FallBack(f"the server failed on server/discover: {exc}")
+        verdict = versions.read_probe_answer(response, allowed)
+        if not isinstance(verdict, Reprobe):
+            return verdict
+        if verdict.version == version:
+            break
+        version = verdict.version
+    raise VersionNegotiationError(
+        "the server kept refusing the protocol versions it said it supports", requested=list(allowed),
+    )
+
+
+def initialize(
+    conn: Connection,
+    version: str,
+    allowed: Sequence[str],
+    identity: Identity,
+    *,
+    timeout: float | None,
+    on_log: Callback,
+    on_server_request: Callback,
+) -> InitializeResult:
+    """The initialize handshake: `initialize`, a check of the negotiated
+    version, then `notifications/initialized`. Returns the session."""
+    params = {
+        "protocolVersion": version,
+        "capabilities": identity.capabilities,
+        "clientInfo": identity.client_info,
+    }
+    pending = conn.send_request("initialize", params, cancellable=False)
+    response = conn.wait(pending, timeout=timeout, on_log=on_log, on_server_request=on_server_request)
+    if "error" in response:
+        raise server_error_from_wire(response["error"], method="initialize")
+    result = response.get("result")
+    if not isinstance(result, Mapping):
+        raise InvalidResult("initialize answered without a result object")
+    versions.check_negotiated(result, version, allowed)
+    session = InitializeResult.from_wire(result)
+    conn.notify("notifications/initialized")
+    return session
