@@ -12,9 +12,11 @@ See the README and docs/ for the threading model and the error model.
 from ._version import __version__
 from .client import DEFAULT_TIMEOUT, Client, RequestOptions, connect
 from .errors import (
+    AuthenticationError,
     ConnectError,
     ConnectionClosed,
     HeaderMismatch,
+    HTTPStatusError,
     InputRequired,
     InvalidMessage,
     InvalidParams,
@@ -30,6 +32,7 @@ from .errors import (
     ResourceNotFound,
     ServerError,
     ServerExited,
+    SessionExpired,
     ToolError,
     TransportError,
     UnsupportedMethod,
@@ -38,7 +41,7 @@ from .errors import (
 )
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
-from .transports import Custom, Memory, MessageSink, Stdio, Target, Transport
+from .transports import HTTP, Custom, Memory, MessageSink, Stdio, Target, Transport
 from .types import (
     AudioContent,
     BlobResourceContents,
@@ -69,7 +72,7 @@ __all__ = [
     "__version__", "connect", "Client", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
     "jsonrpc",
     # transports
-    "Stdio", "Memory", "Custom", "Target", "Transport", "MessageSink",
+    "Stdio", "HTTP", "Memory", "Custom", "Target", "Transport", "MessageSink",
     # types
     "AudioContent", "BlobResourceContents", "CallToolResult", "CompleteResult", "DiscoverResult",
     "EmbeddedResource", "GetPromptResult", "ImageContent", "Implementation", "InitializeResult",
@@ -80,6 +83,7 @@ __all__ = [
     "McpError", "ServerError", "MethodNotFound", "InvalidParams", "ResourceNotFound",
     "HeaderMismatch", "MissingClientCapability", "UnsupportedProtocolVersion", "TransportError",
     "ConnectionClosed", "ServerExited", "ConnectError", "InvalidMessage", "MessageTooLarge",
+    "HTTPStatusError", "AuthenticationError", "SessionExpired",
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
 ]

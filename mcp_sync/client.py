@@ -26,13 +26,16 @@ from .errors import (
     InputRequired,
     InvalidResult,
     OutputValidationError,
+    HeaderMismatch,
     PaginationError,
     ServerError,
+    SessionExpired,
     UnsupportedMethod,
     UnsupportedProtocolVersion,
     server_error_from_wire,
 )
 from .protocol import versions
+from .protocol.headers import HeaderParam, InvalidHeaderAnnotation, header_params, param_headers
 from .protocol.meta import merge_meta, validate_trace_context
 from .protocol.schemas import SchemaCache
 from .protocol.versions import Dialect, FallBack, UseStateless
@@ -126,11 +129,14 @@ def connect(
     max_pages: int = DEFAULT_MAX_PAGES,
     max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT,
     restart: bool = True,
+    **http_options: Any,
 ) -> Client:
     """Connect to an MCP server and settle the protocol version.
 
     `target` is a command list (`["python", "server.py"]`), a `Stdio(...)`,
-    an in-process server (`mcp_sync.testing.demo_server()`), or any `Target`.
+    a Streamable HTTP URL (`"https://host/mcp"`, with any `HTTP()` option
+    such as `headers=`, `auth=`, `verify=` as keyword arguments), an
+    in-process server (`mcp_sync.testing.demo_server()`), or any `Target`.
     Returns once the version is settled: probing with `server/discover`
     (under `probe_timeout`) and falling back to `initialize` for older
     servers. `protocol=` pins one version or narrows the list.
@@ -146,7 +152,7 @@ def connect(
             print(client.call_tool("echo", {"text": "hi"}).text)
     """
     client = Client(
-        resolve_target(target), protocol=protocol, timeout=timeout, probe_timeout=probe_timeout,
+        resolve_target(target, http_options), protocol=protocol, timeout=timeout, probe_timeout=probe_timeout,
         client_info=client_info, client_capabilities=client_capabilities, log_level=log_level,
         max_pages=max_pages, max_total_timeout=max_total_timeout, restart=restart,
     )
@@ -207,6 +213,8 @@ class Client:
         self._ids = new_id_counter()
         self._state_lock = threading.Lock()
         self._restart_lock = threading.Lock()
+        self._session_lock = threading.Lock()
+        self._session_generation = 0
         self._conn: Connection | None = None
         self._dialect: Dialect | None = None
         self._discovered: DiscoverResult | None = None
@@ -224,6 +232,7 @@ class Client:
             on_server_request=self._server_request_result,
             on_log=self._log_server_message,
         )
+        transport.request_timeout = self.timeout
         with self._state_lock:
             if self._closed:
                 raise ConnectionClosed("the client is closed")
@@ -241,7 +250,7 @@ class Client:
             if isinstance(verdict, UseStateless):
                 return
             log.info("falling back to initialize: %s", verdict.reason)
-            if isinstance(self._target, Target):
+            if isinstance(self._target, Target) and conn.transport.restarts_server:
                 # The probe may already have been processed under the older
                 # lifecycle rules, so start the server afresh.
                 conn.close("restarting the server after the server/discover probe")
@@ -249,6 +258,7 @@ class Client:
             self._initialize(conn, legacy[0])
         elif stateless:
             self._dialect = versions.dialect_for(stateless[0])
+            conn.transport.negotiated(self._dialect.version, True)
         else:
             self._initialize(conn, legacy[0])
 
@@ -258,10 +268,12 @@ class Client:
     def _probe(self, conn: Connection, version: str) -> UseStateless | FallBack:
         verdict = handshake.probe(
             conn, version, self.allowed_versions, self._identity(), timeout=self.probe_timeout,
-            on_log=self._log_server_message, failure_means_legacy=isinstance(self._target, Target),
+            on_log=self._log_server_message,
+            failure_means_legacy=isinstance(self._target, Target) and conn.transport.restarts_server,
         )
         if isinstance(verdict, UseStateless):
             self._dialect = versions.dialect_for(verdict.version)
+            conn.transport.negotiated(verdict.version, True)
             if verdict.discover_result is not None:
                 self._discovered = DiscoverResult.from_wire(verdict.discover_result)
         return verdict
@@ -365,7 +377,10 @@ class Client:
             raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
         return self._request(method, params, options, retry_version=True)
 
-    def _request(self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, *, retry_version: bool) -> dict[str, Any]:
+    def _request(
+        self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, *,
+        retry_version: bool, headers: Mapping[str, str] | None = None, retry_session: bool = True,
+    ) -> dict[str, Any]:
         dialect = self._require_dialect()
         params = dict(original or {})
         if not dialect.defines(method):
@@ -399,19 +414,28 @@ class Client:
         on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
         # A request without params sends none, as the schemas allow.
         wire_params = params if (params or original is not None) else None
-        pending = conn.send_request(method, wire_params, progress=progress is not None, cancellable=dialect.may_cancel(method))
-        response = conn.wait(
-            pending, timeout=timeout, on_progress=on_progress,
-            reset_timeout_on_progress=bool(options.get("reset_timeout_on_progress", False)),
-            max_total_timeout=max_total, on_log=self._log_server_message,
-            on_server_request=self._answer_server_request,
-        )
+        session_generation = self._session_generation
+        try:
+            pending = conn.send_request(method, wire_params, progress=progress is not None,
+                                        cancellable=dialect.may_cancel(method), headers=headers)
+            response = conn.wait(
+                pending, timeout=timeout, on_progress=on_progress,
+                reset_timeout_on_progress=bool(options.get("reset_timeout_on_progress", False)),
+                max_total_timeout=max_total, on_log=self._log_server_message,
+                on_server_request=self._answer_server_request,
+            )
+        except SessionExpired:
+            if not retry_session or dialect.stateless:
+                raise
+            self._renew_session(conn, session_generation)
+            return self._request(method, original, options, retry_version=retry_version,
+                                 headers=headers, retry_session=False)
         error = response.get("error")
         if error is not None:
             exc = server_error_from_wire(error, method=method)
             if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and retry_version:
                 self._rediscover(exc)
-                return self._request(method, original, options, retry_version=False)
+                return self._request(method, original, options, retry_version=False, headers=headers)
             raise exc
         result = response.get("result")
         if not isinstance(result, dict):
@@ -429,7 +453,7 @@ class Client:
         failure = conn.failure
         if failure is None or self._closed or not self.restart or not self._require_dialect().stateless:
             return conn
-        if not isinstance(self._target, Target):
+        if not isinstance(self._target, Target) or not conn.transport.restarts_server:
             return conn
         with self._restart_lock:
             if self._conn is not conn:  # another thread restarted it already
@@ -437,6 +461,20 @@ class Client:
             log.warning("the server went away (%s); starting it again", str(failure).splitlines()[0])
             conn.close("restarting after the server went away")
             return self._new_connection()
+
+    def _renew_session(self, conn: Connection, generation: int) -> None:
+        """The server ended our initialize-era session (HTTP 404): start a new
+        one, once for all the calls that found out at the same time."""
+        with self._session_lock:
+            if self._session_generation != generation:
+                return  # another call renewed it already
+            dialect = self._require_dialect()
+            log.info("the session expired; initializing a new one")
+            self._session = handshake.initialize(
+                conn, dialect.version, self.allowed_versions, self._identity(), timeout=self.timeout,
+                on_log=self._log_server_message, on_server_request=self._answer_server_request,
+            )
+            self._session_generation += 1
 
     def _rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
         """After a -32022 on a ready stateless connection: settle the version again."""
@@ -526,6 +564,8 @@ class Client:
         if not isinstance(items, list):
             raise InvalidResult(f"{method}: the result has no {key!r} list")
         typed = [item_type.from_wire(item) for item in items]
+        if kind == "tools" and self._mirrors_headers():
+            typed = [tool for tool in typed if self._header_params_of(tool, listed=True) is not None]
         next_cursor = result.get("nextCursor")
         if next_cursor is not None and not isinstance(next_cursor, str):
             raise InvalidResult(f"{method}: nextCursor is not a string")
@@ -559,6 +599,22 @@ class Client:
         tools: list[Tool] = self._list_all("tools", options)
         self._remember_tools(tools, replace=True)
         return tools
+
+    def _mirrors_headers(self) -> bool:
+        conn = self._conn
+        return conn is not None and conn.transport.mirrors_headers
+
+    def _header_params_of(self, tool: Tool, *, listed: bool) -> tuple[HeaderParam, ...] | None:
+        """The `x-mcp-header` parameters of a tool. A listed tool with an
+        invalid annotation is left out (None) with a warning, as the spec
+        requires; a definition passed by the caller raises ValueError."""
+        try:
+            return header_params(tool.input_schema)
+        except InvalidHeaderAnnotation as exc:
+            if not listed:
+                raise ValueError(f"tool {tool.name!r} has an invalid x-mcp-header annotation: {exc}") from None
+            log.warning("leaving out tool %r: invalid x-mcp-header annotation: %s", tool.name, exc)
+            return None
 
     def _remember_tools(self, tools: Sequence[Tool], *, replace: bool) -> None:
         with self._state_lock:
@@ -596,14 +652,34 @@ class Client:
             raise TypeError("tool must be a tool name, a Tool, or a tool definition mapping")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
+        unknown = set(options) - _OPTION_NAMES
+        if unknown:
+            raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        raw = self.request("tools/call", params, **options)
+        try:
+            raw = self._request("tools/call", params, options, retry_version=True,
+                                headers=self._tool_headers(definition, arguments))
+        except HeaderMismatch:
+            if not self._mirrors_headers():
+                raise
+            # The tool may have changed since it was listed: list again, retry once.
+            self.list_tools(timeout=options.get("timeout", self.timeout))
+            definition = self._tools.get(name, definition)
+            raw = self._request("tools/call", params, options, retry_version=True,
+                                headers=self._tool_headers(definition, arguments))
         result = CallToolResult.from_wire(raw)
         if definition is not None and definition.output_schema is not None and not result.is_error:
             self._check_output(name, definition.output_schema, result)
         return result
+
+    def _tool_headers(self, definition: Tool | None, arguments: Mapping[str, Any] | None) -> dict[str, str] | None:
+        """`Mcp-Param-*` headers for a call, on transports that mirror them."""
+        if definition is None or not self._mirrors_headers():
+            return None
+        found = self._header_params_of(definition, listed=False)
+        return param_headers(found, arguments) if found else None
 
     def _check_output(self, name: str, schema: Mapping[str, Any], result: CallToolResult) -> None:
         if result.structured_content is None:

@@ -16,7 +16,9 @@ transport's reader thread calls `deliver()`, which routes under the lock:
 - `notifications/progress` goes to the inbox of the request whose id is the
   progress token (the engine always uses the request id as the token);
 - a log message (`notifications/message`) or a server request goes to the
-  one request in flight when there is exactly one, else to the worker;
+  request whose own response stream carried it (per-request transports say
+  which), else to the one request in flight when there is exactly one, else
+  to the worker;
 - any other notification goes to the worker.
 
 The *worker* is one thread per connection, started on first use, that runs
@@ -125,10 +127,12 @@ class Connection:
         *,
         progress: bool = False,
         cancellable: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> Pending:
         """Register and send a request; the caller then waits with `wait()`.
 
         With `progress=True` the request id is set as `_meta.progressToken`.
+        `headers` are extra transport headers for this request (HTTP only).
         """
         with self._lock:
             self._raise_if_unusable()
@@ -141,7 +145,7 @@ class Connection:
             meta["progressToken"] = request_id
             params["_meta"] = meta
         try:
-            self.transport.send(jsonrpc.request(request_id, method, params))
+            self.transport.send(jsonrpc.request(request_id, method, params), headers)
         except BaseException:
             with self._lock:
                 self._pending.pop(request_id, None)
@@ -227,15 +231,17 @@ class Connection:
             if self._pending.pop(pending.id, None) is None:
                 return
             usable = not self._closed and self._failure is None
-        if not usable or not pending.cancellable:
+        if not usable:
             return
         try:
-            if self.transport.cancels_by_notification:
+            # Per-request transports close the request's stream (the whole
+            # cancellation in 2026-07-28 HTTP); shared streams need the
+            # notification, and so does initialize-era HTTP.
+            self.transport.cancel(pending.id)
+            if pending.cancellable and self.transport.cancels_by_notification:
                 self.transport.send(jsonrpc.notification(
                     "notifications/cancelled", {"requestId": pending.id, "reason": reason}
                 ))
-            else:
-                self.transport.cancel(pending.id)
         except TransportError as exc:
             log.debug("could not cancel request %s: %s", pending.id, exc)
 
@@ -272,7 +278,7 @@ class Connection:
 
     # -- the reader side (MessageSink) ---------------------------------------------
 
-    def deliver(self, message: dict[str, Any]) -> None:
+    def deliver(self, message: dict[str, Any], related_to: int | str | None = None) -> None:
         try:
             kind = jsonrpc.classify(message)
         except InvalidMessage as exc:
@@ -302,7 +308,7 @@ class Connection:
                     log.debug("dropped progress for token %r, which no request holds", token)
                 return
             if method == "notifications/message":
-                single = self._single_pending()
+                single = self._related(related_to) or self._single_pending()
                 if single is not None:
                     single.inbox.put((LOG, params))
                 else:
@@ -315,7 +321,7 @@ class Connection:
                 log.debug("server notification %s (no handler)", method)
             return
         # A request from the server.
-        single = self._single_pending()
+        single = self._related(related_to) or self._single_pending()
         if single is not None:
             single.inbox.put((SERVER_REQUEST, message))
         else:
@@ -331,6 +337,23 @@ class Connection:
         log.debug("transport failed: %s", error)
         for pending in waiting:
             pending.inbox.put((CLOSED, error))
+
+    def request_failed(self, request_id: int | str, error: TransportError) -> None:
+        """One request's own channel failed (per-request transports): only its
+        caller gets the error; the connection stays usable."""
+        with self._lock:
+            pending = self._pending.pop(request_id, None)
+        if pending is not None:
+            pending.inbox.put((CLOSED, error))
+        else:
+            log.debug("request %r failed after nobody waited for it: %s", request_id, error)
+
+    def _related(self, request_id: int | str | None) -> Pending | None:
+        """The pending request a message arrived for (on its own stream)."""
+        if request_id is None:
+            return None
+        with self._lock:
+            return self._pending.get(request_id)
 
     def _single_pending(self) -> Pending | None:
         with self._lock:

@@ -16,7 +16,10 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │   │   └── ServerExited        the server process ended
     │   ├── ConnectError            the server could not be started or reached
     │   ├── InvalidMessage          the server sent something that is not JSON-RPC
-    │   └── MessageTooLarge         a message over the configured size limit
+    │   ├── MessageTooLarge         a message over the configured size limit
+    │   └── HTTPStatusError         an HTTP answer with no JSON-RPC message in it
+    │       ├── AuthenticationError 401 or 403
+    │       └── SessionExpired      404 for an initialize-era session
     ├── RequestTimeout              no answer in time (also a TimeoutError)
     ├── ProtocolError               the server broke a rule of the protocol
     │   ├── VersionNegotiationError no protocol version both sides speak
@@ -52,6 +55,9 @@ __all__ = [
     "ConnectError",
     "InvalidMessage",
     "MessageTooLarge",
+    "HTTPStatusError",
+    "AuthenticationError",
+    "SessionExpired",
     "RequestTimeout",
     "ProtocolError",
     "VersionNegotiationError",
@@ -228,6 +234,36 @@ class MessageTooLarge(TransportError):
     def __init__(self, message: str, *, limit: int) -> None:
         self.limit = limit
         super().__init__(message)
+
+
+class HTTPStatusError(TransportError):
+    """The HTTP server answered with a status and no JSON-RPC message.
+
+    `status` is the HTTP status code, `body` the start of the body (text),
+    `headers` the response headers (lower-cased names).
+    """
+
+    def __init__(self, message: str, *, status: int, body: str = "", headers: Mapping[str, str] | None = None) -> None:
+        self.status = status
+        self.body = body
+        self.headers = dict(headers or {})
+        super().__init__(message)
+
+
+class AuthenticationError(HTTPStatusError):
+    """401 or 403: the server wants (other) credentials.
+
+    `www_authenticate` is the server's challenge header, if any.
+    """
+
+    @property
+    def www_authenticate(self) -> str | None:
+        return self.headers.get("www-authenticate")
+
+
+class SessionExpired(HTTPStatusError):
+    """404 on a request that carried an initialize-era session id: the server
+    ended the session. The client starts a new one and retries once."""
 
 
 # -- local decisions -------------------------------------------------------------

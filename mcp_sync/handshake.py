@@ -14,7 +14,15 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 
 from .connection import Connection
-from .errors import InvalidResult, RequestTimeout, TransportError, VersionNegotiationError, server_error_from_wire
+from .errors import (
+    AuthenticationError,
+    HTTPStatusError,
+    InvalidResult,
+    RequestTimeout,
+    TransportError,
+    VersionNegotiationError,
+    server_error_from_wire,
+)
 from .protocol import versions
 from .protocol.versions import FallBack, Reprobe, UseStateless
 from .types import InitializeResult
@@ -56,6 +64,15 @@ def probe(
             response = conn.wait(pending, timeout=timeout, on_log=on_log)
         except RequestTimeout:
             response = None
+        except AuthenticationError:
+            raise  # 401/403 say nothing about the era
+        except HTTPStatusError as exc:
+            # A 4xx with no modern JSON-RPC error in it is a legacy server's
+            # answer (the JSON-RPC ones arrive as error responses). 5xx is
+            # an error, not evidence.
+            if 400 <= exc.status < 500:
+                return FallBack(f"server/discover answered HTTP {exc.status}")
+            raise
         except TransportError as exc:
             if not failure_means_legacy:
                 raise
@@ -95,7 +112,10 @@ def initialize(
     result = response.get("result")
     if not isinstance(result, Mapping):
         raise InvalidResult("initialize answered without a result object")
-    versions.check_negotiated(result, version, allowed)
+    negotiated = versions.check_negotiated(result, version, allowed)
     session = InitializeResult.from_wire(result)
+    # The transport frames everything after initialize for this version
+    # (HTTP: the session id and MCP-Protocol-Version headers).
+    conn.transport.negotiated(negotiated, False)
     conn.notify("notifications/initialized")
     return session

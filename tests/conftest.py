@@ -43,11 +43,11 @@ def _install_checker() -> None:
     for cls in (StdioTransport, MemoryTransport):
         original = cls.send
 
-        def checked(self, message, _original=original):
+        def checked(self, message, *args, _original=original, **kwargs):
             problem = _checker.check(self, message)
             if problem:
                 _failures.append(problem)
-            return _original(self, message)
+            return _original(self, message, *args, **kwargs)
 
         cls.send = checked
 

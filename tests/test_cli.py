@@ -94,8 +94,14 @@ def test_any_stdio_server_after_double_dash():
     assert out.strip() == "echo"
 
 
+def test_an_unreachable_url_is_one_clear_line():
+    code, out, err = run("--url", "http://127.0.0.1:9/mcp", "--timeout", "5", "tools")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "127.0.0.1:9" in err
+
+
 def test_usage_errors_exit_2():
-    assert run("--url", "https://example.com/mcp", "tools")[0] == 2
+    assert run("--url", "ftp://example.com/mcp", "tools")[0] == 2
     code, _, err = run("call", "echo", "no-equals-sign")
     assert code == 2 and "key=value" in err
     assert run("--url", "https://x", "tools", "--", "python")[0] == 2

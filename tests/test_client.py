@@ -394,7 +394,7 @@ def test_bad_connect_options(kwargs, exc):
 
 @pytest.mark.parametrize("target,exc", [
     (object(), TypeError), ("python server.py", TypeError), ([], TypeError), ([1, 2], TypeError),
-    ("https://example.com/mcp", ValueError),
+    ("ftp://example.com/mcp", ValueError),
 ])
 def test_bad_targets(target, exc):
     with pytest.raises(exc):

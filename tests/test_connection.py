@@ -25,7 +25,7 @@ class ScriptedTransport(Transport):
     def start(self, sink):
         self.sink = sink
 
-    def send(self, message):
+    def send(self, message, headers=None):
         self.sent.put(message)
 
     def cancel(self, request_id):
@@ -340,7 +340,7 @@ def test_close_joins_the_worker():
 
 def test_send_failure_unregisters_the_request():
     class Broken(ScriptedTransport):
-        def send(self, message):
+        def send(self, message, headers=None):
             raise ConnectionClosed("pipe broke")
 
     conn = Connection(Broken(), new_id_counter())

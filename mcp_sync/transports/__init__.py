@@ -1,17 +1,23 @@
-"""Transports: IO only. `stdio` (a server subprocess), `memory` (in-process),
-and the `Transport`/`Target` interface for custom ones."""
+"""Transports: IO only. `stdio` (a server subprocess), `http` (Streamable
+HTTP), `memory` (in-process), and the `Transport`/`Target` interface for
+custom ones."""
 
 from typing import Any
 
 from .base import Custom, MessageSink, Target, Transport
+from .http import HTTP
 from .memory import Memory
 from .stdio import Stdio
 
-__all__ = ["Custom", "Memory", "MessageSink", "Stdio", "Target", "Transport", "resolve_target"]
+__all__ = ["Custom", "HTTP", "Memory", "MessageSink", "Stdio", "Target", "Transport", "resolve_target"]
 
 
-def resolve_target(target: Any) -> Target | Transport:
-    """Turn what the user passed to `connect()` into a `Target` (or a bare transport)."""
+def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> Target | Transport:
+    """Turn what the user passed to `connect()` into a `Target` (or a bare
+    transport). `http_options` are `HTTP()` options, for a URL string only."""
+    if http_options and not (isinstance(target, str) and target.startswith(("http://", "https://"))):
+        raise TypeError(f"{', '.join(sorted(http_options))} only apply to a URL target; "
+                        "set them on the HTTP(...) or Stdio(...) target instead")
     if isinstance(target, (Target, Transport)):
         return target
     if isinstance(target, (list, tuple)):
@@ -20,10 +26,9 @@ def resolve_target(target: Any) -> Target | Transport:
         return Stdio(target[0], list(target[1:]))
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
-            raise ValueError(
-                "Streamable HTTP targets are not available in this version of mcp_sync; "
-                "use a stdio command list or an in-process server"
-            )
+            return HTTP(target, **(http_options or {}))
+        if "://" in target:
+            raise ValueError(f"unsupported URL scheme in {target!r}: use http:// or https://")
         raise TypeError(f"pass a stdio command as a list of strings, e.g. [{target!r}]")
     if callable(getattr(target, "open_session", None)):
         return Memory(target)

@@ -13,7 +13,7 @@ A custom transport, for example one line of JSON per message over a socket::
             self._sink = sink
             self._thread = threading.Thread(target=self._read, daemon=True)
             self._thread.start()
-        def send(self, message):
+        def send(self, message, headers=None):
             with self._lock:
                 self._sock.sendall(mcp_sync.jsonrpc.encode(message) + b"\\n")
         def close(self):
@@ -32,11 +32,19 @@ from ..errors import TransportError
 
 
 class MessageSink(Protocol):
-    """Where a transport puts what it receives (the engine implements this)."""
+    """Where a transport puts what it receives (the engine implements this).
 
-    def deliver(self, message: dict[str, Any]) -> None: ...
+    `deliver(message, related_to=id)` says the message arrived on the response
+    stream of request `id` (per-request transports such as HTTP know this).
+    `transport_failed(error)` ends the whole channel; `request_failed(id,
+    error)` fails one request whose own exchange broke.
+    """
+
+    def deliver(self, message: dict[str, Any], related_to: int | str | None = None) -> None: ...
 
     def transport_failed(self, error: TransportError) -> None: ...
+
+    def request_failed(self, request_id: int | str, error: TransportError) -> None: ...
 
 
 class Transport(abc.ABC):
@@ -51,9 +59,24 @@ class Transport(abc.ABC):
     def start(self, sink: MessageSink) -> None:
         """Open the channel and begin delivering incoming messages to `sink`."""
 
+    #: True when the server runs in a process this transport started, so that
+    #: "restart the server" (after the stdio probe) means opening it again.
+    restarts_server: bool = True
+
+    #: True when the transport mirrors tool parameters into headers
+    #: (`x-mcp-header`), so tools with invalid annotations must be dropped.
+    mirrors_headers: bool = False
+
+    #: The client's default request timeout, set by the client before
+    #: `start()`, for transports that bound work of their own (a DELETE).
+    request_timeout: float | None = None
+
     @abc.abstractmethod
-    def send(self, message: Mapping[str, Any]) -> None:
-        """Send one message. Thread-safe. Raises `TransportError` on failure."""
+    def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        """Send one message. Thread-safe. Raises `TransportError` on failure.
+
+        `headers` are per-request transport headers (HTTP); others ignore them.
+        """
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -61,7 +84,11 @@ class Transport(abc.ABC):
         every resource. Idempotent; after it returns, `sink` is never called."""
 
     def cancel(self, request_id: int | str) -> None:
-        """Cancel one request by closing its stream (per-request transports)."""
+        """Stop one request's own stream, if it has one (per-request transports)."""
+
+    def negotiated(self, protocol_version: str, stateless: bool) -> None:
+        """Told once the protocol version is settled (and again if it changes),
+        for transports whose framing depends on it (HTTP headers, sessions)."""
 
     def describe(self) -> str:
         """A short human description for error messages."""

@@ -50,7 +50,7 @@ class MemoryTransport(Transport):
             return
         self._sink.deliver(copy)
 
-    def send(self, message: Mapping[str, Any]) -> None:
+    def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
         session = self._session
         if self._closed or session is None:
             raise ConnectionClosed("the in-process connection is closed")

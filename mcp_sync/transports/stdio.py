@@ -165,7 +165,7 @@ class StdioTransport(Transport):
 
     # -- sending -------------------------------------------------------------
 
-    def send(self, message: Mapping[str, Any]) -> None:
+    def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
         data = jsonrpc.encode(message) + b"\n"
         proc = self._proc
         if proc is None or proc.stdin is None:

@@ -52,4 +52,13 @@ def review(code: str) -> str:
 
 
 if __name__ == "__main__":
-    app.run()
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == "--http":
+        # --http PORT [stateless|stateful] [json|sse]
+        port = int(sys.argv[2])
+        mode = sys.argv[3] if len(sys.argv) > 3 else "stateful"
+        app.run("streamable-http", host="127.0.0.1", port=port, stateless_http=mode == "stateless",
+                json_response=len(sys.argv) > 4 and sys.argv[4] == "json")
+    else:
+        app.run()

@@ -1,0 +1,769 @@
+"""The Streamable HTTP transport, for both protocol eras.
+
+Owns: a bounded pool of keep-alive connections to one origin, a small set of
+reusable *exchange* threads, and (initialize era only) the session id and
+the standalone GET stream's reader thread. It moves JSON-RPC messages; what
+they mean is the engine's and the client's business.
+
+How it works. Every request is its own POST. `send()` hands the exchange to
+an idle exchange thread (threads are reused, never created per call) and
+returns; that thread POSTs, then reads the answer, a JSON body or an SSE
+stream, and delivers each message to the sink tagged with the request it
+belongs to. The caller meanwhile waits on its own inbox, so its deadline,
+progress callbacks and `close()` from another thread work exactly as on
+stdio. Cancelling a request (timeout, abandon, close) shuts down the
+socket of its exchange, which unblocks the exchange thread at once.
+
+An answer with no JSON-RPC message in it fails that one request with
+`HTTPStatusError` (401/403: `AuthenticationError`; 404 on a session:
+`SessionExpired`); a JSON-RPC error body of any status is delivered as the
+error response it is, which is how the client tells a modern server's 400
+from a legacy server's.
+
+Why urllib3 and not requests: urllib3's connection objects expose the
+socket (to shut it down from another thread), stream with `read1`, and cost
+less per call; a `requests.Session` is not documented as thread-safe and
+adds adapters and hooks the hot path does not need.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+from typing import Any, Callable, Mapping
+
+import urllib3
+import urllib3.connection
+import urllib3.exceptions
+from urllib3.util import parse_url
+
+from ..auth import TokenProvider, as_token_provider
+from ..errors import (
+    AuthenticationError,
+    ConnectError,
+    ConnectionClosed,
+    HTTPStatusError,
+    InvalidMessage,
+    MessageTooLarge,
+    SessionExpired,
+    TransportError,
+)
+from ..protocol import jsonrpc
+from ..protocol.headers import check_user_headers, standard_headers
+from ..protocol.sse import EventTooLarge, SSEParser
+from .base import MessageSink, Target, Transport
+
+log = logging.getLogger("mcp_sync.transport.http")
+
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+DEFAULT_RETRY_MS = 1000
+_READ_CHUNK = 65536
+_ERROR_BODY_PREVIEW = 500
+
+_Conn = urllib3.connection.HTTPConnection
+
+
+class HTTP(Target):
+    """Target a Streamable HTTP server: `connect(HTTP(url, ...))`, or pass the
+    URL string and these options straight to `connect()`.
+
+    Example::
+
+        client = mcp_sync.connect(HTTP("https://example.com/mcp",
+                                       headers={"X-Tenant": "acme"}, auth="my-token",
+                                       verify="/etc/ssl/internal-ca.pem"))
+
+    - `headers`: extra headers for every request (the transport's own headers,
+      and values with CR, LF or NUL, are refused).
+    - `auth`: a bearer token string, a function returning one, or a token
+      provider (see `mcp_sync.auth`); refreshed once after a 401.
+    - `verify`: True (system CAs), False (no verification), or a CA bundle path.
+    - `cert`: a client certificate file, or a (certificate, key) pair.
+    - `connect_timeout`: seconds to open a TCP/TLS connection.
+    - `max_response_bytes`: the most one JSON body or one SSE event may hold.
+    - `pool_size`: the most connections (and so concurrent requests) at once.
+    - `max_resume_attempts`: initialize era, how often a broken SSE stream is
+      resumed with `Last-Event-ID`.
+    - `session_close_timeout`: the longest `close()` waits for the session DELETE.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        auth: Any = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        pool_size: int = 10,
+        max_resume_attempts: int = 3,
+        session_close_timeout: float = 5.0,
+    ) -> None:
+        if not isinstance(url, str):
+            raise TypeError("the HTTP target needs a URL string")
+        parsed = parse_url(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        if not isinstance(max_response_bytes, int) or isinstance(max_response_bytes, bool) or max_response_bytes < 1:
+            raise ValueError("max_response_bytes must be a positive integer")
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
+            raise ValueError("pool_size must be a positive integer")
+        for name, value in (("connect_timeout", connect_timeout), ("session_close_timeout", session_close_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+        if not isinstance(verify, (bool, str)):
+            raise TypeError("verify must be True, False or a CA bundle path")
+        self.url = url
+        self.scheme = parsed.scheme
+        self.host = parsed.host
+        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.path = parsed.request_uri or "/"
+        self.headers = check_user_headers(headers or {})
+        self.auth: TokenProvider | None = as_token_provider(auth)
+        self.verify = verify
+        self.cert = cert
+        self.connect_timeout = float(connect_timeout)
+        self.max_response_bytes = max_response_bytes
+        self.pool_size = pool_size
+        self.max_resume_attempts = max_resume_attempts
+        self.session_close_timeout = float(session_close_timeout)
+
+    @property
+    def origin(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    def new_connection(self, timeout: float | None) -> _Conn:
+        if self.scheme == "https":
+            cert_file, key_file = (self.cert, None) if isinstance(self.cert, str) or self.cert is None else self.cert
+            ca = self.verify if isinstance(self.verify, str) else None
+            return urllib3.connection.HTTPSConnection(
+                self.host, self.port, timeout=timeout,
+                cert_reqs="CERT_REQUIRED" if self.verify is not False else "CERT_NONE",
+                assert_hostname=None if self.verify is not False else False,
+                ca_certs=ca, cert_file=cert_file, key_file=key_file,
+            )
+        return urllib3.connection.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def open(self) -> Transport:
+        return HTTPTransport(self)
+
+    def __repr__(self) -> str:
+        return f"HTTP({self.url!r})"
+
+
+class _Pool:
+    """At most `size` connections in use; idle ones kept for reuse.
+
+    A waiter blocks on the condition until a connection is free, the pool
+    closes, or its own `stop` event is set (`wake()` re-checks all waiters).
+    """
+
+    def __init__(self, factory: Callable[[], _Conn], size: int) -> None:
+        self._factory = factory
+        self._size = size
+        self._idle: list[_Conn] = []
+        self._in_use = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def acquire(self, stop: threading.Event) -> _Conn:
+        with self._cond:
+            while self._in_use >= self._size and not self._closed and not stop.is_set():
+                self._cond.wait()
+            if self._closed or stop.is_set():
+                raise ConnectionClosed("the request was cancelled before it was sent")
+            self._in_use += 1
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            return self._factory()
+        if conn.sock is not None and not conn.is_connected:
+            conn.close()  # the server dropped the idle keep-alive; reopen on use
+        return conn
+
+    def release(self, conn: _Conn, reusable: bool) -> None:
+        if not reusable:
+            conn.close()
+        with self._cond:
+            self._in_use -= 1
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.append(conn)
+            self._cond.notify()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        for conn in idle:
+            conn.close()
+
+
+class _Threads:
+    """Reusable exchange threads: a job goes to an idle thread, or a new one
+    when none is idle. Threads live until `close()`, which joins them."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosed("the connection is closed")
+            if self._idle > 0:
+                self._idle -= 1
+            else:
+                thread = threading.Thread(target=self._run, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._jobs.put(job)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:  # an exchange reports its own errors; this is a bug guard
+                log.exception("an HTTP exchange failed unexpectedly")
+            with self._lock:
+                self._idle += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._jobs.put(None)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join()
+
+
+class _Exchange:
+    """One request's HTTP exchange: what cancellation must reach."""
+
+    __slots__ = ("request_id", "stop", "conn", "response")
+
+    def __init__(self, request_id: int | str) -> None:
+        self.request_id = request_id
+        self.stop = threading.Event()
+        self.conn: _Conn | None = None
+        self.response: Any = None
+
+    def abort(self) -> None:
+        self.stop.set()
+        response, conn = self.response, self.conn
+        if response is not None:
+            try:
+                response.shutdown()
+            except (OSError, AttributeError, RuntimeError):
+                pass  # already finished and released: nothing to stop
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class HTTPTransport(Transport):
+    restarts_server = False
+    mirrors_headers = True
+
+    def __init__(self, target: HTTP) -> None:
+        self._target = target
+        self._sink: MessageSink | None = None
+        self._pool = _Pool(self._new_connection, target.pool_size)
+        self._threads = _Threads("mcp-sync-http")
+        self._lock = threading.Lock()
+        self._exchanges: dict[int | str, _Exchange] = {}
+        self._closing = False
+        self._closed = False
+        self._close_lock = threading.Lock()
+        # Initialize-era state.
+        self._legacy = False
+        self._version: str | None = None
+        self._session_id: str | None = None
+        self._get_thread: threading.Thread | None = None
+        self._get_exchange: _Exchange | None = None
+        self._get_offered = True
+        self._auth_lock = threading.Lock()
+        self._auth_generation = 0
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, sink: MessageSink) -> None:
+        self._sink = sink
+
+    @property
+    def cancels_by_notification(self) -> bool:  # type: ignore[override]
+        # 2026-07-28: closing the stream is the cancellation. Before it, a
+        # disconnect is not a cancellation and the notification is needed.
+        return self._legacy
+
+    def negotiated(self, protocol_version: str, stateless: bool) -> None:
+        with self._lock:
+            self._version = protocol_version
+            self._legacy = not stateless
+
+    def _open_get_stream(self) -> None:
+        """After `notifications/initialized`: listen on the session's GET
+        stream, if the server offers one (a 405 says it does not)."""
+        with self._lock:
+            start_get = self._legacy and self._get_offered and not self._closing
+            if start_get and self._get_thread is not None and self._get_thread.is_alive():
+                start_get = False
+        if start_get:
+            thread = threading.Thread(target=self._read_get_stream, name="mcp-sync-http-get", daemon=True)
+            with self._lock:
+                self._get_thread = thread
+            thread.start()
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    def describe(self) -> str:
+        return f"Streamable HTTP server {self._target.url}"
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            with self._lock:
+                self._closing = True
+                exchanges = list(self._exchanges.values())
+                get_exchange = self._get_exchange
+                get_thread = self._get_thread
+            if self._legacy and self._session_id is not None:
+                self._delete_session()
+            for exchange in exchanges:
+                exchange.abort()
+            if get_exchange is not None:
+                get_exchange.abort()
+            self._pool.close()
+            self._threads.close()
+            if get_thread is not None and get_thread is not threading.current_thread():
+                get_thread.join()
+            self._closed = True
+
+    def _delete_session(self) -> None:
+        """End the session; its outcome is never an error (the spec lets a
+        server refuse with 405, and we are leaving anyway)."""
+        limit = self._target.session_close_timeout
+        if self.request_timeout is not None:
+            limit = min(limit, self.request_timeout)
+        conn = self._target.new_connection(timeout=limit)
+        try:
+            conn.request("DELETE", self._target.path, headers=self._base_headers(legacy_session=True))
+            response = conn.getresponse()
+            response.read()
+            log.debug("session DELETE answered %s", response.status)
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+            log.debug("session DELETE failed: %s", exc)
+        finally:
+            conn.close()
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        if self._closing:
+            raise ConnectionClosed("the connection is closed")
+        if "method" in message and "id" in message:
+            request_id = message["id"]
+            exchange = _Exchange(request_id)
+            with self._lock:
+                if self._closing:
+                    raise ConnectionClosed("the connection is closed")
+                self._exchanges[request_id] = exchange
+            body = jsonrpc.encode(message)
+            request_headers = self._request_headers(message, headers)
+            try:
+                self._threads.submit(lambda: self._exchange(exchange, message, body, request_headers))
+            except ConnectionClosed:
+                with self._lock:
+                    self._exchanges.pop(request_id, None)
+                raise
+        else:
+            self._post_one_way(message)
+
+    def cancel(self, request_id: int | str) -> None:
+        with self._lock:
+            exchange = self._exchanges.pop(request_id, None)
+        if exchange is not None:
+            exchange.abort()
+            self._pool.wake()
+
+    def _new_connection(self) -> _Conn:
+        return self._target.new_connection(timeout=self._target.connect_timeout)
+
+    def _base_headers(self, *, legacy_session: bool) -> dict[str, str]:
+        headers = dict(self._target.headers)
+        if legacy_session:
+            if self._version is not None:
+                headers["MCP-Protocol-Version"] = self._version
+            if self._session_id is not None:
+                headers["Mcp-Session-Id"] = self._session_id
+        token = self._target.auth.token() if self._target.auth is not None else None
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _request_headers(self, message: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
+        is_initialize = message.get("method") == "initialize"
+        headers = self._base_headers(legacy_session=self._legacy and not is_initialize)
+        headers["Accept"] = "application/json, text/event-stream"
+        headers["Content-Type"] = "application/json"
+        if not self._legacy and not is_initialize:
+            headers.update(standard_headers(message))
+        if extra:
+            headers.update(extra)
+        return headers
+
+    def _post_one_way(self, message: Mapping[str, Any]) -> None:
+        """A notification or a response to a server request: POSTed on the
+        caller's thread; the server answers 202 (or 200) with no message."""
+        headers = self._base_headers(legacy_session=self._legacy)
+        headers["Accept"] = "application/json, text/event-stream"
+        headers["Content-Type"] = "application/json"
+        stop = threading.Event()
+        conn = self._pool.acquire(stop)
+        reusable = False
+        try:
+            conn.request("POST", self._target.path, body=jsonrpc.encode(message), headers=headers)
+            response = conn.getresponse()
+            body = self._read_body(response, _ERROR_BODY_PREVIEW * 4, truncate=True)
+            reusable = True
+            if response.status >= 300:
+                raise self._status_error(response, body, session=self._session_id is not None)
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ConnectError(f"POST to {self._target.url} failed: {exc}") from exc
+        finally:
+            self._pool.release(conn, reusable)
+        if message.get("method") == "notifications/initialized":
+            self._open_get_stream()
+
+    # -- one exchange (on an exchange thread) -------------------------------------------
+
+    def _exchange(self, exchange: _Exchange, message: Mapping[str, Any], body: bytes, headers: dict[str, str]) -> None:
+        request_id = exchange.request_id
+        sent_session = "Mcp-Session-Id" in headers
+        try:
+            for attempt in (1, 2):
+                generation = self._auth_generation
+                response = self._post(exchange, body, headers)
+                if response is None:
+                    return
+                if response.status == 401 and attempt == 1 and self._refresh_auth(response, generation):
+                    self._finish(exchange, reusable=self._drain(response))
+                    headers = {**headers, **self._auth_header()}
+                    continue
+                self._handle(exchange, message, response, sent_session)
+                return
+        except TransportError as exc:
+            self._fail(exchange, exc)
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+            self._fail(exchange, ConnectError(f"POST to {self._target.url} failed: {exc}"))
+        finally:
+            with self._lock:
+                if self._exchanges.get(request_id) is exchange:
+                    del self._exchanges[request_id]
+            if exchange.conn is not None:
+                self._finish(exchange, reusable=False)
+
+    def _post(self, exchange: _Exchange, body: bytes, headers: Mapping[str, str]) -> Any:
+        try:
+            conn = self._pool.acquire(exchange.stop)
+        except ConnectionClosed:
+            return None
+        exchange.conn = conn
+        if exchange.stop.is_set():
+            return None
+        conn.request("POST", self._target.path, body=body, headers=dict(headers), preload_content=False)
+        response = conn.getresponse()
+        exchange.response = response
+        return response
+
+    def _finish(self, exchange: _Exchange, *, reusable: bool) -> None:
+        conn, exchange.conn, exchange.response = exchange.conn, None, None
+        if conn is not None:
+            self._pool.release(conn, reusable)
+
+    def _fail(self, exchange: _Exchange, error: TransportError) -> None:
+        if exchange.stop.is_set() or self._closing:
+            return  # cancelled: the caller has gone, nobody to tell
+        if self._sink is not None:
+            self._sink.request_failed(exchange.request_id, error)
+
+    def _handle(self, exchange: _Exchange, message: Mapping[str, Any], response: Any, sent_session: bool) -> None:
+        status = response.status
+        if message.get("method") == "initialize" and status == 200:
+            session = response.headers.get("mcp-session-id")
+            if session:
+                self._session_id = session
+        if 200 <= status < 300 and status != 202:
+            content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+            if content_type == "text/event-stream":
+                self._read_request_stream(exchange, response)
+                return
+            if content_type == "application/json":
+                payload = self._read_body(response, self._target.max_response_bytes)
+                self._finish(exchange, reusable=True)
+                self._deliver_json(exchange, payload)
+                return
+            self._drain(response)
+            raise InvalidMessage(f"the server answered with content type {content_type or 'none'!r}")
+        preview = self._read_body(response, _ERROR_BODY_PREVIEW * 8, truncate=True)
+        self._finish(exchange, reusable=True)
+        if status == 404 and sent_session and self._legacy:
+            raise self._status_error(response, preview, session=True)
+        error_message = _json_rpc_error(preview)
+        if error_message is not None and status not in (401, 403):
+            error_message["id"] = exchange.request_id
+            self._deliver(exchange, error_message)
+            return
+        raise self._status_error(response, preview, session=False)
+
+    def _status_error(self, response: Any, body: bytes, *, session: bool) -> HTTPStatusError:
+        status = response.status
+        text = body.decode("utf-8", "replace")[:_ERROR_BODY_PREVIEW]
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        where = f"{self._target.url} answered HTTP {status}"
+        detail = f": {text}" if text.strip() else ""
+        if status in (401, 403):
+            return AuthenticationError(f"{where} (authentication required or refused){detail}",
+                                       status=status, body=text, headers=headers)
+        if status == 404 and session and self._legacy:
+            return SessionExpired(f"{where} for the session", status=status, body=text, headers=headers)
+        return HTTPStatusError(f"{where}{detail}", status=status, body=text, headers=headers)
+
+    def _deliver_json(self, exchange: _Exchange, payload: bytes) -> None:
+        message = jsonrpc.decode(payload)
+        self._deliver(exchange, message)
+        if message.get("id") != exchange.request_id:
+            raise InvalidMessage(
+                f"the server answered request {exchange.request_id!r} with a message for {message.get('id')!r}"
+            )
+
+    def _deliver(self, exchange: _Exchange, message: dict[str, Any]) -> None:
+        if exchange.stop.is_set() or self._sink is None:
+            return
+        self._sink.deliver(message, related_to=exchange.request_id)
+
+    # -- SSE ---------------------------------------------------------------------------------
+
+    def _read_request_stream(self, exchange: _Exchange, response: Any) -> None:
+        """Read a POST's SSE stream until its response; resume it with GET and
+        `Last-Event-ID` (initialize era) if it breaks after an event id."""
+        parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
+        done = self._read_events(exchange, response, parser)
+        self._finish(exchange, reusable=done == "eof")
+        attempts = 0
+        while done != "response" and self._legacy and parser.last_event_id is not None:
+            if attempts >= self._target.max_resume_attempts:
+                break
+            attempts += 1
+            delay = (parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS) / 1000.0
+            if exchange.stop.wait(delay) or self._closing:
+                return
+            log.debug("resuming the stream of request %r after event %r", exchange.request_id, parser.last_event_id)
+            resumed = self._get(exchange, {"Last-Event-ID": parser.last_event_id})
+            if resumed is None:
+                return
+            if resumed.status != 200:
+                preview = self._read_body(resumed, _ERROR_BODY_PREVIEW, truncate=True)
+                self._finish(exchange, reusable=True)
+                raise self._status_error(resumed, preview, session=True)
+            done = self._read_events(exchange, resumed, parser)
+            self._finish(exchange, reusable=done == "eof")
+        if done != "response" and not exchange.stop.is_set():
+            raise ConnectionClosed(f"the response stream of request {exchange.request_id!r} ended before the response")
+
+    def _read_events(self, exchange: _Exchange, response: Any, parser: SSEParser) -> str:
+        """Feed the stream to the parser; 'response' once this request's
+        response arrived (reading stops there), else 'eof'."""
+        try:
+            while True:
+                chunk = response.read1(_READ_CHUNK)
+                events = parser.feed(chunk) if chunk else parser.close()
+                for event in events:
+                    if not event.data.strip():
+                        continue  # a priming event: an id and no message
+                    try:
+                        message = jsonrpc.decode(event.data)
+                    except InvalidMessage as exc:
+                        raise InvalidMessage(f"an SSE event of request {exchange.request_id!r} is not JSON-RPC: {exc}") from None
+                    self._deliver(exchange, message)
+                    if message.get("id") == exchange.request_id and ("result" in message or "error" in message):
+                        return "response"
+                if not chunk:
+                    return "eof"
+        except EventTooLarge as exc:
+            raise MessageTooLarge(
+                f"an SSE event of request {exchange.request_id!r} is larger than max_response_bytes={exc.limit}",
+                limit=exc.limit,
+            ) from None
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+            if exchange.stop.is_set() or self._closing:
+                return "eof"
+            if self._legacy and parser.last_event_id is not None:
+                log.debug("the stream of request %r broke: %s", exchange.request_id, exc)
+                return "eof"
+            raise ConnectionClosed(f"the response stream of request {exchange.request_id!r} broke: {exc}") from exc
+
+    def _get(self, exchange: _Exchange, extra: Mapping[str, str]) -> Any:
+        try:
+            conn = self._pool.acquire(exchange.stop)
+        except ConnectionClosed:
+            return None
+        exchange.conn = conn
+        headers = self._base_headers(legacy_session=True)
+        headers["Accept"] = "text/event-stream"
+        headers.update(extra)
+        conn.request("GET", self._target.path, headers=headers, preload_content=False)
+        response = conn.getresponse()
+        exchange.response = response
+        return response
+
+    def _read_get_stream(self) -> None:
+        """The initialize era's standalone GET stream: messages related to no
+        request. Reconnects after the server's retry interval while events
+        keep coming; gives up after repeated empty attempts, 405 or 404."""
+        exchange = _Exchange("get")
+        with self._lock:
+            self._get_exchange = exchange
+        failures = 0
+        last_id: str | None = None
+        retry_ms = DEFAULT_RETRY_MS
+        while not self._closing and failures < 3:
+            extra = {"Last-Event-ID": last_id} if last_id else {}
+            try:
+                response = self._get(exchange, extra)
+                if response is None:
+                    return
+                if response.status == 405:
+                    self._get_offered = False
+                    log.debug("the server offers no GET stream (405)")
+                    self._finish(exchange, reusable=self._drain(response))
+                    return
+                if response.status != 200:
+                    log.debug("the GET stream answered %s", response.status)
+                    self._finish(exchange, reusable=self._drain(response))
+                    return
+                parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
+                got_any = False
+                while True:
+                    chunk = response.read1(_READ_CHUNK)
+                    for event in parser.feed(chunk) if chunk else parser.close():
+                        if not event.data.strip():
+                            continue
+                        got_any = True
+                        if self._sink is not None:
+                            self._sink.deliver(jsonrpc.decode(event.data))
+                    if not chunk:
+                        break
+                self._finish(exchange, reusable=True)
+                last_id = parser.last_event_id or last_id
+                retry_ms = parser.retry_ms if parser.retry_ms is not None else retry_ms
+                failures = 0 if got_any else failures + 1
+            except (TransportError, EventTooLarge, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+                if self._closing:
+                    return
+                log.debug("the GET stream failed: %s", exc)
+                self._finish(exchange, reusable=False)
+                failures += 1
+            if exchange.stop.wait(retry_ms / 1000.0):
+                return
+
+    # -- bodies and auth -----------------------------------------------------------------------
+
+    def _read_body(self, response: Any, limit: int, *, truncate: bool = False) -> bytes:
+        length = response.headers.get("content-length")
+        if not truncate and length is not None and length.isdigit() and int(length) > limit:
+            self._drain_no_more(response)
+            raise MessageTooLarge(
+                f"the response is {length} bytes, over max_response_bytes={limit}", limit=limit
+            )
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            chunk = response.read(_READ_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                if truncate:
+                    parts.append(chunk)
+                    self._drain_no_more(response)
+                    break
+                self._drain_no_more(response)
+                raise MessageTooLarge(f"the response is over max_response_bytes={limit}", limit=limit)
+            parts.append(chunk)
+        return b"".join(parts)[: limit if truncate else None]
+
+    @staticmethod
+    def _drain_no_more(response: Any) -> None:
+        try:
+            response.shutdown()
+        except (OSError, AttributeError, RuntimeError):
+            pass
+
+    @staticmethod
+    def _drain(response: Any) -> bool:
+        """Read what is left (small bodies) so the connection can be reused."""
+        try:
+            response.read(_ERROR_BODY_PREVIEW * 8)
+            return bool(response.isclosed()) if hasattr(response, "isclosed") else False
+        except (OSError, urllib3.exceptions.HTTPError):
+            return False
+
+    def _auth_header(self) -> dict[str, str]:
+        token = self._target.auth.token() if self._target.auth is not None else None
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def _refresh_auth(self, response: Any, generation: int) -> bool:
+        """After a 401: refresh the token once (one refresh serves every
+        request that failed with the old token). True to retry."""
+        provider = self._target.auth
+        refresh = getattr(provider, "refresh", None)
+        if provider is None or refresh is None:
+            return False
+        with self._auth_lock:
+            if self._auth_generation != generation:
+                return True  # another request refreshed meanwhile
+            try:
+                token = refresh(response.headers.get("www-authenticate"))
+            except Exception:
+                log.exception("the token provider's refresh() failed")
+                return False
+            if not token:
+                return False
+            self._auth_generation += 1
+            return True
+
+
+def _json_rpc_error(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error response in an HTTP error body, if it holds one."""
+    try:
+        message = jsonrpc.decode(body)
+    except InvalidMessage:
+        return None
+    if isinstance(message.get("error"), dict) and "code" in message["error"]:
+        return message
+    return None
