@@ -32,24 +32,25 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 __all__ = [
+    "MAX_SAFE_INTEGER",
+    "OWNED_HEADERS",
+    "PARAM_HEADER_PREFIX",
     "SENTINEL_PREFIX",
     "SENTINEL_SUFFIX",
-    "MAX_SAFE_INTEGER",
-    "PARAM_HEADER_PREFIX",
-    "OWNED_HEADERS",
-    "encode_header_value",
-    "decode_header_value",
-    "param_header_value",
-    "standard_headers",
-    "InvalidHeaderAnnotation",
     "HeaderParam",
-    "header_params",
-    "param_headers",
+    "InvalidHeaderAnnotation",
     "check_user_headers",
+    "decode_header_value",
+    "encode_header_value",
+    "header_params",
+    "param_header_value",
+    "param_headers",
+    "standard_headers",
 ]
 
 SENTINEL_PREFIX = "=?base64?"
@@ -82,7 +83,8 @@ OWNED_HEADERS: frozenset[str] = frozenset(
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # RFC 9110 section 5.5 field-value characters, as the MCP spec restricts them:
 # visible ASCII, space and horizontal tab.
-_PLAIN_CHARS = re.compile(r"[\x20-\x7e\t]*")
+_PLAIN_CHARS = re.compile(r"[\x20-\x7e]*")  # what this client sends as is
+_FIELD_VALUE_CHARS = re.compile(r"[\x20-\x7e\t]*")  # what RFC 9110 allows in a value
 _METHODS_WITH_NAME = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -90,8 +92,14 @@ _METHODS_WITH_NAME = {"tools/call": "name", "prompts/get": "name", "resources/re
 
 
 def _is_plain_safe(value: str) -> bool:
-    """Visible ASCII, SP and HTAB only, with no leading or trailing whitespace."""
-    return _PLAIN_CHARS.fullmatch(value) is not None and value == value.strip(" \t")
+    """Visible ASCII and SP only, with no leading or trailing space.
+
+    RFC 9110 also allows HTAB inside a value, but intermediaries and parsers
+    disagree about tabs (and the official conformance suite expects them
+    encoded), so a value with a tab goes Base64: always safe, since servers
+    must decode the sentinel form.
+    """
+    return _PLAIN_CHARS.fullmatch(value) is not None and value == value.strip(" ")
 
 
 def _looks_like_sentinel(value: str) -> bool:
@@ -101,8 +109,8 @@ def _looks_like_sentinel(value: str) -> bool:
 def encode_header_value(value: str) -> str:
     """The header form of `value`: as is when safe, else the Base64 sentinel form.
 
-    A value is sent as is when every character is visible ASCII (0x21-0x7E),
-    space or tab, it neither starts nor ends with a space or tab, and it does
+    A value is sent as is when every character is visible ASCII (0x21-0x7E)
+    or space, it neither starts nor ends with a space, and it does
     not match the sentinel pattern (starting with "=?base64?" and ending with
     "?="). Anything else becomes "=?base64?" + Base64(UTF-8 of value) + "?=".
     The empty string is sent as an empty header value (HTTP allows empty field
@@ -132,7 +140,7 @@ def decode_header_value(value: str) -> str:
     """
     if not isinstance(value, str):
         raise TypeError(f"header value must be a string, not {type(value).__name__}")
-    if _PLAIN_CHARS.fullmatch(value) is None:
+    if _FIELD_VALUE_CHARS.fullmatch(value) is None:
         raise ValueError(f"header value {value!r} contains characters not allowed in a header")
     if not _looks_like_sentinel(value):
         return value

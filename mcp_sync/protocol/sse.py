@@ -50,8 +50,9 @@ class Event:
 
     `event` is the event type ("message" unless the stream named another),
     `data` the data lines joined with "\\n", and `id` the last event ID at
-    dispatch time: the value of the most recent `id` field seen so far in the
-    stream (it persists across events), or None if the stream never set one.
+    dispatch time: the value of the most recent valid `id` field (it persists
+    across events, and across reconnections of one parser), or None if the
+    stream never set one.
     """
 
     event: str
@@ -272,9 +273,7 @@ class SSEParser:
                 raise EventTooLarge(limit)
         else:
             field = line[:colon]
-            value = line[colon + 1 :]
-            if value.startswith(" "):
-                value = value[1:]
+            value = line[colon + 1 :].removeprefix(" ")
             if limit is not None and (_nbytes(field) > limit or _nbytes(value) > limit):
                 raise EventTooLarge(limit)
         if field == "data":
@@ -287,13 +286,12 @@ class SSEParser:
         elif field == "id":
             if "\0" not in value:
                 self._id_buffer = value
-        elif field == "retry":
-            if value.isascii() and value.isdigit():
-                digits = value.lstrip("0") or "0"
-                # Absurdly long numbers are ignored rather than converted
-                # (int() refuses over 4300 digits on recent Pythons anyway).
-                if len(digits) <= _MAX_RETRY_DIGITS:
-                    self.retry_ms = int(digits)
+        elif field == "retry" and value.isascii() and value.isdigit():
+            digits = value.lstrip("0") or "0"
+            # Absurdly long numbers are ignored rather than converted
+            # (int() refuses over 4300 digits on recent Pythons anyway).
+            if len(digits) <= _MAX_RETRY_DIGITS:
+                self.retry_ms = int(digits)
         # Any other field is ignored.
 
     def _dispatch(self, events: list[Event]) -> None:

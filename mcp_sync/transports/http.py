@@ -624,6 +624,7 @@ class HTTPTransport(Transport):
                 return "eof"
             if self._legacy and parser.last_event_id is not None:
                 log.debug("the stream of request %r broke: %s", exchange.request_id, exc)
+                parser.reconnect()  # drop the half-received line; resume from the last id
                 return "eof"
             raise ConnectionClosed(f"the response stream of request {exchange.request_id!r} broke: {exc}") from exc
 

@@ -1,0 +1,109 @@
+"""The client program the official MCP conformance suite drives.
+
+Usage (by the harness): python tests/conformance/client.py <server-url>
+with MCP_CONFORMANCE_SCENARIO, MCP_CONFORMANCE_PROTOCOL_VERSION and, for
+some scenarios, MCP_CONFORMANCE_CONTEXT (JSON) in the environment.
+
+It uses only mcp_sync's public API: each scenario is a few calls, and
+everything the suite checks (headers, _meta, version retries, resumption,
+x-mcp-header rules) is the library's own behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+import mcp_sync
+
+log = logging.getLogger("conformance-client")
+
+
+def list_and_call_all(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    for tool in client.list_tools():
+        log.info("calling %s", tool.name)
+        client.call_tool(tool)
+
+
+def tools_call(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    names = [tool.name for tool in client.list_tools()]
+    if "add_numbers" in names:
+        print(client.call_tool("add_numbers", {"a": 5, "b": 3}).text)
+
+
+def sse_retry(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    client.list_tools()
+    print(client.call_tool("test_reconnection", {}).text)
+
+
+def standard_headers(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    list_and_call_all(client, context)
+    for resource in client.list_resources():
+        client.read_resource(resource.uri)
+    for prompt in client.list_prompts():
+        client.get_prompt(prompt.name)
+
+
+def custom_headers(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    client.list_tools()
+    for call in context.get("toolCalls", []):
+        client.call_tool(call["name"], call.get("arguments") or {})
+
+
+def invalid_tool_headers(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    names = [tool.name for tool in client.list_tools()]
+    log.info("tools kept: %s", names)
+    for name in names:
+        client.call_tool(name, {})
+
+
+def schema_preservation(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    tools = {tool.name: tool for tool in client.list_tools()}
+    source = tools.get("json_schema_2020_12_tool")
+    if source is not None and "json_schema_echo" in tools:
+        client.call_tool("json_schema_echo", {"schema": source.raw["inputSchema"]})
+
+
+def list_only(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    client.list_tools()
+
+
+SCENARIOS: dict[str, Callable[[mcp_sync.Client, dict[str, Any]], None]] = {
+    "initialize": list_only,
+    "tools_call": tools_call,
+    "sse-retry": sse_retry,
+    "request-metadata": list_and_call_all,
+    "http-standard-headers": standard_headers,
+    "http-custom-headers": custom_headers,
+    "http-invalid-tool-headers": invalid_tool_headers,
+    "json-schema-ref-no-deref": list_only,
+    "json-schema-2020-12-preservation": schema_preservation,
+}
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                        format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
+    if len(argv) < 2:
+        print("usage: client.py <server-url>", file=sys.stderr)
+        return 2
+    url = argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    run = SCENARIOS.get(scenario, list_and_call_all)
+    log.info("scenario %r at %s against %s", scenario, version, url)
+    try:
+        with mcp_sync.connect(url, protocol=version, timeout=30) as client:
+            run(client, context)
+    except mcp_sync.McpError as exc:
+        log.error("scenario %r failed: %s: %s", scenario, type(exc).__name__, exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,117 @@
+"""mcp_sync against the official `mcp` 2.x server over Streamable HTTP:
+stateless (2026-07-28) and stateful (initialize era, with sessions)."""
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import mcp_sync
+
+SERVER = [sys.executable, str(Path(__file__).parent / "official_server.py"), "--http"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_listening(proc, port, limit=60.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited: {proc.stderr.read().decode(errors='replace')}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)  # polling a condition (the port accepting), bounded by the deadline
+    raise RuntimeError("the server did not start listening")
+
+
+def run_server(mode):
+    port = free_port()
+    proc = subprocess.Popen([*SERVER, str(port), mode], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until_listening(proc, port)
+        yield mode, f"http://127.0.0.1:{port}/mcp", proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def stateful():
+    yield from run_server("stateful")
+
+
+@pytest.fixture(scope="module")
+def stateless():
+    yield from run_server("stateless")
+
+
+@pytest.fixture(params=["stateful", "stateless"])
+def server(request):
+    return request.getfixturevalue(request.param)
+
+
+@pytest.mark.parametrize("protocol", [None, "2026-07-28", "2025-11-25", "2025-06-18"])
+def test_tools_resources_prompts_progress(server, protocol):
+    mode, url, _ = server
+    with mcp_sync.connect(url, protocol=protocol) as client:
+        assert client.protocol_version == (protocol or "2026-07-28")
+        transport = client._conn.transport
+        if client.stateless or mode == "stateless":
+            assert transport.session_id is None
+        else:
+            assert transport.session_id
+        assert {t.name for t in client.list_tools()} >= {"add", "shout", "steps", "broken"}
+        assert client.call_tool("add", {"a": 2, "b": 40}).text == "42"
+        seen = []
+        result = client.call_tool("steps", {"n": 3}, progress=lambda p: seen.append((p.progress, threading.get_ident())))
+        assert result.text == "did 3 steps"
+        assert [p for p, _ in seen] == [1, 2, 3] and {t for _, t in seen} == {threading.get_ident()}
+        assert client.read_resource("note://hello").text == "hello from the official SDK"
+        assert "x = 1" in client.get_prompt("review", {"code": "x = 1"}).messages[0].content.text
+        assert client.call_tool("broken", {}).is_error
+
+
+def test_session_is_deleted_on_close(stateful):
+    _, url, _ = stateful
+    client = mcp_sync.connect(url, protocol="2025-11-25")
+    session = client._conn.transport.session_id
+    assert session
+    client.close()
+    # The server forgot the session: a request that carries it is answered 404.
+    import urllib.request
+
+    request = urllib.request.Request(url, method="POST", data=b'{"jsonrpc":"2.0","id":1,"method":"ping"}', headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=10)
+    assert info.value.code == 404
+
+
+def test_many_threads_share_one_http_client(server):
+    _, url, _ = server
+    errors = []
+    with mcp_sync.connect(url) as client:
+        def work(n):
+            for i in range(20):
+                got = client.call_tool("add", {"a": n, "b": i}).text
+                if got != str(n + i):
+                    errors.append((n, i, got))
+
+        pool = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(timeout=120)
+    assert errors == []
