@@ -157,6 +157,7 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             _table([(t.name, t.description or "") for t in tools], out, "(no tools)")
         return 0
     if args.command == "call":
+        client.list_tools(timeout=args.timeout)  # so the result is checked against the tool's outputSchema
         bar = ProgressBar(err)
         try:
             result = client.call_tool(args.tool, _parse_pairs(args.arguments), timeout=args.timeout, progress=bar)

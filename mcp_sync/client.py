@@ -400,6 +400,8 @@ class Client:
         for layer in (option_meta, params_meta):
             if layer and "progressToken" in layer:
                 raise ValueError("set progress= instead of a progressToken in _meta; the client routes by its own token")
+            if layer and versions.META_PROTOCOL_VERSION in layer:
+                raise ValueError("the protocol version is the client's to set: use protocol= on connect()")
         trace = options.get("trace_context")
         trace_meta = validate_trace_context(trace) if trace is not None else None
         max_total = options.get("max_total_timeout", self.max_total_timeout)
@@ -416,7 +418,10 @@ class Client:
         wire_params = params if (params or original is not None) else None
         session_generation = self._session_generation
         try:
-            pending = conn.send_request(method, wire_params, progress=progress is not None,
+            # A progress token is asked for when progress resets the timeout,
+            # even with no callback to show it.
+            wants_progress = progress is not None or bool(options.get("reset_timeout_on_progress", False))
+            pending = conn.send_request(method, wire_params, progress=wants_progress,
                                         cancellable=dialect.may_cancel(method), headers=headers)
             response = conn.wait(
                 pending, timeout=timeout, on_progress=on_progress,
@@ -432,7 +437,7 @@ class Client:
                                  headers=headers, retry_session=False)
         error = response.get("error")
         if error is not None:
-            exc = server_error_from_wire(error, method=method)
+            exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
             if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and retry_version:
                 self._rediscover(exc)
                 return self._request(method, original, options, retry_version=False, headers=headers)
@@ -458,7 +463,7 @@ class Client:
         with self._restart_lock:
             if self._conn is not conn:  # another thread restarted it already
                 return self._conn or conn
-            log.warning("the server went away (%s); starting it again", str(failure).splitlines()[0])
+            log.warning("the server went away; starting it again: %s", failure)
             conn.close("restarting after the server went away")
             return self._new_connection()
 
@@ -643,7 +648,10 @@ class Client:
         if isinstance(tool, Tool):
             definition, name = tool, tool.name
         elif isinstance(tool, Mapping):
-            definition = Tool.from_wire(tool)
+            try:
+                definition = Tool.from_wire(tool)
+            except InvalidResult as exc:
+                raise ValueError(f"not a tool definition: {exc}") from None
             name = definition.name
         elif isinstance(tool, str) and tool:
             name = tool

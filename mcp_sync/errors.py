@@ -6,8 +6,7 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     ├── ServerError                 the server answered with a JSON-RPC error
     │   ├── MethodNotFound          -32601
     │   ├── InvalidParams           -32602
-    │   │   └── ResourceNotFound    -32602 on resources/read (2026-07-28)
-    │   ├── ResourceNotFound        -32002 (initialize-era servers)
+    │   │   └── ResourceNotFound    -32602 on resources/read (2026-07-28), or -32002
     │   ├── HeaderMismatch          -32020
     │   ├── MissingClientCapability -32021
     │   └── UnsupportedProtocolVersion  -32022
@@ -121,9 +120,9 @@ class InvalidParams(ServerError):
     """-32602: the server refused the request's parameters."""
 
 
-class ResourceNotFound(ServerError):
-    """The resource does not exist: -32602 on `resources/read`, or -32002 from
-    an initialize-era server. `uri` is the resource asked for."""
+class ResourceNotFound(InvalidParams):
+    """The resource does not exist: -32602 on `resources/read` (2026-07-28),
+    or -32002 (the initialize era's code). `uri` is the resource asked for."""
 
     @property
     def uri(self) -> str | None:
@@ -135,10 +134,6 @@ class ResourceNotFound(ServerError):
         text = super().__str__()
         uri = self.uri
         return f"{text}: {uri}" if uri and uri not in text else text
-
-
-class _ResourceNotFoundParams(ResourceNotFound, InvalidParams):
-    """ResourceNotFound that is also InvalidParams, as 2026-07-28 sends it."""
 
 
 class HeaderMismatch(ServerError):
@@ -181,8 +176,14 @@ _BY_CODE: dict[int, type[ServerError]] = {
 }
 
 
-def server_error_from_wire(error: Any, *, method: str | None = None) -> ServerError:
+def server_error_from_wire(
+    error: Any, *, method: str | None = None, invalid_params_means_not_found: bool = True,
+) -> ServerError:
     """Build the precise `ServerError` subclass for a wire `error` object.
+
+    -32602 on `resources/read` is `ResourceNotFound` where the revision says
+    so (2026-07-28; pass `invalid_params_means_not_found=False` for the
+    initialize era, whose not-found code is -32002).
 
     A malformed error object still becomes a `ServerError` (code -32603 when
     the code is not an integer) so that nothing the server said is lost.
@@ -195,8 +196,8 @@ def server_error_from_wire(error: Any, *, method: str | None = None) -> ServerEr
     message = error.get("message")
     text = message if isinstance(message, str) else repr(message)
     cls = _BY_CODE.get(code, ServerError)
-    if code == -32602 and method == "resources/read":
-        cls = _ResourceNotFoundParams
+    if code == -32602 and method == "resources/read" and invalid_params_means_not_found:
+        cls = ResourceNotFound
     return cls(code, text, error.get("data"), method=method)
 
 

@@ -80,8 +80,8 @@ def probe(
         verdict = versions.read_probe_answer(response, allowed)
         if not isinstance(verdict, Reprobe):
             return verdict
-        if verdict.version == version:
-            break
+        # Even the version we just sent may be listed: a server may refuse a
+        # first request on purpose. Retry (a few times at most) as told.
         version = verdict.version
     raise VersionNegotiationError(
         "the server kept refusing the protocol versions it said it supports", requested=list(allowed),

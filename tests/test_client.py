@@ -139,10 +139,8 @@ def test_missing_resource(client):
     with pytest.raises(mcp_sync.ResourceNotFound) as info:
         client.read_resource("demo://nope")
     assert info.value.uri == "demo://nope"
-    if client.stateless:
-        assert info.value.code == -32602 and isinstance(info.value, mcp_sync.InvalidParams)
-    else:
-        assert info.value.code == -32002 and not isinstance(info.value, mcp_sync.InvalidParams)
+    assert isinstance(info.value, mcp_sync.InvalidParams)
+    assert info.value.code == (-32602 if client.stateless else -32002)
 
 
 def test_prompts_and_completion(client):
@@ -366,6 +364,9 @@ def test_bad_arguments_raise_type_error_before_sending(call):
         lambda c: c.call_tool("echo", {}, timeout=0),
         lambda c: c.list_page("widgets"),
         lambda c: c.call_tool("echo", {}, max_total_timeout=-5),
+        lambda c: c.call_tool({"inputSchema": {}}, {}),
+        lambda c: c.call_tool({"name": "echo", "outputSchema": "not an object"}, {}),
+        lambda c: c.call_tool("echo", {}, meta={"io.modelcontextprotocol/protocolVersion": "2025-06-18"}),
     ],
 )
 def test_bad_values_raise_value_error(call):
@@ -390,6 +391,18 @@ def test_bad_values_raise_value_error(call):
 def test_bad_connect_options(kwargs, exc):
     with pytest.raises(exc):
         mcp_sync.connect(demo_server(), **kwargs)
+
+
+def test_unknown_connect_options_are_named():
+    with pytest.raises(TypeError, match="timout"):
+        mcp_sync.connect(demo_server(), timout=5)
+
+
+def test_reset_timeout_on_progress_works_without_a_callback():
+    with mcp_sync.connect(demo_server()) as client:
+        result = client.call_tool("countdown", {"steps": 6, "delay": 0.3}, timeout=1.0,
+                                  reset_timeout_on_progress=True)
+        assert result.text == "liftoff"
 
 
 @pytest.mark.parametrize("target,exc", [

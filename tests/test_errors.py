@@ -36,6 +36,9 @@ def test_invalid_params_on_resources_read_is_resource_not_found():
     assert exc.uri == "a://b" and "a://b" in str(exc)
     other = server_error_from_wire({"code": -32602, "message": "bad"}, method="tools/call")
     assert not isinstance(other, errors.ResourceNotFound)
+    legacy = server_error_from_wire({"code": -32602, "message": "bad uri"}, method="resources/read",
+                                    invalid_params_means_not_found=False)
+    assert type(legacy) is errors.InvalidParams
 
 
 def test_spec_error_data_accessors():

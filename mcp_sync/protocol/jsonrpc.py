@@ -99,4 +99,5 @@ def _preview(data: Any, limit: int = 200) -> str:
     text = data if isinstance(data, str) else (
         data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else repr(data)
     )
+    text = text.rstrip("\r\n")
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"

@@ -12,6 +12,9 @@ Standard library only; it shares no code with the client, so it can check it.
 * `SUPPORTED_VERSIONS`: the protocol revisions the server can speak, newest first.
 
 Over stdio: `python -m mcp_sync.testing.server` (see `mcp_sync.testing.server`).
+Over Streamable HTTP: `HTTPServer(server).start()` serves it on 127.0.0.1
+(both protocol eras; see `mcp_sync.testing.http`), or
+`python -m mcp_sync.testing.server --http 0`.
 
 Example::
 
@@ -27,5 +30,9 @@ Example::
 
 from .core import SUPPORTED_VERSIONS, RpcError, Server, ServerSession, ToolContext
 from .demo import demo_server
+from .http import HTTPServer, RecordedRequest
 
-__all__ = ["SUPPORTED_VERSIONS", "RpcError", "Server", "ServerSession", "ToolContext", "demo_server"]
+__all__ = [
+    "SUPPORTED_VERSIONS", "HTTPServer", "RecordedRequest", "RpcError", "Server", "ServerSession", "ToolContext",
+    "demo_server",
+]

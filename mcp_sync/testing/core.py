@@ -26,6 +26,9 @@ How a session works:
   cancelled request gets no response and no further notification.
 * `close()` stops accepting messages, cancels everything in flight, and joins
   every thread the session started; after it returns `send` is not called.
+* `open_session(send, related=True)` calls `send(message, related_id)` instead,
+  with the id of the request each message belongs to (None when it belongs to
+  none), so a transport can route messages per request (Streamable HTTP).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from typing import Any, Callable, Iterable, Mapping, TypeGuard, TypeVar, overload
+from typing import Any, Callable, Iterable, Literal, Mapping, TypeGuard, TypeVar, overload
 
 from ._features import (
     ArgumentError,
@@ -373,9 +376,31 @@ class Server:
 
     # -- serving ----------------------------------------------------------
 
-    def open_session(self, send: Callable[[JSONDict], None]) -> ServerSession:
-        """A new connection; `send(message)` delivers each server->client message."""
-        return ServerSession(self, send)
+    @overload
+    def open_session(self, send: Callable[[JSONDict], None]) -> ServerSession: ...
+
+    @overload
+    def open_session(self, send: Callable[[JSONDict], None], *, related: Literal[False]) -> ServerSession: ...
+
+    @overload
+    def open_session(self, send: RelatedSend, *, related: Literal[True]) -> ServerSession: ...
+
+    def open_session(self, send: Callable[..., None], *, related: bool = False) -> ServerSession:
+        """A new connection; `send(message)` delivers each server->client message.
+
+        With `related=True`, `send` is called as `send(message, related_id)`:
+        `related_id` is the id of the request the message belongs to (its
+        response, and its progress and log notifications), or None for a
+        message related to no request (an error answering a message without a
+        usable id). Transports that route messages per request (Streamable
+        HTTP) use it."""
+        return ServerSession(self, send, related=related)
+
+    def input_schema(self, tool: str) -> JSONDict | None:
+        """The registered inputSchema of `tool` (None for an unknown tool)."""
+        with self._lock:
+            found = self._tools.get(tool)
+        return found.input_schema if found is not None else None
 
     def capabilities(self) -> JSONDict:
         return {
@@ -396,14 +421,17 @@ def _normalize_ref_type(ref_type: Any) -> str | None:
 
 
 Handler = Callable[[_Call], JSONDict]
+#: `send(message, related_request_id)` of a session opened with `related=True`.
+RelatedSend = Callable[[JSONDict, RequestId | None], None]
 
 
 class ServerSession:
     """One client connection to a `Server` (see the module docstring)."""
 
-    def __init__(self, server: Server, send: Callable[[JSONDict], None]) -> None:
+    def __init__(self, server: Server, send: Callable[..., None], *, related: bool = False) -> None:
         self._server = server
         self._send = send
+        self._related = related
         self._lock = threading.Lock()
         self._inflight: dict[RequestId, _Call] = {}
         self._legacy_version: str | None = None
@@ -660,17 +688,19 @@ class ServerSession:
             call.done = True
             if response is None or call.cancelled.is_set():
                 return
-            self._deliver(response)
+            self._deliver(response, call.id)
 
     def _post_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         response: JSONDict = {"jsonrpc": "2.0"}
         if request_id is not None:
             response["id"] = request_id
         response["error"] = {"code": code, "message": message}
-        self._pool.submit(lambda: self._deliver(response))
+        self._pool.submit(lambda: self._deliver(response, request_id))
 
-    def _deliver(self, message: JSONDict) -> None:
-        """Call `send`, one thread at a time, never after close()."""
+    def _deliver(self, message: JSONDict, related: RequestId | None) -> None:
+        """Call `send`, one thread at a time, never after close(); `related`
+        is the id of the request `message` belongs to (passed on to `send`
+        only when the session was opened with `related=True`)."""
         with self._send_cond:
             while self._sending and not self._closed:
                 self._send_cond.wait()
@@ -679,7 +709,10 @@ class ServerSession:
             self._sending = True
             self._sender = threading.get_ident()
         try:
-            self._send(message)
+            if self._related:
+                self._send(message, related)
+            else:
+                self._send(message)
         except Exception:
             _log.exception("the send callback failed")
         finally:
@@ -708,7 +741,7 @@ class ServerSession:
             call.last_progress = progress
             if call.done or call.cancelled.is_set():
                 return
-            self._deliver({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            self._deliver({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}, call.id)
 
     def _log(self, call: _Call, level: str, data: Any, logger: str | None) -> None:
         if level not in _LEVEL_RANK:
@@ -723,7 +756,7 @@ class ServerSession:
         with call.lock:
             if call.done or call.cancelled.is_set():
                 return
-            self._deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+            self._deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": params}, call.id)
 
     # -- feature handlers ---------------------------------------------------
 

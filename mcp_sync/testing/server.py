@@ -1,4 +1,4 @@
-"""The stdio program: the demo server (or any `Server`) over stdin/stdout.
+"""The stdio program: the demo server (or any `Server`) over stdin/stdout, or over HTTP.
 
 Run it as `python -m mcp_sync.testing.server [--page-size N] [--versions
 v1,v2] [--name NAME]` (or `python -m mcp_sync.testing`). It reads
@@ -9,6 +9,12 @@ answered with a -32700 error (no id). Diagnostics go to stderr only. At
 end of input it cancels the work in flight, joins the session's threads
 (waiting at most `close_timeout` seconds for tools that ignore
 cancellation) and exits 0.
+
+With `--http PORT` (0: any free port; `--host`, default 127.0.0.1) it serves
+Streamable HTTP instead (`mcp_sync.testing.http.HTTPServer`, both protocol
+eras), prints one line `listening on http://HOST:PORT/mcp` to stderr, and
+serves until SIGTERM or SIGINT, then closes everything and exits 0.
+`--response-mode auto|json|sse` and `--sse-ids` set the HTTP options.
 
 This module also re-exports the server API (`Server`, `ServerSession`,
 `ToolContext`, `demo_server`) so `mcp_sync.testing.server` works as the
@@ -21,14 +27,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import threading
+from types import FrameType
 from typing import Any, BinaryIO, Sequence
 
 from .core import PARSE_ERROR, SUPPORTED_VERSIONS, Server, ServerSession, ToolContext
 from .demo import demo_server
 
-__all__ = ["Server", "ServerSession", "ToolContext", "demo_server", "main", "serve_stdio"]
+__all__ = ["Server", "ServerSession", "ToolContext", "demo_server", "main", "serve_http", "serve_stdio"]
 
 _log = logging.getLogger("mcp_sync.testing.stdio")
 
@@ -93,6 +101,49 @@ def serve_stdio(
     return 0
 
 
+def serve_http(
+    server: Server,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    response_mode: str = "auto",
+    sse_ids: bool = False,
+    stop: threading.Event | None = None,
+) -> int:
+    """Serve over Streamable HTTP until SIGTERM/SIGINT (or until `stop` is
+    set); prints `listening on URL` to stderr first; returns 0."""
+    from .http import HTTPServer
+
+    done = stop if stop is not None else threading.Event()
+    previous: dict[signal.Signals, Any] = {}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, on_signal)
+    try:
+        with HTTPServer(server, host, port, response_mode=response_mode, sse_ids=sse_ids) as http:
+            sys.stderr.write(f"listening on {http.url}\n")
+            sys.stderr.flush()
+            done.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, not {text!r}")
+    return value
+
+
 def _parse_versions(text: str) -> list[str]:
     versions = [v.strip() for v in text.split(",") if v.strip()]
     unknown = [v for v in versions if v not in SUPPORTED_VERSIONS]
@@ -125,6 +176,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"protocol versions to speak (default: {','.join(SUPPORTED_VERSIONS)})")
     parser.add_argument("--name", default="mcp-sync-demo", help="serverInfo name (default: %(default)s)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging to stderr")
+    parser.add_argument("--http", type=_port, default=None, metavar="PORT",
+                        help="serve Streamable HTTP on PORT (0: any free port) instead of stdio, "
+                        "until SIGTERM or SIGINT")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default: %(default)s)")
+    parser.add_argument("--response-mode", choices=("auto", "json", "sse"), default="auto",
+                        help="HTTP: JSON or SSE answers (default: %(default)s)")
+    parser.add_argument("--sse-ids", action="store_true",
+                        help="HTTP, legacy era: SSE event ids, priming events and resumption")
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
@@ -132,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
     server = demo_server(page_size=args.page_size, versions=args.versions, name=args.name, exit_on_crash=True)
+    if args.http is not None:
+        return serve_http(server, args.host, args.http, response_mode=args.response_mode, sse_ids=args.sse_ids)
     return serve_stdio(server)
 
 

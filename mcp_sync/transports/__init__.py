@@ -5,7 +5,12 @@ custom ones."""
 from typing import Any
 
 from .base import Custom, MessageSink, Target, Transport
+import inspect
+
 from .http import HTTP
+
+#: The keyword options of `HTTP()`, which `connect()` also takes for a URL.
+HTTP_OPTIONS = frozenset(p for p in inspect.signature(HTTP.__init__).parameters if p not in ("self", "url"))
 from .memory import Memory
 from .stdio import Stdio
 
@@ -15,6 +20,9 @@ __all__ = ["Custom", "HTTP", "Memory", "MessageSink", "Stdio", "Target", "Transp
 def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> Target | Transport:
     """Turn what the user passed to `connect()` into a `Target` (or a bare
     transport). `http_options` are `HTTP()` options, for a URL string only."""
+    unknown = set(http_options or {}) - HTTP_OPTIONS
+    if unknown:
+        raise TypeError(f"connect() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     if http_options and not (isinstance(target, str) and target.startswith(("http://", "https://"))):
         raise TypeError(f"{', '.join(sorted(http_options))} only apply to a URL target; "
                         "set them on the HTTP(...) or Stdio(...) target instead")

@@ -258,10 +258,11 @@ class _Threads:
 class _Exchange:
     """One request's HTTP exchange: what cancellation must reach."""
 
-    __slots__ = ("request_id", "stop", "conn", "response")
+    __slots__ = ("request_id", "stop", "conn", "response", "pooled")
 
-    def __init__(self, request_id: int | str) -> None:
+    def __init__(self, request_id: int | str, *, pooled: bool = True) -> None:
         self.request_id = request_id
+        self.pooled = pooled  # the GET stream has a connection of its own
         self.stop = threading.Event()
         self.conn: _Conn | None = None
         self.response: Any = None
@@ -446,6 +447,8 @@ class HTTPTransport(Transport):
         conn = self._pool.acquire(stop)
         reusable = False
         try:
+            # Not cancellable from another thread, so bounded by the client's timeout.
+            self._ready(conn, self.request_timeout)
             conn.request("POST", self._target.path, body=jsonrpc.encode(message), headers=headers)
             response = conn.getresponse()
             body = self._read_body(response, _ERROR_BODY_PREVIEW * 4, truncate=True)
@@ -487,6 +490,15 @@ class HTTPTransport(Transport):
             if exchange.conn is not None:
                 self._finish(exchange, reusable=False)
 
+    def _ready(self, conn: _Conn, read_timeout: float | None) -> None:
+        """Connect with the connect timeout, then read with `read_timeout`
+        (None for exchanges: their deadline is the caller's, enforced by
+        shutting the socket down)."""
+        if conn.sock is None:
+            conn.timeout = self._target.connect_timeout
+            conn.connect()
+        conn.timeout = read_timeout
+
     def _post(self, exchange: _Exchange, body: bytes, headers: Mapping[str, str]) -> Any:
         try:
             conn = self._pool.acquire(exchange.stop)
@@ -495,15 +507,27 @@ class HTTPTransport(Transport):
         exchange.conn = conn
         if exchange.stop.is_set():
             return None
+        self._ready(conn, None)
         conn.request("POST", self._target.path, body=body, headers=dict(headers), preload_content=False)
         response = conn.getresponse()
         exchange.response = response
         return response
 
     def _finish(self, exchange: _Exchange, *, reusable: bool) -> None:
-        conn, exchange.conn, exchange.response = exchange.conn, None, None
-        if conn is not None:
+        conn, response = exchange.conn, exchange.response
+        exchange.conn = exchange.response = None
+        if response is not None and not reusable:
+            # The response holds its own reference to the socket's file.
+            try:
+                response.close()
+            except (OSError, RuntimeError):
+                pass
+        if conn is None:
+            return
+        if exchange.pooled:
             self._pool.release(conn, reusable)
+        else:
+            conn.close()
 
     def _fail(self, exchange: _Exchange, error: TransportError) -> None:
         if exchange.stop.is_set() or self._closing:
@@ -555,11 +579,13 @@ class HTTPTransport(Transport):
 
     def _deliver_json(self, exchange: _Exchange, payload: bytes) -> None:
         message = jsonrpc.decode(payload)
-        self._deliver(exchange, message)
-        if message.get("id") != exchange.request_id:
+        # Checked before delivery: a wrong id must never reach another caller.
+        if message.get("id") != exchange.request_id or not ("result" in message or "error" in message):
             raise InvalidMessage(
-                f"the server answered request {exchange.request_id!r} with a message for {message.get('id')!r}"
+                f"the server answered request {exchange.request_id!r} with something else: "
+                f"{payload[:200].decode('utf-8', 'replace')}"
             )
+        self._deliver(exchange, message)
 
     def _deliver(self, exchange: _Exchange, message: dict[str, Any]) -> None:
         if exchange.stop.is_set() or self._sink is None:
@@ -609,8 +635,13 @@ class HTTPTransport(Transport):
                         message = jsonrpc.decode(event.data)
                     except InvalidMessage as exc:
                         raise InvalidMessage(f"an SSE event of request {exchange.request_id!r} is not JSON-RPC: {exc}") from None
+                    is_response = "method" not in message and ("result" in message or "error" in message)
+                    if is_response and message.get("id") != exchange.request_id:
+                        log.warning("dropped a response for %r on the stream of request %r",
+                                    message.get("id"), exchange.request_id)
+                        continue
                     self._deliver(exchange, message)
-                    if message.get("id") == exchange.request_id and ("result" in message or "error" in message):
+                    if is_response:
                         return "response"
                 if not chunk:
                     return "eof"
@@ -629,11 +660,18 @@ class HTTPTransport(Transport):
             raise ConnectionClosed(f"the response stream of request {exchange.request_id!r} broke: {exc}") from exc
 
     def _get(self, exchange: _Exchange, extra: Mapping[str, str]) -> Any:
-        try:
-            conn = self._pool.acquire(exchange.stop)
-        except ConnectionClosed:
-            return None
+        if exchange.pooled:
+            try:
+                conn = self._pool.acquire(exchange.stop)
+            except ConnectionClosed:
+                return None
+        else:
+            # A long-lived stream must not hold one of the pool's connections.
+            if exchange.stop.is_set() or self._closing:
+                return None
+            conn = self._target.new_connection(timeout=self._target.connect_timeout)
         exchange.conn = conn
+        self._ready(conn, None)
         headers = self._base_headers(legacy_session=True)
         headers["Accept"] = "text/event-stream"
         headers.update(extra)
@@ -646,7 +684,7 @@ class HTTPTransport(Transport):
         """The initialize era's standalone GET stream: messages related to no
         request. Reconnects after the server's retry interval while events
         keep coming; gives up after repeated empty attempts, 405 or 404."""
-        exchange = _Exchange("get")
+        exchange = _Exchange("get", pooled=False)
         with self._lock:
             self._get_exchange = exchange
         failures = 0

@@ -236,10 +236,15 @@ class StdioTransport(Transport):
         )
 
     def _tail_text(self) -> str:
-        tail = list(self._stderr_tail)
+        """The server's last stderr lines, the very last on the first line so
+        that a one-line report (the CLI's) still says why."""
+        tail = [line for line in self._stderr_tail if line.strip()]
         if not tail:
             return ""
-        return "; last stderr lines:\n  " + "\n  ".join(tail)
+        text = f" (stderr: {tail[-1].strip()})"
+        if len(tail) > 1:
+            text += "; last stderr lines:\n  " + "\n  ".join(tail)
+        return text
 
     def _drain_stderr(self) -> None:
         proc = self._proc

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import functools
 import itertools
 import json
 import os
@@ -18,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import jsonschema
@@ -27,108 +25,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_sync.testing import SUPPORTED_VERSIONS, Server, ToolContext, demo_server
+from tests.testing.schema_util import (
+    LEGACY,
+    META_CAPS,
+    META_LOG,
+    META_SERVER_INFO,
+    META_VERSION,
+    MODERN,
+    REPO,
+    check_all_notifications,
+    check_error_any_revision,
+    check_notification,
+    check_response,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-MODERN = "2026-07-28"
-LEGACY = ("2025-11-25", "2025-06-18")
 WAIT = 10.0  # seconds: generous upper bound for anything that should happen "now"
-
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPS = "io.modelcontextprotocol/clientCapabilities"
-META_LOG = "io.modelcontextprotocol/logLevel"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-
-
-# --------------------------------------------------------------------------
-# JSON schema validation
-
-
-SCHEMAS = REPO / "tests" / "schemas"
-
-
-@functools.lru_cache(maxsize=None)
-def _load_schema(rev: str) -> dict[str, Any]:
-    path = SCHEMAS / rev / "schema.json"
-    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return loaded
-
-
-@functools.lru_cache(maxsize=None)
-def _validator(rev: str, definition: str) -> Any:
-    schema = _load_schema(rev)
-    defs_key = "$defs" if "$defs" in schema else "definitions"
-    assert definition in schema[defs_key], f"{definition} is not defined in the {rev} schema"
-    root = dict(schema)
-    root["$ref"] = f"#/{defs_key}/{definition}"
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(root)
-
-
-def validate(rev: str, definition: str, instance: Any) -> None:
-    _validator(rev, definition).validate(instance)
-
-
-def is_valid(rev: str, definition: str, instance: Any) -> bool:
-    return bool(_validator(rev, definition).is_valid(instance))
-
-
-RESULT_DEFS = {
-    "server/discover": "DiscoverResult",
-    "initialize": "InitializeResult",
-    "ping": "EmptyResult",
-    "logging/setLevel": "EmptyResult",
-    "tools/list": "ListToolsResult",
-    "tools/call": "CallToolResult",
-    "resources/list": "ListResourcesResult",
-    "resources/templates/list": "ListResourceTemplatesResult",
-    "resources/read": "ReadResourceResult",
-    "prompts/list": "ListPromptsResult",
-    "prompts/get": "GetPromptResult",
-    "completion/complete": "CompleteResult",
-}
-
-
-def check_response(rev: str, method: str, msg: dict[str, Any]) -> None:
-    """Validate a response to `method` against revision `rev`."""
-    assert msg.get("jsonrpc") == "2.0"
-    if "error" in msg:
-        validate(rev, "JSONRPCError" if rev == "2025-06-18" else "JSONRPCErrorResponse", msg)
-        if msg["error"]["code"] == -32022:
-            validate(MODERN, "UnsupportedProtocolVersionError", msg)
-        return
-    validate(rev, "JSONRPCResponse" if rev == "2025-06-18" else "JSONRPCResultResponse", msg)
-    validate(rev, RESULT_DEFS[method], msg["result"])
-    result = msg["result"]
-    if rev == MODERN:
-        assert result["resultType"] == "complete"
-        assert set(result["_meta"][META_SERVER_INFO]) >= {"name", "version"}
-        if method in ("server/discover", "tools/list", "prompts/list", "resources/list",
-                      "resources/templates/list", "resources/read"):
-            validate(rev, "CacheableResult", result)
-    else:
-        assert "resultType" not in result
-        assert "ttlMs" not in result and "cacheScope" not in result
-
-
-def check_error_any_revision(msg: dict[str, Any]) -> None:
-    """An error sent before any revision is agreed must fit every revision that can express it."""
-    for rev in (MODERN,) + LEGACY:
-        if rev == "2025-06-18" and "id" not in msg:
-            continue  # 2025-06-18's JSONRPCError has a required id; later revisions dropped that
-        check_response(rev, "", msg)
-
-
-def check_notification(rev: str, msg: dict[str, Any]) -> None:
-    assert "id" not in msg
-    validate(rev, "JSONRPCNotification", msg)
-    validate(rev, "ServerNotification", msg)
-
-
-def check_all_notifications(rev: str, messages: list[dict[str, Any]]) -> None:
-    for msg in messages:
-        if "method" in msg:
-            check_notification(rev, msg)
 
 
 # --------------------------------------------------------------------------
@@ -773,6 +684,77 @@ def test_send_is_never_entered_concurrently() -> None:
     finally:
         session.close()
     assert state["overlap"] == 0
+
+
+def test_related_send_names_the_request_of_each_message() -> None:
+    """open_session(send, related=True): send(message, related_id) with the id
+    of the request a response, progress or log notification belongs to, and
+    None for messages related to no request."""
+    got: list[tuple[dict[str, Any], Any]] = []
+    cond = threading.Condition()
+
+    def send(message: dict[str, Any], related: Any) -> None:
+        with cond:
+            got.append((message, related))
+            cond.notify_all()
+
+    session = demo_server().open_session(send, related=True)
+    try:
+        session.receive({"jsonrpc": "2.0", "id": "cd", "method": "tools/call",
+                         "params": {"name": "countdown", "arguments": {"steps": 2, "delay": 0},
+                                    "_meta": modern_meta(progressToken="t")}})
+        session.receive({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                         "params": {"name": "log", "arguments": {"level": "error", "message": "boom"},
+                                    "_meta": modern_meta(**{META_LOG: "debug"})}})
+        session.receive({"jsonrpc": "2.0", "id": 8, "method": "no/such/method", "params": {"_meta": modern_meta()}})
+        session.receive({"jsonrpc": "2.0", "id": None, "method": "tools/list"})  # unusable id
+        session.receive(["not", "an", "object"])
+        with cond:
+            assert cond.wait_for(lambda: len(got) == 8, WAIT), got
+    finally:
+        session.close()
+    by_related: dict[Any, list[dict[str, Any]]] = {}
+    for message, related in got:
+        by_related.setdefault(related, []).append(message)
+    assert [m.get("method") for m in by_related["cd"]] == ["notifications/progress", "notifications/progress", None]
+    assert by_related["cd"][-1]["id"] == "cd" and by_related["cd"][-1]["result"]["content"][0]["text"] == "liftoff"
+    assert [m.get("method") for m in by_related[7]] == ["notifications/message", None]
+    assert by_related[8] == [{"jsonrpc": "2.0", "id": 8, "error": by_related[8][0]["error"]}]
+    assert by_related[8][0]["error"]["code"] == -32601
+    assert [m["error"]["code"] for m in by_related[None]] == [-32600, -32600]
+    assert all("id" not in m for m in by_related[None])
+    for message, _ in got:
+        if "method" in message:
+            check_notification(MODERN, message)
+        else:
+            check_error_any_revision(message) if "error" in message else check_response(MODERN, "tools/call", message)
+
+
+def test_default_send_gets_one_argument() -> None:
+    """Without related=True, send keeps its one-argument form (the client's memory transport relies on it)."""
+    got: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def send(*args: Any) -> None:
+        assert len(args) == 1
+        got.append(args[0])
+        done.set()
+
+    for session in (demo_server().open_session(send), demo_server().open_session(send, related=False)):
+        done.clear()
+        try:
+            session.receive({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}})
+            assert done.wait(WAIT)
+        finally:
+            session.close()
+    assert [m["id"] for m in got] == [1, 1]
+
+
+def test_input_schema_lookup() -> None:
+    server = demo_server()
+    assert server.input_schema("echo") == {"type": "object", "properties": {"text": {"type": "string"}},
+                                           "required": ["text"]}
+    assert server.input_schema("nope") is None
 
 
 def test_duplicate_in_flight_id(conns: Any) -> None:
