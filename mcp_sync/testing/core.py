@@ -36,7 +36,16 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from typing import Any, Callable, Iterable, Literal, Mapping, TypeGuard, TypeVar, overload
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    Literal,
+    Mapping,
+    TypeGuard,
+    TypeVar,
+    overload,
+)
 
 from ._features import (
     ArgumentError,

@@ -101,8 +101,8 @@ import re
 import select
 import selectors
 import socket
-import ssl
 import socketserver
+import ssl
 import threading
 import uuid
 from dataclasses import dataclass

@@ -2,11 +2,10 @@
 HTTP), `memory` (in-process), and the `Transport`/`Target` interface for
 custom ones."""
 
+import inspect
 from typing import Any
 
 from .base import Custom, MessageSink, Target, Transport
-import inspect
-
 from .http import HTTP
 
 #: The keyword options of `HTTP()`, which `connect()` also takes for a URL.

@@ -29,10 +29,8 @@ adds adapters and hooks the hot path does not need.
 from __future__ import annotations
 
 import logging
-import queue
-import socket
 import threading
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import urllib3
 import urllib3.connection
@@ -54,6 +52,7 @@ from ..protocol import jsonrpc
 from ..protocol.headers import check_user_headers, standard_headers
 from ..protocol.sse import EventTooLarge, SSEParser
 from .base import MessageSink, Target, Transport
+from .pool import Conn, Exchange, ExchangeThreads, Pool
 
 log = logging.getLogger("mcp_sync.transport.http")
 
@@ -61,9 +60,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 DEFAULT_RETRY_MS = 1000
 _READ_CHUNK = 65536
 _ERROR_BODY_PREVIEW = 500
-
-_Conn = urllib3.connection.HTTPConnection
-
 
 class HTTP(Target):
     """Target a Streamable HTTP server: `connect(HTTP(url, ...))`, or pass the
@@ -136,7 +132,7 @@ class HTTP(Target):
     def origin(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}"
 
-    def new_connection(self, timeout: float | None) -> _Conn:
+    def new_connection(self, timeout: float | None) -> Conn:
         if self.scheme == "https":
             cert_file, key_file = (self.cert, None) if isinstance(self.cert, str) or self.cert is None else self.cert
             ca = self.verify if isinstance(self.verify, str) else None
@@ -155,134 +151,6 @@ class HTTP(Target):
         return f"HTTP({self.url!r})"
 
 
-class _Pool:
-    """At most `size` connections in use; idle ones kept for reuse.
-
-    A waiter blocks on the condition until a connection is free, the pool
-    closes, or its own `stop` event is set (`wake()` re-checks all waiters).
-    """
-
-    def __init__(self, factory: Callable[[], _Conn], size: int) -> None:
-        self._factory = factory
-        self._size = size
-        self._idle: list[_Conn] = []
-        self._in_use = 0
-        self._closed = False
-        self._cond = threading.Condition()
-
-    def acquire(self, stop: threading.Event) -> _Conn:
-        with self._cond:
-            while self._in_use >= self._size and not self._closed and not stop.is_set():
-                self._cond.wait()
-            if self._closed or stop.is_set():
-                raise ConnectionClosed("the request was cancelled before it was sent")
-            self._in_use += 1
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            return self._factory()
-        if conn.sock is not None and not conn.is_connected:
-            conn.close()  # the server dropped the idle keep-alive; reopen on use
-        return conn
-
-    def release(self, conn: _Conn, reusable: bool) -> None:
-        if not reusable:
-            conn.close()
-        with self._cond:
-            self._in_use -= 1
-            if self._closed:
-                conn.close()
-            else:
-                self._idle.append(conn)
-            self._cond.notify()
-
-    def wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            self._cond.notify_all()
-        for conn in idle:
-            conn.close()
-
-
-class _Threads:
-    """Reusable exchange threads: a job goes to an idle thread, or a new one
-    when none is idle. Threads live until `close()`, which joins them."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-        self._threads: list[threading.Thread] = []
-        self._closed = False
-
-    def submit(self, job: Callable[[], None]) -> None:
-        with self._lock:
-            if self._closed:
-                raise ConnectionClosed("the connection is closed")
-            if self._idle > 0:
-                self._idle -= 1
-            else:
-                thread = threading.Thread(target=self._run, name=f"{self._name}-{len(self._threads)}", daemon=True)
-                self._threads.append(thread)
-                thread.start()
-            self._jobs.put(job)
-
-    def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            try:
-                job()
-            except Exception:  # an exchange reports its own errors; this is a bug guard
-                log.exception("an HTTP exchange failed unexpectedly")
-            with self._lock:
-                self._idle += 1
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._jobs.put(None)
-        for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join()
-
-
-class _Exchange:
-    """One request's HTTP exchange: what cancellation must reach."""
-
-    __slots__ = ("request_id", "stop", "conn", "response", "pooled")
-
-    def __init__(self, request_id: int | str, *, pooled: bool = True) -> None:
-        self.request_id = request_id
-        self.pooled = pooled  # the GET stream has a connection of its own
-        self.stop = threading.Event()
-        self.conn: _Conn | None = None
-        self.response: Any = None
-
-    def abort(self) -> None:
-        self.stop.set()
-        response, conn = self.response, self.conn
-        if response is not None:
-            try:
-                response.shutdown()
-            except (OSError, AttributeError, RuntimeError):
-                pass  # already finished and released: nothing to stop
-        sock = conn.sock if conn is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
 class HTTPTransport(Transport):
     restarts_server = False
     mirrors_headers = True
@@ -290,10 +158,10 @@ class HTTPTransport(Transport):
     def __init__(self, target: HTTP) -> None:
         self._target = target
         self._sink: MessageSink | None = None
-        self._pool = _Pool(self._new_connection, target.pool_size)
-        self._threads = _Threads("mcp-sync-http")
+        self._pool = Pool(self._new_connection, target.pool_size)
+        self._threads = ExchangeThreads("mcp-sync-http")
         self._lock = threading.Lock()
-        self._exchanges: dict[int | str, _Exchange] = {}
+        self._exchanges: dict[int | str, Exchange] = {}
         self._closing = False
         self._closed = False
         self._close_lock = threading.Lock()
@@ -302,7 +170,7 @@ class HTTPTransport(Transport):
         self._version: str | None = None
         self._session_id: str | None = None
         self._get_thread: threading.Thread | None = None
-        self._get_exchange: _Exchange | None = None
+        self._get_exchange: Exchange | None = None
         self._get_offered = True
         self._auth_lock = threading.Lock()
         self._auth_generation = 0
@@ -388,7 +256,7 @@ class HTTPTransport(Transport):
             raise ConnectionClosed("the connection is closed")
         if "method" in message and "id" in message:
             request_id = message["id"]
-            exchange = _Exchange(request_id)
+            exchange = Exchange(request_id)
             with self._lock:
                 if self._closing:
                     raise ConnectionClosed("the connection is closed")
@@ -411,7 +279,7 @@ class HTTPTransport(Transport):
             exchange.abort()
             self._pool.wake()
 
-    def _new_connection(self) -> _Conn:
+    def _new_connection(self) -> Conn:
         return self._target.new_connection(timeout=self._target.connect_timeout)
 
     def _base_headers(self, *, legacy_session: bool) -> dict[str, str]:
@@ -464,7 +332,7 @@ class HTTPTransport(Transport):
 
     # -- one exchange (on an exchange thread) -------------------------------------------
 
-    def _exchange(self, exchange: _Exchange, message: Mapping[str, Any], body: bytes, headers: dict[str, str]) -> None:
+    def _exchange(self, exchange: Exchange, message: Mapping[str, Any], body: bytes, headers: dict[str, str]) -> None:
         request_id = exchange.request_id
         sent_session = "Mcp-Session-Id" in headers
         try:
@@ -490,7 +358,7 @@ class HTTPTransport(Transport):
             if exchange.conn is not None:
                 self._finish(exchange, reusable=False)
 
-    def _ready(self, conn: _Conn, read_timeout: float | None) -> None:
+    def _ready(self, conn: Conn, read_timeout: float | None) -> None:
         """Connect with the connect timeout, then read with `read_timeout`
         (None for exchanges: their deadline is the caller's, enforced by
         shutting the socket down)."""
@@ -499,7 +367,7 @@ class HTTPTransport(Transport):
             conn.connect()
         conn.timeout = read_timeout
 
-    def _post(self, exchange: _Exchange, body: bytes, headers: Mapping[str, str]) -> Any:
+    def _post(self, exchange: Exchange, body: bytes, headers: Mapping[str, str]) -> Any:
         try:
             conn = self._pool.acquire(exchange.stop)
         except ConnectionClosed:
@@ -513,7 +381,7 @@ class HTTPTransport(Transport):
         exchange.response = response
         return response
 
-    def _finish(self, exchange: _Exchange, *, reusable: bool) -> None:
+    def _finish(self, exchange: Exchange, *, reusable: bool) -> None:
         conn, response = exchange.conn, exchange.response
         exchange.conn = exchange.response = None
         if response is not None and not reusable:
@@ -529,13 +397,13 @@ class HTTPTransport(Transport):
         else:
             conn.close()
 
-    def _fail(self, exchange: _Exchange, error: TransportError) -> None:
+    def _fail(self, exchange: Exchange, error: TransportError) -> None:
         if exchange.stop.is_set() or self._closing:
             return  # cancelled: the caller has gone, nobody to tell
         if self._sink is not None:
             self._sink.request_failed(exchange.request_id, error)
 
-    def _handle(self, exchange: _Exchange, message: Mapping[str, Any], response: Any, sent_session: bool) -> None:
+    def _handle(self, exchange: Exchange, message: Mapping[str, Any], response: Any, sent_session: bool) -> None:
         status = response.status
         if message.get("method") == "initialize" and status == 200:
             session = response.headers.get("mcp-session-id")
@@ -577,7 +445,7 @@ class HTTPTransport(Transport):
             return SessionExpired(f"{where} for the session", status=status, body=text, headers=headers)
         return HTTPStatusError(f"{where}{detail}", status=status, body=text, headers=headers)
 
-    def _deliver_json(self, exchange: _Exchange, payload: bytes) -> None:
+    def _deliver_json(self, exchange: Exchange, payload: bytes) -> None:
         message = jsonrpc.decode(payload)
         # Checked before delivery: a wrong id must never reach another caller.
         if message.get("id") != exchange.request_id or not ("result" in message or "error" in message):
@@ -587,14 +455,14 @@ class HTTPTransport(Transport):
             )
         self._deliver(exchange, message)
 
-    def _deliver(self, exchange: _Exchange, message: dict[str, Any]) -> None:
+    def _deliver(self, exchange: Exchange, message: dict[str, Any]) -> None:
         if exchange.stop.is_set() or self._sink is None:
             return
         self._sink.deliver(message, related_to=exchange.request_id)
 
     # -- SSE ---------------------------------------------------------------------------------
 
-    def _read_request_stream(self, exchange: _Exchange, response: Any) -> None:
+    def _read_request_stream(self, exchange: Exchange, response: Any) -> None:
         """Read a POST's SSE stream until its response; resume it with GET and
         `Last-Event-ID` (initialize era) if it breaks after an event id."""
         parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
@@ -621,7 +489,7 @@ class HTTPTransport(Transport):
         if done != "response" and not exchange.stop.is_set():
             raise ConnectionClosed(f"the response stream of request {exchange.request_id!r} ended before the response")
 
-    def _read_events(self, exchange: _Exchange, response: Any, parser: SSEParser) -> str:
+    def _read_events(self, exchange: Exchange, response: Any, parser: SSEParser) -> str:
         """Feed the stream to the parser; 'response' once this request's
         response arrived (reading stops there), else 'eof'."""
         try:
@@ -659,7 +527,7 @@ class HTTPTransport(Transport):
                 return "eof"
             raise ConnectionClosed(f"the response stream of request {exchange.request_id!r} broke: {exc}") from exc
 
-    def _get(self, exchange: _Exchange, extra: Mapping[str, str]) -> Any:
+    def _get(self, exchange: Exchange, extra: Mapping[str, str]) -> Any:
         if exchange.pooled:
             try:
                 conn = self._pool.acquire(exchange.stop)
@@ -684,7 +552,7 @@ class HTTPTransport(Transport):
         """The initialize era's standalone GET stream: messages related to no
         request. Reconnects after the server's retry interval while events
         keep coming; gives up after repeated empty attempts, 405 or 404."""
-        exchange = _Exchange("get", pooled=False)
+        exchange = Exchange("get", pooled=False)
         with self._lock:
             self._get_exchange = exchange
         failures = 0

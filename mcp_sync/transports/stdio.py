@@ -22,7 +22,14 @@ import subprocess
 import threading
 from typing import Any, Mapping, Sequence
 
-from ..errors import ConnectError, ConnectionClosed, InvalidMessage, MessageTooLarge, ServerExited, TransportError
+from ..errors import (
+    ConnectError,
+    ConnectionClosed,
+    InvalidMessage,
+    MessageTooLarge,
+    ServerExited,
+    TransportError,
+)
 from ..protocol import jsonrpc
 from .base import MessageSink, Target, Transport
 

@@ -166,7 +166,6 @@ def test_timeout_closes_the_stream_and_the_server_sees_the_cancellation(serve):
 
 
 def test_close_fails_pending_calls_at_once_and_leaves_nothing(serve):
-    import os
 
     httpd = serve()
     with mcp_sync.connect(httpd.url) as warm_up:  # the server's own lazily made descriptors exist now
