@@ -43,6 +43,7 @@ from .errors import (
     InvalidMessage,
     McpError,
     RequestTimeout,
+    ServerError,
     TransportError,
 )
 from .protocol import jsonrpc
@@ -367,8 +368,6 @@ class Connection:
         self._submit(lambda: self._answer(message))
 
     def _answer(self, message: dict[str, Any]) -> None:
-        from .errors import ServerError
-
         handler = self._on_server_request
         try:
             if handler is None:

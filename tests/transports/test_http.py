@@ -633,7 +633,10 @@ def test_https_with_a_private_ca(serve, tls):
 
 
 def test_64_threads_x_200_calls_over_http(serve, no_leaks_after):
+    import time
+
     httpd = serve()
+    started = time.monotonic()
     errors, counts = [], [0] * 64
     with mcp_sync.connect(httpd.url, pool_size=16) as client:
         barrier = threading.Barrier(64)
@@ -657,6 +660,8 @@ def test_64_threads_x_200_calls_over_http(serve, no_leaks_after):
             t.join(timeout=600)
         assert not any(t.is_alive() for t in pool)
     assert errors == [] and counts == [200] * 64
+    elapsed = time.monotonic() - started
+    print(f"\n12800 calls from 64 threads over HTTP in {elapsed:.1f} s ({12800 / elapsed:.0f} calls/s)")
 
 
 @pytest.fixture
