@@ -34,6 +34,6 @@ for entry in "${SCENARIOS[@]}"; do
     grep -E "FAIL|harness exit" "$OUT/$revision-$scenario.out" >&2
   fi
 done
-cat "$OUT/summary.txt"
+grep -h "^conformance client" "$OUT"/*.out
 echo "conformance: $((${#SCENARIOS[@]} - failed)) of ${#SCENARIOS[@]} scenarios passed (results in $OUT)"
 [[ $failed -eq 0 ]]
