@@ -9,6 +9,7 @@
 See the README and docs/ for the threading model and the error model.
 """
 
+from . import handlers
 from ._version import __version__
 from .client import DEFAULT_TIMEOUT, Client, RequestOptions, connect
 from .errors import (
@@ -17,14 +18,18 @@ from .errors import (
     ConnectionClosed,
     HeaderMismatch,
     HTTPStatusError,
+    InputHandlerError,
     InputRequired,
+    InputRoundsExceeded,
     InvalidMessage,
     InvalidParams,
     InvalidResult,
+    MalformedInputRequest,
     McpError,
     MessageTooLarge,
     MethodNotFound,
     MissingClientCapability,
+    NoInputHandler,
     OutputValidationError,
     PaginationError,
     ProtocolError,
@@ -86,4 +91,6 @@ __all__ = [
     "HTTPStatusError", "AuthenticationError", "SessionExpired",
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
+    "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
+    "handlers",
 ]

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from . import handshake
+from . import handshake, multiround
 from ._version import __version__
 from .calls import Calls
 from .connection import Connection, new_id_counter
 from .errors import (
     ConnectionClosed,
-    InputRequired,
+    InputHandlerError,
     InvalidResult,
     ServerError,
     SessionExpired,
@@ -40,9 +40,11 @@ from .options import (
     DEFAULT_TIMEOUT,
     OPTION_NAMES,
     RequestOptions,
+    check_input_handlers,
+    check_positive_int,
     check_timeout,
 )
-from .protocol import versions
+from .protocol import inputs, versions
 from .protocol.meta import merge_meta, validate_trace_context
 from .protocol.schemas import SchemaCache
 from .protocol.versions import Dialect, FallBack, UseStateless
@@ -83,6 +85,10 @@ def connect(
     max_pages: int = DEFAULT_MAX_PAGES,
     max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT,
     restart: bool = True,
+    input_handlers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+    max_input_rounds: int = 10,
+    max_server_requests: int = 16,
+    handler_timeout: float | None = None,
     **http_options: Any,
 ) -> Client:
     """Connect to an MCP server and settle the protocol version.
@@ -94,6 +100,14 @@ def connect(
     Returns once the version is settled: probing with `server/discover`
     (under `probe_timeout`) and falling back to `initialize` for older
     servers. `protocol=` pins one version or narrows the list.
+
+    `input_handlers` answer the server's requests for input, in both eras:
+    ``{"form": f, "url": f, "sampling": f, "roots": f}``, each a function of
+    the request's params returning the answer the spec expects (see
+    `mcp_sync.handlers`). They run on the calling thread; the capabilities
+    they imply are declared. `max_input_rounds` bounds the 2026-07-28 loop;
+    `max_server_requests` and `handler_timeout` bound server requests that
+    belong to no call (initialize era).
 
     With `restart=True` (the default), a stateless (2026-07-28) connection
     whose server went away is opened again by the next request, as the spec
@@ -109,6 +123,8 @@ def connect(
         resolve_target(target, http_options), protocol=protocol, timeout=timeout, probe_timeout=probe_timeout,
         client_info=client_info, client_capabilities=client_capabilities, log_level=log_level,
         max_pages=max_pages, max_total_timeout=max_total_timeout, restart=restart,
+        input_handlers=input_handlers, max_input_rounds=max_input_rounds,
+        max_server_requests=max_server_requests, handler_timeout=handler_timeout,
     )
     try:
         client._open()
@@ -142,6 +158,10 @@ class Client(Calls):
         max_pages: int = DEFAULT_MAX_PAGES,
         max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT,
         restart: bool = True,
+        input_handlers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+        max_input_rounds: int = 10,
+        max_server_requests: int = 16,
+        handler_timeout: float | None = None,
     ) -> None:
         check_timeout("timeout", timeout)
         check_timeout("probe_timeout", probe_timeout, allow_none=False)
@@ -164,6 +184,14 @@ class Client(Calls):
         self.max_pages = max_pages
         self.max_total_timeout = max_total_timeout
         self.restart = restart
+        self.input_handlers = check_input_handlers(input_handlers)
+        check_positive_int("max_input_rounds", max_input_rounds)
+        check_positive_int("max_server_requests", max_server_requests)
+        check_timeout("handler_timeout", handler_timeout)
+        self.max_input_rounds = max_input_rounds
+        self.max_server_requests = max_server_requests
+        self.handler_timeout = handler_timeout
+        self._declared: dict[str, Any] = {}  # capabilities sent with initialize
         self._ids = new_id_counter()
         self._state_lock = threading.Lock()
         self._restart_lock = threading.Lock()
@@ -183,8 +211,9 @@ class Client(Calls):
         transport = self._target.open() if isinstance(self._target, Target) else self._target
         conn = Connection(
             transport, self._ids,
-            on_server_request=self._server_request_result,
+            on_server_request=lambda message: self._server_request_result(message, self.input_handlers),
             on_log=self._log_server_message,
+            max_server_requests=self.max_server_requests, handler_timeout=self.handler_timeout,
         )
         transport.request_timeout = self.timeout
         with self._state_lock:
@@ -235,9 +264,11 @@ class Client(Calls):
     def _initialize(self, conn: Connection, version: str) -> None:
         session = handshake.initialize(
             conn, version, self.allowed_versions, self._identity(), timeout=self.timeout,
-            on_log=self._log_server_message, on_server_request=self._answer_server_request,
+            on_log=self._log_server_message,
+            on_server_request=lambda message: self._answer_server_request(message, self.input_handlers),
         )
         self._session = session
+        self._declared = self._capabilities()
         self._dialect = versions.dialect_for(session.protocol_version)
         if self.log_level is not None:
             try:
@@ -245,8 +276,11 @@ class Client(Calls):
             except ServerError as exc:
                 log.warning("the server refused logging/setLevel: %s", exc)
 
-    def _capabilities(self) -> dict[str, Any]:
-        return self.client_capabilities
+    def _capabilities(self, handlers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What the client declares: what its handlers imply, merged with
+        `client_capabilities` (which win)."""
+        kinds = handlers if handlers is not None else self.input_handlers
+        return inputs.merge_capabilities(inputs.capabilities_for(kinds), self.client_capabilities)
 
     def close(self) -> None:
         """Close the connection: pending calls fail at once with
@@ -335,6 +369,38 @@ class Client(Calls):
         self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, *,
         retry_version: bool, headers: Mapping[str, str] | None = None, retry_session: bool = True,
     ) -> dict[str, Any]:
+        """Send a request and return its complete result, answering the
+        server's requests for input on the way (see `multiround`)."""
+        handlers = dict(self.input_handlers)
+        handlers.update(check_input_handlers(options.get("input_handlers")))
+        max_rounds = options.get("max_input_rounds", self.max_input_rounds)
+        check_positive_int("max_input_rounds", max_rounds)
+        responses = options.get("input_responses")
+        if responses is not None and not isinstance(responses, Mapping):
+            raise TypeError("input_responses must be a mapping of input request keys to answers")
+        state = options.get("request_state")
+        if state is not None and not isinstance(state, str):
+            raise TypeError("request_state must be the string the server sent")
+        if method not in multiround.METHODS and (responses is not None or state is not None):
+            raise ValueError(f"input_responses and request_state only go with {', '.join(sorted(multiround.METHODS))}")
+        if responses is None and state is None and method not in multiround.METHODS:
+            return self._send_once(method, original, options, handlers, retry_version=retry_version,
+                                   headers=headers, retry_session=retry_session)
+        return multiround.answer_rounds(
+            lambda params: self._send_once(method, params, options, handlers, retry_version=retry_version,
+                                           headers=headers, retry_session=retry_session),
+            method, dict(original or {}), handlers=handlers,
+            answer_input=bool(options.get("answer_input", True)), max_rounds=max_rounds,
+            input_responses=responses, request_state=state, schemas=self._schemas,
+            max_total_timeout=options.get("max_total_timeout", self.max_total_timeout),
+        )
+
+    def _send_once(
+        self, method: str, original: Mapping[str, Any] | None, options: RequestOptions,
+        handlers: Mapping[str, Any], *, retry_version: bool, headers: Mapping[str, str] | None = None,
+        retry_session: bool = True,
+    ) -> dict[str, Any]:
+        """One request and its result (which may be `input_required`)."""
         dialect = self._require_dialect()
         params = dict(original or {})
         if not dialect.defines(method):
@@ -361,7 +427,7 @@ class Client(Calls):
         max_total = options.get("max_total_timeout", self.max_total_timeout)
         check_timeout("max_total_timeout", max_total)
         meta = merge_meta(
-            dialect.request_meta(self._capabilities(), self.client_info, self.log_level),
+            dialect.request_meta(self._capabilities(handlers), self.client_info, self.log_level),
             params_meta, option_meta, trace_meta, None,
         )
         if meta:
@@ -381,26 +447,25 @@ class Client(Calls):
                 pending, timeout=timeout, on_progress=on_progress,
                 reset_timeout_on_progress=bool(options.get("reset_timeout_on_progress", False)),
                 max_total_timeout=max_total, on_log=self._log_server_message,
-                on_server_request=self._answer_server_request,
+                on_server_request=lambda message: self._answer_server_request(message, handlers),
             )
         except SessionExpired:
             if not retry_session or dialect.stateless:
                 raise
             self._renew_session(conn, session_generation)
-            return self._request(method, original, options, retry_version=retry_version,
-                                 headers=headers, retry_session=False)
+            return self._send_once(method, original, options, handlers, retry_version=retry_version,
+                                   headers=headers, retry_session=False)
         error = response.get("error")
         if error is not None:
             exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
             if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and retry_version:
                 self._rediscover(exc)
-                return self._request(method, original, options, retry_version=False, headers=headers)
+                return self._send_once(method, original, options, handlers, retry_version=False, headers=headers)
             raise exc
         result = response.get("result")
         if not isinstance(result, dict):
             raise InvalidResult(f"{method}: the result is not an object")
-        if dialect.result_type(result) == "input_required":
-            raise InputRequired(f"{method}: the server needs input this client cannot supply", result=result)
+        dialect.result_type(result)  # an unknown resultType is invalid
         return result
 
     def _live_connection(self) -> Connection:
@@ -431,7 +496,8 @@ class Client(Calls):
             log.info("the session expired; initializing a new one")
             self._session = handshake.initialize(
                 conn, dialect.version, self.allowed_versions, self._identity(), timeout=self.timeout,
-                on_log=self._log_server_message, on_server_request=self._answer_server_request,
+                on_log=self._log_server_message,
+                on_server_request=lambda message: self._answer_server_request(message, self.input_handlers),
             )
             self._session_generation += 1
 
@@ -450,21 +516,36 @@ class Client(Calls):
 
     # -- server -> client, on the calling thread ----------------------------------------------
 
-    def _server_request_result(self, message: dict[str, Any]) -> dict[str, Any]:
-        """The answer to a server request (initialize era). Raises ServerError to refuse."""
+    def _server_request_result(self, message: dict[str, Any], handlers: Mapping[str, Any]) -> dict[str, Any]:
+        """The answer to a server request (initialize era). Raises
+        `ServerError` to refuse it, `InputHandlerError` when a handler fails."""
         method = message.get("method")
+        params = message.get("params")
         if method == "ping":
             return {}
-        raise ServerError(-32601, f"Method not found: {method} (this client has no handler for it)")
+        kind = inputs.kind_of(method, params)
+        if kind is None or kind not in handlers or not inputs.declared(kind, self._declared):
+            raise ServerError(-32601, f"Method not found: {method} (this client does not handle it)")
+        try:
+            inputs.check_request(kind, params)
+        except inputs.BadInput as exc:
+            raise ServerError(-32602, f"Invalid params: {exc}") from None
+        return multiround.run_handler(kind, handlers[kind], dict(params or {}), self._schemas, {})
 
-    def _answer_server_request(self, message: dict[str, Any]) -> None:
+    def _answer_server_request(self, message: dict[str, Any], handlers: Mapping[str, Any]) -> None:
+        """Answer a server request on the calling thread. A handler that fails
+        fails the call too (after the server is told), so nothing half-valid
+        is ever sent."""
         conn = self._conn
         if conn is None:
             return
         try:
-            result = self._server_request_result(message)
+            result = self._server_request_result(message, handlers)
         except ServerError as exc:
             conn.respond(message["id"], error={"code": exc.code, "message": exc.message, "data": exc.data})
+        except InputHandlerError as exc:
+            conn.respond(message["id"], error={"code": -32603, "message": f"client handler failed: {exc.problem}"})
+            raise
         else:
             conn.respond(message["id"], result=result)
 

@@ -101,6 +101,8 @@ class Connection:
         on_server_request: ServerRequestHandler | None = None,
         on_notification: NotificationHandler | None = None,
         on_log: NotificationHandler | None = None,
+        max_server_requests: int = 16,
+        handler_timeout: float | None = None,
     ) -> None:
         self.transport = transport
         self._ids = ids
@@ -115,6 +117,13 @@ class Connection:
         self._close_started = False
         self._worker: threading.Thread | None = None
         self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        # Server requests we owe an answer, by id: an answer is sent only for
+        # an id still here (not cancelled by the server, not timed out).
+        self._answering: set[Any] = set()
+        self._worker_requests = 0  # server requests queued for, or on, the worker
+        self._max_server_requests = max_server_requests
+        self._handler_timeout = handler_timeout
+        self._timers: set[threading.Timer] = set()
 
     def start(self) -> None:
         self.transport.start(self)
@@ -206,7 +215,12 @@ class Connection:
                     (on_log or self._log_default)(payload)
                 elif kind is SERVER_REQUEST:
                     if on_server_request is not None:
+                        # The call's clock stops while a handler runs (a person
+                        # may be typing); only the total limit keeps running.
+                        handler_started = time.monotonic()
                         on_server_request(payload)
+                        if deadline is not None:
+                            deadline += time.monotonic() - handler_started
                     else:
                         self._answer_on_worker(payload)
         except BaseException:
@@ -252,7 +266,14 @@ class Connection:
         self.transport.send(jsonrpc.notification(method, params))
 
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None, error: Mapping[str, Any] | None = None) -> None:
-        """Answer a server request (with `result`, or with `error` {code, message, data})."""
+        """Answer a server request (with `result`, or with `error` {code,
+        message, data}) once: a request the server cancelled, or one already
+        answered (a handler that timed out), gets nothing more."""
+        with self._lock:
+            if request_id not in self._answering:
+                log.debug("not answering server request %r: cancelled or answered already", request_id)
+                return
+            self._answering.discard(request_id)
         if error is not None:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
         else:
@@ -308,6 +329,8 @@ class Connection:
                 else:
                     log.debug("dropped progress for token %r, which no request holds", token)
                 return
+            if method == "notifications/cancelled" and self._cancel_server_request(params.get("requestId")):
+                return
             if method == "notifications/message":
                 single = self._related(related_to) or self._single_pending()
                 if single is not None:
@@ -321,12 +344,23 @@ class Connection:
             else:
                 log.debug("server notification %s (no handler)", method)
             return
-        # A request from the server.
+        # A request from the server: owed an answer from now on.
+        with self._lock:
+            self._answering.add(message["id"])
         single = self._related(related_to) or self._single_pending()
         if single is not None:
             single.inbox.put((SERVER_REQUEST, message))
         else:
             self._answer_on_worker(message)
+
+    def _cancel_server_request(self, request_id: Any) -> bool:
+        """The server withdrew a request we owe an answer: never send one."""
+        with self._lock:
+            if request_id not in self._answering:
+                return False
+            self._answering.discard(request_id)
+        log.debug("the server cancelled its request %r; its answer will not be sent", request_id)
+        return True
 
     def transport_failed(self, error: TransportError) -> None:
         with self._lock:
@@ -365,7 +399,36 @@ class Connection:
     # -- the worker ------------------------------------------------------------------
 
     def _answer_on_worker(self, message: dict[str, Any]) -> None:
-        self._submit(lambda: self._answer(message))
+        with self._lock:
+            full = self._worker_requests >= self._max_server_requests
+            if not full:
+                self._worker_requests += 1
+        if full:
+            # Refused at once, so a flood costs bounded memory and time.
+            self.respond(message["id"], error={"code": -32603, "message": "too many server requests in progress"})
+            return
+        self._submit(lambda: self._answer_bounded(message))
+
+    def _answer_bounded(self, message: dict[str, Any]) -> None:
+        timer = None
+        if self._handler_timeout is not None:
+            limit = self._handler_timeout
+            timer = threading.Timer(limit, lambda: self.respond(message["id"], error={
+                "code": -32603, "message": f"the client's handler did not answer within {limit:g} s"}))
+            timer.daemon = True
+            with self._lock:
+                self._timers.add(timer)
+            timer.start()
+        try:
+            self._answer(message)
+        finally:
+            with self._lock:
+                self._worker_requests -= 1
+                if timer is not None:
+                    self._timers.discard(timer)
+            if timer is not None:
+                timer.cancel()
+                timer.join()
 
     def _answer(self, message: dict[str, Any]) -> None:
         handler = self._on_server_request
@@ -433,6 +496,12 @@ class Connection:
                 self._work.put(None)
                 if worker is not threading.current_thread():
                     worker.join()
+            with self._lock:
+                timers = list(self._timers)
+            for timer in timers:
+                timer.cancel()
+                if timer is not threading.current_thread():
+                    timer.join()
         finally:
             self._close_done.set()
 

@@ -26,7 +26,11 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │   │   └── OutputValidationError  structuredContent fails the tool's outputSchema
     │   └── PaginationError         a repeated cursor, or too many pages
     ├── UnsupportedMethod           the negotiated version has no such method
-    ├── InputRequired               the server needs input the client cannot supply
+    ├── InputRequired               the server needs input the client did not supply
+    │   ├── NoInputHandler          no handler for a kind of request (nothing ran)
+    │   ├── InputHandlerError       a handler failed or answered something invalid
+    │   ├── InputRoundsExceeded     still asking after max_input_rounds
+    │   └── MalformedInputRequest   an input_required result that cannot be answered
     └── ToolError                   raised by CallToolResult.raise_for_error()
 
 Only `ServerError` and its subclasses stand for something the server sent;
@@ -65,6 +69,10 @@ __all__ = [
     "PaginationError",
     "UnsupportedMethod",
     "InputRequired",
+    "NoInputHandler",
+    "InputHandlerError",
+    "InputRoundsExceeded",
+    "MalformedInputRequest",
     "ToolError",
     "server_error_from_wire",
 ]
@@ -343,14 +351,75 @@ class UnsupportedMethod(McpError):
 
 
 class InputRequired(McpError):
-    """The server needs input (elicitation, sampling, roots) the client cannot supply.
+    """The server needs input (elicitation, sampling, roots) that the client
+    did not supply: no handler, `answer_input=False`, or one of the
+    subclasses below.
 
-    `result` is the `input_required` result as received.
+    `result` is the last `input_required` result exactly as received;
+    `input_requests` and `request_state` are its fields. To answer by hand,
+    repeat the call with `input_responses=` and `request_state=`::
+
+        try:
+            client.call_tool("book_table", {"date": "friday"})
+        except mcp_sync.InputRequired as exc:
+            answers = {key: {"action": "accept", "content": {"name": "Ada", "guests": 2}}
+                       for key in exc.input_requests}
+            client.call_tool("book_table", {"date": "friday"}, **exc.retry_with(answers))
     """
 
     def __init__(self, message: str, *, result: Mapping[str, Any]) -> None:
         self.result = result
         super().__init__(message)
+
+    @property
+    def input_requests(self) -> dict[str, Any]:
+        requests = self.result.get("inputRequests")
+        return dict(requests) if isinstance(requests, Mapping) else {}
+
+    @property
+    def request_state(self) -> str | None:
+        state = self.result.get("requestState")
+        return state if isinstance(state, str) else None
+
+    def retry_with(self, input_responses: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The options that re-send the call with these answers and the
+        server's `requestState` (exactly as received, or none)."""
+        options: dict[str, Any] = {"input_responses": dict(input_responses) if input_responses is not None else None}
+        if self.request_state is not None:
+            options["request_state"] = self.request_state
+        return options
+
+
+class NoInputHandler(InputRequired):
+    """The server asked for kinds of input with no handler installed
+    (`missing`, e.g. ``["form"]``). No handler ran."""
+
+    def __init__(self, message: str, *, result: Mapping[str, Any], missing: list[str]) -> None:
+        self.missing = missing
+        super().__init__(message, result=result)
+
+
+class InputHandlerError(InputRequired):
+    """A handler raised, or answered something the protocol does not allow;
+    nothing was sent for it. `handler` is its kind, `problem` says what."""
+
+    def __init__(self, message: str, *, result: Mapping[str, Any], handler: str, problem: str) -> None:
+        self.handler = handler
+        self.problem = problem
+        super().__init__(message, result=result)
+
+
+class InputRoundsExceeded(InputRequired):
+    """The server still asked for input after `rounds` answered rounds."""
+
+    def __init__(self, message: str, *, result: Mapping[str, Any], rounds: int) -> None:
+        self.rounds = rounds
+        super().__init__(message, result=result)
+
+
+class MalformedInputRequest(InputRequired, ProtocolError):
+    """An `input_required` result that cannot be answered: nothing to answer
+    and no state, or a request without the parameters of its kind."""
 
 
 class ToolError(McpError):

@@ -27,6 +27,12 @@ class RequestOptions(TypedDict, total=False):
     - `progress`: a callable run on the calling thread with each `Progress`.
     - `reset_timeout_on_progress`: each progress restarts `timeout`, bounded by
       `max_total_timeout` (default 600 s).
+    - `input_handlers`: handlers for this request, over the client's.
+    - `answer_input`: False returns no answers: `input_required` raises
+      `InputRequired` at once.
+    - `max_input_rounds`: the most `input_required` rounds answered (10).
+    - `input_responses`, `request_state`: answers to a previous
+      `InputRequired`, to retry by hand (see `InputRequired.retry_with`).
     """
 
     timeout: float | None
@@ -35,6 +41,11 @@ class RequestOptions(TypedDict, total=False):
     progress: Callable[[Progress], Any] | None
     reset_timeout_on_progress: bool
     max_total_timeout: float | None
+    input_handlers: Mapping[str, Callable[[dict[str, Any]], Any]] | None
+    answer_input: bool
+    max_input_rounds: int
+    input_responses: Mapping[str, Any] | None
+    request_state: str | None
 
 
 OPTION_NAMES = frozenset(RequestOptions.__annotations__)
@@ -45,3 +56,24 @@ def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
+def check_input_handlers(handlers: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
+    """Validate `input_handlers=`: kinds among form, url, sampling, roots."""
+    from .protocol.inputs import KINDS
+
+    if handlers is None:
+        return {}
+    if not isinstance(handlers, Mapping):
+        raise TypeError("input_handlers must be a mapping of kind to handler")
+    for kind, handler in handlers.items():
+        if kind not in KINDS:
+            raise ValueError(f"input_handlers kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        if not callable(handler):
+            raise TypeError(f"the {kind} input handler is not callable")
+    return dict(handlers)
+
+
+def check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")

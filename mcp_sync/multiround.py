@@ -1,0 +1,154 @@
+"""The multi round-trip loop of 2026-07-28 (`input_required` results).
+
+`answer_rounds()` sends a request, and while the server answers
+`resultType: "input_required"`, answers its `inputRequests` with the input
+handlers and sends the request again with `inputResponses` and the
+`requestState` exactly as received. It runs entirely on the calling thread:
+handlers are user code. Everything it adds to a request lives in this one
+call's params, so nothing leaks into any other request.
+
+Order of work in a round, so that nothing half-done reaches the server:
+every request is matched to a handler and its params checked first; only
+when all pass do the handlers run, one at a time, in the sort order of the
+request keys; every answer is checked before any is sent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+from .errors import (
+    InputHandlerError,
+    InputRequired,
+    InputRoundsExceeded,
+    InvalidResult,
+    MalformedInputRequest,
+    NoInputHandler,
+    RequestTimeout,
+)
+from .protocol import inputs
+from .protocol.schemas import SchemaCache
+
+#: The requests a server may answer with `input_required`.
+METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: How long to wait before re-sending a result that carries only `requestState`.
+STATE_ONLY_DELAY = 0.25
+
+Handler = Callable[[dict[str, Any]], Any]
+
+
+def is_input_required(result: Mapping[str, Any]) -> bool:
+    return result.get("resultType") == "input_required"
+
+
+def answer_rounds(
+    send: Callable[[dict[str, Any]], dict[str, Any]],
+    method: str,
+    params: Mapping[str, Any],
+    *,
+    handlers: Mapping[str, Handler],
+    answer_input: bool,
+    max_rounds: int,
+    input_responses: Mapping[str, Any] | None,
+    request_state: str | None,
+    schemas: SchemaCache,
+    max_total_timeout: float | None,
+) -> dict[str, Any]:
+    """Send `params` with `send` until the result is complete; see the module."""
+    started = time.monotonic()
+    responses = dict(input_responses) if input_responses is not None else None
+    state = request_state
+    answered = 0
+    while True:
+        round_params = dict(params)
+        if responses is not None:
+            round_params["inputResponses"] = responses
+        if state is not None:
+            round_params["requestState"] = state
+        result = send(round_params)
+        if not is_input_required(result):
+            return result
+        if method not in METHODS:
+            raise InvalidResult(f"{method}: the server answered input_required, which only "
+                                f"{', '.join(sorted(METHODS))} may")
+        if not answer_input:
+            raise InputRequired(f"{method}: the server needs input (answer_input=False)", result=result)
+        if answered >= max_rounds:
+            raise InputRoundsExceeded(
+                f"{method}: the server still asks for input after {answered} rounds (max_input_rounds)",
+                result=result, rounds=answered,
+            )
+        if max_total_timeout is not None and time.monotonic() - started > max_total_timeout:
+            raise RequestTimeout(f"{method}: maximum total timeout exceeded ({max_total_timeout:g} s)",
+                                 method=method, max_total_timeout=max_total_timeout)
+        requests, state = _read(method, result)
+        answered += 1
+        if not requests:
+            # Only state: the server is working; ask again shortly.
+            threading.Event().wait(STATE_ONLY_DELAY)
+            responses = None
+            continue
+        responses = _answer(method, result, requests, handlers, schemas)
+
+
+def _read(method: str, result: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    requests = result.get("inputRequests")
+    state = result.get("requestState")
+    if requests is not None and not isinstance(requests, Mapping):
+        raise MalformedInputRequest(f"{method}: inputRequests is not an object", result=result)
+    if state is not None and not isinstance(state, str):
+        raise MalformedInputRequest(f"{method}: requestState is not a string", result=result)
+    if not requests and state is None:
+        raise MalformedInputRequest(f"{method}: input_required with nothing to answer and no requestState",
+                                    result=result)
+    return dict(requests or {}), state
+
+
+def _answer(
+    method: str, result: Mapping[str, Any], requests: Mapping[str, Any],
+    handlers: Mapping[str, Handler], schemas: SchemaCache,
+) -> dict[str, Any]:
+    plan: list[tuple[str, str, dict[str, Any]]] = []
+    missing: set[str] = set()
+    for key in sorted(requests):
+        request = requests[key]
+        if not isinstance(request, Mapping):
+            raise MalformedInputRequest(f"{method}: input request {key!r} is not an object", result=result)
+        kind = inputs.kind_of(request.get("method"), request.get("params"))
+        if kind is None:
+            raise MalformedInputRequest(
+                f"{method}: input request {key!r} has method {request.get('method')!r}, which is not an input request",
+                result=result)
+        try:
+            inputs.check_request(kind, request.get("params"))
+        except inputs.BadInput as exc:
+            raise MalformedInputRequest(f"{method}: input request {key!r}: {exc}", result=result) from None
+        if kind not in handlers:
+            missing.add(kind)
+        plan.append((key, kind, dict(request.get("params") or {})))
+    if missing:
+        raise NoInputHandler(
+            f"{method}: the server asks for {', '.join(sorted(missing))} input and no handler is installed for it",
+            result=result, missing=sorted(missing),
+        )
+    answers: dict[str, Any] = {}
+    for key, kind, params in plan:
+        answers[key] = run_handler(kind, handlers[kind], params, schemas, result)
+    return answers
+
+
+def run_handler(kind: str, handler: Handler, params: dict[str, Any], schemas: SchemaCache,
+                result: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one handler and check its answer; `InputHandlerError` if either fails."""
+    try:
+        answer = handler(params)
+    except Exception as exc:
+        raise InputHandlerError(f"the {kind} handler failed: {exc!r}", result=result, handler=kind,
+                                problem=repr(exc)) from exc
+    try:
+        return inputs.check_response(kind, params, answer, schemas)
+    except inputs.BadInput as exc:
+        raise InputHandlerError(f"the {kind} handler answered something invalid: {exc}", result=result,
+                                handler=kind, problem=str(exc)) from None
