@@ -81,6 +81,8 @@ SCENARIOS: dict[str, Callable[[mcp_sync.Client, dict[str, Any]], None]] = {
     "http-invalid-tool-headers": invalid_tool_headers,
     "json-schema-ref-no-deref": list_only,
     "json-schema-2020-12-preservation": schema_preservation,
+    "sep-2322-client-request-state": list_and_call_all,
+    "elicitation-sep1034-client-defaults": list_and_call_all,
 }
 
 
@@ -97,7 +99,9 @@ def main(argv: list[str]) -> int:
     run = SCENARIOS.get(scenario, list_and_call_all)
     log.info("scenario %r at %s against %s", scenario, version, url)
     try:
-        with mcp_sync.connect(url, protocol=version, timeout=30) as client:
+        # Forms are answered with their schema's defaults (SEP-1034).
+        handlers = {"form": mcp_sync.handlers.defaults_form}
+        with mcp_sync.connect(url, protocol=version, timeout=30, input_handlers=handlers) as client:
             run(client, context)
     except mcp_sync.McpError as exc:
         log.error("scenario %r failed: %s: %s", scenario, type(exc).__name__, exc)

@@ -20,6 +20,7 @@ SCENARIOS=(
   2026-07-28:http-custom-headers 2026-07-28:http-invalid-tool-headers
   2026-07-28:json-schema-ref-no-deref 2026-07-28:json-schema-2020-12-preservation
   2025-06-18:initialize 2025-06-18:tools_call
+  2026-07-28:sep-2322-client-request-state 2025-11-25:elicitation-sep1034-client-defaults
 )
 
 [[ -f $RUNNER ]] || { echo "conformance runner not found: $RUNNER" >&2; exit 2; }
