@@ -4,9 +4,28 @@ It is the test peer nobody on this project wrote: the interop tests drive it
 through mcp_sync in every protocol era.
 """
 
-from mcp.server.mcpserver import Context, MCPServer
+from typing import Annotated
+
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 
 app = MCPServer("official-peer", instructions="An official-SDK server for interop tests.")
+
+
+class Guest(BaseModel):
+    name: str
+    guests: int = 2
+
+
+def ask_guest() -> Elicit[Guest]:
+    return Elicit("Who is coming?", Guest)
+
+
+@app.tool()
+async def book(day: str, guest: Annotated[Guest, Resolve(ask_guest)]) -> str:
+    """Book a table; asks who is coming (elicitation, in either era)."""
+    return f"{day}: {guest.guests} for {guest.name}"
 
 
 @app.tool()

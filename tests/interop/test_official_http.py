@@ -115,3 +115,27 @@ def test_many_threads_share_one_http_client(server):
         for t in pool:
             t.join(timeout=120)
     assert errors == []
+
+
+def test_elicitation_over_http_stateless(server):
+    # 2026-07-28 asks inside the result (input_required), whatever the server's mode.
+    check_elicitation(server[1], None)
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2025-06-18"])
+def test_elicitation_over_http_sessions(stateful, protocol):
+    # The initialize era asks with a server request on the call's SSE stream,
+    # which needs the server's stateful mode (its stateless mode has no back-channel).
+    check_elicitation(stateful[1], protocol)
+
+
+def check_elicitation(url, protocol):
+    asked = []
+
+    def form(params):
+        asked.append(threading.current_thread())
+        return {"action": "accept", "content": {"name": "Ada", "guests": 4}}
+
+    with mcp_sync.connect(url, protocol=protocol, input_handlers={"form": form}) as client:
+        assert client.call_tool("book", {"day": "monday"}).text == "monday: 4 for Ada"
+    assert asked == [threading.current_thread()]

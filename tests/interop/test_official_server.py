@@ -97,3 +97,24 @@ def test_many_threads(client):
     for t in pool:
         t.join(timeout=120)
     assert errors == []
+
+
+def booking_form(asked):
+    def form(params):
+        asked.append((params["message"], threading.current_thread()))
+        return {"action": "accept", "content": {"name": "Ada", "guests": 3}}
+    return form
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+def test_elicitation_is_answered_on_the_calling_thread(protocol):
+    asked = []
+    with mcp_sync.connect(SERVER, protocol=protocol, input_handlers={"form": booking_form(asked)}) as client:
+        assert client.call_tool("book", {"day": "friday"}).text == "friday: 3 for Ada"
+    assert asked == [("Who is coming?", threading.current_thread())]
+
+
+def test_without_a_form_handler_the_server_says_what_is_missing():
+    with mcp_sync.connect(SERVER) as client:
+        with pytest.raises(mcp_sync.MissingClientCapability):
+            client.call_tool("book", {"day": "friday"})
