@@ -349,3 +349,71 @@ def test_send_failure_unregisters_the_request():
         conn.send_request("m", None)
     assert conn.in_flight == 0
     conn.close()
+
+
+# -- server requests (initialize era) ---------------------------------------------------------
+
+
+def test_the_clock_stops_while_a_handler_runs(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {})
+    transport.next_sent()
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "elicitation/create", "params": {}})
+    released = threading.Event()
+
+    def slow_person(message):
+        # Longer than the call's whole timeout: a person typing.
+        released.wait(0.6)
+        conn.respond(message["id"], result={"action": "decline"})
+        respond(transport, pending.id, {"done": True})
+
+    assert conn.wait(pending, timeout=0.3, on_server_request=slow_person)["result"] == {"done": True}
+    assert transport.next_sent() == {"jsonrpc": "2.0", "id": "s1", "result": {"action": "decline"}}
+
+
+def test_a_request_the_server_cancelled_is_not_answered(engine):
+    conn, transport = engine
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s9", "method": "roots/list"})
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "s9"}})
+    conn.respond("s9", result={"roots": []})
+    conn.respond("never-asked", result={})
+    with pytest.raises(queue.Empty):
+        transport.sent.get(timeout=0.2)
+
+
+def test_server_requests_on_the_worker_are_bounded():
+    transport = ScriptedTransport()
+    release = threading.Event()
+    started = threading.Event()
+
+    def handler(message):
+        started.set()
+        release.wait(10)
+        return {}
+
+    conn = Connection(transport, new_id_counter(), on_server_request=handler, max_server_requests=2)
+    conn.start()
+    for n in range(4):
+        transport.sink.deliver({"jsonrpc": "2.0", "id": f"s{n}", "method": "ping"})
+    refused = [transport.next_sent(), transport.next_sent()]
+    assert {m["id"] for m in refused} == {"s2", "s3"}
+    assert all(m["error"]["code"] == -32603 for m in refused)
+    release.set()
+    answered = {transport.next_sent()["id"], transport.next_sent()["id"]}
+    assert answered == {"s0", "s1"}
+    conn.close()
+
+
+def test_a_slow_worker_handler_is_answered_with_an_error_at_its_timeout():
+    transport = ScriptedTransport()
+    release = threading.Event()
+    conn = Connection(transport, new_id_counter(), on_server_request=lambda m: release.wait(10) and {"late": True},
+                      handler_timeout=0.2)
+    conn.start()
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": {}})
+    answer = transport.next_sent()
+    assert answer["id"] == "s1" and "did not answer within" in answer["error"]["message"]
+    release.set()
+    with pytest.raises(queue.Empty):
+        transport.sent.get(timeout=0.2)  # the late result is dropped
+    conn.close()
