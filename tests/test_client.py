@@ -131,7 +131,7 @@ def test_resources(client):
     blob = client.read_resource("demo://logo.png").contents[0]
     assert blob.bytes.startswith(b"\x89PNG")
     templates = client.list_resource_templates()
-    assert [t.uri_template for t in templates] == ["demo://items/{id}"]
+    assert [t.uri_template for t in templates] == ["demo://items/{id}", "demo://secret/{id}"]
     assert client.read_resource("demo://items/42").text == "item 42"
 
 
@@ -161,7 +161,7 @@ def test_pagination_follows_cursors_to_the_end():
         second = client.list_page("tools", first.next_cursor)
         assert [t.name for t in second.items] != [t.name for t in first.items]
         everything = client.list_tools()
-        assert len(everything) == 9 and len({t.name for t in everything}) == 9
+        assert len(everything) == 16 and len({t.name for t in everything}) == 16
         assert len(client.list_resources()) == 2
 
 

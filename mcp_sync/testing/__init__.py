@@ -8,6 +8,10 @@ Standard library only; it shares no code with the client, so it can check it.
 * `ToolContext`: what a tool gets besides its arguments (progress, logging,
   cancellation, protocol version, request `_meta`).
 * `RpcError`: raise it from a tool to answer with a JSON-RPC error.
+* Asking the client (`ctx.elicit`, `ctx.elicit_url`, `ctx.sample`,
+  `ctx.list_roots`, `ctx.ping_client`, `ctx.ask_all`) works in both eras;
+  failures raise `ClientError`, `MissingClientCapability`,
+  `RequestCancelled` or `TimeoutError` (see `ToolContext`).
 * `demo_server()`: the demo server used by the tests and the CLI.
 * `SUPPORTED_VERSIONS`: the protocol revisions the server can speak, newest first.
 
@@ -28,11 +32,19 @@ Example::
         return str(args["x"] * 2)
 """
 
-from .core import SUPPORTED_VERSIONS, RpcError, Server, ServerSession, ToolContext
+from ._asking import ClientError, MissingClientCapability, RequestCancelled
+from .core import (
+    SUPPORTED_VERSIONS,
+    RequestContext,
+    RpcError,
+    Server,
+    ServerSession,
+    ToolContext,
+)
 from .demo import demo_server
 from .http import HTTPServer, RecordedRequest
 
 __all__ = [
-    "SUPPORTED_VERSIONS", "HTTPServer", "RecordedRequest", "RpcError", "Server", "ServerSession", "ToolContext",
-    "demo_server",
+    "SUPPORTED_VERSIONS", "ClientError", "HTTPServer", "MissingClientCapability", "RecordedRequest",
+    "RequestCancelled", "RequestContext", "RpcError", "Server", "ServerSession", "ToolContext", "demo_server",
 ]

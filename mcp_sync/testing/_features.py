@@ -122,10 +122,11 @@ class ToolDef:
 class ResourceDef:
     uri: str
     name: str
-    fn: Callable[[], str | bytes]
+    fn: Callable[..., str | bytes]
     mime_type: str | None
     description: str | None
     title: str | None
+    with_context: bool = False
 
     def describe(self) -> JSONDict:
         return _describe_resource({"uri": self.uri}, self.name, self.title, self.description, self.mime_type)
@@ -135,10 +136,11 @@ class ResourceDef:
 class TemplateDef:
     uri_template: str
     name: str
-    fn: Callable[[dict[str, str]], str | bytes]
+    fn: Callable[..., str | bytes | None]
     mime_type: str | None
     description: str | None
     title: str | None
+    with_context: bool = False
     pattern: re.Pattern[str] = field(init=False)
     variables: tuple[str, ...] = field(init=False)
 
@@ -160,10 +162,11 @@ class TemplateDef:
 @dataclass
 class PromptDef:
     name: str
-    fn: Callable[[dict[str, str]], Any]
+    fn: Callable[..., Any]
     description: str | None
     arguments: list[JSONDict]
     title: str | None
+    with_context: bool = False
 
     def describe(self) -> JSONDict:
         out: JSONDict = {"name": self.name}

@@ -29,13 +29,25 @@ How a session works:
 * `open_session(send, related=True)` calls `send(message, related_id)` instead,
   with the id of the request each message belongs to (None when it belongs to
   none), so a transport can route messages per request (Streamable HTTP).
+* Servers that ask back (`ToolContext.elicit` and friends; prompt and
+  resource handlers get the same context when they take one more argument):
+  in the legacy era the question is a server-to-client request ("s-1",
+  "s-2", ... per session) sent with `related_id` = the id of the request
+  being served, and the client's JSON-RPC response, fed to `receive()` like
+  any message, wakes the waiting worker. In the stateless era the request is
+  answered with an InputRequiredResult (input keys "input-1", "input-2", ...
+  in asking order; a sealed `requestState`, see `_asking`), and the retried
+  request runs the handler again from the start with the answers.
 """
 
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 import threading
+import time
+import uuid
 from typing import (
     Any,
     Callable,
@@ -47,6 +59,20 @@ from typing import (
     overload,
 )
 
+from ._asking import (
+    ASKABLE_METHODS,
+    MRTR_METHODS,
+    RESULT_NAMES,
+    ClientError,
+    InputRequired,
+    MissingClientCapability,
+    RequestCancelled,
+    StateSealer,
+    check_answer,
+    describe_capabilities,
+    missing_capabilities,
+    request_digest,
+)
 from ._features import (
     ArgumentError,
     Completer,
@@ -87,6 +113,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND_LEGACY = -32002
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 RequestId = str | int
@@ -130,12 +157,37 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+class _Outgoing:
+    """One server-to-client request waiting for the client's response (initialize era)."""
+
+    __slots__ = ("id", "method", "done", "response")
+
+    def __init__(self, request_id: str, method: str) -> None:
+        self.id = request_id
+        self.method = method
+        self.done = threading.Event()
+        self.response: JSONDict | None = None
+
+
+class _Mrtr:
+    """Stateless era: what a retried request brought back (answers by input
+    key, from `requestState` and `inputResponses`) and what this run used."""
+
+    __slots__ = ("digest", "answers", "used")
+
+    def __init__(self, digest: str, answers: dict[str, tuple[str, JSONDict]]) -> None:
+        self.digest = digest
+        self.answers = answers
+        self.used: dict[str, tuple[str, JSONDict]] = {}
+
+
 class _Call:
     """One request in flight on a session."""
 
     __slots__ = (
         "id", "method", "params", "meta", "version", "stateless", "log_level",
         "progress_token", "last_progress", "cancelled", "lock", "done",
+        "pending", "pending_lock", "mrtr",
     )
 
     def __init__(self, request_id: RequestId, method: str, params: JSONDict, meta: JSONDict) -> None:
@@ -152,24 +204,67 @@ class _Call:
         self.cancelled = threading.Event()
         self.lock = threading.Lock()
         self.done = False
+        #: Server-to-client requests this request's handler waits for, by id.
+        self.pending: dict[str, _Outgoing] = {}
+        self.pending_lock = threading.Lock()
+        self.mrtr: _Mrtr | None = None
+
+    def cancel(self) -> None:
+        """Set `cancelled` and wake the handler if it waits for the client."""
+        with self.pending_lock:
+            self.cancelled.set()
+            waiting = list(self.pending.values())
+        for outgoing in waiting:
+            outgoing.done.set()
 
 
 class ToolContext:
-    """What a tool function gets besides its arguments.
+    """What a tool (or a prompt or resource handler that takes a second
+    argument) gets besides its arguments.
 
     * `cancelled`: a `threading.Event`, set when the client cancels the
       request or the session closes; long tools should wait on it
       (`ctx.cancelled.wait(delay)`) instead of sleeping.
-    * `protocol_version`: the revision serving this request.
+    * `protocol_version`: the revision serving this request; `stateless`:
+      True for a 2026-07-28 request (per-request `_meta`).
     * `meta`: the request's `_meta` (an empty dict when absent).
     * `request_id`, `progress_token`: from the request.
+
+    Asking the client (`elicit`, `elicit_url`, `sample`, `list_roots`,
+    `request`, `ask_all`) works in both eras with one implementation:
+
+    * initialize era: a server-to-client JSON-RPC request (ids "s-1",
+      "s-2", ... per session) goes out with the request's other messages, and
+      the call blocks until the client's response arrives through
+      `ServerSession.receive()`. It returns the result; an error response
+      raises `ClientError`; a capability the client did not declare in
+      `initialize` raises `MissingClientCapability` (both become an
+      `isError` result when a tool lets them escape). `timeout` (seconds):
+      when it passes without an answer, the server sends
+      `notifications/cancelled` for its request and raises `TimeoutError`.
+      If the client's request is cancelled (or the session closes) while
+      waiting, the server cancels its request the same way and raises
+      `RequestCancelled`.
+    * stateless era (multi round-trip requests): the n-th question of a run
+      has the input key "input-n". A question whose answer the retried
+      request carries (`inputResponses` plus the sealed `requestState`)
+      returns it at once; otherwise the run ends (a private BaseException
+      unwinds the handler) and the request is answered with an
+      InputRequiredResult asking it. The handler runs again from the start
+      on every retry, so it must ask the same questions in the same order
+      given the same answers; `ask_all` asks several in one round. A
+      capability missing from the request's `_meta` clientCapabilities
+      answers the request with -32021. `timeout` does not apply.
     """
 
     def __init__(self, session: ServerSession, call: _Call) -> None:
         self._session = session
         self._call = call
+        self._asked = 0
+        self._ask_lock = threading.Lock()
         self.cancelled: threading.Event = call.cancelled
         self.protocol_version: str = call.version or ""
+        self.stateless: bool = call.stateless
         self.meta: JSONDict = call.meta
         self.request_id: RequestId = call.id
         self.progress_token: RequestId | None = call.progress_token
@@ -190,6 +285,95 @@ class ToolContext:
         above the session's `logging/setLevel` level (nothing before it).
         ValueError for an unknown level."""
         self._session._log(self._call, level, data, logger)
+
+    # -- asking the client ------------------------------------------------
+
+    def elicit(self, message: str, requested_schema: Mapping[str, Any], *,
+               timeout: float | None = None) -> JSONDict:
+        """Form-mode `elicitation/create`; returns the ElicitResult
+        (`{"action": "accept" | "decline" | "cancel", "content": {...}}`).
+        Needs the client's `elicitation` capability (`form`, or an empty object)."""
+        if not isinstance(message, str):
+            raise TypeError("message must be a string")
+        if not isinstance(requested_schema, Mapping) or requested_schema.get("type") != "object":
+            raise ValueError('requested_schema must be an object schema ({"type": "object", "properties": ...})')
+        params = {"mode": "form", "message": message, "requestedSchema": dict(requested_schema)}
+        return self.request("elicitation/create", params, timeout=timeout)
+
+    def elicit_url(self, message: str, url: str, *, timeout: float | None = None) -> JSONDict:
+        """URL-mode `elicitation/create` (`mode: "url"`); returns the
+        ElicitResult (no content). Needs `elicitation.url`; revision
+        2025-06-18 has no URL mode (MissingClientCapability). 2025-11-25
+        requests get a fresh `elicitationId`."""
+        if not isinstance(message, str) or not isinstance(url, str):
+            raise TypeError("message and url must be strings")
+        return self.request("elicitation/create", {"mode": "url", "message": message, "url": url}, timeout=timeout)
+
+    def sample(self, messages: list[dict[str, Any]], max_tokens: int, *, timeout: float | None = None,
+               **extra: Any) -> JSONDict:
+        """`sampling/createMessage`; returns the CreateMessageResult. `extra`
+        adds request params (snake_case names become camelCase:
+        `system_prompt` -> `systemPrompt`). Needs `sampling` (and
+        `sampling.tools` with `tools`/`tool_choice`, `sampling.context` with
+        an `include_context` other than "none")."""
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise TypeError("max_tokens must be an integer")
+        params: JSONDict = {"messages": list(messages), "maxTokens": max_tokens}
+        for key, value in extra.items():
+            head, *rest = key.split("_")
+            params[head + "".join(part[:1].upper() + part[1:] for part in rest)] = value
+        return self.request("sampling/createMessage", params, timeout=timeout)
+
+    def list_roots(self, *, timeout: float | None = None) -> JSONDict:
+        """`roots/list`; returns the ListRootsResult (`{"roots": [...]}`). Needs `roots`."""
+        return self.request("roots/list", None, timeout=timeout)
+
+    def ping_client(self, *, timeout: float | None = None) -> JSONDict:
+        """Initialize era: send a `ping` request to the client and wait for
+        its (empty) result. RuntimeError for a stateless request, which
+        cannot reach the client."""
+        if self._call.stateless:
+            raise RuntimeError("ping_client: a stateless request cannot send requests to the client")
+        return self.request("ping", None, timeout=timeout)
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None, *,
+                timeout: float | None = None) -> JSONDict:
+        """Ask one question (`method` is elicitation/create,
+        sampling/createMessage or roots/list; `ping` in the initialize era)
+        and return the client's result. See the class docstring."""
+        question: JSONDict = {"method": method}
+        if params is not None:
+            question["params"] = dict(params)
+        return self.ask_all([question], timeout=timeout)[0]
+
+    def ask_all(self, requests: Iterable[Mapping[str, Any]], *, timeout: float | None = None) -> list[JSONDict]:
+        """Ask several questions at once (`{"method": ..., "params": {...}}`
+        each) and return their results in order. Stateless: every
+        unanswered one goes into the same InputRequiredResult (one round);
+        initialize era: all requests are sent, then all answers awaited."""
+        questions: list[JSONDict] = []
+        for request in requests:
+            method = request.get("method")
+            params = request.get("params")
+            if not isinstance(method, str):
+                raise ValueError("every request needs a string method")
+            if params is not None and not isinstance(params, Mapping):
+                raise ValueError("request params must be an object")
+            question: JSONDict = {"method": method}
+            if params is not None:
+                question["params"] = dict(params)
+            questions.append(question)
+        if not questions:
+            return []
+        with self._ask_lock:
+            first = self._asked + 1
+            self._asked += len(questions)
+        keys = [f"input-{n}" for n in range(first, first + len(questions))]
+        return self._session._ask(self._call, keys, questions, timeout)
+
+
+#: The same context is given to prompt and resource handlers.
+RequestContext = ToolContext
 
 
 class Server:
@@ -218,6 +402,8 @@ class Server:
         *,
         ttl_ms: int = 60_000,
         max_workers: int = 16,
+        request_state_key: bytes | None = None,
+        request_state_ttl: float = 600.0,
     ) -> None:
         if page_size is not None and (isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1):
             raise ValueError("page_size must be None or a positive integer")
@@ -235,6 +421,9 @@ class Server:
         self.page_size = page_size
         self.ttl_ms = ttl_ms
         self.max_workers = max_workers
+        #: Seals the stateless era's `requestState` (HMAC key: `request_state_key`,
+        #: random per Server by default; lifetime: `request_state_ttl` seconds).
+        self._sealer = StateSealer(request_state_key, request_state_ttl)
         self.versions: tuple[str, ...] = tuple(v for v in SUPPORTED_VERSIONS if v in wanted)
         self.stateless_versions: tuple[str, ...] = tuple(v for v in self.versions if v in STATELESS_VERSIONS)
         self.legacy_versions: tuple[str, ...] = tuple(v for v in self.versions if v in LEGACY_VERSIONS)
@@ -312,11 +501,13 @@ class Server:
         title: str | None = None,
     ) -> Callable[[_F], _F]:
         """Register `fn() -> str | bytes` as the resource at `uri` (decorator);
-        bytes are sent base64-encoded as a blob."""
+        bytes are sent base64-encoded as a blob. `fn(ctx)` gets a
+        `RequestContext` (to ask the client, see `ToolContext`)."""
 
         def register(fn: _F) -> _F:
             with self._lock:
-                self._resources[uri] = ResourceDef(uri, name, fn, mime_type, description, title)
+                self._resources[uri] = ResourceDef(uri, name, fn, mime_type, description, title,
+                                                   _takes_context(fn, 0))
             return fn
 
         return register
@@ -332,11 +523,12 @@ class Server:
     ) -> Callable[[_F], _F]:
         """Register `fn(params: dict[str, str]) -> str | bytes` for every URI
         matching a simple `{var}` template (decorator). The function may
-        raise LookupError (or return None) for "resource not found"."""
+        raise LookupError (or return None) for "resource not found".
+        `fn(params, ctx)` also gets a `RequestContext`."""
         compile_template(uri_template)  # reject unsupported templates now, not when decorating
 
         def register(fn: _F) -> _F:
-            template = TemplateDef(uri_template, name, fn, mime_type, description, title)
+            template = TemplateDef(uri_template, name, fn, mime_type, description, title, _takes_context(fn, 1))
             with self._lock:
                 self._templates[uri_template] = template
             return fn
@@ -354,7 +546,8 @@ class Server:
         """Register `fn(args: dict[str, str]) -> str | list` as a prompt
         (decorator). `arguments` is a list of `{"name", "description",
         "required"}`. A str becomes one user text message; list items are
-        str (user text) or `{"role", "content"}` messages."""
+        str (user text) or `{"role", "content"}` messages. `fn(args, ctx)`
+        also gets a `RequestContext` (to ask the client, see `ToolContext`)."""
         args = [dict(arg) for arg in arguments or ()]
         for arg in args:
             if not isinstance(arg.get("name"), str):
@@ -362,7 +555,7 @@ class Server:
 
         def register(fn: _F) -> _F:
             with self._lock:
-                self._prompts[name] = PromptDef(name, fn, description, args, title)
+                self._prompts[name] = PromptDef(name, fn, description, args, title, _takes_context(fn, 1))
             return fn
 
         return register
@@ -424,6 +617,19 @@ class Server:
         return {"name": self.name, "version": self.version}
 
 
+def _takes_context(fn: Callable[..., Any], arity: int) -> bool:
+    """Whether `fn` accepts one positional argument more than `arity` (the context)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return True
+    positional = [p for p in parameters
+                  if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    return len(positional) > arity
+
+
 def _normalize_ref_type(ref_type: Any) -> str | None:
     return {"ref/prompt": "ref/prompt", "prompt": "ref/prompt",
             "ref/resource": "ref/resource", "resource": "ref/resource"}.get(ref_type) if isinstance(ref_type, str) else None
@@ -444,8 +650,12 @@ class ServerSession:
         self._lock = threading.Lock()
         self._inflight: dict[RequestId, _Call] = {}
         self._legacy_version: str | None = None
+        self._client_capabilities: JSONDict = {}
         self._log_level: str | None = None
         self._closed = False
+        #: Server-to-client requests awaiting the client's response, by id.
+        self._outgoing: dict[RequestId, _Outgoing] = {}
+        self._server_ids = itertools.count(1)
         self._send_cond = threading.Condition()
         self._sending = False
         self._sender: int | None = None
@@ -471,7 +681,7 @@ class ServerSession:
         with self._send_cond:
             self._send_cond.notify_all()
         for call in calls:
-            call.cancelled.set()
+            call.cancel()
         self._pool.close()
         # A thread the session did not start (a tool's helper reporting
         # progress) may still be inside `send`: wait for it, unless that
@@ -502,7 +712,7 @@ class ServerSession:
         readable_id = request_id if _is_request_id(request_id) else None
         if method is None:
             if "result" in message or "error" in message:
-                _log.debug("ignoring a response from the client: %r", request_id)
+                self._client_response(readable_id, message)
             else:
                 self._post_error(readable_id, INVALID_REQUEST, "Invalid Request: no method")
             return
@@ -543,6 +753,16 @@ class ServerSession:
             with self._lock:
                 self._inflight.pop(call.id, None)
 
+    def _client_response(self, request_id: RequestId | None, message: JSONDict) -> None:
+        """The client's answer to a server-to-client request: wake its waiter."""
+        with self._lock:
+            outgoing = self._outgoing.pop(request_id, None) if request_id is not None else None
+        if outgoing is None:
+            _log.debug("ignoring a response from the client to no pending request: %r", request_id)
+            return
+        outgoing.response = message
+        outgoing.done.set()
+
     def _notification(self, method: str, params: JSONDict) -> None:
         if method == "notifications/cancelled":
             request_id = params.get("requestId")
@@ -552,7 +772,7 @@ class ServerSession:
                 call = self._inflight.pop(request_id, None)
             if call is not None:
                 _log.debug("request %r cancelled: %s", request_id, params.get("reason"))
-                call.cancelled.set()
+                call.cancel()
         elif method == "notifications/initialized":
             _log.debug("client sent notifications/initialized")
         else:
@@ -599,7 +819,40 @@ class ServerSession:
         call.log_level = level
         if call.method not in _STATELESS_METHODS:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        if call.method in MRTR_METHODS:
+            call.mrtr = self._mrtr(call)
         return self._feature_handler(call.method)
+
+    def _mrtr(self, call: _Call) -> _Mrtr:
+        """The answers a (retried) stateless request brings: those sealed in
+        its `requestState` plus its `inputResponses` to the questions of the
+        last round. RpcError -32602 for a malformed or rejected state or answer."""
+        params = call.params
+        digest = request_digest(call.method, params)
+        responses = params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
+        token = params.get("requestState")
+        if token is None:
+            # Nothing was asked as far as this request tells: answers without
+            # a state answer no question of ours and are ignored.
+            return _Mrtr(digest, {})
+        if not isinstance(token, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: requestState must be a string")
+        try:
+            answers, pending = self._server._sealer.open(token, call.method, digest)
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: requestState rejected ({exc})") from None
+        for key, method in pending.items():
+            if responses is None or key not in responses:
+                continue
+            answer = responses[key]
+            why = check_answer(method, answer)
+            if why is not None:
+                raise RpcError(INVALID_PARAMS, f"Invalid params: inputResponses[{key!r}] is not a valid "
+                               f"{RESULT_NAMES.get(method, 'result')}: {why}")
+            answers[key] = (method, answer)
+        return _Mrtr(digest, answers)
 
     def _route_legacy(self, call: _Call) -> Handler:
         method = call.method
@@ -631,10 +884,12 @@ class ServerSession:
         if not isinstance(requested, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: initialize needs a string protocolVersion")
         negotiated = requested if requested in server.legacy_versions else server.legacy_versions[0]
+        capabilities = call.params.get("capabilities")
         with self._lock:
             if self._legacy_version is not None:
                 raise RpcError(INVALID_REQUEST, "Invalid Request: the session is already initialized")
             self._legacy_version = negotiated
+            self._client_capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
         call.version = negotiated
         result: JSONDict = {
             "protocolVersion": negotiated,
@@ -666,10 +921,20 @@ class ServerSession:
             self._finish(call, None)
             return
         try:
-            result = handler(call)
+            try:
+                result = handler(call)
+            except InputRequired as asked:
+                result = self._input_required(call, asked)
             response: JSONDict = {"jsonrpc": "2.0", "id": call.id, "result": self._decorate(call, result)}
         except RpcError as exc:
             response = {"jsonrpc": "2.0", "id": call.id, "error": exc.to_json()}
+        except RequestCancelled:
+            self._finish(call, None)
+            return
+        except (ClientError, MissingClientCapability, TimeoutError) as exc:
+            # A prompt or resource handler whose question to the client failed.
+            response = {"jsonrpc": "2.0", "id": call.id,
+                        "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {exc}"}}
         except Exception as exc:
             _log.exception("internal error handling %s", call.method)
             response = {"jsonrpc": "2.0", "id": call.id,
@@ -684,7 +949,7 @@ class ServerSession:
         meta = dict(result.get("_meta") or {})
         meta.setdefault(META_SERVER_INFO, self._server.server_info())
         out["_meta"] = meta
-        if call.method in _CACHEABLE:
+        if call.method in _CACHEABLE and out["resultType"] == "complete":
             out.setdefault("ttlMs", self._server.ttl_ms)
             out.setdefault("cacheScope", "public")
         return out
@@ -767,6 +1032,162 @@ class ServerSession:
                 return
             self._deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": params}, call.id)
 
+    # -- asking the client ---------------------------------------------------
+
+    def _ask(self, call: _Call, keys: list[str], questions: list[JSONDict], timeout: float | None) -> list[JSONDict]:
+        if call.stateless:
+            return self._ask_stateless(call, keys, questions)
+        return self._ask_legacy(call, questions, timeout)
+
+    def _ask_stateless(self, call: _Call, keys: list[str], questions: list[JSONDict]) -> list[JSONDict]:
+        for question in questions:
+            if question["method"] not in ASKABLE_METHODS:
+                raise ValueError(f"{question['method']} cannot be asked in a stateless request; "
+                                 f"use one of {', '.join(sorted(ASKABLE_METHODS))}")
+        missing = missing_capabilities(call.meta.get(META_CLIENT_CAPABILITIES), questions)
+        if missing:
+            raise RpcError(MISSING_REQUIRED_CLIENT_CAPABILITY,
+                           f"Missing required client capability: {describe_capabilities(missing)}",
+                           {"requiredCapabilities": missing})
+        mrtr = call.mrtr
+        if mrtr is None:
+            raise RuntimeError(f"{call.method} cannot ask the client for input")
+        results: list[JSONDict] = []
+        wanted: dict[str, JSONDict] = {}
+        for key, question in zip(keys, questions):
+            found = mrtr.answers.get(key)
+            if found is not None and found[0] == question["method"]:
+                mrtr.used[key] = found
+                results.append(found[1])
+            else:
+                wanted[key] = question
+        if wanted:
+            raise InputRequired(wanted)
+        return results
+
+    def _input_required(self, call: _Call, asked: InputRequired) -> JSONDict:
+        mrtr = call.mrtr
+        if mrtr is None:
+            raise RpcError(INTERNAL_ERROR, f"Internal error: {call.method} cannot ask the client for input")
+        pending = {key: question["method"] for key, question in asked.requests.items()}
+        return {
+            "resultType": "input_required",
+            "inputRequests": asked.requests,
+            "requestState": self._server._sealer.seal(call.method, mrtr.digest, mrtr.used, pending),
+        }
+
+    def _shape_legacy(self, call: _Call, question: JSONDict) -> JSONDict:
+        """A question in the form of the session's revision."""
+        params = question.get("params")
+        if question["method"] != "elicitation/create" or params is None:
+            return question
+        params = dict(params)
+        mode = params.get("mode", "form")
+        if call.version == "2025-06-18":
+            if mode == "url":
+                raise MissingClientCapability(
+                    {"elicitation": {"url": {}}},
+                    "URL mode elicitation needs protocol revision 2025-11-25 or later; this session speaks 2025-06-18",
+                )
+            params.pop("mode", None)  # 2025-06-18 elicitation has no mode
+        elif mode == "url":
+            params.setdefault("elicitationId", uuid.uuid4().hex)
+        return {**question, "params": params}
+
+    def _ask_legacy(self, call: _Call, questions: list[JSONDict], timeout: float | None) -> list[JSONDict]:
+        for question in questions:
+            if question["method"] not in ASKABLE_METHODS and question["method"] != "ping":
+                raise ValueError(f"{question['method']} is not a request a server sends to a client")
+        missing = missing_capabilities(self._client_capabilities, questions)
+        if missing:
+            raise MissingClientCapability(
+                missing, f"The client did not declare the {describe_capabilities(missing)} capability")
+        shaped = [self._shape_legacy(call, question) for question in questions]
+        registered: list[_Outgoing] = []
+        sent: list[_Outgoing] = []
+        try:
+            for question in shaped:
+                outgoing = _Outgoing(f"s-{next(self._server_ids)}", question["method"])
+                with self._lock:
+                    if self._closed:
+                        raise RequestCancelled("the session is closed")
+                    self._outgoing[outgoing.id] = outgoing
+                registered.append(outgoing)
+                with call.pending_lock:
+                    call.pending[outgoing.id] = outgoing
+                message: JSONDict = {"jsonrpc": "2.0", "id": outgoing.id, "method": question["method"]}
+                if "params" in question:
+                    message["params"] = question["params"]
+                with call.lock:
+                    live = not call.done and not call.cancelled.is_set()
+                    if live:
+                        self._deliver(message, call.id)
+                if not live:
+                    self._withdraw(call, sent, "the request was cancelled", None)
+                    raise RequestCancelled(f"request {call.id!r} was cancelled")
+                sent.append(outgoing)
+            deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+            for outgoing in sent:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                answered = outgoing.done.wait(remaining)
+                if call.cancelled.is_set():
+                    self._withdraw(call, sent, "the request was cancelled", None)
+                    raise RequestCancelled(f"request {call.id!r} was cancelled while waiting for the client")
+                if not answered:
+                    if self._withdraw(call, [outgoing], f"no answer within {timeout:g} seconds", call.id):
+                        self._withdraw(call, sent, "a related request timed out", call.id)
+                        raise TimeoutError(f"the client did not answer {outgoing.method} within {timeout:g} seconds")
+                    outgoing.done.wait()  # the answer is arriving right now
+        finally:
+            with self._lock:
+                for outgoing in registered:
+                    self._outgoing.pop(outgoing.id, None)
+            with call.pending_lock:
+                for outgoing in registered:
+                    call.pending.pop(outgoing.id, None)
+        results: list[JSONDict] = []
+        for outgoing in sent:
+            response = outgoing.response
+            assert response is not None
+            if "error" in response:
+                error = response["error"]
+                if not isinstance(error, dict):
+                    error = {}
+                code = error.get("code")
+                raise ClientError(
+                    code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
+                    str(error.get("message", "the client answered with an error")),
+                    error.get("data"),
+                )
+            result = response.get("result")
+            why = check_answer(outgoing.method, result)
+            if why is not None:
+                raise ClientError(INVALID_PARAMS, f"The client's answer to {outgoing.method} is not a valid "
+                                  f"{RESULT_NAMES.get(outgoing.method, 'result')}: {why}")
+            assert isinstance(result, dict)
+            results.append(result)
+        return results
+
+    def _withdraw(self, call: _Call, sent: list[_Outgoing], reason: str, related: RequestId | None) -> bool:
+        """Send `notifications/cancelled` for each of `sent` still unanswered
+        (and forget it); True if any was. `related` None: the message belongs
+        to no request (the one it served was cancelled, its stream is gone)."""
+        withdrawn: list[_Outgoing] = []
+        with self._lock:
+            for outgoing in sent:
+                if self._outgoing.pop(outgoing.id, None) is not None:
+                    withdrawn.append(outgoing)
+        for outgoing in withdrawn:
+            message: JSONDict = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                 "params": {"requestId": outgoing.id, "reason": reason}}
+            if related is None:
+                self._deliver(message, None)
+                continue
+            with call.lock:
+                if not call.done and not call.cancelled.is_set():
+                    self._deliver(message, related)
+        return bool(withdrawn)
+
     # -- feature handlers ---------------------------------------------------
 
     def _not_found(self, call: _Call, uri: str) -> RpcError:
@@ -842,18 +1263,19 @@ class ServerSession:
             resource = self._server._resources.get(uri)
             templates = list(self._server._templates.values())
         if resource is not None:
-            return {"contents": [resource_contents(uri, resource.mime_type, resource.fn())]}
+            data = resource.fn(ToolContext(self, call)) if resource.with_context else resource.fn()
+            return {"contents": [resource_contents(uri, resource.mime_type, data)]}
         for template in templates:
             variables = template.match(uri)
             if variables is None:
                 continue
             try:
-                data = template.fn(variables)
+                found = template.fn(variables, ToolContext(self, call)) if template.with_context else template.fn(variables)
             except LookupError:
                 raise self._not_found(call, uri) from None
-            if data is None:
+            if found is None:
                 raise self._not_found(call, uri)
-            return {"contents": [resource_contents(uri, template.mime_type, data)]}
+            return {"contents": [resource_contents(uri, template.mime_type, found)]}
         raise self._not_found(call, uri)
 
     def _prompts_list(self, call: _Call) -> JSONDict:
@@ -881,7 +1303,8 @@ class ServerSession:
         result: JSONDict = {}
         if prompt.description is not None:
             result["description"] = prompt.description
-        result["messages"] = prompt.messages_from(prompt.fn(checked))
+        value = prompt.fn(checked, ToolContext(self, call)) if prompt.with_context else prompt.fn(checked)
+        result["messages"] = prompt.messages_from(value)
         return result
 
     def _complete(self, call: _Call) -> JSONDict:

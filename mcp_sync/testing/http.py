@@ -72,8 +72,19 @@ Responses: JSON with `Content-Length`, or SSE (`text/event-stream`,
 `Cache-Control: no-cache`, `X-Accel-Buffering: no`, chunked on HTTP/1.1 and
 close-delimited on HTTP/1.0, one flush per event) chosen by `response_mode`:
 "auto" answers in JSON unless the request produced notifications before its
-response, "json" always answers in JSON (dropping such notifications), "sse"
-always streams. Connections are kept alive between requests. An `Origin`
+response, "json" answers in JSON (dropping such notifications) unless the
+request's handler sends a request to the client, "sse" always streams.
+
+Servers that ask back, legacy era: a tool's `elicitation/create`,
+`sampling/createMessage`, `roots/list` or `ping` request to the client goes
+out on the SSE stream of the POST that started the tool (it forces SSE for
+that POST, in every response mode); the client answers by POSTing the
+JSON-RPC response with its `Mcp-Session-Id` (202), which is routed to the
+session. A `notifications/cancelled` the server sends for its own request
+travels on the same POST stream, or on the GET stream when the POST's request
+was itself cancelled. Stateless era: such questions are answered with an
+`InputRequiredResult` (200, JSON unless notifications came first); a client
+lacking the capability gets -32021 (400). Connections are kept alive between requests. An `Origin`
 header that is not a loopback origin gets 403 (DNS rebinding protection);
 other paths get 404, other HTTP methods 405 (with `Allow`).
 
@@ -115,6 +126,7 @@ from .core import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
     RequestId,
@@ -129,7 +141,6 @@ _log = logging.getLogger("mcp_sync.testing.http")
 JSONDict = dict[str, Any]
 
 HEADER_MISMATCH = -32020
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 #: The non-standard code legacy SDKs use for transport-level rejections.
 _LEGACY_TRANSPORT_ERROR = -32000
 _SESSION_NOT_FOUND = -32001
@@ -1355,9 +1366,11 @@ class HTTPServer:
                             h.send_json(status, message, {**(headers or {}), **extra})
                             cursor = seq
                             return _DONE
-                        if mode == "json":
+                        if mode == "json" and "id" not in message:
                             cursor = seq  # JSON mode: notifications before the response are dropped
                             continue
+                        # A server-to-client request (or, in auto/sse mode, any
+                        # message before the response) needs an SSE stream.
                         sse, cut = self._open_sse(h, stream, headers, prime=True, may_drop=may_drop)
                         if cut:
                             return self._cut(h, sse, stream, waker, cursor)

@@ -4,7 +4,9 @@ Run it as `python -m mcp_sync.testing.server [--page-size N] [--versions
 v1,v2] [--name NAME]` (or `python -m mcp_sync.testing`). It reads
 newline-delimited JSON-RPC from stdin, hands each message to one
 `ServerSession`, and writes each server message to stdout as one line of
-compact JSON under a lock, flushing every line. A line that is not JSON is
+compact JSON under a lock, flushing every line (a tool's requests to the
+client go out the same way, and the client's responses read from stdin are
+routed back to the waiting tool). A line that is not JSON is
 answered with a -32700 error (no id). Diagnostics go to stderr only. At
 end of input it cancels the work in flight, joins the session's threads
 (waiting at most `close_timeout` seconds for tools that ignore

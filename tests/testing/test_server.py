@@ -400,7 +400,8 @@ def test_server_constructor_validation() -> None:
 
 def test_tools_list(conn: Conn) -> None:
     tools = {t["name"]: t for t in conn.result("tools/list")["tools"]}
-    assert list(tools) == ["echo", "add", "countdown", "sleep", "weather", "bad_weather", "fail", "log", "crash"]
+    assert list(tools) == ["echo", "add", "countdown", "sleep", "weather", "bad_weather", "fail", "log", "crash",
+                           "book_table", "ask_twice", "login", "summarize", "show_roots", "defaults_form", "nag"]
     assert tools["add"]["outputSchema"]["properties"]["sum"] == {"type": "number"}
     assert tools["echo"]["inputSchema"]["required"] == ["text"]
     for tool in tools.values():
@@ -813,7 +814,7 @@ def test_resources(conn: Conn) -> None:
     assert [(r["uri"], r["mimeType"]) for r in resources] == [
         ("demo://readme", "text/markdown"), ("demo://logo.png", "image/png")]
     templates = conn.result("resources/templates/list")["resourceTemplates"]
-    assert [t["uriTemplate"] for t in templates] == ["demo://items/{id}"]
+    assert [t["uriTemplate"] for t in templates] == ["demo://items/{id}", "demo://secret/{id}"]
 
     readme = conn.result("resources/read", {"uri": "demo://readme"})["contents"]
     assert readme[0]["uri"] == "demo://readme" and readme[0]["text"].startswith("# ")
@@ -835,7 +836,9 @@ def test_prompts(conn: Conn) -> None:
     prompts = conn.result("prompts/list")["prompts"]
     assert prompts == [{"name": "greet", "description": "Greet someone.", "arguments": [
         {"name": "name", "description": "Who to greet", "required": True},
-        {"name": "style", "description": "formal, friendly or pirate", "required": False}]}]
+        {"name": "style", "description": "formal, friendly or pirate", "required": False}]},
+        {"name": "personal_greeting",
+         "description": "A greeting for the user, who is asked for their name."}]
     result = conn.result("prompts/get", {"name": "greet", "arguments": {"name": "Ada", "style": "pirate"}})
     assert result["messages"] == [{"role": "user", "content": {
         "type": "text", "text": "Please greet Ada in a pirate style."}}]
