@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence, TextIO
 from . import connect
 from .client import Client
 from .errors import McpError
+from .handlers import console_form, defaults_form
 from .types import CallToolResult, Progress, TextContent, WireModel
 
 EXIT_ERROR = 1
@@ -79,6 +80,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print raw JSON results")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
     parser.add_argument("--protocol", action="append", help="allow only this protocol version (repeatable)")
+    parser.add_argument("--answer", choices=("ask", "defaults", "none"), default=None,
+                        help="how to answer a server's forms: ask on the terminal (the default when "
+                             "stdin is one), accept the defaults, or not at all")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("discover", help="show the server's identity, versions and capabilities")
     sub.add_parser("tools", help="list the tools")
@@ -212,6 +216,22 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     raise AssertionError(args.command)  # argparse only allows the commands above
 
 
+def _input_handlers(answer: str | None, err: TextIO) -> dict[str, Any]:
+    if answer is None:
+        answer = "ask" if sys.stdin.isatty() else "none"
+    if answer == "defaults":
+        return {"form": defaults_form}
+    if answer == "ask":
+        # Prompts go to stderr, so that stdout carries only the result.
+        def ask(prompt: str) -> str:
+            err.write(prompt)
+            err.flush()
+            return input()
+
+        return {"form": console_form(ask=ask, tell=lambda text: print(text, file=err))}
+    return {}
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
          connect_fn: Callable[..., Client] = connect) -> int:
     """Run the CLI; returns the exit status."""
@@ -237,8 +257,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         target = command
     else:
         target = [sys.executable, "-m", "mcp_sync.testing.server"]
+    handlers = _input_handlers(args.answer, err)
     try:
-        with connect_fn(target, timeout=args.timeout, protocol=args.protocol) as client:
+        with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers) as client:
             return _run(client, args, out, err)
     except ValueError as exc:
         err.write(f"mcp-sync: error: {exc}\n")

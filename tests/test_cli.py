@@ -136,3 +136,19 @@ def test_the_installed_console_script():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "liftoff"
     assert "2/2 step 2/2" in proc.stderr
+
+
+def test_forms_answered_with_defaults_or_refused():
+    code, out, err = run("--answer", "defaults", "call", "defaults_form")
+    assert code == 0 and json.loads(out)["subscribe"] is True
+    code, out, err = run("--answer", "none", "call", "defaults_form")
+    assert code == 1 and "elicitation" in err
+
+
+def test_forms_asked_on_the_terminal(monkeypatch):
+    answers = iter(["4", "Ada"])
+    monkeypatch.setattr("builtins.input", lambda: next(answers))
+    code, out, err = run("--answer", "ask", "call", "book_table", "date=friday")
+    assert code == 0, err
+    assert out.strip() == "Booked for 4 under Ada"
+    assert "Booking a table for friday" in err and "Guests (integer) [2]" in err
