@@ -221,6 +221,8 @@ class Connection:
                         on_server_request(payload)
                         if deadline is not None:
                             deadline += time.monotonic() - handler_started
+                            if hard_deadline is None and max_total_timeout is not None:
+                                hard_deadline = started + max_total_timeout
                     else:
                         self._answer_on_worker(payload)
         except BaseException:

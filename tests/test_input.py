@@ -236,3 +236,41 @@ def test_bad_handler_options():
             client.list_tools(input_responses={})
         with pytest.raises(TypeError):
             client.call_tool("echo", {}, request_state=5)
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_a_blocked_handler_stalls_no_other_caller_and_nothing_leaks(version):
+    release = threading.Event()
+    asked = threading.Event()
+
+    def person(params):
+        asked.set()
+        release.wait(30)
+        return {"action": "accept", "content": {"name": "Patient", "guests": 2}}
+
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, protocol=version, input_handlers={"form": person}) as client:
+            results = []
+            waiting = threading.Thread(target=lambda: results.append(client.call_tool("book_table", {"date": "x"}).text))
+            waiting.start()
+            assert asked.wait(10)
+            for n in range(20):  # meanwhile other calls go through
+                assert client.call_tool("echo", {"text": str(n)}).text == str(n)
+            release.set()
+            waiting.join(timeout=30)
+            assert results == ["Booked for 2 under Patient"]
+        echo_calls = [r.json["params"] for r in httpd.requests
+                      if r.json and r.json.get("method") == "tools/call" and r.json["params"]["name"] == "echo"]
+    assert len(echo_calls) == 20
+    assert not any("inputResponses" in p or "requestState" in p for p in echo_calls)
+
+
+def test_max_total_timeout_bounds_a_paused_call():
+    def slow(params):
+        time.sleep(0.6)
+        return {"action": "accept", "content": {k: "late" for k in params["requestedSchema"]["properties"]}}
+
+    with mcp_sync.connect(demo_command(), protocol="2025-11-25", input_handlers={"form": slow}) as client:
+        with pytest.raises(mcp_sync.RequestTimeout) as info:
+            client.call_tool("ask_twice", {}, timeout=0.5, max_total_timeout=0.8)
+        assert info.value.max_total_timeout == 0.8
