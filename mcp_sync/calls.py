@@ -20,7 +20,7 @@ from .errors import (
     OutputValidationError,
     PaginationError,
 )
-from .options import OPTION_NAMES, RequestOptions
+from .options import RequestOptions, check_option_names
 from .protocol.headers import (
     HeaderParam,
     InvalidHeaderAnnotation,
@@ -208,9 +208,7 @@ class Calls:
             raise TypeError("tool must be a tool name, a Tool, or a tool definition mapping")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
-        unknown = set(options) - OPTION_NAMES
-        if unknown:
-            raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
+        check_option_names(options)
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)

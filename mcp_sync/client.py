@@ -38,9 +38,9 @@ from .options import (
     DEFAULT_MAX_TOTAL_TIMEOUT,
     DEFAULT_PROBE_TIMEOUT,
     DEFAULT_TIMEOUT,
-    OPTION_NAMES,
     RequestOptions,
     check_input_handlers,
+    check_option_names,
     check_positive_int,
     check_timeout,
 )
@@ -360,9 +360,7 @@ class Client(Calls):
             raise TypeError("method must be a non-empty string")
         if params is not None and not isinstance(params, Mapping):
             raise TypeError("params must be a mapping")
-        unknown = set(options) - OPTION_NAMES
-        if unknown:
-            raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
+        check_option_names(options)
         return self._request(method, params, options, retry_version=True)
 
     def _request(

@@ -51,6 +51,13 @@ class RequestOptions(TypedDict, total=False):
 OPTION_NAMES = frozenset(RequestOptions.__annotations__)
 
 
+def check_option_names(options: Mapping[str, Any]) -> None:
+    """A misspelt option is a TypeError, as for any keyword argument."""
+    unknown = set(options) - OPTION_NAMES
+    if unknown:
+        raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
+
+
 def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
