@@ -44,6 +44,7 @@ from .errors import (
     UnsupportedProtocolVersion,
     VersionNegotiationError,
 )
+from .notifications import Notification, NotificationStream
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
 from .transports import HTTP, Custom, Memory, MessageSink, Stdio, Target, Transport
@@ -92,5 +93,5 @@ __all__ = [
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
-    "handlers",
+    "handlers", "Notification", "NotificationStream",
 ]

@@ -33,6 +33,7 @@ from .errors import (
     UnsupportedProtocolVersion,
     server_error_from_wire,
 )
+from .notifications import Dispatcher, Notification, NotificationStream
 from .options import (
     DEFAULT_MAX_PAGES,
     DEFAULT_MAX_TOTAL_TIMEOUT,
@@ -192,6 +193,7 @@ class Client(Calls):
         self.max_server_requests = max_server_requests
         self.handler_timeout = handler_timeout
         self._declared: dict[str, Any] = {}  # capabilities sent with initialize
+        self._dispatcher = Dispatcher()
         self._ids = new_id_counter()
         self._state_lock = threading.Lock()
         self._restart_lock = threading.Lock()
@@ -212,6 +214,7 @@ class Client(Calls):
         conn = Connection(
             transport, self._ids,
             on_server_request=lambda message: self._server_request_result(message, self.input_handlers),
+            on_notification=self._on_server_notification,
             on_log=self._log_server_message,
             max_server_requests=self.max_server_requests, handler_timeout=self.handler_timeout,
         )
@@ -291,6 +294,39 @@ class Client(Calls):
             conn = self._conn
         if conn is not None:
             conn.close()
+        self._dispatcher.close()
+
+    # -- notifications that belong to no call ----------------------------------------
+
+    def _on_server_notification(self, message: dict[str, Any]) -> None:
+        # On the thread that read it: only hand it on, never block.
+        self._dispatcher.put(message)
+
+    def on_notification(self, callback: Callable[[Notification], Any]) -> Callable[[], None]:
+        """Call `callback(notification)` for every server notification that
+        belongs to no call (list changes, resource updates, ...), in order, on
+        the client's notification thread (never the reader). Returns a
+        function that removes the callback.
+
+        Example::
+
+            stop = client.on_notification(lambda n: print(n.method, n.params))
+            ...
+            stop()
+        """
+        return self._dispatcher.add_callback(callback)
+
+    def notifications(self, max_buffer: int = 100, overflow: str = "drop_oldest") -> NotificationStream:
+        """An iterator over the server notifications that belong to no call,
+        from now on. A bounded buffer: `overflow` is "drop_oldest" or
+        "drop_newest", and the stream's `dropped` counts what was lost.
+
+        Example::
+
+            with client.notifications() as stream:
+                note = stream.next(timeout=5)
+        """
+        return self._dispatcher.open_stream(max_buffer, overflow)
 
     def __enter__(self) -> Client:
         return self

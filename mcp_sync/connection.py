@@ -90,7 +90,9 @@ class Connection:
     `ids` is the client's counter, shared across restarts so that an id is
     never reused. `on_server_request` answers a server request that no caller
     can take (it returns a result dict or raises `ServerError`);
-    `on_notification` receives unrouted notifications. Both run on the worker.
+    `on_notification` receives every other notification, on the thread that
+    read it: it must only hand the message on (the client's dispatcher
+    queue), never block or run user code.
     """
 
     def __init__(
@@ -341,8 +343,7 @@ class Connection:
                     self._submit(lambda: (self._on_log or self._log_default)(params))
                 return
             if self._on_notification is not None:
-                handler = self._on_notification
-                self._submit(lambda: handler(message))
+                self._on_notification(message)
             else:
                 log.debug("server notification %s (no handler)", method)
             return

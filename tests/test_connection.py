@@ -222,7 +222,7 @@ def test_log_message_goes_to_the_single_request_in_flight(engine):
     assert logs == [("hello", threading.current_thread())]
 
 
-def test_unrelated_log_and_notifications_go_to_the_worker_not_the_reader():
+def test_unrelated_logs_go_to_the_worker_and_notifications_to_the_dispatch_hook():
     seen = queue.SimpleQueue()
     transport = ScriptedTransport()
     conn = Connection(transport, new_id_counter(),
@@ -236,7 +236,9 @@ def test_unrelated_log_and_notifications_go_to_the_worker_not_the_reader():
     reader.start()
     reader.join()
     got = [seen.get(timeout=5), seen.get(timeout=5)]
-    assert got == [("notifications/tools/list_changed", "mcp-sync-worker"), ("log", "mcp-sync-worker")]
+    # The hook is handed the notification where it was read (the client's hook
+    # only queues it for its dispatcher thread); log messages run on the worker.
+    assert got == [("notifications/tools/list_changed", "fake-reader"), ("log", "mcp-sync-worker")]
     conn.close()
 
 
@@ -328,9 +330,9 @@ def test_close_is_idempotent_across_threads():
 def test_close_joins_the_worker():
     transport = ScriptedTransport()
     done = threading.Event()
-    conn = Connection(transport, new_id_counter(), on_notification=lambda m: done.set())
+    conn = Connection(transport, new_id_counter(), on_log=lambda p: done.set())
     conn.start()
-    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}})
     assert done.wait(5)
     worker = conn._worker
     assert worker is not None and worker.is_alive()

@@ -42,8 +42,10 @@ How a session works:
 
 from __future__ import annotations
 
+import collections
 import inspect
 import itertools
+import weakref
 import logging
 import threading
 import time
@@ -106,6 +108,7 @@ META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -122,12 +125,23 @@ _FEATURE_METHODS = frozenset({
     "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
     "prompts/list", "prompts/get", "completion/complete",
 })
-_STATELESS_METHODS = _FEATURE_METHODS | {"server/discover"}
-_LEGACY_METHODS = _FEATURE_METHODS | {"ping", "initialize", "logging/setLevel"}
+_STATELESS_METHODS = _FEATURE_METHODS | {"server/discover", "subscriptions/listen"}
+_LEGACY_METHODS = _FEATURE_METHODS | {
+    "ping", "initialize", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+}
 #: Results that carry caching hints (2026-07-28 server/utilities/caching).
 _CACHEABLE = frozenset({
     "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
 })
+
+#: What changes: `Server.notify_changed(kind)` -> the list_changed notification
+#: and the `subscriptions/listen` filter key that opts in to it.
+CHANGE_KINDS: dict[str, tuple[str, str]] = {
+    "tools": ("notifications/tools/list_changed", "toolsListChanged"),
+    "prompts": ("notifications/prompts/list_changed", "promptsListChanged"),
+    "resources": ("notifications/resources/list_changed", "resourcesListChanged"),
+}
+CACHE_SCOPES = ("public", "private")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -187,7 +201,7 @@ class _Call:
     __slots__ = (
         "id", "method", "params", "meta", "version", "stateless", "log_level",
         "progress_token", "last_progress", "cancelled", "lock", "done",
-        "pending", "pending_lock", "mrtr",
+        "pending", "pending_lock", "mrtr", "listen",
     )
 
     def __init__(self, request_id: RequestId, method: str, params: JSONDict, meta: JSONDict) -> None:
@@ -208,6 +222,8 @@ class _Call:
         self.pending: dict[str, _Outgoing] = {}
         self.pending_lock = threading.Lock()
         self.mrtr: _Mrtr | None = None
+        #: A `subscriptions/listen` request's subscription.
+        self.listen: _Listen | None = None
 
     def cancel(self) -> None:
         """Set `cancelled` and wake the handler if it waits for the client."""
@@ -216,6 +232,46 @@ class _Call:
             waiting = list(self.pending.values())
         for outgoing in waiting:
             outgoing.done.set()
+        if self.listen is not None:
+            self.listen.wake()
+
+
+class _Listen:
+    """One `subscriptions/listen` subscription (stateless era): its accepted
+    filter and the notifications waiting to go out on it. Its handler (on a
+    worker thread) acknowledges, then delivers queued notifications in order
+    until the client cancels or the server ends it (`stop`)."""
+
+    def __init__(self, call: _Call, accepted: JSONDict) -> None:
+        self.call = call
+        self.accepted = accepted
+        self.cond = threading.Condition()
+        self.queue: collections.deque[JSONDict] = collections.deque()
+        #: None while open; "complete" (graceful end) or "cancel" (server-sent notifications/cancelled).
+        self.end: str | None = None
+        #: Set once the handler is done (its final message, if any, sent).
+        self.finished = threading.Event()
+
+    def tag(self, method: str, params: JSONDict | None = None) -> JSONDict:
+        body: JSONDict = {"_meta": {META_SUBSCRIPTION_ID: self.call.id}}
+        body.update(params or {})
+        return {"jsonrpc": "2.0", "method": method, "params": body}
+
+    def push(self, message: JSONDict) -> None:
+        with self.cond:
+            if self.end is None:
+                self.queue.append(message)
+                self.cond.notify_all()
+
+    def stop(self, how: str) -> None:
+        with self.cond:
+            if self.end is None:
+                self.end = how
+            self.cond.notify_all()
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
 
 
 class ToolContext:
@@ -401,6 +457,8 @@ class Server:
         versions: Iterable[str] | None = None,
         *,
         ttl_ms: int = 60_000,
+        cache_scope: str = "public",
+        change_notifications: bool = True,
         max_workers: int = 16,
         request_state_key: bytes | None = None,
         request_state_ttl: float = 600.0,
@@ -409,6 +467,8 @@ class Server:
             raise ValueError("page_size must be None or a positive integer")
         if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0:
             raise ValueError("ttl_ms must be a non-negative integer")
+        if cache_scope not in CACHE_SCOPES:
+            raise ValueError(f"cache_scope must be 'public' or 'private', not {cache_scope!r}")
         wanted = SUPPORTED_VERSIONS if versions is None else tuple(versions)
         unknown = [v for v in wanted if v not in SUPPORTED_VERSIONS]
         if unknown:
@@ -420,6 +480,11 @@ class Server:
         self.instructions = instructions
         self.page_size = page_size
         self.ttl_ms = ttl_ms
+        self.cache_scope = cache_scope
+        #: Declare `listChanged`/`subscribe` and send change notifications
+        #: (False: capabilities say false, resources/subscribe and
+        #: subscriptions/listen get -32601, notify_* do nothing).
+        self.change_notifications = bool(change_notifications)
         self.max_workers = max_workers
         #: Seals the stateless era's `requestState` (HMAC key: `request_state_key`,
         #: random per Server by default; lifetime: `request_state_ttl` seconds).
@@ -433,6 +498,11 @@ class Server:
         self._templates: dict[str, TemplateDef] = {}
         self._prompts: dict[str, PromptDef] = {}
         self._completions: dict[CompletionKey, Completer] = {}
+        #: Live sessions (weakly: a session nobody closed does not leak).
+        self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+        self._served: collections.Counter[str] = collections.Counter()
+        #: (method, uri or None) -> (ttlMs or None, cacheScope or None)
+        self._cache_hints: dict[tuple[str, str | None], tuple[int | None, str | None]] = {}
 
     # -- registration -----------------------------------------------------
 
@@ -487,6 +557,7 @@ class Server:
                 self._tools[tool_name] = ToolDef(
                     tool_name, fn, doc, schema, out_schema, dict(annotations) if annotations else None, title
                 )
+            self.notify_changed("tools")
             return fn
 
         return register
@@ -506,8 +577,12 @@ class Server:
 
         def register(fn: _F) -> _F:
             with self._lock:
+                replaced = uri in self._resources
                 self._resources[uri] = ResourceDef(uri, name, fn, mime_type, description, title,
                                                    _takes_context(fn, 0))
+            self.notify_changed("resources")
+            if replaced:
+                self.notify_updated(uri)
             return fn
 
         return register
@@ -531,6 +606,7 @@ class Server:
             template = TemplateDef(uri_template, name, fn, mime_type, description, title, _takes_context(fn, 1))
             with self._lock:
                 self._templates[uri_template] = template
+            self.notify_changed("resources")
             return fn
 
         return register
@@ -556,6 +632,7 @@ class Server:
         def register(fn: _F) -> _F:
             with self._lock:
                 self._prompts[name] = PromptDef(name, fn, description, args, title, _takes_context(fn, 1))
+            self.notify_changed("prompts")
             return fn
 
         return register
@@ -575,6 +652,159 @@ class Server:
             return fn
 
         return register
+
+    def remove_tool(self, name: str) -> None:
+        """Unregister a tool (KeyError if unknown); sends tools/list_changed."""
+        with self._lock:
+            del self._tools[name]
+        self.notify_changed("tools")
+
+    def remove_prompt(self, name: str) -> None:
+        """Unregister a prompt and its completions (KeyError if unknown); sends prompts/list_changed."""
+        with self._lock:
+            del self._prompts[name]
+            for key in [k for k in self._completions if k[0] == "ref/prompt" and k[1] == name]:
+                del self._completions[key]
+        self.notify_changed("prompts")
+
+    def remove_resource(self, uri: str) -> None:
+        """Unregister the resource at `uri` (KeyError if unknown); sends
+        resources/list_changed, and resources/updated to its subscribers."""
+        with self._lock:
+            del self._resources[uri]
+        self.notify_changed("resources")
+        self.notify_updated(uri)
+
+    def remove_resource_template(self, uri_template: str) -> None:
+        """Unregister a resource template (KeyError if unknown); sends resources/list_changed."""
+        with self._lock:
+            del self._templates[uri_template]
+        self.notify_changed("resources")
+
+    def set_resource_text(self, uri: str, content: str | bytes, *, name: str | None = None,
+                          mime_type: str | None = None) -> None:
+        """Make the resource at `uri` return `content` from now on (bytes: a
+        blob). An existing resource keeps its name, MIME type and description
+        (unless given) and its subscribers get `notifications/resources/updated`;
+        a new one (name defaults to the URI) is announced with resources/list_changed."""
+        if not isinstance(content, (str, bytes)):
+            raise TypeError("content must be str or bytes")
+
+        def fixed() -> str | bytes:
+            return content
+
+        with self._lock:
+            old = self._resources.get(uri)
+            if old is None:
+                self._resources[uri] = ResourceDef(uri, name if name is not None else uri, fixed, mime_type, None, None)
+            else:
+                self._resources[uri] = ResourceDef(
+                    uri, name if name is not None else old.name, fixed,
+                    mime_type if mime_type is not None else old.mime_type, old.description, old.title)
+        if old is None or name is not None or mime_type is not None:
+            self.notify_changed("resources")
+        if old is not None:
+            self.notify_updated(uri)
+
+    # -- change notifications -------------------------------------------------
+
+    def notify_changed(self, kind: str) -> None:
+        """Tell every session that the `kind` list ("tools", "prompts" or
+        "resources", which covers resource templates) changed.
+
+        Initialize era: `notifications/<kind>/list_changed` related to no
+        request (stdio: on stdout; HTTP: on the session's GET stream; in
+        process: `send` with related None), once the session's `initialize`
+        response went out. Stateless era: on every `subscriptions/listen`
+        stream whose filter asked for it, tagged with its subscription id.
+        Does nothing when `change_notifications` is False. Returns at once:
+        delivery happens on the sessions' worker threads, in order."""
+        if kind not in CHANGE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(CHANGE_KINDS)}, not {kind!r}")
+        for session in self._live_sessions():
+            session._changed(kind)
+
+    def notify_updated(self, uri: str) -> None:
+        """Send `notifications/resources/updated` {uri} to the sessions that
+        subscribed to `uri` (`resources/subscribe`, or a listen filter's
+        `resourceSubscriptions`); see `notify_changed`."""
+        if not isinstance(uri, str):
+            raise TypeError("uri must be a string")
+        for session in self._live_sessions():
+            session._updated(uri)
+
+    def end_subscriptions(self, graceful: bool = True, *, wait: bool = True) -> int:
+        """End every open `subscriptions/listen` of every session; returns how many.
+
+        `graceful=True`: each gets the notifications already queued for it,
+        then its completion result `{"resultType": "complete", "_meta":
+        {"io.modelcontextprotocol/subscriptionId": <id>}}` (the response to
+        the listen request). `graceful=False`: the server tears it down with
+        `notifications/cancelled` {requestId: <id>} and sends no response
+        (over HTTP the SSE stream then ends). `wait`: return only once every
+        final message was handed to the transport (do not call it from a
+        session's `send` callback then)."""
+        return sum(session.end_subscriptions(graceful, wait=wait) for session in self._live_sessions())
+
+    def listening(self) -> int:
+        """How many `subscriptions/listen` subscriptions are open right now."""
+        return sum(session.listening for session in self._live_sessions())
+
+    def _live_sessions(self) -> list[ServerSession]:
+        with self._lock:
+            return [session for session in self._sessions if not session.closed]
+
+    # -- caching hints and counters -------------------------------------------
+
+    def set_cache_hint(self, method: str, *, ttl_ms: int | None = None, cache_scope: str | None = None,
+                       uri: str | None = None) -> None:
+        """Stateless era: answer `method` (a cacheable one: server/discover,
+        tools/list, prompts/list, resources/list, resources/templates/list,
+        resources/read) with this `ttlMs` and/or `cacheScope` instead of the
+        server's `ttl_ms`/`cache_scope`; `uri` narrows a resources/read hint
+        to one URI (it wins over the method-wide one). Both None: remove the hint."""
+        if method not in _CACHEABLE:
+            raise ValueError(f"{method!r} is not a cacheable method; choose from {', '.join(sorted(_CACHEABLE))}")
+        if uri is not None and method != "resources/read":
+            raise ValueError("uri only applies to resources/read")
+        if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0):
+            raise ValueError("ttl_ms must be a non-negative integer")
+        if cache_scope is not None and cache_scope not in CACHE_SCOPES:
+            raise ValueError(f"cache_scope must be 'public' or 'private', not {cache_scope!r}")
+        with self._lock:
+            if ttl_ms is None and cache_scope is None:
+                self._cache_hints.pop((method, uri), None)
+            else:
+                self._cache_hints[(method, uri)] = (ttl_ms, cache_scope)
+
+    def clear_cache_hints(self) -> None:
+        with self._lock:
+            self._cache_hints.clear()
+
+    def _cache_hint(self, method: str, uri: str | None) -> tuple[int, str]:
+        ttl: int | None = None
+        scope: str | None = None
+        with self._lock:
+            for key in ((method, uri), (method, None)) if uri is not None else ((method, None),):
+                hint = self._cache_hints.get(key)
+                if hint is not None:
+                    ttl = hint[0] if ttl is None else ttl
+                    scope = hint[1] if scope is None else scope
+        return (self.ttl_ms if ttl is None else ttl, self.cache_scope if scope is None else scope)
+
+    def served(self, method: str | None = None) -> int:
+        """How many requests for `method` (None: for any method) reached a
+        session of this server, whatever their answer (thread-safe)."""
+        with self._lock:
+            return sum(self._served.values()) if method is None else self._served[method]
+
+    def reset_served(self) -> None:
+        with self._lock:
+            self._served.clear()
+
+    def _count(self, method: str) -> None:
+        with self._lock:
+            self._served[method] += 1
 
     # -- serving ----------------------------------------------------------
 
@@ -605,10 +835,11 @@ class Server:
         return found.input_schema if found is not None else None
 
     def capabilities(self) -> JSONDict:
+        notifies = self.change_notifications
         return {
-            "tools": {"listChanged": False},
-            "resources": {"subscribe": False, "listChanged": False},
-            "prompts": {"listChanged": False},
+            "tools": {"listChanged": notifies},
+            "resources": {"subscribe": notifies, "listChanged": notifies},
+            "prompts": {"listChanged": notifies},
             "completions": {},
             "logging": {},
         }
@@ -660,6 +891,17 @@ class ServerSession:
         self._sending = False
         self._sender: int | None = None
         self._pool = WorkerPool(server.max_workers)
+        #: Initialize era: set once the initialize response went out (change
+        #: notifications flow from then on); resources/subscribe'd URIs.
+        self._legacy_ready = False
+        self._subscribed: set[str] = set()
+        #: Stateless era: open subscriptions/listen subscriptions, by request id.
+        self._listens: dict[RequestId, _Listen] = {}
+        #: Messages related to no request, delivered in order by one worker job.
+        self._outbox: collections.deque[JSONDict] = collections.deque()
+        self._draining = False
+        with server._lock:
+            server._sessions.add(self)
 
     # -- public interface -------------------------------------------------
 
@@ -680,6 +922,8 @@ class ServerSession:
             self._inflight.clear()
         with self._send_cond:
             self._send_cond.notify_all()
+        with self._server._lock:
+            self._server._sessions.discard(self)
         for call in calls:
             call.cancel()
         self._pool.close()
@@ -699,6 +943,75 @@ class ServerSession:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def listening(self) -> int:
+        """How many `subscriptions/listen` subscriptions are open on this session."""
+        with self._lock:
+            return len(self._listens)
+
+    def end_subscriptions(self, graceful: bool = True, *, wait: bool = True) -> int:
+        """End this session's open listens (see `Server.end_subscriptions`); returns how many."""
+        with self._lock:
+            listens = list(self._listens.values())
+        for listen in listens:
+            listen.stop("complete" if graceful else "cancel")
+        if wait:
+            for listen in listens:
+                listen.finished.wait()
+        return len(listens)
+
+    # -- change notifications -------------------------------------------------
+
+    def _changed(self, kind: str) -> None:
+        if not self._server.change_notifications:
+            return
+        method, key = CHANGE_KINDS[kind]
+        with self._lock:
+            listens = list(self._listens.values())
+            legacy = self._legacy_ready and not self._closed
+        for listen in listens:
+            if listen.accepted.get(key) is True:
+                listen.push(listen.tag(method))
+        if legacy:
+            self._post_unrelated({"jsonrpc": "2.0", "method": method})
+
+    def _updated(self, uri: str) -> None:
+        if not self._server.change_notifications:
+            return
+        method = "notifications/resources/updated"
+        with self._lock:
+            listens = list(self._listens.values())
+            legacy = self._legacy_ready and not self._closed and uri in self._subscribed
+        for listen in listens:
+            if uri in listen.accepted.get("resourceSubscriptions", ()):
+                listen.push(listen.tag(method, {"uri": uri}))
+        if legacy:
+            self._post_unrelated({"jsonrpc": "2.0", "method": method, "params": {"uri": uri}})
+
+    def _post_unrelated(self, message: JSONDict) -> None:
+        """Send a message related to no request, after those posted before it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._outbox.append(message)
+            if self._draining:
+                return
+            self._draining = True
+        if not self._pool.submit(self._drain):
+            with self._lock:
+                self._draining = False
+                self._outbox.clear()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed or not self._outbox:
+                    self._outbox.clear()
+                    self._draining = False
+                    return
+                message = self._outbox.popleft()
+            self._deliver(message, None)
 
     # -- incoming messages ------------------------------------------------
 
@@ -727,6 +1040,7 @@ class ServerSession:
         if readable_id is None:
             self._post_error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
             return
+        self._server._count(method)
         meta = params.get("_meta") if isinstance(params, dict) else None
         call = _Call(readable_id, method, params if isinstance(params, dict) else {}, meta if isinstance(meta, dict) else {})
         with self._lock:
@@ -819,6 +1133,11 @@ class ServerSession:
         call.log_level = level
         if call.method not in _STATELESS_METHODS:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        if call.method == "subscriptions/listen":
+            if not server.change_notifications:
+                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+            call.listen = _Listen(call, _accept_filter(call.params))
+            return self._listen
         if call.method in MRTR_METHODS:
             call.mrtr = self._mrtr(call)
         return self._feature_handler(call.method)
@@ -866,6 +1185,18 @@ class ServerSession:
                 raise RpcError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
             with self._lock:
                 self._log_level = level
+            return lambda _call: {}
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            if not self._server.change_notifications:
+                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            uri = call.params.get("uri")
+            if not isinstance(uri, str):
+                raise RpcError(INVALID_PARAMS, f"Invalid params: {method} needs a string uri")
+            with self._lock:
+                if method == "resources/subscribe":
+                    self._subscribed.add(uri)
+                else:
+                    self._subscribed.discard(uri)
             return lambda _call: {}
         if method not in _FEATURE_METHODS:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -917,6 +1248,13 @@ class ServerSession:
     # -- running a request --------------------------------------------------
 
     def _run(self, call: _Call, handler: Handler) -> None:
+        try:
+            self._run_call(call, handler)
+        finally:
+            if call.listen is not None:
+                call.listen.finished.set()
+
+    def _run_call(self, call: _Call, handler: Handler) -> None:
         if call.cancelled.is_set():
             self._finish(call, None)
             return
@@ -940,6 +1278,9 @@ class ServerSession:
             response = {"jsonrpc": "2.0", "id": call.id,
                         "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {exc}"}}
         self._finish(call, response)
+        if call.method == "initialize" and not call.stateless and "result" in response:
+            with self._lock:
+                self._legacy_ready = self._legacy_version is not None
 
     def _decorate(self, call: _Call, result: JSONDict) -> JSONDict:
         if not call.stateless:
@@ -950,8 +1291,10 @@ class ServerSession:
         meta.setdefault(META_SERVER_INFO, self._server.server_info())
         out["_meta"] = meta
         if call.method in _CACHEABLE and out["resultType"] == "complete":
-            out.setdefault("ttlMs", self._server.ttl_ms)
-            out.setdefault("cacheScope", "public")
+            uri = call.params.get("uri") if call.method == "resources/read" else None
+            ttl, scope = self._server._cache_hint(call.method, uri if isinstance(uri, str) else None)
+            out.setdefault("ttlMs", ttl)
+            out.setdefault("cacheScope", scope)
         return out
 
     def _finish(self, call: _Call, response: JSONDict | None) -> None:
@@ -1188,6 +1531,49 @@ class ServerSession:
                     self._deliver(message, related)
         return bool(withdrawn)
 
+    # -- subscriptions/listen (stateless era) ---------------------------------
+
+    def _listen(self, call: _Call) -> JSONDict:
+        """Acknowledge, then deliver the subscription's notifications until the
+        client cancels (no response) or the server ends it (`_Listen.stop`)."""
+        listen = call.listen
+        assert listen is not None
+        with self._lock:
+            if self._closed:
+                raise RequestCancelled("the session is closed")
+            self._listens[call.id] = listen
+        try:
+            self._send_on(call, listen.tag("notifications/subscriptions/acknowledged",
+                                           {"notifications": listen.accepted}))
+            while True:
+                with listen.cond:
+                    while not listen.queue and listen.end is None and not call.cancelled.is_set():
+                        listen.cond.wait()
+                    batch = list(listen.queue)
+                    listen.queue.clear()
+                    end = listen.end
+                for message in batch:
+                    self._send_on(call, message)
+                if call.cancelled.is_set():
+                    raise RequestCancelled(f"subscription {call.id!r} was cancelled")
+                if end is not None:
+                    break
+        finally:
+            with self._lock:
+                self._listens.pop(call.id, None)
+        if end == "cancel":
+            self._send_on(call, listen.tag("notifications/cancelled",
+                                           {"requestId": call.id, "reason": "the server ended the subscription"}))
+            raise RequestCancelled(f"subscription {call.id!r} was ended by the server")
+        return {"_meta": {META_SUBSCRIPTION_ID: call.id}}
+
+    def _send_on(self, call: _Call, message: JSONDict) -> None:
+        """Deliver a message belonging to `call` unless it is finished or cancelled."""
+        with call.lock:
+            if call.done or call.cancelled.is_set():
+                raise RequestCancelled(f"request {call.id!r} was cancelled")
+            self._deliver(message, call.id)
+
     # -- feature handlers ---------------------------------------------------
 
     def _not_found(self, call: _Call, uri: str) -> RpcError:
@@ -1340,3 +1726,32 @@ class ServerSession:
 
 def _raise(error: RpcError) -> JSONDict:
     raise error
+
+
+_LIST_CHANGED_KEYS = tuple(key for _, key in CHANGE_KINDS.values())
+
+
+def _accept_filter(params: JSONDict) -> JSONDict:
+    """The subset of a `subscriptions/listen` filter the server honours:
+    the list_changed flags that are true and `resourceSubscriptions`
+    (deduplicated); unknown keys are left out. RpcError -32602 for a missing
+    filter or a known key of the wrong type."""
+    requested = params.get("notifications")
+    if not isinstance(requested, dict):
+        raise RpcError(INVALID_PARAMS, "Invalid params: subscriptions/listen needs a notifications object")
+    accepted: JSONDict = {}
+    for key in _LIST_CHANGED_KEYS:
+        value = requested.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise RpcError(INVALID_PARAMS, f"Invalid params: notifications.{key} must be a boolean")
+        if value:
+            accepted[key] = True
+    uris = requested.get("resourceSubscriptions")
+    if uris is not None:
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise RpcError(INVALID_PARAMS, "Invalid params: notifications.resourceSubscriptions must be an array "
+                           "of strings")
+        accepted["resourceSubscriptions"] = list(dict.fromkeys(uris))
+    return accepted

@@ -136,6 +136,9 @@ from .core import (
 
 __all__ = ["HTTPServer", "RecordedRequest"]
 
+#: close(): how long (seconds) to let open subscriptions write their completion result.
+_CLOSE_GRACE = 5.0
+
 _log = logging.getLogger("mcp_sync.testing.http")
 
 JSONDict = dict[str, Any]
@@ -722,6 +725,8 @@ class HTTPServer:
         self._connections: set[socket.socket] = set()
         self._sessions: dict[str, _LegacySession] = {}
         self._live: set[_Stream] = set()
+        #: Stateless sessions serving a subscriptions/listen POST.
+        self._listen_sessions: set[ServerSession] = set()
         self._requests: list[RecordedRequest] = []
         self._canned: dict[str, collections.deque[_Canned]] = {}
         self._drops = 0
@@ -792,6 +797,13 @@ class HTTPServer:
                 thread.join()
                 httpd.server_close()
                 waker.close()
+            with self._lock:
+                listening = list(self._listen_sessions)
+            # Shutdown ends each subscription gracefully: its completion result
+            # is written before the stream closes (bounded, in case a client stalls).
+            ended = {listener for listener in listening if listener.end_subscriptions(graceful=True, wait=True)}
+            with self._changed:
+                self._changed.wait_for(lambda: not (ended & self._listen_sessions), _CLOSE_GRACE)
             with self._lock:
                 sessions = list(self._sessions.values())
                 self._sessions.clear()
@@ -1092,18 +1104,31 @@ class HTTPServer:
         def send(msg: JSONDict, related: RequestId | None) -> None:
             if related == request_id:
                 stream.push(msg)
+                params = msg.get("params")
+                if msg.get("method") == "notifications/cancelled" and isinstance(params, dict) \
+                        and params.get("requestId") == request_id:
+                    stream.end("cancelled")  # the server tore its subscription down: close the stream
 
         if not self._register(stream):
             raise _rpc_error(503, INVALID_REQUEST, "Service Unavailable: the server is closing", request_id)
         session = self.server.open_session(send, related=True)
+        listen = message.get("method") == "subscriptions/listen"
+        if listen:
+            with self._lock:
+                self._listen_sessions.add(session)
         try:
             session.receive(message)
-            outcome = self._pump(h, stream, mode=self.response_mode,
+            # A subscription is a long-lived SSE stream whatever the response mode.
+            outcome = self._pump(h, stream, mode="sse" if listen else self.response_mode,
                                  reply=lambda m: (_stateless_status(m), {}))
             if outcome == _DISCONNECTED:
                 session.receive({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                  "params": {"requestId": request_id, "reason": "client disconnected"}})
         finally:
+            if listen:
+                with self._lock:
+                    self._listen_sessions.discard(session)
+                    self._changed.notify_all()
             session.close()
             self._unregister(stream)
 
