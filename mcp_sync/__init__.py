@@ -11,6 +11,7 @@ See the README and docs/ for the threading model and the error model.
 
 from . import handlers
 from ._version import __version__
+from .cache import ResultCache
 from .client import DEFAULT_TIMEOUT, Client, RequestOptions, connect
 from .errors import (
     AuthenticationError,
@@ -93,5 +94,5 @@ __all__ = [
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
-    "handlers", "Notification", "NotificationStream",
+    "handlers", "Notification", "NotificationStream", "ResultCache",
 ]

@@ -15,12 +15,15 @@ replaced whole under `_state_lock`, never mutated in place.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from . import handshake, multiround
 from ._version import __version__
+from .cache import ResultCache, cache_key
 from .calls import Calls
 from .connection import Connection, new_id_counter
 from .errors import (
@@ -90,6 +93,7 @@ def connect(
     max_input_rounds: int = 10,
     max_server_requests: int = 16,
     handler_timeout: float | None = None,
+    cache: bool | ResultCache = False,
     **http_options: Any,
 ) -> Client:
     """Connect to an MCP server and settle the protocol version.
@@ -110,6 +114,10 @@ def connect(
     `max_server_requests` and `handler_timeout` bound server requests that
     belong to no call (initialize era).
 
+    `cache=True` (or a shared `ResultCache`) caches complete results of
+    discovery, the lists and `resources/read` by the server's `ttlMs` and
+    `cacheScope` hints; see `mcp_sync.cache`.
+
     With `restart=True` (the default), a stateless (2026-07-28) connection
     whose server went away is opened again by the next request, as the spec
     asks of stdio clients; the calls that were in flight still fail.
@@ -125,7 +133,7 @@ def connect(
         client_info=client_info, client_capabilities=client_capabilities, log_level=log_level,
         max_pages=max_pages, max_total_timeout=max_total_timeout, restart=restart,
         input_handlers=input_handlers, max_input_rounds=max_input_rounds,
-        max_server_requests=max_server_requests, handler_timeout=handler_timeout,
+        max_server_requests=max_server_requests, handler_timeout=handler_timeout, cache=cache,
     )
     try:
         client._open()
@@ -163,6 +171,7 @@ class Client(Calls):
         max_input_rounds: int = 10,
         max_server_requests: int = 16,
         handler_timeout: float | None = None,
+        cache: bool | ResultCache = False,
     ) -> None:
         check_timeout("timeout", timeout)
         check_timeout("probe_timeout", probe_timeout, allow_none=False)
@@ -194,6 +203,15 @@ class Client(Calls):
         self.handler_timeout = handler_timeout
         self._declared: dict[str, Any] = {}  # capabilities sent with initialize
         self._dispatcher = Dispatcher()
+        if isinstance(cache, ResultCache):
+            self.cache: ResultCache | None = cache
+        elif cache is True:
+            self.cache = ResultCache()
+        elif cache is False or cache is None:
+            self.cache = None
+        else:
+            raise TypeError("cache must be True, False or a ResultCache")
+        self._cache_server = _server_identity(target, self)
         self._ids = new_id_counter()
         self._state_lock = threading.Lock()
         self._restart_lock = threading.Lock()
@@ -299,7 +317,10 @@ class Client(Calls):
     # -- notifications that belong to no call ----------------------------------------
 
     def _on_server_notification(self, message: dict[str, Any]) -> None:
-        # On the thread that read it: only hand it on, never block.
+        # On the thread that read it: only hand it on, never block. The cache
+        # forgets what changed at once, before anyone can be told.
+        if self.cache is not None:
+            self.cache.invalidate(self._cache_server, message)
         self._dispatcher.put(message)
 
     def on_notification(self, callback: Callable[[Notification], Any]) -> Callable[[], None]:
@@ -434,6 +455,40 @@ class Client(Calls):
         handlers: Mapping[str, Any], *, retry_version: bool, headers: Mapping[str, str] | None = None,
         retry_session: bool = True,
     ) -> dict[str, Any]:
+        """One request and its result (which may be `input_required`), from
+        the cache when it holds a fresh one."""
+        cache = self.cache
+        key = None
+        if cache is not None:
+            # The key holds the protocol version too: a result's shape depends on it.
+            versioned = dict(original or {})
+            versioned["_meta"] = {**dict(versioned.get("_meta") or {}),
+                                  versions.META_PROTOCOL_VERSION: self._require_dialect().version}
+            key = cache_key(method, versioned)
+        if cache is None or key is None:
+            return self._send_uncached(method, original, options, handlers, retry_version=retry_version,
+                                       headers=headers, retry_session=retry_session)
+        if options.get("bypass_cache"):
+            result = self._send_uncached(method, original, options, handlers, retry_version=retry_version,
+                                         headers=headers, retry_session=retry_session)
+            cache.put(self._cache_server, key, self._auth_context(), result)
+            return result
+        return cache.fetch(self._cache_server, key, self._auth_context(), lambda: self._send_uncached(
+            method, original, options, handlers, retry_version=retry_version, headers=headers,
+            retry_session=retry_session))
+
+    def _auth_context(self) -> str:
+        """Whose private results these are: the bearer token's digest over
+        HTTP (another token, another cache), else this server's one context."""
+        auth = getattr(self._target, "auth", None)
+        token = auth.token() if auth is not None else None
+        return hashlib.sha256(token.encode()).hexdigest() if token else "-"
+
+    def _send_uncached(
+        self, method: str, original: Mapping[str, Any] | None, options: RequestOptions,
+        handlers: Mapping[str, Any], *, retry_version: bool, headers: Mapping[str, str] | None = None,
+        retry_session: bool = True,
+    ) -> dict[str, Any]:
         """One request and its result (which may be `input_required`)."""
         dialect = self._require_dialect()
         params = dict(original or {})
@@ -487,14 +542,15 @@ class Client(Calls):
             if not retry_session or dialect.stateless:
                 raise
             self._renew_session(conn, session_generation)
-            return self._send_once(method, original, options, handlers, retry_version=retry_version,
-                                   headers=headers, retry_session=False)
+            return self._send_uncached(method, original, options, handlers, retry_version=retry_version,
+                                       headers=headers, retry_session=False)
         error = response.get("error")
         if error is not None:
             exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
             if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and retry_version:
                 self._rediscover(exc)
-                return self._send_once(method, original, options, handlers, retry_version=False, headers=headers)
+                return self._send_uncached(method, original, options, handlers, retry_version=False,
+                                           headers=headers)
             raise exc
         result = response.get("result")
         if not isinstance(result, dict):
@@ -599,3 +655,18 @@ class Client(Calls):
         dialect = self._dialect
         state = "closed" if self._closed else (dialect.version if dialect else "connecting")
         return f"<mcp_sync.Client {state}>"
+
+
+def _server_identity(target: Any, client: Client) -> str:
+    """Which server a cached result came from, so that clients sharing a
+    cache never mix two servers' results."""
+    url = getattr(target, "url", None)
+    if isinstance(url, str):
+        return f"http:{url}"
+    command = getattr(target, "command", None)
+    if isinstance(command, str):
+        return "stdio:" + json.dumps([command, getattr(target, "args", []), str(getattr(target, "cwd", None))])
+    server = getattr(target, "server", None)
+    if server is not None:
+        return f"memory:{id(server)}"
+    return f"client:{id(client)}"

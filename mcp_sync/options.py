@@ -33,6 +33,8 @@ class RequestOptions(TypedDict, total=False):
     - `max_input_rounds`: the most `input_required` rounds answered (10).
     - `input_responses`, `request_state`: answers to a previous
       `InputRequired`, to retry by hand (see `InputRequired.retry_with`).
+    - `bypass_cache`: ask the server even when the cache holds a fresh
+      result (the answer still refreshes the cache).
     """
 
     timeout: float | None
@@ -46,6 +48,7 @@ class RequestOptions(TypedDict, total=False):
     max_input_rounds: int
     input_responses: Mapping[str, Any] | None
     request_state: str | None
+    bypass_cache: bool
 
 
 OPTION_NAMES = frozenset(RequestOptions.__annotations__)

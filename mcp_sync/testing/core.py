@@ -45,11 +45,11 @@ from __future__ import annotations
 import collections
 import inspect
 import itertools
-import weakref
 import logging
 import threading
 import time
 import uuid
+import weakref
 from typing import (
     Any,
     Callable,

@@ -1118,8 +1118,10 @@ class HTTPServer:
                 self._listen_sessions.add(session)
         try:
             session.receive(message)
-            # A subscription is a long-lived SSE stream whatever the response mode.
-            outcome = self._pump(h, stream, mode="sse" if listen else self.response_mode,
+            # A subscription is a long-lived SSE stream opened by its acknowledgement
+            # whatever the response mode (a listen answered with an error gets JSON).
+            mode = ("auto" if self.response_mode == "json" else self.response_mode) if listen else self.response_mode
+            outcome = self._pump(h, stream, mode=mode,
                                  reply=lambda m: (_stateless_status(m), {}))
             if outcome == _DISCONNECTED:
                 session.receive({"jsonrpc": "2.0", "method": "notifications/cancelled",

@@ -1,0 +1,216 @@
+"""Result caching by the server's hints, and coalescing of identical fetches."""
+
+import json
+import threading
+import time
+
+import pytest
+
+import mcp_sync
+from mcp_sync.cache import ResultCache, cache_key, ttl_seconds
+from mcp_sync.testing import HTTPServer, Server, demo_server
+
+V = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {}}}
+
+
+def test_keys():
+    assert cache_key("tools/call", {}) is None
+    assert cache_key("tools/list", {**V, "cursor": "a"}) != cache_key("tools/list", {**V, "cursor": "b"})
+    assert cache_key("tools/list", V) == cache_key("tools/list", {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/logLevel": "debug"}})
+    assert cache_key("tools/list", V) != cache_key("tools/list", {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2025-11-25"}})
+    assert cache_key("resources/read", {"uri": "a", "requestState": "s"}) is None
+    assert cache_key("resources/read", {"uri": "a", "inputResponses": {}}) is None
+
+
+@pytest.mark.parametrize("hint,seconds", [(None, 0), (-5, 0), (0, 0), (1500, 1.5), ("10", 0), (True, 0)])
+def test_ttl(hint, seconds):
+    result = {} if hint is None else {"ttlMs": hint}
+    assert ttl_seconds(result) == seconds
+
+
+def loader(results, calls):
+    def load():
+        calls.append(1)
+        return dict(results.pop(0))
+    return load
+
+
+def test_fresh_then_stale():
+    cache = ResultCache()
+    calls = []
+    key = cache_key("tools/list", V)
+    first = cache.fetch("s", key, "-", loader([{"tools": [1], "ttlMs": 200}, {"tools": [2], "ttlMs": 0}], calls))
+    assert cache.fetch("s", key, "-", loader([], calls)) == first and len(calls) == 1
+    time.sleep(0.25)  # let the 200 ms freshness run out
+    assert cache.fetch("s", key, "-", loader([{"tools": [2], "ttlMs": 0}], calls))["tools"] == [2]
+    assert cache.fetch("s", key, "-", loader([{"tools": [3], "ttlMs": 0}], calls))["tools"] == [3]  # ttl 0: never fresh
+    assert len(calls) == 3
+
+
+def test_hits_are_copies():
+    cache = ResultCache()
+    key = cache_key("tools/list", V)
+    cache.fetch("s", key, "-", loader([{"tools": [{"name": "a"}], "ttlMs": 60000}], []))
+    hit = cache.fetch("s", key, "-", loader([], []))
+    hit["tools"].append("mutated")
+    assert cache.fetch("s", key, "-", loader([], []))["tools"] == [{"name": "a"}]
+
+
+def test_private_results_stay_with_their_context_and_servers_never_mix():
+    cache = ResultCache()
+    key = cache_key("resources/read", {**V, "uri": "x"})
+    calls = []
+    cache.fetch("s", key, "alice", loader([{"contents": ["alice's"], "ttlMs": 60000, "cacheScope": "private"}], calls))
+    assert cache.fetch("s", key, "alice", loader([], calls))["contents"] == ["alice's"]
+    bob = cache.fetch("s", key, "bob", loader([{"contents": ["bob's"], "ttlMs": 60000, "cacheScope": "private"}], calls))
+    assert bob["contents"] == ["bob's"] and len(calls) == 2
+    public_key = cache_key("tools/list", V)
+    cache.fetch("s", public_key, "alice", loader([{"tools": [], "ttlMs": 60000, "cacheScope": "public"}], calls))
+    cache.fetch("s", public_key, "bob", loader([], calls))
+    assert len(calls) == 3
+    cache.fetch("other-server", public_key, "bob", loader([{"tools": [9], "ttlMs": 60000}], calls))
+    assert len(calls) == 4
+
+
+def test_bounded_by_entries_and_bytes():
+    cache = ResultCache(max_entries=3, max_bytes=10_000)
+    for i in range(10):
+        cache.fetch("s", cache_key("resources/read", {**V, "uri": str(i)}), "-",
+                    loader([{"contents": [i], "ttlMs": 60000}], []))
+    assert len(cache) == 3
+    cache.fetch("s", cache_key("resources/read", {**V, "uri": "big"}), "-",
+                loader([{"contents": ["x" * 20_000], "ttlMs": 60000}], []))
+    assert cache.size_bytes <= 10_000
+    with pytest.raises(ValueError):
+        ResultCache(max_entries=0)
+
+
+def test_notifications_invalidate_at_once():
+    cache = ResultCache()
+    tools, read_a, read_b = (cache_key("tools/list", V), cache_key("resources/read", {**V, "uri": "a"}),
+                             cache_key("resources/read", {**V, "uri": "b"}))
+    for key in (tools, read_a, read_b):
+        cache.fetch("s", key, "-", loader([{"x": 1, "ttlMs": 60000}], []))
+    assert cache.invalidate("s", {"method": "notifications/resources/updated", "params": {"uri": "a"}}) == 1
+    assert cache.invalidate("other", {"method": "notifications/tools/list_changed"}) == 0
+    assert cache.invalidate("s", {"method": "notifications/tools/list_changed"}) == 1
+    assert cache.invalidate("s", {"method": "notifications/message"}) == 0
+    assert len(cache) == 1
+
+
+def test_input_required_results_are_not_stored():
+    cache = ResultCache()
+    key = cache_key("resources/read", {**V, "uri": "a"})
+    cache.fetch("s", key, "-", loader([{"resultType": "input_required", "requestState": "x", "ttlMs": 60000}], []))
+    assert len(cache) == 0
+
+
+def test_a_failed_fetch_fails_its_followers_and_is_not_stored():
+    cache = ResultCache()
+    key = cache_key("tools/list", V)
+    started, release = threading.Event(), threading.Event()
+
+    def failing():
+        started.set()
+        release.wait(5)
+        raise mcp_sync.ConnectError("down")
+
+    errors = []
+
+    def follower():
+        try:
+            cache.fetch("s", key, "-", loader([{"x": 1}], []))
+        except mcp_sync.ConnectError as exc:
+            errors.append(exc)
+
+    leader = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectError, cache.fetch, "s", key, "-", failing))
+    leader.start()
+    started.wait(5)
+    others = [threading.Thread(target=follower) for _ in range(3)]
+    for t in others:
+        t.start()
+    deadline = time.monotonic() + 5
+    while cache.misses < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until every follower is waiting on the leader
+    release.set()
+    for t in [leader, *others]:
+        t.join(5)
+    assert len(errors) == 3 and len(cache) == 0
+
+
+# -- through the client ---------------------------------------------------------------
+
+
+def wire(httpd, method):
+    return len([r for r in httpd.requests if r.json and r.json.get("method") == method])
+
+
+def test_32_threads_asking_for_list_tools_at_once_make_one_request():
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, cache=True) as client:
+            barrier = threading.Barrier(32)
+            results = []
+
+            def ask():
+                barrier.wait()
+                results.append([t.name for t in client.list_tools()])
+
+            pool = [threading.Thread(target=ask) for _ in range(32)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join(60)
+            assert len(results) == 32 and all(r == results[0] for r in results)
+            assert wire(httpd, "tools/list") == 1
+            client.list_tools()
+            assert wire(httpd, "tools/list") == 1  # fresh: served from the cache
+            client.list_tools(bypass_cache=True)
+            assert wire(httpd, "tools/list") == 2
+
+
+def test_reads_are_cached_per_uri_and_calls_never():
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, cache=True) as client:
+            for _ in range(3):
+                client.read_resource("demo://readme")
+                client.read_resource("demo://items/1")
+                client.call_tool("echo", {"text": "x"})
+            assert wire(httpd, "resources/read") == 2
+            assert wire(httpd, "tools/call") == 3
+
+
+def test_a_list_changed_notification_invalidates():
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, cache=True) as client:
+            client.list_tools()
+            client.list_tools()
+            assert wire(httpd, "tools/list") == 1
+            with client.notifications() as stream:
+                # The notification arrives as a transport delivers it (in this
+                # era it would come on a subscriptions/listen stream).
+                client._conn.deliver({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                stream.next(timeout=10)
+            client.list_tools()
+            assert wire(httpd, "tools/list") == 2
+
+
+def test_initialize_era_results_carry_no_ttl_and_are_never_served_from_the_cache():
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, protocol="2025-11-25", cache=True) as client:
+            client.list_tools()
+            client.list_tools()
+        assert wire(httpd, "tools/list") == 2
+
+
+def test_a_shared_cache_serves_public_results_to_every_client_of_the_server():
+    shared = ResultCache()
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, cache=shared, auth="alice") as a, \
+                mcp_sync.connect(httpd.url, cache=shared, auth="bob") as b:
+            a.list_prompts()
+            b.list_prompts()
+        assert wire(httpd, "prompts/list") == 1
+    with pytest.raises(TypeError):
+        mcp_sync.connect(demo_server(), cache="yes")
