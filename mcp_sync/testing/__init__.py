@@ -12,6 +12,14 @@ Standard library only; it shares no code with the client, so it can check it.
   `ctx.list_roots`, `ctx.ping_client`, `ctx.ask_all`) works in both eras;
   failures raise `ClientError`, `MissingClientCapability`,
   `RequestCancelled` or `TimeoutError` (see `ToolContext`).
+* Change notifications: `Server.notify_changed(kind)`, `notify_updated(uri)`
+  (also sent when something is registered or removed: `remove_tool`,
+  `remove_prompt`, `remove_resource`, `remove_resource_template`,
+  `set_resource_text`); legacy sessions get list_changed after `initialize`
+  and resources/updated after `resources/subscribe`; stateless clients get
+  them on `subscriptions/listen` streams (`end_subscriptions()`, `listening()`).
+* Caching hints: `Server(ttl_ms=, cache_scope=)`, `set_cache_hint()`;
+  `served(method)` counts the requests that reached the server.
 * `demo_server()`: the demo server used by the tests and the CLI.
 * `SUPPORTED_VERSIONS`: the protocol revisions the server can speak, newest first.
 

@@ -24,6 +24,20 @@ How a session works:
   has its own legacy state.
 * `notifications/cancelled` sets the request's `ToolContext.cancelled`; a
   cancelled request gets no response and no further notification.
+* Change notifications (`Server.notify_changed`/`notify_updated`, sent on
+  every registration or removal too) go, in the initialize era, to sessions
+  whose `initialize` response went out, as messages related to no request
+  (resources/updated only for `resources/subscribe`d URIs), in order, from
+  one worker job at a time. Stateless era: `subscriptions/listen` {notifications:
+  filter} is answered at once with `notifications/subscriptions/acknowledged`
+  {_meta: {io.modelcontextprotocol/subscriptionId: <listen id>}, notifications:
+  <accepted filter>} (true flags and resourceSubscriptions; unknown keys
+  dropped), then every matching notification, tagged with the same
+  `_meta` subscriptionId, all related to the listen request; the listen
+  occupies one worker thread until the client cancels it (no response) or
+  `end_subscriptions()` ends it: graceful, the response
+  {resultType: "complete", _meta: {subscriptionId, serverInfo}}; otherwise
+  `notifications/cancelled` {requestId: <listen id>} and no response.
 * `close()` stops accepting messages, cancels everything in flight, and joins
   every thread the session started; after it returns `send` is not called.
 * `open_session(send, related=True)` calls `send(message, related_id)` instead,

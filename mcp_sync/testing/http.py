@@ -37,6 +37,14 @@ is delivered to its session, so the tool's `ctx.cancelled` is set). GET and
 DELETE get 405 from a server without legacy versions; `Mcp-Session-Id` and
 `Last-Event-ID` are ignored there.
 
+`subscriptions/listen` is answered with a long-lived SSE stream (in every
+response mode; an error answer is JSON): the acknowledgement, then the
+subscription's notifications. The client closing it cancels the
+subscription; `Server.end_subscriptions()` writes the completion result (or,
+`graceful=False`, `notifications/cancelled`) and ends the stream; `close()`
+ends every open subscription gracefully first (waiting at most 5 s for the
+results to be written).
+
 Legacy era (2025-11-25, 2025-06-18): POST `initialize` creates a session and
 its response carries `Mcp-Session-Id` (uuid4 hex); a failed `initialize`
 (400 when answered in JSON) creates none. Later requests must carry the id

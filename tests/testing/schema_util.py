@@ -78,6 +78,9 @@ RESULT_DEFS = {
     "prompts/list": "ListPromptsResult",
     "prompts/get": "GetPromptResult",
     "completion/complete": "CompleteResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+    "subscriptions/listen": "SubscriptionsListenResult",
 }
 
 

@@ -241,7 +241,8 @@ def test_discover(conn: Conn) -> None:
     assert result["supportedVersions"] == [MODERN]
     caps = result["capabilities"]
     assert set(caps) >= {"tools", "resources", "prompts", "completions", "logging"}
-    assert caps["resources"].get("subscribe") is False
+    assert caps["resources"] == {"subscribe": True, "listChanged": True}
+    assert caps["tools"] == {"listChanged": True} and caps["prompts"] == {"listChanged": True}
     assert result["_meta"][META_SERVER_INFO] == {"name": "mcp-sync-demo", "version": "1.0.0"}
     assert isinstance(result["instructions"], str) and result["instructions"]
     assert result["ttlMs"] >= 0 and result["cacheScope"] == "public"
@@ -316,7 +317,9 @@ def test_legacy_results_and_resource_not_found(conns: Any) -> None:
     error = conn.error("resources/read", {"uri": "demo://nope"})
     assert error == {"code": -32002, "message": "Resource not found", "data": {"uri": "demo://nope"}}
     assert conn.error("server/discover")["code"] == -32601
-    assert conn.error("resources/subscribe", {"uri": "demo://readme"})["code"] == -32601
+    assert conn.result("resources/subscribe", {"uri": "demo://readme"}) == {}
+    assert conn.error("resources/subscribe", {})["code"] == -32602
+    assert conn.error("subscriptions/listen", {"notifications": {}})["code"] == -32601
 
 
 def test_legacy_logging_follows_set_level(conns: Any) -> None:
