@@ -48,6 +48,7 @@ from .errors import (
 from .notifications import Notification, NotificationStream
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
+from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded
 from .transports import HTTP, Custom, Memory, MessageSink, Stdio, Target, Transport
 from .types import (
     AudioContent,
@@ -95,4 +96,5 @@ __all__ = [
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
     "handlers", "Notification", "NotificationStream", "ResultCache",
+    "Subscription", "SubscriptionEnded", "SubscriptionBroken",
 ]

@@ -30,6 +30,7 @@ from .errors import (
     ConnectionClosed,
     InputHandlerError,
     InvalidResult,
+    RequestTimeout,
     ServerError,
     SessionExpired,
     UnsupportedMethod,
@@ -52,6 +53,7 @@ from .protocol import inputs, versions
 from .protocol.meta import merge_meta, validate_trace_context
 from .protocol.schemas import SchemaCache
 from .protocol.versions import Dialect, FallBack, UseStateless
+from .subscriptions import Subscription, SubscriptionBroken
 from .transports import Target, Transport, resolve_target
 from .types import (
     DiscoverResult,
@@ -348,6 +350,81 @@ class Client(Calls):
                 note = stream.next(timeout=5)
         """
         return self._dispatcher.open_stream(max_buffer, overflow)
+
+    # -- subscriptions -------------------------------------------------------------------------
+
+    def listen(
+        self,
+        *,
+        tools_list_changed: bool = False,
+        prompts_list_changed: bool = False,
+        resources_list_changed: bool = False,
+        resource_subscriptions: Iterable[str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        max_buffer: int = 100,
+        overflow: str = "drop_oldest",
+    ) -> Subscription:
+        """Open a `subscriptions/listen` stream (2026-07-28) and return once
+        the server acknowledged it; `Subscription.accepted` is the filter it
+        agreed to (maybe a subset). `extra` adds filter keys of extensions.
+
+        Raises the server's error (e.g. `MethodNotFound` from a server
+        without subscriptions), `ConnectionClosed` when the stream ends
+        before the acknowledgement, a `TransportError`, or `RequestTimeout`.
+
+        Example::
+
+            with client.listen(tools_list_changed=True) as sub:
+                event = sub.next(timeout=60)
+        """
+        dialect = self._require_dialect()
+        if not dialect.stateless:
+            raise UnsupportedMethod("subscriptions/listen", dialect.version,
+                                    "initialize-era servers announce changes on their own: use notifications()")
+        wait = self.timeout if timeout is None else timeout
+        check_timeout("timeout", wait)
+        uris = list(resource_subscriptions or [])
+        if not all(isinstance(uri, str) for uri in uris):
+            raise TypeError("resource_subscriptions must be URI strings")
+        wanted: dict[str, Any] = {}
+        for key, flag in (("toolsListChanged", tools_list_changed), ("promptsListChanged", prompts_list_changed),
+                          ("resourcesListChanged", resources_list_changed)):
+            if flag:
+                wanted[key] = True
+        if uris:
+            wanted["resourceSubscriptions"] = uris
+        if extra:
+            wanted.update(extra)
+        conn = self._live_connection()
+        params = {"notifications": wanted,
+                  "_meta": dialect.request_meta(self._capabilities(), self.client_info, self.log_level)}
+
+        def cancel(sub: Subscription) -> None:
+            if sub.id is not None:
+                conn.unsubscribe(sub.id)
+
+        subscription = Subscription(cancel, max_buffer, overflow)
+
+        def on_event(kind: str, payload: Any) -> None:
+            if kind == "notification" and self.cache is not None:
+                self.cache.invalidate(self._cache_server, payload)
+            subscription._on_event(kind, payload)
+
+        subscription.id = conn.subscribe("subscriptions/listen", params, on_event)
+        if not subscription.acknowledged.wait(wait):
+            subscription.close()
+            raise RequestTimeout(f"subscriptions/listen: no acknowledgement within {wait:g} s",
+                                 method="subscriptions/listen", timeout=wait)
+        if subscription.accepted is None:
+            subscription.close()
+            if subscription.error_response is not None:
+                raise server_error_from_wire(subscription.error_response.get("error"), method="subscriptions/listen")
+            end = subscription.next(timeout=0)
+            if isinstance(end, SubscriptionBroken):
+                raise end.error
+            raise ConnectionClosed("the subscriptions/listen stream ended before the acknowledgement")
+        return subscription
 
     def __enter__(self) -> Client:
         return self

@@ -58,6 +58,8 @@ LOG = "log"
 SERVER_REQUEST = "server_request"
 CLOSED = "closed"
 
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
 ServerRequestHandler = Callable[[dict[str, Any]], Any]
 NotificationHandler = Callable[[dict[str, Any]], None]
 
@@ -126,6 +128,9 @@ class Connection:
         self._max_server_requests = max_server_requests
         self._handler_timeout = handler_timeout
         self._timers: set[threading.Timer] = set()
+        # Open subscriptions (subscriptions/listen), by request id: each gets
+        # its stream's events through a callback that must not block.
+        self._subscriptions: dict[Any, Callable[[str, Any], None]] = {}
 
     def start(self) -> None:
         self.transport.start(self)
@@ -264,6 +269,46 @@ class Connection:
         except TransportError as exc:
             log.debug("could not cancel request %s: %s", pending.id, exc)
 
+    def subscribe(self, method: str, params: Mapping[str, Any] | None, on_event: Callable[[str, Any], None]) -> int:
+        """Open a long-lived request (`subscriptions/listen`). Everything its
+        stream carries goes to `on_event(kind, payload)` on the reading
+        thread, where it must only be queued: kind "notification" (the
+        message), "end" (the final response), "cancelled" (the server's
+        cancellation params) or "broken"/"closed" (an error)."""
+        with self._lock:
+            self._raise_if_unusable()
+            request_id = next(self._ids)
+            self._subscriptions[request_id] = on_event
+        try:
+            self.transport.send(jsonrpc.request(request_id, method, params))
+        except BaseException:
+            with self._lock:
+                self._subscriptions.pop(request_id, None)
+            raise
+        return request_id
+
+    def unsubscribe(self, request_id: int, reason: str = "subscription closed by the client") -> None:
+        """Cancel a subscription as the transport requires. Idempotent."""
+        with self._lock:
+            if self._subscriptions.pop(request_id, None) is None:
+                return
+            usable = not self._closed and self._failure is None
+        if not usable:
+            return
+        try:
+            self.transport.cancel(request_id)
+            if self.transport.cancels_by_notification:
+                self.transport.send(jsonrpc.notification(
+                    "notifications/cancelled", {"requestId": request_id, "reason": reason}))
+        except TransportError as exc:
+            log.debug("could not cancel subscription %s: %s", request_id, exc)
+
+    def _subscription(self, request_id: Any, *, remove: bool = False) -> Callable[[str, Any], None] | None:
+        if not jsonrpc.is_valid_id(request_id):
+            return None
+        with self._lock:
+            return self._subscriptions.pop(request_id, None) if remove else self._subscriptions.get(request_id)
+
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         with self._lock:
             self._raise_if_unusable()
@@ -312,6 +357,10 @@ class Connection:
             return
         if kind is jsonrpc.Kind.RESPONSE or kind is jsonrpc.Kind.ERROR:
             request_id = message.get("id")
+            ended = self._subscription(request_id, remove=True)
+            if ended is not None:
+                ended("end", message)
+                return
             with self._lock:
                 pending = self._pending.pop(request_id, None) if jsonrpc.is_valid_id(request_id) else None  # type: ignore[arg-type]
             if pending is not None:
@@ -324,6 +373,21 @@ class Connection:
         method = message["method"]
         params = message.get("params") or {}
         if kind is jsonrpc.Kind.NOTIFICATION:
+            raw_meta = params.get("_meta")
+            meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+            subscription = self._subscription(meta.get(SUBSCRIPTION_ID)) or self._subscription(related_to)
+            if subscription is not None:
+                if method == "notifications/cancelled":
+                    self._subscription(params.get("requestId"), remove=True)
+                    subscription("cancelled", params)
+                else:
+                    subscription("notification", message)
+                return
+            if method == "notifications/cancelled":
+                withdrawn = self._subscription(params.get("requestId"), remove=True)
+                if withdrawn is not None:
+                    withdrawn("cancelled", params)
+                    return
             if method == "notifications/progress":
                 token = params.get("progressToken")
                 with self._lock:
@@ -372,17 +436,24 @@ class Connection:
             self._failure = error
             waiting = list(self._pending.values())
             self._pending.clear()
+            subscriptions = list(self._subscriptions.values())
+            self._subscriptions.clear()
         log.debug("transport failed: %s", error)
         for pending in waiting:
             pending.inbox.put((CLOSED, error))
+        for on_event in subscriptions:
+            on_event("broken", error)
 
     def request_failed(self, request_id: int | str, error: TransportError) -> None:
         """One request's own channel failed (per-request transports): only its
         caller gets the error; the connection stays usable."""
         with self._lock:
             pending = self._pending.pop(request_id, None)
+            subscription = self._subscriptions.pop(request_id, None)
         if pending is not None:
             pending.inbox.put((CLOSED, error))
+        elif subscription is not None:
+            subscription("broken", error)
         else:
             log.debug("request %r failed after nobody waited for it: %s", request_id, error)
 
@@ -485,6 +556,8 @@ class Connection:
                 self._closed = True
                 waiting = list(self._pending.values())
                 self._pending.clear()
+                subscriptions = list(self._subscriptions.values())
+                self._subscriptions.clear()
                 worker = self._worker
         if not first:
             if threading.current_thread() is not self._worker:
@@ -494,6 +567,8 @@ class Connection:
             error = ConnectionClosed(reason)
             for pending in waiting:
                 pending.inbox.put((CLOSED, error))
+            for on_event in subscriptions:
+                on_event("closed", error)
             self.transport.close()
             if worker is not None:
                 self._work.put(None)

@@ -1,0 +1,175 @@
+"""`subscriptions/listen`: the handle of one open notification stream.
+
+The engine hands every event of the stream to `Subscription._on_event` on
+the thread that read it; the handle only queues it in a bounded buffer, so
+a slow consumer never holds up the reader or anyone else. The consumer
+takes events on its own thread, by iterating or with `next()`.
+
+Events are of three types, told apart by class:
+
+- `Notification`: a notification the filter asked for (`method`, `params`
+  without the subscription id);
+- `SubscriptionEnded`: the server ended the stream gracefully (`result` is
+  its final result, or its cancellation params);
+- `SubscriptionBroken`: the stream broke (`error`: a transport failure, or
+  the client closed).
+
+After the end (either kind) is taken, iteration stops.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any, Callable, Iterator, Union
+
+import attrs
+
+from .connection import SUBSCRIPTION_ID
+from .errors import ConnectionClosed, McpError
+from .notifications import OVERFLOW_POLICIES, Notification
+
+
+@attrs.frozen
+class SubscriptionEnded:
+    """The server ended the subscription; `result` is what it sent last."""
+
+    result: dict[str, Any]
+
+
+@attrs.frozen
+class SubscriptionBroken:
+    """The subscription's stream broke, or the client closed; `error` says how."""
+
+    error: McpError
+
+
+SubscriptionEvent = Union[Notification, SubscriptionEnded, SubscriptionBroken]
+
+
+class Subscription:
+    """An open `subscriptions/listen` stream. Use `Client.listen()`.
+
+    Example::
+
+        with client.listen(tools_list_changed=True, resource_subscriptions=["demo://readme"]) as sub:
+            print(sub.accepted)              # what the server agreed to send
+            for event in sub:
+                if isinstance(event, mcp_sync.Notification):
+                    print(event.method, event.params)
+
+    `max_buffer` events wait at most; when full, `overflow` ("drop_oldest",
+    the default, or "drop_newest") decides, and `dropped` counts them.
+    """
+
+    def __init__(self, cancel: Callable[[Subscription], None], max_buffer: int = 100,
+                 overflow: str = "drop_oldest") -> None:
+        if isinstance(max_buffer, bool) or not isinstance(max_buffer, int) or max_buffer < 1:
+            raise ValueError("max_buffer must be a positive integer")
+        if overflow not in OVERFLOW_POLICIES:
+            raise ValueError(f"overflow must be one of {', '.join(OVERFLOW_POLICIES)}, not {overflow!r}")
+        self._cancel = cancel
+        self._max = max_buffer
+        self._overflow = overflow
+        self._cond = threading.Condition()
+        self._events: collections.deque[SubscriptionEvent] = collections.deque()
+        self._end: SubscriptionEvent | None = None
+        self._finished = False  # the end event was taken
+        self.id: int | None = None
+        self.accepted: dict[str, Any] | None = None
+        self.acknowledged = threading.Event()
+        self.error_response: dict[str, Any] | None = None
+        self.dropped = 0
+
+    # -- the reading thread's side ------------------------------------------------------
+
+    def _on_event(self, kind: str, payload: Any) -> None:
+        with self._cond:
+            if self._end is not None:
+                return
+            if kind == "notification":
+                if payload.get("method") == "notifications/subscriptions/acknowledged" and self.accepted is None:
+                    params = payload.get("params") or {}
+                    notifications = params.get("notifications")
+                    self.accepted = dict(notifications) if isinstance(notifications, dict) else {}
+                    self.acknowledged.set()
+                    return
+                self._push(_notification(payload))
+            elif kind == "end" and "error" in payload:
+                self.error_response = payload
+                self._end = SubscriptionEnded(dict(payload))
+            elif kind in ("end", "cancelled"):
+                result = payload.get("result") if kind == "end" else payload
+                self._end = SubscriptionEnded(dict(result) if isinstance(result, dict) else {})
+            else:
+                self._end = SubscriptionBroken(payload)
+            self.acknowledged.set()  # wakes a listen() still waiting
+            self._cond.notify_all()
+
+    def _push(self, event: SubscriptionEvent) -> None:
+        if len(self._events) >= self._max:
+            self.dropped += 1
+            if self._overflow == "drop_newest":
+                return
+            self._events.popleft()
+        self._events.append(event)
+        self._cond.notify()
+
+    # -- the consumer's side ------------------------------------------------------------------
+
+    def next(self, timeout: float | None = None) -> SubscriptionEvent:
+        """The next event; `TimeoutError` after `timeout` seconds;
+        `StopIteration` once the end was taken."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._events:
+                    return self._events.popleft()
+                if self._end is not None:
+                    if self._finished:
+                        raise StopIteration
+                    self._finished = True
+                    return self._end
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"no subscription event within {timeout:g} s")
+                self._cond.wait(remaining)
+
+    def __iter__(self) -> Iterator[SubscriptionEvent]:
+        return self
+
+    def __next__(self) -> SubscriptionEvent:
+        return self.next()
+
+    @property
+    def ended(self) -> bool:
+        """True once the stream ended, whatever the way."""
+        return self._end is not None
+
+    def close(self) -> None:
+        """Cancel the subscription (idempotent). Iteration ends after the
+        events already received."""
+        with self._cond:
+            if self._end is None:
+                self._end = SubscriptionBroken(ConnectionClosed("the subscription was closed by the client"))
+                self._cond.notify_all()
+        self._cancel(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _notification(message: dict[str, Any]) -> Notification:
+    params = dict(message.get("params") or {})
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and SUBSCRIPTION_ID in meta:
+        meta = {k: v for k, v in meta.items() if k != SUBSCRIPTION_ID}
+        if meta:
+            params["_meta"] = meta
+        else:
+            del params["_meta"]
+    return Notification(method=str(message.get("method")), params=params, raw=message)

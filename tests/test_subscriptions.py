@@ -1,0 +1,108 @@
+"""subscriptions/listen (2026-07-28) in-process, over stdio and over HTTP."""
+
+import sys
+import threading
+
+import pytest
+
+import mcp_sync
+from mcp_sync.testing import HTTPServer, Server, demo_server
+from tests.testing.changing_server import CONFIG, build
+
+CHANGING = [sys.executable, "-m", "tests.testing.changing_server"]
+
+
+def test_listen_in_process_notifications_end_and_cancel():
+    server = demo_server()
+    with mcp_sync.connect(server) as client:
+        with client.listen(tools_list_changed=True, resource_subscriptions=["demo://readme"],
+                           extra={"com.example/unknown": True}) as sub:
+            assert sub.accepted == {"toolsListChanged": True, "resourceSubscriptions": ["demo://readme"]}
+            server.notify_changed("tools")
+            server.notify_changed("prompts")          # not asked for: never sent
+            server.notify_updated("demo://readme")
+            first = sub.next(timeout=10)
+            second = sub.next(timeout=10)
+            assert (first.method, first.params) == ("notifications/tools/list_changed", {})
+            assert (second.method, second.params) == ("notifications/resources/updated", {"uri": "demo://readme"})
+            assert server.listening() == 1
+        assert sub.ended
+        deadline_ok = threading.Event()
+        # the server saw the cancellation: its listen is gone
+        for _ in range(200):
+            if server.listening() == 0:
+                deadline_ok.set()
+                break
+            threading.Event().wait(0.02)
+        assert deadline_ok.is_set()
+
+
+def test_a_graceful_end_is_an_event_then_iteration_stops():
+    server = demo_server()
+    with mcp_sync.connect(server) as client:
+        sub = client.listen(tools_list_changed=True)
+        server.notify_changed("tools")
+        assert server.end_subscriptions() == 1
+        events = list(sub)
+    assert isinstance(events[0], mcp_sync.Notification)
+    assert isinstance(events[-1], mcp_sync.SubscriptionEnded) and events[-1].result.get("resultType") == "complete"
+
+
+def test_closing_the_client_breaks_the_subscription():
+    client = mcp_sync.connect(demo_server())
+    sub = client.listen(resources_list_changed=True)
+    client.close()
+    event = sub.next(timeout=5)
+    assert isinstance(event, mcp_sync.SubscriptionBroken) and isinstance(event.error, mcp_sync.ConnectionClosed)
+
+
+def test_a_server_without_subscriptions_says_so():
+    with mcp_sync.connect(Server(change_notifications=False)) as client:
+        with pytest.raises(mcp_sync.MethodNotFound):
+            client.listen(tools_list_changed=True)
+
+
+def test_listen_is_for_the_stateless_era():
+    with mcp_sync.connect(demo_server(), protocol="2025-11-25") as client:
+        with pytest.raises(mcp_sync.UnsupportedMethod):
+            client.listen(tools_list_changed=True)
+
+
+def test_listen_over_stdio_demultiplexes_by_subscription_id():
+    with mcp_sync.connect(CHANGING) as client:
+        with client.listen(tools_list_changed=True) as tools, \
+                client.listen(resource_subscriptions=[CONFIG]) as config:
+            assert client.call_tool("add_tool", {"name": "fresh"}).text == "added"
+            assert client.call_tool("touch", {"text": "v1"}).text == "touched"
+            assert tools.next(timeout=10).method == "notifications/tools/list_changed"
+            updated = config.next(timeout=10)
+            assert (updated.method, updated.params) == ("notifications/resources/updated", {"uri": CONFIG})
+            with pytest.raises(TimeoutError):
+                tools.next(timeout=0.2)   # the resource update went to the other subscription only
+        assert client.call_tool("touch", {"text": "v2"}).text == "touched"  # still fine after both closed
+
+
+def test_listen_over_http_and_cache_invalidation():
+    server = build()
+    with HTTPServer(server) as httpd:
+        with mcp_sync.connect(httpd.url, cache=True) as client:
+            before = client.read_resource(CONFIG).text
+            with client.listen(resource_subscriptions=[CONFIG]) as sub:
+                client.read_resource(CONFIG)  # fresh: from the cache
+                client.call_tool("touch", {"text": "changed"})
+                assert sub.next(timeout=10).params == {"uri": CONFIG}
+                assert client.read_resource(CONFIG).text == "changed"  # the update dropped the cached read
+            assert before == "v0"
+        reads = [r for r in httpd.requests if r.json and r.json.get("method") == "resources/read"]
+        assert len(reads) == 2
+
+
+def test_a_full_buffer_drops_by_its_policy():
+    server = demo_server()
+    with mcp_sync.connect(server) as client:
+        with client.listen(resources_list_changed=True, max_buffer=2, overflow="drop_newest") as sub:
+            for _ in range(5):
+                server.notify_changed("resources")
+            assert server.end_subscriptions() == 1
+            events = list(sub)
+    assert len([e for e in events if isinstance(e, mcp_sync.Notification)]) == 2 and sub.dropped == 3
