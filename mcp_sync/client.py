@@ -30,6 +30,7 @@ from .errors import (
     ConnectionClosed,
     InputHandlerError,
     InvalidResult,
+    McpError,
     RequestTimeout,
     ServerError,
     SessionExpired,
@@ -205,6 +206,7 @@ class Client(Calls):
         self.handler_timeout = handler_timeout
         self._declared: dict[str, Any] = {}  # capabilities sent with initialize
         self._dispatcher = Dispatcher()
+        self._legacy_subscriptions: set[Subscription] = set()
         if isinstance(cache, ResultCache):
             self.cache: ResultCache | None = cache
         elif cache is True:
@@ -315,6 +317,10 @@ class Client(Calls):
         if conn is not None:
             conn.close()
         self._dispatcher.close()
+        with self._state_lock:
+            legacy, self._legacy_subscriptions = self._legacy_subscriptions, set()
+        for subscription in legacy:
+            subscription._on_event("closed", ConnectionClosed("the client was closed"))
 
     # -- notifications that belong to no call ----------------------------------------
 
@@ -379,9 +385,6 @@ class Client(Calls):
                 event = sub.next(timeout=60)
         """
         dialect = self._require_dialect()
-        if not dialect.stateless:
-            raise UnsupportedMethod("subscriptions/listen", dialect.version,
-                                    "initialize-era servers announce changes on their own: use notifications()")
         wait = self.timeout if timeout is None else timeout
         check_timeout("timeout", wait)
         uris = list(resource_subscriptions or [])
@@ -396,6 +399,8 @@ class Client(Calls):
             wanted["resourceSubscriptions"] = uris
         if extra:
             wanted.update(extra)
+        if not dialect.stateless:
+            return self._listen_initialize_era(wanted, wait, max_buffer, overflow)
         conn = self._live_connection()
         params = {"notifications": wanted,
                   "_meta": dialect.request_meta(self._capabilities(), self.client_info, self.log_level)}
@@ -424,6 +429,60 @@ class Client(Calls):
             if isinstance(end, SubscriptionBroken):
                 raise end.error
             raise ConnectionClosed("the subscriptions/listen stream ended before the acknowledgement")
+        return subscription
+
+    def _listen_initialize_era(self, wanted: dict[str, Any], timeout: float | None, max_buffer: int,
+                               overflow: str) -> Subscription:
+        """The same `listen()` for a 2025 server: `resources/subscribe` for
+        the URIs, and its unsolicited notifications filtered to what was
+        asked (and what its capabilities offer)."""
+        capabilities = self.server_capabilities or {}
+        offers = {
+            "toolsListChanged": bool((capabilities.get("tools") or {}).get("listChanged")),
+            "promptsListChanged": bool((capabilities.get("prompts") or {}).get("listChanged")),
+            "resourcesListChanged": bool((capabilities.get("resources") or {}).get("listChanged")),
+            "resourceSubscriptions": bool((capabilities.get("resources") or {}).get("subscribe")),
+        }
+        accepted = {key: value for key, value in wanted.items() if offers.get(key)}
+        uris = list(accepted.get("resourceSubscriptions") or [])
+        methods = {method for key, method in (
+            ("toolsListChanged", "notifications/tools/list_changed"),
+            ("promptsListChanged", "notifications/prompts/list_changed"),
+            ("resourcesListChanged", "notifications/resources/list_changed")) if accepted.get(key)}
+        stop: list[Callable[[], None]] = []
+
+        def cancel(sub: Subscription) -> None:
+            for remove in stop:
+                remove()
+            with self._state_lock:
+                self._legacy_subscriptions.discard(sub)
+            for uri in uris:
+                try:
+                    self.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
+                except McpError as exc:
+                    log.debug("resources/unsubscribe %s failed: %s", uri, exc)
+
+        subscription = Subscription(cancel, max_buffer, overflow)
+        subscribed: list[str] = []
+        try:
+            for uri in uris:
+                self.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+                subscribed.append(uri)
+        except BaseException:
+            uris[:] = subscribed
+            subscription.close()
+            raise
+
+        def deliver(note: Notification) -> None:
+            if note.method in methods or (note.method == "notifications/resources/updated"
+                                          and note.params.get("uri") in uris):
+                subscription._on_event("notification", note.raw)
+
+        stop.append(self._dispatcher.add_callback(deliver))
+        subscription.accepted = accepted
+        subscription.acknowledged.set()
+        with self._state_lock:
+            self._legacy_subscriptions.add(subscription)
         return subscription
 
     def __enter__(self) -> Client:

@@ -62,10 +62,35 @@ def test_a_server_without_subscriptions_says_so():
             client.listen(tools_list_changed=True)
 
 
-def test_listen_is_for_the_stateless_era():
-    with mcp_sync.connect(demo_server(), protocol="2025-11-25") as client:
-        with pytest.raises(mcp_sync.UnsupportedMethod):
-            client.listen(tools_list_changed=True)
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+def test_the_same_listen_in_the_initialize_era(version):
+    server = demo_server()
+    with mcp_sync.connect(server, protocol=version) as client:
+        with client.listen(tools_list_changed=True, resource_subscriptions=["demo://readme"],
+                           extra={"com.example/unknown": True}) as sub:
+            assert sub.accepted == {"toolsListChanged": True, "resourceSubscriptions": ["demo://readme"]}
+            server.notify_changed("prompts")          # not asked for: filtered out
+            server.notify_updated("demo://logo.png")  # not subscribed: the server does not send it
+            server.notify_changed("tools")
+            server.notify_updated("demo://readme")
+            got = [sub.next(timeout=10), sub.next(timeout=10)]
+            assert [(e.method, e.params) for e in got] == [
+                ("notifications/tools/list_changed", {}),
+                ("notifications/resources/updated", {"uri": "demo://readme"})]
+        # closing unsubscribed: the server no longer sends updates for the URI
+        with client.notifications() as stream:
+            server.notify_updated("demo://readme")
+            server.notify_changed("resources")
+            assert stream.next(timeout=10).method == "notifications/resources/list_changed"
+
+
+def test_initialize_era_listen_over_stdio_and_close_breaks_it():
+    client = mcp_sync.connect(CHANGING, protocol="2025-11-25")
+    sub = client.listen(resource_subscriptions=[CONFIG])
+    assert client.call_tool("touch", {"text": "v1"}).text == "touched"
+    assert sub.next(timeout=10).params == {"uri": CONFIG}
+    client.close()
+    assert isinstance(sub.next(timeout=5), mcp_sync.SubscriptionBroken)
 
 
 def test_listen_over_stdio_demultiplexes_by_subscription_id():
