@@ -7,6 +7,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, Server, demo_server
+from tests.conftest import scripted
 from tests.testing.changing_server import CONFIG, build
 
 CHANGING = [sys.executable, "-m", "tests.testing.changing_server"]
@@ -131,3 +132,30 @@ def test_a_full_buffer_drops_by_its_policy():
             assert server.end_subscriptions() == 1
             events = list(sub)
     assert len([e for e in events if isinstance(e, mcp_sync.Notification)]) == 2 and sub.dropped == 3
+
+
+def test_no_acknowledgement_in_time_is_a_timeout_and_cancels():
+    with mcp_sync.connect(scripted("--mode", "listen-silent"), protocol="2026-07-28") as client:
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.listen(tools_list_changed=True, timeout=0.3)
+
+
+def test_a_stream_that_ends_before_the_acknowledgement():
+    with mcp_sync.connect(scripted("--mode", "listen-end"), protocol="2026-07-28") as client:
+        with pytest.raises(mcp_sync.ConnectionClosed, match="before the acknowledgement"):
+            client.listen(tools_list_changed=True)
+
+
+def test_a_transport_failure_before_the_acknowledgement():
+    with mcp_sync.connect(scripted("--mode", "listen-exit"), protocol="2026-07-28", restart=False) as client:
+        with pytest.raises(mcp_sync.ServerExited) as info:
+            client.listen(tools_list_changed=True)
+        assert info.value.returncode == 4
+
+
+def test_bad_listen_arguments():
+    with mcp_sync.connect(demo_server()) as client:
+        with pytest.raises(TypeError):
+            client.listen(resource_subscriptions=[1])
+        with pytest.raises(ValueError):
+            client.listen(tools_list_changed=True, max_buffer=0)

@@ -49,6 +49,14 @@ async def steps(n: int, ctx: Context) -> str:
 
 
 @app.tool()
+async def announce(ctx: Context) -> str:
+    """Tell subscribers that the tools and a resource changed."""
+    await ctx.notify_tools_changed()
+    await ctx.notify_resource_updated("note://hello")
+    return "announced"
+
+
+@app.tool()
 async def broken() -> str:
     """Always fails."""
     raise ValueError("this tool always fails")

@@ -139,3 +139,12 @@ def check_elicitation(url, protocol):
     with mcp_sync.connect(url, protocol=protocol, input_handlers={"form": form}) as client:
         assert client.call_tool("book", {"day": "monday"}).text == "monday: 4 for Ada"
     assert asked == [threading.current_thread()]
+
+
+def test_listen_over_http_against_the_official_server(server):
+    _, url, _ = server
+    with mcp_sync.connect(url) as client:
+        with client.listen(tools_list_changed=True) as sub:
+            assert client.call_tool("announce", {}).text == "announced"
+            event = sub.next(timeout=10)
+        assert event.method == "notifications/tools/list_changed"

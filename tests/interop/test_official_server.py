@@ -118,3 +118,13 @@ def test_without_a_form_handler_the_server_says_what_is_missing():
     with mcp_sync.connect(SERVER) as client:
         with pytest.raises(mcp_sync.MissingClientCapability):
             client.call_tool("book", {"day": "friday"})
+
+
+def test_listen_against_the_official_server():
+    with mcp_sync.connect(SERVER) as client:
+        with client.listen(tools_list_changed=True, resource_subscriptions=["note://hello"]) as sub:
+            assert sub.accepted.get("toolsListChanged") is True
+            assert client.call_tool("announce", {}).text == "announced"
+            events = [sub.next(timeout=10), sub.next(timeout=10)]
+        assert {(e.method, e.params.get("uri")) for e in events} == {
+            ("notifications/tools/list_changed", None), ("notifications/resources/updated", "note://hello")}

@@ -85,6 +85,18 @@ def main():
                                 "capabilities": {"tools": {}},
                                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "scripted", "version": "1"}}})
             continue
+        if method == "subscriptions/listen":
+            if mode == "listen-silent":
+                continue
+            if mode == "listen-end":
+                result(request_id, {"resultType": "complete"})
+                continue
+            if mode == "listen-exit":
+                sys.stderr.write("listen crashed\n")
+                sys.stderr.flush()
+                os._exit(4)
+            error(request_id, -32601, "Method not found")
+            continue
         if method == "initialize":
             asked = message["params"]["protocolVersion"]
             answer = args.answer_version or (asked if asked in versions else versions[-1])
