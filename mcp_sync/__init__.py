@@ -11,7 +11,7 @@ See the README and docs/ for the threading model and the error model.
 
 from . import handlers
 from ._version import __version__
-from .cache import ResultCache
+from .cache import ResultCache, StaleResult
 from .client import DEFAULT_TIMEOUT, Client, RequestOptions, connect
 from .errors import (
     AuthenticationError,
@@ -95,6 +95,6 @@ __all__ = [
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
-    "handlers", "Notification", "NotificationStream", "ResultCache",
+    "handlers", "Notification", "NotificationStream", "ResultCache", "StaleResult",
     "Subscription", "SubscriptionEnded", "SubscriptionBroken",
 ]

@@ -30,6 +30,8 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
+from .errors import TransportError
+
 CACHEABLE = frozenset({
     "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
 })
@@ -62,6 +64,13 @@ def ttl_seconds(result: Mapping[str, Any]) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0:
         return 0.0
     return float(ttl) / 1000.0
+
+
+class StaleResult(dict):  # type: ignore[type-arg]
+    """A result served from the cache after its TTL ran out, because the
+    refetch failed (`stale_if_error`). Typed results show it as `stale`."""
+
+    stale = True
 
 
 @attrs.define
@@ -117,10 +126,13 @@ class ResultCache:
         with self._lock:
             return self._bytes
 
-    def fetch(self, server: str, key: str, context: str, load: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def fetch(self, server: str, key: str, context: str, load: Callable[[], dict[str, Any]],
+              *, stale_if_error: bool = False) -> dict[str, Any]:
         """A fresh cached result, or `load()`'s (stored when it is complete).
 
-        Identical fetches in flight at once share one `load()`.
+        Identical fetches in flight at once share one `load()`. With
+        `stale_if_error`, a `load()` that fails with a `TransportError` is
+        answered with the expired entry, if there is one, as a `StaleResult`.
         """
         slot = (server, key)
         flight_key = (server, key, context)
@@ -148,6 +160,13 @@ class ResultCache:
             fetch.text = text
             self._store(slot, result, text, context)
             return result
+        except TransportError as exc:
+            stale = self._stale(slot, context) if stale_if_error else None
+            if stale is None:
+                fetch.error = exc
+                raise
+            fetch.text = stale
+            return StaleResult(json.loads(stale))
         except BaseException as exc:
             fetch.error = exc
             raise
@@ -155,6 +174,13 @@ class ResultCache:
             with self._lock:
                 self._inflight.pop(flight_key, None)
             fetch.done.set()
+
+    def _stale(self, slot: tuple[str, str], context: str) -> str | None:
+        with self._lock:
+            entry = self._entries.get(slot)
+            if entry is None or entry.private_to not in (None, context):
+                return None
+            return entry.text
 
     def put(self, server: str, key: str, context: str, result: Mapping[str, Any]) -> None:
         """Store a result fetched without the cache (`bypass_cache`)."""

@@ -97,6 +97,7 @@ def connect(
     max_server_requests: int = 16,
     handler_timeout: float | None = None,
     cache: bool | ResultCache = False,
+    stale_if_error: bool = False,
     **http_options: Any,
 ) -> Client:
     """Connect to an MCP server and settle the protocol version.
@@ -119,7 +120,9 @@ def connect(
 
     `cache=True` (or a shared `ResultCache`) caches complete results of
     discovery, the lists and `resources/read` by the server's `ttlMs` and
-    `cacheScope` hints; see `mcp_sync.cache`.
+    `cacheScope` hints; see `mcp_sync.cache`. With `stale_if_error=True` an
+    expired entry answers when the refetch fails with a transport error
+    (the result's `stale` is then True).
 
     With `restart=True` (the default), a stateless (2026-07-28) connection
     whose server went away is opened again by the next request, as the spec
@@ -137,6 +140,7 @@ def connect(
         max_pages=max_pages, max_total_timeout=max_total_timeout, restart=restart,
         input_handlers=input_handlers, max_input_rounds=max_input_rounds,
         max_server_requests=max_server_requests, handler_timeout=handler_timeout, cache=cache,
+        stale_if_error=stale_if_error,
     )
     try:
         client._open()
@@ -175,6 +179,7 @@ class Client(Calls):
         max_server_requests: int = 16,
         handler_timeout: float | None = None,
         cache: bool | ResultCache = False,
+        stale_if_error: bool = False,
     ) -> None:
         check_timeout("timeout", timeout)
         check_timeout("probe_timeout", probe_timeout, allow_none=False)
@@ -216,6 +221,7 @@ class Client(Calls):
         else:
             raise TypeError("cache must be True, False or a ResultCache")
         self._cache_server = _server_identity(target, self)
+        self.stale_if_error = bool(stale_if_error)
         self._ids = new_id_counter()
         self._state_lock = threading.Lock()
         self._restart_lock = threading.Lock()
@@ -609,9 +615,12 @@ class Client(Calls):
                                          headers=headers, retry_session=retry_session)
             cache.put(self._cache_server, key, self._auth_context(), result)
             return result
-        return cache.fetch(self._cache_server, key, self._auth_context(), lambda: self._send_uncached(
+        result = cache.fetch(self._cache_server, key, self._auth_context(), lambda: self._send_uncached(
             method, original, options, handlers, retry_version=retry_version, headers=headers,
-            retry_session=retry_session))
+            retry_session=retry_session), stale_if_error=self.stale_if_error)
+        if getattr(result, "stale", False):
+            log.warning("%s: the server could not be reached; serving a stale cached result", method)
+        return result
 
     def _auth_context(self) -> str:
         """Whose private results these are: the bearer token's digest over

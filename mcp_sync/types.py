@@ -71,8 +71,15 @@ class WireModel:
                 except (TypeError, ValueError, AttributeError) as exc:
                     raise InvalidResult(f"{cls.__name__}: bad field {wire!r}: {exc}") from None
         kwargs["extra"] = {k: v for k, v in raw.items() if k not in known}
-        kwargs["raw"] = dict(raw)
+        # type(raw) keeps a cache's StaleResult marker (see `stale`).
+        kwargs["raw"] = type(raw)(raw) if isinstance(raw, dict) else dict(raw)
         return cls(**kwargs)
+
+    @property
+    def stale(self) -> bool:
+        """True when this result came from the cache after its TTL ran out,
+        because the refetch failed (`connect(stale_if_error=True)`)."""
+        return bool(getattr(self.raw, "stale", False))
 
     def to_wire(self) -> dict[str, Any]:
         """The wire dict this object was built from."""

@@ -214,3 +214,24 @@ def test_a_shared_cache_serves_public_results_to_every_client_of_the_server():
         assert wire(httpd, "prompts/list") == 1
     with pytest.raises(TypeError):
         mcp_sync.connect(demo_server(), cache="yes")
+
+
+@pytest.mark.parametrize("stale_if_error", [True, False])
+def test_stale_if_error(stale_if_error, caplog):
+    server = demo_server()
+    server.set_cache_hint("resources/read", ttl_ms=100)
+    httpd = HTTPServer(server).start()
+    with mcp_sync.connect(httpd.url, cache=True, stale_if_error=stale_if_error, timeout=5) as client:
+        fresh = client.read_resource("demo://readme")
+        assert not fresh.stale
+        time.sleep(0.15)  # let the 100 ms freshness run out
+        httpd.close()     # the refetch cannot reach the server
+        if stale_if_error:
+            stale = client.read_resource("demo://readme")
+            assert stale.stale and stale.text == fresh.text
+            assert "stale cached result" in caplog.text
+            with pytest.raises(mcp_sync.ConnectError):
+                client.read_resource("demo://items/1")  # nothing cached to fall back on
+        else:
+            with pytest.raises(mcp_sync.ConnectError):
+                client.read_resource("demo://readme")
