@@ -10,24 +10,31 @@ that is not inside the schema fails validation instead of passing silently.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import threading
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
-import referencing
-import referencing.exceptions
+if TYPE_CHECKING:
+    import referencing
 
 _MAX_ERRORS = 5
 
+# jsonschema is imported on first use, not with the package: most programs
+# never validate a schema, and the import costs about 30 ms.
+
 
 def _no_retrieve(uri: str) -> referencing.Resource[Any]:
+    import referencing.exceptions
+
     raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
-_EMPTY_REGISTRY: referencing.Registry[Any] = referencing.Registry(retrieve=_no_retrieve)  # type: ignore[call-arg]
+@functools.lru_cache(maxsize=None)
+def _empty_registry() -> referencing.Registry[Any]:
+    import referencing
+
+    return referencing.Registry(retrieve=_no_retrieve)  # type: ignore[call-arg]
 
 
 class SchemaCache:
@@ -45,9 +52,12 @@ class SchemaCache:
             if found is not None:
                 self._validators.move_to_end(key)
                 return found
+        import jsonschema
+        import jsonschema.validators
+
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(schema)
-        compiled = cls(schema, registry=_EMPTY_REGISTRY)
+        compiled = cls(schema, registry=_empty_registry())
         with self._lock:
             self._validators[key] = compiled
             while len(self._validators) > self._max:
@@ -59,6 +69,9 @@ class SchemaCache:
 
         An invalid schema or an unresolvable `$ref` is reported as a problem.
         """
+        import jsonschema.exceptions
+        import referencing.exceptions
+
         try:
             validator = self.validator(schema)
             found = []
