@@ -19,14 +19,19 @@ transport's reader thread calls `deliver()`, which routes under the lock:
   request whose own response stream carried it (per-request transports say
   which), else to the one request in flight when there is exactly one, else
   to the worker;
-- any other notification goes to the worker.
+- anything on a `subscriptions/listen` stream (by subscription id, or by
+  the stream it came on) goes to that subscription's callback;
+- any other notification goes to the `on_notification` hook, which only
+  queues it for the client's dispatcher thread.
 
 The *worker* is one thread per connection, started on first use, that runs
-what relates to no caller: notification callbacks, server requests with no
-caller to answer them. So the reader never runs user code and never blocks.
+what relates to no caller: unrelated log messages and server requests with
+no caller to answer them (bounded by `max_server_requests`). So the reader
+never runs user code and never blocks.
 
-Lock discipline: `_lock` guards `_pending`, `_closed` and `_failure`. Nothing
-is sent, and no user code runs, while it is held.
+Lock discipline: `_lock` guards `_pending`, `_subscriptions`, `_answering`,
+`_worker_requests`, `_timers`, `_closed` and `_failure`. Nothing is sent,
+and no user code runs, while it is held.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ against the published JSON schema of its protocol revision (see
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,20 @@ _checker = SchemaChecker(HERE / "schemas")
 def scripted(*args: str) -> list[str]:
     """The command line of the scripted stdio server with these options."""
     return [sys.executable, SCRIPTED, *args]
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01) -> bool:
+    """Poll `predicate` until it is true or `timeout` runs out; its result.
+
+    For conditions the code under test offers no event for (a counter on
+    another thread); never a stand-in for an outcome the test asserts on.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
 
 
 def demo_command(*args: str) -> list[str]:

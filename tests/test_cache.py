@@ -1,6 +1,5 @@
 """Result caching by the server's hints, and coalescing of identical fetches."""
 
-import json
 import threading
 import time
 
@@ -8,7 +7,8 @@ import pytest
 
 import mcp_sync
 from mcp_sync.cache import ResultCache, cache_key, ttl_seconds
-from mcp_sync.testing import HTTPServer, Server, demo_server
+from mcp_sync.testing import HTTPServer, demo_server
+from tests.conftest import wait_until
 
 V = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {}}}
 
@@ -131,9 +131,7 @@ def test_a_failed_fetch_fails_its_followers_and_is_not_stored():
     others = [threading.Thread(target=follower) for _ in range(3)]
     for t in others:
         t.start()
-    deadline = time.monotonic() + 5
-    while cache.misses < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)  # until every follower is waiting on the leader
+    assert wait_until(lambda: cache.misses == 4)  # every follower is waiting on the leader
     release.set()
     for t in [leader, *others]:
         t.join(5)

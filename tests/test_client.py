@@ -7,7 +7,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import RpcError, Server, demo_server
-from tests.conftest import demo_command
+from tests.conftest import demo_command, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25", "2025-06-18"]
 
@@ -301,8 +301,7 @@ def test_close_fails_pending_calls_from_another_thread():
     caller = threading.Thread(target=call)
     caller.start()
     started.wait()
-    while client._conn.in_flight == 0:
-        threading.Event().wait(0.01)
+    assert wait_until(lambda: client._conn.in_flight == 1)
     client.close()
     caller.join(timeout=10)
     assert not caller.is_alive() and len(errors) == 1

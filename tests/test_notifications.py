@@ -8,6 +8,7 @@ import pytest
 import mcp_sync
 from mcp_sync.notifications import COALESCE_WINDOW, Dispatcher
 from mcp_sync.testing import HTTPServer, demo_server
+from tests.conftest import wait_until
 
 
 def note(method, **params):
@@ -41,9 +42,7 @@ def test_a_burst_of_one_kind_is_coalesced():
     for _ in range(50):
         dispatcher.put(note("notifications/tools/list_changed"))
     dispatcher.put(note("notifications/prompts/list_changed"))
-    deadline = time.monotonic() + 5
-    while len(times) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)  # polling the recorded deliveries, bounded
+    wait_until(lambda: len(times) >= 3)  # the counts are asserted below
     dispatcher.close()
     tools = [t for m, t in times if m == "notifications/tools/list_changed"]
     prompts = [t for m, t in times if m == "notifications/prompts/list_changed"]

@@ -1,13 +1,12 @@
 """subscriptions/listen (2026-07-28) in-process, over stdio and over HTTP."""
 
 import sys
-import threading
 
 import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, Server, demo_server
-from tests.conftest import scripted
+from tests.conftest import scripted, wait_until
 from tests.testing.changing_server import CONFIG, build
 
 CHANGING = [sys.executable, "-m", "tests.testing.changing_server"]
@@ -28,14 +27,7 @@ def test_listen_in_process_notifications_end_and_cancel():
             assert (second.method, second.params) == ("notifications/resources/updated", {"uri": "demo://readme"})
             assert server.listening() == 1
         assert sub.ended
-        deadline_ok = threading.Event()
-        # the server saw the cancellation: its listen is gone
-        for _ in range(200):
-            if server.listening() == 0:
-                deadline_ok.set()
-                break
-            threading.Event().wait(0.02)
-        assert deadline_ok.is_set()
+        assert wait_until(lambda: server.listening() == 0)  # the server saw the cancellation
 
 
 def test_a_graceful_end_is_an_event_then_iteration_stops():
