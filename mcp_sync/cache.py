@@ -26,7 +26,8 @@ import collections
 import json
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 import attrs
 

@@ -19,7 +19,8 @@ import hashlib
 import json
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import handshake, multiround
 from ._version import __version__

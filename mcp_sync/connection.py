@@ -41,7 +41,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable
 
 from .errors import (
     ConnectionClosed,

@@ -41,7 +41,8 @@ error from the peer. Bad arguments from the caller raise the ordinary
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "McpError",

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import builtins
 import json
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 __all__ = ["InputHandler", "schema_defaults", "defaults_form", "console_form"]
 

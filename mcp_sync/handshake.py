@@ -9,7 +9,8 @@ outcome (restart the server, keep the session); these functions only talk.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
 
 import attrs
 

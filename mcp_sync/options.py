@@ -7,7 +7,8 @@ anything is sent.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, TypedDict
+from collections.abc import Mapping
+from typing import Any, Callable, TypedDict
 
 from .types import Progress
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, ClassVar, TypeVar, Union
 
 import attrs
 
@@ -56,18 +57,13 @@ class WireModel:
         for name in cls._required:
             if name not in raw:
                 raise InvalidResult(f"{cls.__name__}: missing required field {name!r}")
+        fields, known = _wire_fields(cls)
         kwargs: dict[str, Any] = {}
-        known = set()
-        for field in attrs.fields(cls):  # type: ignore[arg-type]
-            wire = field.metadata.get("wire")
-            if wire is None:
-                continue
-            known.add(wire)
+        for attribute, wire, convert in fields:
             if wire in raw:
                 value = raw[wire]
-                convert = field.metadata.get("convert")
                 try:
-                    kwargs[field.name] = convert(value) if convert is not None and value is not None else value
+                    kwargs[attribute] = convert(value) if convert is not None and value is not None else value
                 except (TypeError, ValueError, AttributeError) as exc:
                     raise InvalidResult(f"{cls.__name__}: bad field {wire!r}: {exc}") from None
         kwargs["extra"] = {k: v for k, v in raw.items() if k not in known}
@@ -84,6 +80,24 @@ class WireModel:
     def to_wire(self) -> dict[str, Any]:
         """The wire dict this object was built from."""
         return dict(self.raw)
+
+
+_FIELDS: dict[type, tuple[tuple[tuple[str, str, Any], ...], frozenset[str]]] = {}
+
+
+def _wire_fields(cls: type) -> tuple[tuple[tuple[str, str, Any], ...], frozenset[str]]:
+    """A type's (attribute, wire name, converter) triples and wire names,
+    read from its attrs metadata once: every result is built from them."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        fields = tuple(
+            (field.name, field.metadata["wire"], field.metadata.get("convert"))
+            for field in attrs.fields(cls)
+            if field.metadata.get("wire") is not None
+        )
+        # Two threads racing here only compute the same value twice.
+        found = _FIELDS[cls] = (fields, frozenset(wire for _, wire, _ in fields))
+    return found
 
 
 def _list_of(cls: Any) -> Callable[[Any], list[Any]]:

@@ -16,7 +16,8 @@ these checks pass.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .schemas import SchemaCache
 

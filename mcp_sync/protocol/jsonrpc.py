@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import InvalidMessage
 

@@ -12,7 +12,8 @@ Nothing here does IO: the engine sends the probe and hands the answer to
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 

@@ -124,8 +124,9 @@ import socketserver
 import ssl
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from .core import (

@@ -26,7 +26,8 @@ and `mcp_sync.connect(Custom(lambda: SocketTransport(...)))`.
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Callable, Protocol
 
 from ..errors import TransportError
 

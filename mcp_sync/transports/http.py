@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import urllib3
 import urllib3.connection

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Callable, Protocol
 
 from ..errors import ConnectionClosed, InvalidMessage
 from ..protocol import jsonrpc

@@ -20,7 +20,8 @@ import logging
 import os
 import subprocess
 import threading
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import (
     ConnectError,

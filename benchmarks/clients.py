@@ -1,0 +1,79 @@
+"""The clients under test, behind one small interface.
+
+A synchronous client has `echo(text) -> str`, `blob(n) -> int` (the length
+of the text received) and `close()`; `official_async` has the same as
+coroutines. Modules are imported only when a client is opened, so a worker
+process holds exactly one client's code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LIMIT = 64 * 1024 * 1024
+STDIO = "stdio"
+HTTP = "http"
+
+#: client name -> the transports it runs over.
+CLIENTS: dict[str, tuple[str, ...]] = {
+    "mcp_sync": (STDIO, HTTP),
+    "raw_inline": (STDIO,),
+    "raw_reader": (STDIO,),
+    "raw_http": (HTTP,),
+    "official_sync": (STDIO, HTTP),
+    "official_async": (STDIO, HTTP),
+}
+#: Clients that may be shared by many threads (raw_inline has one reader: its caller).
+THREAD_SAFE = {"mcp_sync", "raw_reader", "raw_http", "official_sync", "official_async"}
+
+
+class McpSync:
+    """mcp_sync as a user would call it: connect once, call tools by name."""
+
+    def __init__(self, transport: str, target: list[str] | str) -> None:
+        import mcp_sync
+
+        # The 10 MB blob answers with about 20 MB (the text in content and in
+        # structuredContent), over the 16 MiB default bound on one message.
+        if isinstance(target, list):
+            self._client = mcp_sync.connect(mcp_sync.Stdio(target[0], target[1:], max_line_bytes=LIMIT))
+        else:
+            self._client = mcp_sync.connect(target, max_response_bytes=LIMIT)
+
+    def echo(self, text: str) -> str:
+        return self._client.call_tool("echo", {"text": text}).text
+
+    def blob(self, n: int) -> int:
+        return len(self._client.call_tool("blob", {"n": n}).text)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def open_sync(name: str, transport: str, target: list[str] | str) -> Any:
+    """Open a synchronous client (every client but official_async)."""
+    if name == "mcp_sync":
+        return McpSync(transport, target)
+    if name == "raw_inline":
+        from .floors import RawStdioInline
+        assert isinstance(target, list)
+        return RawStdioInline(target)
+    if name == "raw_reader":
+        from .floors import RawStdioReader
+        assert isinstance(target, list)
+        return RawStdioReader(target)
+    if name == "raw_http":
+        from .floors import RawHTTP
+        assert isinstance(target, str)
+        return RawHTTP(target)
+    if name == "official_sync":
+        from .official import OfficialSync
+        return OfficialSync(transport, target)
+    raise ValueError(f"unknown synchronous client {name!r}")
+
+
+async def open_async(name: str, transport: str, target: list[str] | str) -> Any:
+    if name != "official_async":
+        raise ValueError(f"unknown async client {name!r}")
+    from .official import OfficialAsync
+    return await OfficialAsync.open(transport, target)

@@ -1,0 +1,256 @@
+"""The benchmark suite's command: ``python -m benchmarks [--only CASES]``.
+
+Runs every case for every client in fresh worker processes, repeats the
+timed ones and keeps the medians, prints one table per case, then the
+targets as ratios measured within this run, and writes everything to a JSON
+file. A CPU calibration line before and after shows a starved machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "memory", "threads_alive")
+BLOB_SIZE = 10_000_000
+
+
+def calibrate() -> float:
+    """Thousands of small JSON round trips per second on one core: a fixed
+    amount of pure-Python work, to compare runs and spot a starved one."""
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "x" * 32}]}}
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(20_000):
+            json.loads(json.dumps(message))
+        best = min(best, time.perf_counter() - started)
+    return 20_000 / best / 1000
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "benchmarks.worker", json.dumps(spec)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"error": f"worker exited {done.returncode}: {done.stderr.strip()[-500:]}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def median_of(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-metric medians of repeated runs; the first error wins."""
+    for result in results:
+        if "error" in result:
+            return result
+    merged: dict[str, Any] = {}
+    for key in results[0]:
+        values = [r[key] for r in results if key in r]
+        if all(isinstance(v, (int, float)) for v in values):
+            merged[key] = statistics.median(values)
+        else:
+            merged[key] = values[0]
+    merged["runs"] = len(results)
+    return merged
+
+
+def import_time(module: str, repeat: int) -> dict[str, Any]:
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    samples = []
+    for _ in range(repeat):
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            return {"error": done.stderr.strip()[-300:]}
+        samples.append(float(done.stdout))
+    return {"seconds": statistics.median(samples), "runs": repeat}
+
+
+def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any], int]]:
+    """(client, transport, spec, repeats) for every run of one case."""
+    runs = []
+    for client, transports in CLIENTS.items():
+        if args.clients and client not in args.clients:
+            continue
+        for transport in transports:
+            if args.transports and transport not in args.transports:
+                continue
+            spec: dict[str, Any] = {"client": client, "transport": transport, "case": case}
+            repeat = args.repeat
+            if case == "cold":
+                if transport != STDIO:
+                    continue
+                repeat = max(args.repeat, 5)
+            elif case == "seq":
+                spec["calls"] = args.calls
+            elif case in ("threads8", "threads32"):
+                if client not in THREAD_SAFE:
+                    continue
+                spec.update(case="threads", threads=int(case[len("threads"):]), calls=args.calls)
+            elif case == "blob":
+                spec["size"] = BLOB_SIZE
+            elif case == "memory":
+                if client in ("raw_inline", "official_async"):
+                    continue
+                # The official client is too slow for 100,000 calls in a
+                # few minutes; it reports its RSS after 10,000 only.
+                total = args.growth_calls if client != "official_sync" else args.memory_calls
+                spec.update(first=args.memory_calls, total=total)
+                repeat = 1
+            elif case == "threads_alive":
+                repeat = 1
+            runs.append((client, transport, spec, repeat))
+    return runs
+
+
+COLUMNS = {
+    "cold": [("seconds", "s", 3)],
+    "seq": [("p50_us", "p50 us", 0), ("p99_us", "p99 us", 0), ("calls_s", "calls/s", 0),
+            ("client_cpu_us", "client cpu us/call", 0), ("server_cpu_us", "server cpu us/req", 0)],
+    "threads8": [("calls_s", "calls/s", 0)],
+    "threads32": [("calls_s", "calls/s", 0)],
+    "blob": [("seconds", "s", 3), ("peak_rss_mb", "peak RSS MB", 1), ("rss_before_mb", "RSS before MB", 1)],
+    "memory": [("rss_first_mb", "RSS@first MB", 1), ("rss_total_mb", "RSS@total MB", 1),
+               ("growth_mb", "growth MB", 2), ("total", "calls", 0)],
+    "threads_alive": [("threads", "threads", 0), ("threads_left_after_close", "left after close", 0)],
+}
+
+
+def print_case(case: str, rows: dict[str, dict[str, Any]]) -> None:
+    columns = COLUMNS[case]
+    header = f"{'client / transport':28}" + "".join(f"{title:>20}" for _, title, _ in columns)
+    print(f"\n== {case}\n{header}")
+    for name, result in rows.items():
+        if "error" in result:
+            print(f"{name:28}  ERROR {result['error']}")
+            continue
+        cells = []
+        for key, _, digits in columns:
+            value = result.get(key)
+            cells.append(f"{value:>20.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>20}")
+        print(f"{name:28}" + "".join(cells))
+
+
+def value(results: dict[str, Any], case: str, row: str, key: str) -> float | None:
+    found = results.get(case, {}).get(row, {}).get(key)
+    return float(found) if isinstance(found, (int, float)) else None
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets as ratios within this run: (name, measured, limit, ok)."""
+    lines: list[dict[str, Any]] = []
+
+    def ratio(name: str, a: float | None, b: float | None, limit: float, at_most: bool) -> None:
+        if a is None or b is None or b == 0:
+            return
+        measured = a / b
+        ok = measured <= limit if at_most else measured >= limit
+        lines.append({"target": name, "measured": measured, "limit": limit,
+                      "kind": "at most" if at_most else "at least", "ok": ok, "unit": "x"})
+
+    def absolute(name: str, measured: float | None, limit: float) -> None:
+        if measured is not None:
+            lines.append({"target": name, "measured": measured, "limit": limit, "kind": "at most",
+                          "ok": measured <= limit, "unit": ""})
+
+    ratio("stdio p50 / raw reader-thread p50", value(results, "seq", "mcp_sync/stdio", "p50_us"),
+          value(results, "seq", "raw_reader/stdio", "p50_us"), 1.3, True)
+    ratio("stdio 32 threads calls/s / raw reader", value(results, "threads32", "mcp_sync/stdio", "calls_s"),
+          value(results, "threads32", "raw_reader/stdio", "calls_s"), 0.7, False)
+    ratio("HTTP p50 / http.client p50", value(results, "seq", "mcp_sync/http", "p50_us"),
+          value(results, "seq", "raw_http/http", "p50_us"), 1.5, True)
+    ratio("HTTP 32 threads calls/s / http.client", value(results, "threads32", "mcp_sync/http", "calls_s"),
+          value(results, "threads32", "raw_http/http", "calls_s"), 0.7, False)
+    for transport in (STDIO, HTTP):
+        for case, label in (("seq", "1 caller"), ("threads8", "8 threads")):
+            ratio(f"{transport} {label} calls/s / official from sync",
+                  value(results, case, f"mcp_sync/{transport}", "calls_s"),
+                  value(results, case, f"official_sync/{transport}", "calls_s"), 3.0, False)
+        floor = "raw_reader/stdio" if transport == STDIO else "raw_http/http"
+        ratio(f"{transport} 10 MB time / raw", value(results, "blob", f"mcp_sync/{transport}", "seconds"),
+              value(results, "blob", floor, "seconds"), 1.5, True)
+        ratio(f"{transport} 10 MB peak RSS / raw", value(results, "blob", f"mcp_sync/{transport}", "peak_rss_mb"),
+              value(results, "blob", floor, "peak_rss_mb"), 1.5, True)
+        mine = value(results, "memory", f"mcp_sync/{transport}", "rss_first_mb")
+        raw = value(results, "memory", floor, "rss_first_mb")
+        if mine is not None and raw is not None:
+            absolute(f"{transport} RSS after 10k calls - raw (MB)", mine - raw, 15.0)
+        absolute(f"{transport} RSS growth 10k -> 100k calls (MB)",
+                 value(results, "memory", f"mcp_sync/{transport}", "growth_mb"), 2.0)
+    absolute("import mcp_sync (s)", value(results, "import", "mcp_sync", "seconds"), 0.15)
+    mine = value(results, "cold", "mcp_sync/stdio", "seconds")
+    raw = value(results, "cold", "raw_inline/stdio", "seconds")
+    if mine is not None and raw is not None:
+        absolute("cold start - raw cold start (s)", mine - raw, 0.35)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help=f"comma-separated cases to run, of: {', '.join(CASES)}")
+    parser.add_argument("--clients", help=f"comma-separated clients, of: {', '.join(CLIENTS)}")
+    parser.add_argument("--transports", help="stdio, http or both (default)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each timed case; the median is kept")
+    parser.add_argument("--calls", type=int, default=2000, help="echo calls per timed run")
+    parser.add_argument("--memory-calls", type=int, default=10_000)
+    parser.add_argument("--growth-calls", type=int, default=100_000)
+    parser.add_argument("--json", default="benchmark-results.json", help="where to write the results")
+    args = parser.parse_args(argv)
+    cases = args.only.split(",") if args.only else list(CASES)
+    for case in cases:
+        if case not in CASES:
+            parser.error(f"unknown case {case!r}; choose from {', '.join(CASES)}")
+    args.clients = set(args.clients.split(",")) if args.clients else None
+    args.transports = set(args.transports.split(",")) if args.transports else None
+
+    calibration_before = calibrate()
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.2f}; calibration {calibration_before:.0f}k JSON round trips/s")
+    results: dict[str, Any] = {}
+    started = time.monotonic()
+    for case in cases:
+        rows: dict[str, dict[str, Any]] = {}
+        if case == "import":
+            rows["mcp_sync"] = import_time("mcp_sync", max(args.repeat, 7))
+            if not args.clients or args.clients & {"official_sync", "official_async"}:
+                rows["official (mcp)"] = import_time(
+                    "mcp, mcp.client.stdio, mcp.client.streamable_http", max(args.repeat, 7))
+            results[case] = rows
+            print(f"\n== import\n" + "\n".join(f"{k:28}{v.get('seconds', float('nan')):>20.3f} s"
+                                               for k, v in rows.items()))
+            continue
+        for client, transport, spec, repeat in plan(case, args):
+            print(f"  {case}: {client}/{transport} x{repeat}", file=sys.stderr, flush=True)
+            rows[f"{client}/{transport}"] = median_of([worker(spec) for _ in range(repeat)])
+        results[case] = rows
+        print_case(case, rows)
+    calibration_after = calibrate()
+    print(f"\ncalibration after: {calibration_after:.0f}k JSON round trips/s "
+          f"({calibration_after / calibration_before:.2f} of before); suite took {time.monotonic() - started:.0f} s")
+
+    checked = targets(results)
+    if checked:
+        print("\n== targets (ratios within this run)")
+        for line in checked:
+            mark = "ok  " if line["ok"] else "MISS"
+            print(f"{mark} {line['target']:48} {line['measured']:8.2f}{line['unit']}  "
+                  f"({line['kind']} {line['limit']}{line['unit']})")
+    report = {
+        "python": platform.python_version(), "cpus": os.cpu_count(),
+        "calibration_kops": [calibration_before, calibration_after],
+        "args": {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()},
+        "results": results, "targets": checked,
+    }
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    print(f"\nresults written to {args.json}")
+    return 0

@@ -1,0 +1,303 @@
+"""One measurement in a fresh process: ``python -m benchmarks.worker SPEC``.
+
+SPEC is a JSON object: client, transport, case and the case's numbers. The
+worker starts the benchmark server (HTTP) or lets the client start it
+(stdio), runs the case, and prints one JSON object with the results on its
+last line of stdout. A fresh process per measurement keeps memory numbers
+to one client and keeps one client's threads from slowing another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+SERVER = Path(__file__).with_name("server.py")
+
+
+def memory() -> dict[str, float]:
+    """This process's resident set now and at its peak, in MB (Linux)."""
+    values: dict[str, float] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0]) / 1024
+    return {"rss_mb": values.get("VmRSS", 0.0), "peak_rss_mb": values.get("VmHWM", 0.0)}
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+class Server:
+    """The benchmark server for one measurement; its CPU cost is read from
+    the stats file it writes on exit."""
+
+    def __init__(self, transport: str) -> None:
+        fd, self.stats_path = tempfile.mkstemp(prefix="bench-server-", suffix=".json")
+        os.close(fd)
+        os.unlink(self.stats_path)
+        self.argv = [sys.executable, str(SERVER), "stdio", "--stats", self.stats_path]
+        self.proc: subprocess.Popen[str] | None = None
+        self.target: list[str] | str = self.argv
+        if transport == "http":
+            argv = [sys.executable, str(SERVER), "http", "--port", "0", "--stats", self.stats_path]
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert self.proc.stdout is not None
+            self.target = self.proc.stdout.readline().strip()
+            if not self.target.startswith("http://"):
+                raise RuntimeError(f"the benchmark server did not start: {self.target!r}")
+
+    def stop(self) -> dict[str, Any]:
+        if self.proc is not None:
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+            self.proc.stdout.close()
+        # A stdio server writes its stats once the client has closed its stdin.
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.stats_path):
+            if time.monotonic() > deadline:
+                return {}
+            time.sleep(0.01)
+        with open(self.stats_path) as file:
+            stats: dict[str, Any] = json.load(file)
+        os.unlink(self.stats_path)
+        return stats
+
+
+# -- cases over a synchronous client ---------------------------------------------
+
+
+def sequential(client: Any, calls: int) -> dict[str, Any]:
+    for i in range(min(100, calls)):  # warm up: caches, first-call paths
+        client.echo(f"warm-{i}")
+    samples = []
+    cpu = time.process_time()
+    started = time.perf_counter()
+    for i in range(calls):
+        text = f"call-{i}"
+        t0 = time.perf_counter()
+        if client.echo(text) != text:
+            raise RuntimeError("echo returned another text")
+        samples.append(time.perf_counter() - t0)
+    wall = time.perf_counter() - started
+    return {
+        "p50_us": percentile(samples, 0.5) * 1e6, "p99_us": percentile(samples, 0.99) * 1e6,
+        "calls_s": calls / wall, "client_cpu_us": (time.process_time() - cpu) / calls * 1e6,
+    }
+
+
+def threaded(client: Any, calls: int, threads: int) -> dict[str, Any]:
+    per_thread = calls // threads
+    barrier = threading.Barrier(threads + 1)
+    wrong: list[str] = []
+
+    def work(tid: int) -> None:
+        barrier.wait()
+        for i in range(per_thread):
+            text = f"t{tid}-{i}"
+            answer = client.echo(text)
+            if answer != text:  # every response must reach its own caller
+                wrong.append(f"{text} got {answer}")
+
+    for i in range(20):
+        client.echo(f"warm-{i}")
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    wall = time.perf_counter() - started
+    if wrong:
+        raise RuntimeError(f"{len(wrong)} responses reached the wrong caller, e.g. {wrong[0]}")
+    return {"calls_s": per_thread * threads / wall, "threads": threads}
+
+
+def blob(client: Any, size: int) -> dict[str, Any]:
+    client.echo("warm")
+    before = memory()
+    started = time.perf_counter()
+    received = client.blob(size)
+    seconds = time.perf_counter() - started
+    if received != size:
+        raise RuntimeError(f"blob of {received} characters, asked for {size}")
+    return {"seconds": seconds, "rss_before_mb": before["rss_mb"], **memory()}
+
+
+def growth(client: Any, first: int, total: int) -> dict[str, Any]:
+    for i in range(first):
+        client.echo(f"m{i}")
+    at_first = memory()["rss_mb"]
+    for i in range(first, total):
+        client.echo(f"m{i}")
+    at_total = memory()["rss_mb"]
+    return {"rss_first_mb": at_first, "rss_total_mb": at_total, "growth_mb": at_total - at_first,
+            "first": first, "total": total}
+
+
+# -- the same cases over the plain async client -------------------------------------
+
+
+async def async_case(client: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    case = spec["case"]
+    if case == "seq":
+        calls = spec["calls"]
+        for i in range(min(100, calls)):
+            await client.echo(f"warm-{i}")
+        samples = []
+        cpu = time.process_time()
+        started = time.perf_counter()
+        for i in range(calls):
+            t0 = time.perf_counter()
+            if await client.echo(f"call-{i}") != f"call-{i}":
+                raise RuntimeError("echo returned another text")
+            samples.append(time.perf_counter() - t0)
+        wall = time.perf_counter() - started
+        return {"p50_us": percentile(samples, 0.5) * 1e6, "p99_us": percentile(samples, 0.99) * 1e6,
+                "calls_s": calls / wall, "client_cpu_us": (time.process_time() - cpu) / calls * 1e6}
+    if case == "threads":
+        tasks, per_task = spec["threads"], spec["calls"] // spec["threads"]
+
+        async def work(tid: int) -> None:
+            for i in range(per_task):
+                if await client.echo(f"t{tid}-{i}") != f"t{tid}-{i}":
+                    raise RuntimeError("a response reached the wrong caller")
+
+        await client.echo("warm")
+        started = time.perf_counter()
+        await asyncio.gather(*(work(t) for t in range(tasks)))
+        return {"calls_s": per_task * tasks / (time.perf_counter() - started), "threads": tasks}
+    if case == "blob":
+        await client.echo("warm")
+        before = memory()
+        started = time.perf_counter()
+        received = await client.blob(spec["size"])
+        seconds = time.perf_counter() - started
+        if received != spec["size"]:
+            raise RuntimeError("short blob")
+        return {"seconds": seconds, "rss_before_mb": before["rss_mb"], **memory()}
+    if case == "memory":
+        for i in range(spec["total"]):
+            await client.echo(f"m{i}")
+            if i + 1 == spec["first"]:
+                at_first = memory()["rss_mb"]
+        at_total = memory()["rss_mb"]
+        return {"rss_first_mb": at_first, "rss_total_mb": at_total, "growth_mb": at_total - at_first,
+                "first": spec["first"], "total": spec["total"]}
+    raise ValueError(f"case {case!r} has no async form")
+
+
+# -- the whole measurement ---------------------------------------------------------------
+
+
+def cold(spec: dict[str, Any], server: Server) -> dict[str, Any]:
+    """Import, connect, first call, close: in this fresh process, where the
+    client's modules are not imported yet."""
+    started = time.perf_counter()
+    if spec["client"] == "official_async":
+        import asyncio
+
+        from .clients import open_async
+
+        async def once() -> None:
+            client = await open_async(spec["client"], spec["transport"], server.target)
+            await client.echo("cold")
+            await client.aclose()
+
+        asyncio.run(once())
+    else:
+        from .clients import open_sync
+
+        client = open_sync(spec["client"], spec["transport"], server.target)
+        client.echo("cold")
+        client.close()
+    return {"seconds": time.perf_counter() - started}
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    server = Server(spec["transport"])
+    try:
+        if spec["case"] == "cold":
+            result = cold(spec, server)
+        elif spec["client"] == "official_async":
+            result = run_async(spec, server)
+        else:
+            result = run_sync(spec, server)
+    finally:
+        stats = server.stop()
+    if stats.get("requests"):
+        result["server_cpu_us"] = stats["cpu_s"] / stats["requests"] * 1e6
+        result["server_requests"] = stats["requests"]
+    return result
+
+
+def run_sync(spec: dict[str, Any], server: Server) -> dict[str, Any]:
+    from .clients import open_sync
+
+    case = spec["case"]
+    before = threading.active_count()
+    client = open_sync(spec["client"], spec["transport"], server.target)
+    try:
+        if case == "seq":
+            result = sequential(client, spec["calls"])
+        elif case == "threads":
+            result = threaded(client, spec["calls"], spec["threads"])
+        elif case == "blob":
+            result = blob(client, spec["size"])
+        elif case == "memory":
+            result = growth(client, spec["first"], spec["total"])
+        elif case == "threads_alive":
+            client.echo("one call")
+            result = {"threads": threading.active_count() - before}
+        else:
+            raise ValueError(f"unknown case {case!r}")
+    finally:
+        client.close()
+    result["threads_left_after_close"] = threading.active_count() - before
+    return result
+
+
+def run_async(spec: dict[str, Any], server: Server) -> dict[str, Any]:
+    import asyncio
+
+    from .clients import open_async
+
+    async def main() -> dict[str, Any]:
+        client = await open_async(spec["client"], spec["transport"], server.target)
+        try:
+            if spec["case"] == "threads_alive":
+                await client.echo("one call")
+                return {"threads": threading.active_count() - 1}
+            return await async_case(client, spec)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    try:
+        result: dict[str, Any] = run(spec)
+    except Exception as exc:  # reported, not raised: one failure must not stop the suite
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
