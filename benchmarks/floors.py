@@ -149,7 +149,10 @@ class RawHTTP:
         conn.request("POST", self._path, body, {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            # The headers 2026-07-28 requires a client to mirror from the body.
             "MCP-Protocol-Version": VERSION,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": name,
         })
         reply = conn.getresponse()
         data = reply.read()

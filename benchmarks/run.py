@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows["official (mcp)"] = import_time(
                     "mcp, mcp.client.stdio, mcp.client.streamable_http", max(args.repeat, 7))
             results[case] = rows
-            print(f"\n== import\n" + "\n".join(f"{k:28}{v.get('seconds', float('nan')):>20.3f} s"
+            print("\n== import\n" + "\n".join(f"{k:28}{v.get('seconds', float('nan')):>20.3f} s"
                                                for k, v in rows.items()))
             continue
         for client, transport, spec, repeat in plan(case, args):

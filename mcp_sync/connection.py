@@ -7,8 +7,13 @@ What it must not know: what any method means. It routes by JSON-RPC shape,
 by id and by progress token only.
 
 How it works. A caller thread registers a request (getting a `Pending` with
-its own inbox), sends it, and waits on the inbox until its deadline. The
-transport's reader thread calls `deliver()`, which routes under the lock:
+its own inbox), sends it, and waits on the inbox until its deadline. A
+transport with `exchange_on_caller()` (Streamable HTTP, where each request
+has its own answer) is sent the request from `wait()` instead, which knows
+the deadline: the caller does its exchange on its own thread and then finds
+the answer in its inbox, with no thread hand-off. Whoever reads a message
+(the transport's reader thread, or that caller) calls `deliver()`, which
+routes under the lock:
 
 - a response goes to the inbox of the request with its id, which leaves the
   table at once; a response nobody waits for any more (timed out, abandoned)
@@ -83,13 +88,16 @@ def _clone(exc: McpError) -> McpError:
 class Pending:
     """One in-flight request: its id, method and inbox. Owned by its caller."""
 
-    __slots__ = ("id", "method", "inbox", "cancellable")
+    __slots__ = ("id", "method", "inbox", "cancellable", "unsent")
 
     def __init__(self, request_id: int, method: str, cancellable: bool) -> None:
         self.id = request_id
         self.method = method
         self.cancellable = cancellable
         self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        # (message, headers) for a transport that exchanges on the caller's
+        # thread: sent by `wait()`, which knows the deadline.
+        self.unsent: tuple[dict[str, Any], Mapping[str, str] | None] | None = None
 
 
 class Connection:
@@ -167,8 +175,12 @@ class Connection:
             meta = dict(params.get("_meta") or {})
             meta["progressToken"] = request_id
             params["_meta"] = meta
+        message = jsonrpc.request(request_id, method, params)
+        if getattr(self.transport, "exchange_on_caller", None) is not None:
+            pending.unsent = (message, headers)
+            return pending
         try:
-            self.transport.send(jsonrpc.request(request_id, method, params), headers)
+            self.transport.send(message, headers)
         except BaseException:
             with self._lock:
                 self._pending.pop(request_id, None)
@@ -203,6 +215,11 @@ class Connection:
         )
         get = pending.inbox.get
         try:
+            if pending.unsent is not None:
+                message, headers = pending.unsent
+                pending.unsent = None
+                limit = deadline if hard_deadline is None or deadline is None else min(deadline, hard_deadline)
+                self.transport.exchange_on_caller(message, headers, limit)  # type: ignore[attr-defined]
             while True:
                 if deadline is None:
                     kind, payload = get()
@@ -363,12 +380,15 @@ class Connection:
             return
         if kind is jsonrpc.Kind.RESPONSE or kind is jsonrpc.Kind.ERROR:
             request_id = message.get("id")
-            ended = self._subscription(request_id, remove=True)
+            ended = pending = None
+            if jsonrpc.is_valid_id(request_id):
+                with self._lock:  # once per response: this is the hot path
+                    ended = self._subscriptions.pop(request_id, None)
+                    if ended is None:
+                        pending = self._pending.pop(request_id, None)  # type: ignore[arg-type]
             if ended is not None:
                 ended("end", message)
                 return
-            with self._lock:
-                pending = self._pending.pop(request_id, None) if jsonrpc.is_valid_id(request_id) else None  # type: ignore[arg-type]
             if pending is not None:
                 pending.inbox.put((RESPONSE, message))
             elif request_id is None:

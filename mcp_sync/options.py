@@ -71,10 +71,10 @@ def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:
 
 def check_input_handlers(handlers: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
     """Validate `input_handlers=`: kinds among form, url, sampling, roots."""
+    if handlers is None:  # the common case, before any import
+        return {}
     from .protocol.inputs import KINDS
 
-    if handlers is None:
-        return {}
     if not isinstance(handlers, Mapping):
         raise TypeError("input_handlers must be a mapping of kind to handler")
     for kind, handler in handlers.items():

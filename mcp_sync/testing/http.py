@@ -522,6 +522,9 @@ class _LegacySession:
 
 class _ThreadingServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog of 5 overflows when a client pool opens
+    # many connections at once (the kernel may then reset one).
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], owner: HTTPServer) -> None:
         self.owner = owner

@@ -5,14 +5,19 @@ reusable *exchange* threads, and (initialize era only) the session id and
 the standalone GET stream's reader thread. It moves JSON-RPC messages; what
 they mean is the engine's and the client's business.
 
-How it works. Every request is its own POST. `send()` hands the exchange to
-an idle exchange thread (threads are reused, never created per call) and
-returns; that thread POSTs, then reads the answer, a JSON body or an SSE
-stream, and delivers each message to the sink tagged with the request it
-belongs to. The caller meanwhile waits on its own inbox, so its deadline,
-progress callbacks and `close()` from another thread work exactly as on
-stdio. Cancelling a request (timeout, abandon, close) shuts down the
-socket of its exchange, which unblocks the exchange thread at once.
+How it works. Every request is its own POST. A caller that is about to wait
+for its answer does the exchange itself (`exchange_on_caller()`, which the
+engine uses): it POSTs and reads the answer on its own thread, socket reads
+bounded by its deadline, so the common JSON answer costs no thread hand-off.
+When the answer is an SSE stream (progress, log messages, server requests
+may come before the response), the rest of the stream goes to an exchange
+thread and the caller waits on its inbox, where its callbacks run.
+`send()` (a request nobody waits on at once: `subscriptions/listen`) hands
+the whole exchange to an idle exchange thread; threads are reused, never
+created per call. Every message read is delivered to the sink tagged with
+the request it belongs to. Cancelling a request (timeout, abandon, close
+from another thread) shuts down the socket of its exchange, which unblocks
+the blocked read at once, on either kind of thread.
 
 An answer with no JSON-RPC message in it fails that one request with
 `HTTPStatusError` (401/403: `AuthenticationError`; 404 on a session:
@@ -28,9 +33,12 @@ adds adapters and hooks the hot path does not need.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import urllib3
@@ -54,6 +62,9 @@ from ..protocol.headers import check_user_headers, standard_headers
 from ..protocol.sse import EventTooLarge, SSEParser
 from .base import MessageSink, Target, Transport
 from .pool import Conn, Exchange, ExchangeThreads, Pool
+
+# Read timeouts only: urllib3 files a refused connection under its timeout errors too.
+_TIMEOUTS = (socket.timeout, urllib3.exceptions.ReadTimeoutError)
 
 log = logging.getLogger("mcp_sync.transport.http")
 
@@ -273,6 +284,26 @@ class HTTPTransport(Transport):
         else:
             self._post_one_way(message)
 
+    def exchange_on_caller(
+        self, message: Mapping[str, Any], headers: Mapping[str, str] | None, deadline: float | None,
+    ) -> None:
+        """POST a request and read its answer on this (the caller's) thread.
+
+        Returns once the answer was delivered to the sink, failed, or timed
+        out at `deadline` (then nothing is delivered and the caller's own
+        deadline check reports the timeout), or once an SSE answer was handed
+        to an exchange thread.
+        """
+        if self._closing:
+            raise ConnectionClosed("the connection is closed")
+        request_id = message["id"]
+        exchange = Exchange(request_id, on_caller=True, deadline=deadline)
+        with self._lock:
+            if self._closing:
+                raise ConnectionClosed("the connection is closed")
+            self._exchanges[request_id] = exchange
+        self._exchange(exchange, message, jsonrpc.encode(message), self._request_headers(message, headers))
+
     def cancel(self, request_id: int | str) -> None:
         with self._lock:
             exchange = self._exchanges.pop(request_id, None)
@@ -334,9 +365,8 @@ class HTTPTransport(Transport):
     # -- one exchange (on an exchange thread) -------------------------------------------
 
     def _exchange(self, exchange: Exchange, message: Mapping[str, Any], body: bytes, headers: dict[str, str]) -> None:
-        request_id = exchange.request_id
         sent_session = "Mcp-Session-Id" in headers
-        try:
+        with self._reporting(exchange):
             for attempt in (1, 2):
                 generation = self._auth_generation
                 response = self._post(exchange, body, headers)
@@ -348,16 +378,35 @@ class HTTPTransport(Transport):
                     continue
                 self._handle(exchange, message, response, sent_session)
                 return
+
+    @contextlib.contextmanager
+    def _reporting(self, exchange: Exchange) -> Iterator[None]:
+        """Report an exchange's failure to its caller, then forget the
+        exchange and drop its connection unless a stream was handed off."""
+        try:
+            yield
         except TransportError as exc:
             self._fail(exchange, exc)
         except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+            if exchange.deadline is not None and isinstance(exc, _TIMEOUTS) and not isinstance(
+                exc, urllib3.exceptions.NewConnectionError
+            ):
+                # The caller's deadline passed during a read on its own
+                # thread: it reports the timeout itself; deliver nothing.
+                exchange.stop.set()
             self._fail(exchange, ConnectError(f"POST to {self._target.url} failed: {exc}"))
         finally:
-            with self._lock:
-                if self._exchanges.get(request_id) is exchange:
-                    del self._exchanges[request_id]
-            if exchange.conn is not None:
-                self._finish(exchange, reusable=False)
+            if not exchange.handed_off:
+                with self._lock:
+                    if self._exchanges.get(exchange.request_id) is exchange:
+                        del self._exchanges[exchange.request_id]
+                if exchange.conn is not None:
+                    self._finish(exchange, reusable=False)
+
+    def _stream_on_thread(self, exchange: Exchange, response: Any) -> None:
+        """The rest of an SSE answer, read on an exchange thread."""
+        with self._reporting(exchange):
+            self._read_request_stream(exchange, response)
 
     def _ready(self, conn: Conn, read_timeout: float | None) -> None:
         """Connect with the connect timeout, then read with `read_timeout`
@@ -369,14 +418,15 @@ class HTTPTransport(Transport):
         conn.timeout = read_timeout
 
     def _post(self, exchange: Exchange, body: bytes, headers: Mapping[str, str]) -> Any:
+        deadline = exchange.deadline
         try:
-            conn = self._pool.acquire(exchange.stop)
+            conn = self._pool.acquire(exchange.stop, deadline)
         except ConnectionClosed:
             return None
         exchange.conn = conn
         if exchange.stop.is_set():
             return None
-        self._ready(conn, None)
+        self._ready(conn, None if deadline is None else max(deadline - time.monotonic(), 0.001))
         conn.request("POST", self._target.path, body=body, headers=dict(headers), preload_content=False)
         response = conn.getresponse()
         exchange.response = response
@@ -413,6 +463,16 @@ class HTTPTransport(Transport):
         if 200 <= status < 300 and status != 202:
             content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
             if content_type == "text/event-stream":
+                if exchange.on_caller:
+                    # Events before the response must reach the caller while
+                    # the stream is open: it waits on its inbox meanwhile.
+                    exchange.conn.timeout = None  # type: ignore[union-attr]
+                    if exchange.conn.sock is not None:  # type: ignore[union-attr]
+                        exchange.conn.sock.settimeout(None)  # type: ignore[union-attr]
+                    exchange.on_caller, exchange.deadline = False, None
+                    self._threads.submit(lambda: self._stream_on_thread(exchange, response))
+                    exchange.handed_off = True
+                    return
                 self._read_request_stream(exchange, response)
                 return
             if content_type == "application/json":

@@ -13,6 +13,7 @@ import logging
 import queue
 import socket
 import threading
+import time
 from typing import Any, Callable
 
 import urllib3.connection
@@ -39,10 +40,15 @@ class Pool:
         self._closed = False
         self._cond = threading.Condition()
 
-    def acquire(self, stop: threading.Event) -> Conn:
+    def acquire(self, stop: threading.Event, deadline: float | None = None) -> Conn:
+        """A connection, waiting for one to be free until `deadline` (a
+        `time.monotonic()` value) at the latest."""
         with self._cond:
             while self._in_use >= self._size and not self._closed and not stop.is_set():
-                self._cond.wait()
+                if deadline is None:
+                    self._cond.wait()
+                elif not self._cond.wait(max(deadline - time.monotonic(), 0.0)):
+                    raise ConnectionClosed("no connection was free before the request's deadline")
             if self._closed or stop.is_set():
                 raise ConnectionClosed("the request was cancelled before it was sent")
             self._in_use += 1
@@ -127,11 +133,17 @@ class ExchangeThreads:
 class Exchange:
     """One request's HTTP exchange: what cancellation must reach."""
 
-    __slots__ = ("request_id", "stop", "conn", "response", "pooled")
+    __slots__ = ("request_id", "stop", "conn", "response", "pooled", "deadline", "on_caller", "handed_off")
 
-    def __init__(self, request_id: int | str, *, pooled: bool = True) -> None:
+    def __init__(self, request_id: int | str, *, pooled: bool = True, on_caller: bool = False,
+                 deadline: float | None = None) -> None:
         self.request_id = request_id
         self.pooled = pooled  # the GET stream has a connection of its own
+        # Run on the calling thread (until an SSE stream is handed off to an
+        # exchange thread); then socket reads are bounded by the deadline.
+        self.on_caller = on_caller
+        self.deadline = deadline
+        self.handed_off = False
         self.stop = threading.Event()
         self.conn: Conn | None = None
         self.response: Any = None

@@ -1,0 +1,131 @@
+"""The benchmark suite works: its server answers both eras correctly over
+stdio and HTTP and reports its own cost, and a small run of the suite
+produces results for every client asked for. (Speed itself is measured by
+the suite, never asserted here.)"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = ROOT / "benchmarks" / "server.py"
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+
+
+def stdio_exchange(lines: list[bytes], stats: Path) -> list[dict[str, Any]]:
+    done = subprocess.run([sys.executable, str(SERVER), "stdio", "--stats", str(stats)],
+                          input=b"".join(line + b"\n" for line in lines), capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def request(request_id: int, method: str, params: dict[str, Any] | None = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode()
+
+
+def test_stdio_server_answers_both_eras_and_reports_its_cost(tmp_path: Path) -> None:
+    stats = tmp_path / "stats.json"
+    answers = stdio_exchange([
+        request(1, "server/discover", {"_meta": META}),
+        request(2, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                  "clientInfo": {"name": "t", "version": "0"}}),
+        b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        request(3, "tools/list", {"_meta": META}),
+        request(4, "tools/call", {"name": "echo", "arguments": {"text": "hé\\n"}, "_meta": META}),
+        request(5, "tools/call", {"name": "blob", "arguments": {"n": 1000}}),
+        request(6, "no/such/method"),
+        b"{not json",
+    ], stats)
+    by_id = {answer.get("id"): answer for answer in answers}
+    assert "2026-07-28" in by_id[1]["result"]["supportedVersions"]
+    assert by_id[2]["result"]["protocolVersion"] == "2025-06-18"
+    assert {tool["name"] for tool in by_id[3]["result"]["tools"]} == {"echo", "blob"}
+    assert by_id[4]["result"]["content"][0]["text"] == "hé\\n"
+    assert by_id[4]["result"]["resultType"] == "complete"
+    blob = by_id[5]["result"]
+    assert len(blob["content"][0]["text"]) == 1000 == len(blob["structuredContent"]["text"])
+    assert by_id[6]["error"]["code"] == -32601
+    assert by_id[None]["error"]["code"] == -32700
+    assert len(answers) == 7  # the notification got no answer
+    reported = json.loads(stats.read_text())
+    assert reported["requests"] == 6 and reported["tool_calls"] == 2 and reported["cpu_s"] > 0
+
+
+def test_http_server_keeps_the_connection_alive(tmp_path: Path) -> None:
+    stats = tmp_path / "stats.json"
+    server = subprocess.Popen([sys.executable, str(SERVER), "http", "--port", "0", "--stats", str(stats)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None and server.stdin is not None
+    try:
+        url = server.stdout.readline().strip()
+        host, port = url.removeprefix("http://").split("/")[0].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        for i in range(3):  # one connection, several requests
+            conn.request("POST", "/mcp", request(i, "tools/call",
+                                                 {"name": "echo", "arguments": {"text": f"t{i}"}, "_meta": META}), headers)
+            reply = conn.getresponse()
+            assert reply.status == 200
+            assert json.loads(reply.read())["result"]["content"][0]["text"] == f"t{i}"
+        conn.request("POST", "/mcp", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', headers)
+        reply = conn.getresponse()
+        assert reply.status == 202 and reply.read() == b""
+        conn.request("GET", "/mcp", headers={"Accept": "text/event-stream"})
+        reply = conn.getresponse()
+        assert reply.status == 405
+        reply.read()
+        conn.close()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        server.stdout.close()
+    assert json.loads(stats.read_text())["requests"] == 3
+
+
+def run_suite(*args: str, json_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args, "--json", str(json_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_a_small_run_measures_every_client_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = run_suite("--only", "seq,threads8,blob,threads_alive", "--clients", "mcp_sync,raw_reader,raw_http",
+                     "--calls", "40", "--repeat", "1", json_path=out)
+    assert done.returncode == 0, done.stderr
+    assert "calibration" in done.stdout and "== targets" in done.stdout
+    results = json.loads(out.read_text())["results"]
+    for case in ("seq", "threads8", "blob", "threads_alive"):
+        rows = results[case]
+        assert set(rows) == {"mcp_sync/stdio", "mcp_sync/http", "raw_reader/stdio", "raw_http/http"}, case
+        for name, row in rows.items():
+            assert "error" not in row, (case, name, row)
+    assert results["seq"]["mcp_sync/stdio"]["calls_s"] > 0
+    assert results["seq"]["mcp_sync/stdio"]["server_requests"] >= 40
+    assert results["blob"]["mcp_sync/http"]["seconds"] > 0
+    # close() leaves no thread behind, for any client.
+    assert all(row["threads_left_after_close"] == 0 for row in results["threads_alive"].values())
+
+
+def test_an_unknown_case_is_refused(tmp_path: Path) -> None:
+    done = run_suite("--only", "fastest", json_path=tmp_path / "r.json")
+    assert done.returncode == 2 and "unknown case 'fastest'" in done.stderr
+
+
+@pytest.mark.parametrize("client", ["official_sync", "official_async"])
+def test_the_official_client_runs_in_the_suite(tmp_path: Path, client: str) -> None:
+    out = tmp_path / "results.json"
+    done = run_suite("--only", "seq", "--clients", client, "--transports", "stdio", "--calls", "20", "--repeat", "1",
+                     json_path=out)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(out.read_text())["results"]["seq"][f"{client}/stdio"]
+    assert "error" not in row and row["calls_s"] > 0
