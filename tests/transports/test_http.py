@@ -669,3 +669,42 @@ def no_leaks_after():
     """Threads the client started are gone after close (the server's are the fixture's)."""
     yield
     assert not [t for t in threading.enumerate() if t.name.startswith("mcp-sync")]
+
+
+def test_a_json_answer_is_read_on_the_calling_thread(serve):
+    httpd = serve()
+    with mcp_sync.connect(httpd.url) as client:
+        for i in range(20):
+            assert client.call_tool("echo", {"text": f"t{i}"}).text == f"t{i}"
+        # No exchange thread was needed: every answer was JSON.
+        assert not [t for t in threading.enumerate() if t.name.startswith("mcp-sync-http")]
+
+
+def test_a_late_json_answer_times_out_at_the_deadline_and_the_client_goes_on(serve):
+    import time
+
+    httpd = serve()
+    with mcp_sync.connect(httpd.url) as client:
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.call_tool("sleep", {"seconds": 5}, timeout=0.5)
+        assert time.monotonic() - started < 4  # the blocked read was bounded by the deadline
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
+
+
+def test_a_call_waiting_for_a_free_connection_times_out_at_its_deadline(serve):
+    import time
+
+    httpd = serve()
+    with mcp_sync.connect(httpd.url, pool_size=1) as client:
+        holder = threading.Thread(target=lambda: client.call_tool("sleep", {"seconds": 2}, timeout=10))
+        holder.start()
+        assert httpd.wait_for(
+            lambda: any((r.json or {}).get("params", {}).get("name") == "sleep" for r in httpd.requests), 10)
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.call_tool("echo", {"text": "queued"}, timeout=0.3)
+        assert time.monotonic() - started < 1.5
+        holder.join(timeout=10)
+        assert not holder.is_alive()
+        assert client.call_tool("echo", {"text": "free"}).text == "free"
