@@ -668,6 +668,17 @@ class HTTPTransport(Transport):
             raise MessageTooLarge(
                 f"the response is {length} bytes, over max_response_bytes={limit}", limit=limit
             )
+        if not truncate and length is not None and length.isdigit():
+            # The common answer: its length is known and within the limit, so
+            # read exactly that much, in one call when the socket allows.
+            expected = int(length)
+            data = response.read(expected)
+            while len(data) < expected:
+                chunk = response.read(expected - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            return data  # type: ignore[no-any-return]
         parts: list[bytes] = []
         size = 0
         while True:
