@@ -229,9 +229,17 @@ def main(argv: list[str] | None = None) -> int:
             print("\n== import\n" + "\n".join(f"{k:28}{v.get('seconds', float('nan')):>20.3f} s"
                                                for k, v in rows.items()))
             continue
-        for client, transport, spec, repeat in plan(case, args):
-            print(f"  {case}: {client}/{transport} x{repeat}", file=sys.stderr, flush=True)
-            rows[f"{client}/{transport}"] = median_of([worker(spec) for _ in range(repeat)])
+        # Repeats go round the clients in turn, so that a slow minute of a
+        # shared machine falls on all of them rather than on one.
+        runs = plan(case, args)
+        samples: dict[str, list[dict[str, Any]]] = {f"{c}/{t}": [] for c, t, _, _ in runs}
+        for round_number in range(max((r for _, _, _, r in runs), default=0)):
+            for client, transport, spec, repeat in runs:
+                if round_number < repeat:
+                    print(f"  {case}: {client}/{transport} run {round_number + 1} of {repeat}",
+                          file=sys.stderr, flush=True)
+                    samples[f"{client}/{transport}"].append(worker(spec))
+        rows = {name: median_of(results) for name, results in samples.items()}
         results[case] = rows
         print_case(case, rows)
     calibration_after = calibrate()
