@@ -39,7 +39,20 @@ def _text(response: dict[str, Any]) -> str:
     return str(response["result"]["content"][0]["text"])
 
 
-class RawStdioInline:
+class _Floor:
+    """The two tools every client under test calls, over `_call`."""
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def echo(self, text: str) -> str:
+        return self._call("echo", {"text": text})
+
+    def blob(self, n: int) -> int:
+        return len(self._call("blob", {"n": n}))
+
+
+class RawStdioInline(_Floor):
     """One caller at a time: write a line, read the next line."""
 
     def __init__(self, argv: list[str]) -> None:
@@ -58,12 +71,6 @@ class RawStdioInline:
             raise RuntimeError("out-of-order response")
         return _text(response)
 
-    def echo(self, text: str) -> str:
-        return self._call("echo", {"text": text})
-
-    def blob(self, n: int) -> int:
-        return len(self._call("blob", {"n": n}))
-
     def close(self) -> None:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.close()
@@ -71,7 +78,7 @@ class RawStdioInline:
         self._proc.stdout.close()
 
 
-class RawStdioReader:
+class RawStdioReader(_Floor):
     """Many callers: writes under a lock, one reader thread routing replies
     by id to each caller's own queue."""
 
@@ -105,12 +112,6 @@ class RawStdioReader:
             self._proc.stdin.flush()
         return _text(inbox.get())
 
-    def echo(self, text: str) -> str:
-        return self._call("echo", {"text": text})
-
-    def blob(self, n: int) -> int:
-        return len(self._call("blob", {"n": n}))
-
     def close(self) -> None:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.close()
@@ -119,7 +120,7 @@ class RawStdioReader:
         self._proc.stdout.close()
 
 
-class RawHTTP:
+class RawHTTP(_Floor):
     """`http.client` keep-alive, one connection per calling thread."""
 
     def __init__(self, url: str) -> None:
@@ -162,12 +163,6 @@ class RawHTTP:
         if response.get("id") != request_id:
             raise RuntimeError("response for another request")
         return _text(response)
-
-    def echo(self, text: str) -> str:
-        return self._call("echo", {"text": text})
-
-    def blob(self, n: int) -> int:
-        return len(self._call("blob", {"n": n}))
 
     def close(self) -> None:
         with self._lock:

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {case}: {client}/{transport} run {round_number + 1} of {repeat}",
                           file=sys.stderr, flush=True)
                     samples[f"{client}/{transport}"].append(worker(spec))
-        rows = {name: median_of(results) for name, results in samples.items()}
+        rows = {name: median_of(measured) for name, measured in samples.items()}
         results[case] = rows
         print_case(case, rows)
     calibration_after = calibrate()

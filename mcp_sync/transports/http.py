@@ -463,12 +463,13 @@ class HTTPTransport(Transport):
         if 200 <= status < 300 and status != 202:
             content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
             if content_type == "text/event-stream":
-                if exchange.on_caller:
+                conn = exchange.conn
+                if exchange.on_caller and conn is not None:
                     # Events before the response must reach the caller while
                     # the stream is open: it waits on its inbox meanwhile.
-                    exchange.conn.timeout = None  # type: ignore[union-attr]
-                    if exchange.conn.sock is not None:  # type: ignore[union-attr]
-                        exchange.conn.sock.settimeout(None)  # type: ignore[union-attr]
+                    conn.timeout = None
+                    if conn.sock is not None:
+                        conn.sock.settimeout(None)
                     exchange.on_caller, exchange.deadline = False, None
                     self._threads.submit(lambda: self._stream_on_thread(exchange, response))
                     exchange.handed_off = True

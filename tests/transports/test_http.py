@@ -35,6 +35,11 @@ def serve():
         httpd.close()
 
 
+def called(httpd, tool):
+    """Whether the server has received a call of `tool`."""
+    return any((r.json or {}).get("params", {}).get("name") == tool for r in httpd.requests)
+
+
 def open_fds():
     import os
 
@@ -186,7 +191,7 @@ def test_close_fails_pending_calls_at_once_and_leaves_nothing(serve):
     caller = threading.Thread(target=call)
     caller.start()
     started.wait()
-    assert httpd.wait_for(lambda: any((r.json or {}).get("params", {}).get("name") == "sleep" for r in httpd.requests), 10)
+    assert httpd.wait_for(lambda: called(httpd, "sleep"), 10)
     client.close()
     caller.join(timeout=10)
     assert not caller.is_alive() and len(errors) == 1
@@ -699,8 +704,7 @@ def test_a_call_waiting_for_a_free_connection_times_out_at_its_deadline(serve):
     with mcp_sync.connect(httpd.url, pool_size=1) as client:
         holder = threading.Thread(target=lambda: client.call_tool("sleep", {"seconds": 2}, timeout=10))
         holder.start()
-        assert httpd.wait_for(
-            lambda: any((r.json or {}).get("params", {}).get("name") == "sleep" for r in httpd.requests), 10)
+        assert httpd.wait_for(lambda: called(httpd, "sleep"), 10)
         started = time.monotonic()
         with pytest.raises(mcp_sync.RequestTimeout):
             client.call_tool("echo", {"text": "queued"}, timeout=0.3)
