@@ -15,6 +15,8 @@ from .cache import ResultCache, StaleResult
 from .client import DEFAULT_TIMEOUT, Client, RequestOptions, connect
 from .errors import (
     AuthenticationError,
+    AuthorizationError,
+    AuthorizationRequired,
     ConnectError,
     ConnectionClosed,
     HeaderMismatch,
@@ -31,6 +33,7 @@ from .errors import (
     MethodNotFound,
     MissingClientCapability,
     NoInputHandler,
+    OAuthError,
     OutputValidationError,
     PaginationError,
     ProtocolError,
@@ -91,7 +94,8 @@ __all__ = [
     "McpError", "ServerError", "MethodNotFound", "InvalidParams", "ResourceNotFound",
     "HeaderMismatch", "MissingClientCapability", "UnsupportedProtocolVersion", "TransportError",
     "ConnectionClosed", "ServerExited", "ConnectError", "InvalidMessage", "MessageTooLarge",
-    "HTTPStatusError", "AuthenticationError", "SessionExpired",
+    "HTTPStatusError", "AuthenticationError", "SessionExpired", "AuthorizationError",
+    "AuthorizationRequired", "OAuthError",
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",

@@ -16,9 +16,12 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │   ├── ConnectError            the server could not be started or reached
     │   ├── InvalidMessage          the server sent something that is not JSON-RPC
     │   ├── MessageTooLarge         a message over the configured size limit
-    │   └── HTTPStatusError         an HTTP answer with no JSON-RPC message in it
-    │       ├── AuthenticationError 401 or 403
-    │       └── SessionExpired      404 for an initialize-era session
+    │   ├── HTTPStatusError         an HTTP answer with no JSON-RPC message in it
+    │   │   ├── AuthenticationError 401 or 403
+    │   │   └── SessionExpired      404 for an initialize-era session
+    │   └── AuthorizationError      getting a token (OAuth) failed
+    │       ├── AuthorizationRequired  a person must authorize and none can be reached
+    │       └── OAuthError          the authorization server answered with an OAuth error
     ├── RequestTimeout              no answer in time (also a TimeoutError)
     ├── ProtocolError               the server broke a rule of the protocol
     │   ├── VersionNegotiationError no protocol version both sides speak
@@ -62,6 +65,9 @@ __all__ = [
     "HTTPStatusError",
     "AuthenticationError",
     "SessionExpired",
+    "AuthorizationError",
+    "AuthorizationRequired",
+    "OAuthError",
     "RequestTimeout",
     "ProtocolError",
     "VersionNegotiationError",
@@ -274,6 +280,32 @@ class AuthenticationError(HTTPStatusError):
 class SessionExpired(HTTPStatusError):
     """404 on a request that carried an initialize-era session id: the server
     ended the session. The client starts a new one and retries once."""
+
+
+class AuthorizationError(TransportError):
+    """Getting a token failed: discovery, metadata, registration, the
+    authorization response or the token endpoint. No request reached the MCP
+    server with a token. Messages never contain tokens, secrets or codes."""
+
+
+class AuthorizationRequired(AuthorizationError):
+    """A person must authorize this client and the client has no way to reach
+    one (no redirect handler). The message says how to supply one."""
+
+
+class OAuthError(AuthorizationError):
+    """The authorization server answered with an OAuth error.
+
+    `error` is its error code (for example ``invalid_grant``), `description`
+    its `error_description` (or None), `status` the HTTP status (or None for
+    an error returned through the redirect).
+    """
+
+    def __init__(self, message: str, *, error: str, description: str | None = None, status: int | None = None) -> None:
+        self.error = error
+        self.description = description
+        self.status = status
+        super().__init__(message)
 
 
 # -- local decisions -------------------------------------------------------------

@@ -1,29 +1,79 @@
-"""Credentials for HTTP servers: the token-provider seam.
+"""Credentials for HTTP servers: token providers, and the OAuth 2.1 client.
 
-The HTTP transport asks a `TokenProvider` for the bearer token to send and,
-once after a 401, asks it to refresh. Anything that can produce a token
-fits: a fixed string, a function, or an object (the OAuth client of a later
-release will be one). Nothing here does network IO of its own.
+The HTTP transport asks a `TokenProvider` for the credentials of each
+request. Anything that can produce a token fits: a fixed string, a
+function, or an object. An object may also offer:
+
+- `refresh(challenge)`: called once after a 401 with the server's
+  `WWW-Authenticate` value; return a new token, or None to give up;
+- `auth_headers(method, url)`: the headers for one request (used instead
+  of `token()`; DPoP needs a proof per request);
+- `handle_challenge(status, headers)`: called on a 401 or 403 (at most 3
+  times per request); return True to retry with fresh headers;
+- `attach(server_url)`: told which server it authorizes for.
+
+The OAuth client is made of such providers (imported on first use, so
+`import mcp_sync` stays light):
+
+- `OAuth`: the authorization code flow with PKCE, for a person; with a
+  `LoopbackRedirect` (scripts), `PasteRedirect` (notebooks),
+  `HeadlessRedirect` (no person), or `start()`/`finish()` (web apps);
+- `ClientCredentials`, `JwtBearer`, `EnterpriseManaged`: grants without a
+  person (see `mcp_sync.auth.grants`);
+- `MemoryStorage`, `FileStorage`, or your own `TokenStorage`;
+- `DPoP` and `SigningKey` (`pip install 'mcp-sync[jwt]'` for keys).
 
 Example::
 
     mcp_sync.connect("https://example.com/mcp", auth="my-token")
     mcp_sync.connect("https://example.com/mcp", auth=lambda: vault.read("mcp-token"))
 
-    class Refreshing:
-        def token(self):
-            return self.current
-        def refresh(self, challenge):
-            self.current = fetch_new_token()   # or None to give up
-            return self.current
+    from mcp_sync.auth import OAuth, LoopbackRedirect
+    mcp_sync.connect("https://example.com/mcp", auth=OAuth(redirect=LoopbackRedirect()))
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-__all__ = ["TokenProvider", "BearerToken", "CallableToken", "as_token_provider"]
+__all__ = [
+    "TokenProvider", "BearerToken", "CallableToken", "as_token_provider",
+    "OAuth", "AuthorizationStart", "TokenFlow", "ClientCredentials", "JwtBearer", "EnterpriseManaged",
+    "RedirectHandler", "LoopbackRedirect", "PasteRedirect", "HeadlessRedirect",
+    "TokenStorage", "MemoryStorage", "FileStorage", "Tokens", "ClientInfo", "DPoP", "SigningKey",
+]
+
+#: Where each lazily imported name lives.
+_LAZY = {
+    "OAuth": "oauth", "AuthorizationStart": "oauth", "TokenFlow": "flow",
+    "ClientCredentials": "grants", "JwtBearer": "grants", "EnterpriseManaged": "grants",
+    "RedirectHandler": "redirect", "LoopbackRedirect": "redirect", "PasteRedirect": "redirect",
+    "HeadlessRedirect": "redirect", "TokenStorage": "storage", "MemoryStorage": "storage",
+    "FileStorage": "storage", "Tokens": "tokens", "ClientInfo": "tokens", "DPoP": "dpop", "SigningKey": "jwt",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from .dpop import DPoP
+    from .flow import TokenFlow
+    from .grants import ClientCredentials, EnterpriseManaged, JwtBearer
+    from .jwt import SigningKey
+    from .oauth import AuthorizationStart, OAuth
+    from .redirect import HeadlessRedirect, LoopbackRedirect, PasteRedirect, RedirectHandler
+    from .storage import FileStorage, MemoryStorage, TokenStorage
+    from .tokens import ClientInfo, Tokens
 
 
 @runtime_checkable

@@ -96,6 +96,12 @@ lacking the capability gets -32021 (400). Connections are kept alive between req
 header that is not a loopback origin gets 403 (DNS rebinding protection);
 other paths get 404, other HTTP methods 405 (with `Allow`).
 
+A `gate` (a constructor argument) sees every request first, whatever its
+method or path, before the path check and canned answers: returning a
+`GateAnswer` sends that answer instead of serving the request (the request
+is still recorded), returning None serves it as usual. It is how tests put
+OAuth in front of the server (`tests/auth/authserver.py`).
+
 Test knobs (thread-safe): `requests` (every request received, as
 `RecordedRequest`), `canned()` (raw answers instead of serving),
 `expire_sessions()`, `drop_after_first_event()`, `notify()` (a message
@@ -125,7 +131,7 @@ import ssl
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -143,7 +149,7 @@ from .core import (
     ServerSession,
 )
 
-__all__ = ["HTTPServer", "RecordedRequest"]
+__all__ = ["GateAnswer", "Gated", "HTTPServer", "RecordedRequest"]
 
 #: close(): how long (seconds) to let open subscriptions write their completion result.
 _CLOSE_GRACE = 5.0
@@ -195,6 +201,28 @@ class RecordedRequest:
     headers: email.message.Message
     body: bytes
     json: Any
+
+
+@dataclass(frozen=True)
+class Gated:
+    """What a `gate` sees of a request: its method, its target as sent (path
+    and query) and its headers, the `http.client.HTTPMessage` of
+    `http.server` (`headers.get(name)` is case-insensitive). The body is not
+    read yet: a gate decides on the request line and headers alone."""
+
+    method: str
+    path: str
+    headers: email.message.Message
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    """The raw answer a `gate` sends instead of serving the request: exactly
+    these headers (plus Content-Length) and body."""
+
+    status: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
 
 
 @dataclass
@@ -695,6 +723,11 @@ class HTTPServer:
     * `get_stream`: legacy era: offer the standalone GET SSE stream (False: 405).
     * `retry_ms`: when set, sent as the SSE `retry` field with each priming event.
     * `ssl_context`: serve HTTPS with this server-side `ssl.SSLContext`.
+    * `gate`: called with a `Gated` for every request, on its connection's
+      thread, before anything else; a `GateAnswer` it returns is sent
+      instead of serving the request (whose body is read and dropped, so
+      the connection stays usable), None lets the request through. An
+      exception it raises is answered with 500.
 
     See the module docstring for the behaviour and status codes."""
 
@@ -710,6 +743,7 @@ class HTTPServer:
         get_stream: bool = True,
         retry_ms: int | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        gate: Callable[[Gated], GateAnswer | None] | None = None,
     ) -> None:
         if response_mode not in RESPONSE_MODES:
             raise ValueError(f"response_mode must be one of {', '.join(RESPONSE_MODES)}, not {response_mode!r}")
@@ -725,6 +759,7 @@ class HTTPServer:
         self.get_stream = get_stream
         self.retry_ms = retry_ms
         self.ssl_context = ssl_context
+        self.gate = gate
         self._port = port
         self._lock = threading.RLock()
         #: Notified whenever `requests`, `sessions` or `connections` change.
@@ -975,19 +1010,16 @@ class HTTPServer:
     # -- serving ------------------------------------------------------------------
 
     def _serve(self, h: _Handler, method: str) -> None:
+        if self.gate is not None and self._gated(h, method, self.gate):
+            return
         try:
             body = h.read_body()
         except (ValueError, OSError):
             h.close_connection = True
             h.send_body(400, b"Bad Request: unreadable body", "text/plain; charset=utf-8", {"Connection": "close"})
             return
-        try:
-            parsed: Any = json.loads(body) if body else None
-        except (ValueError, RecursionError):
-            parsed = None
         with self._lock:
-            self._requests.append(RecordedRequest(method, h.path, h.headers, body, parsed))
-            self._changed.notify_all()
+            self._record(h, method, body)
             canned = self._take_canned(method)
         if canned is not None:
             content_type = None
@@ -1012,6 +1044,36 @@ class HTTPServer:
                 raise _HTTPError(405, headers={"Allow": self._allowed()})
         except _HTTPError as exc:
             self._reject(h, exc)
+
+    def _gated(self, h: _Handler, method: str, gate: Callable[[Gated], GateAnswer | None]) -> bool:
+        """Ask the gate about this request; True when it answered instead of serving."""
+        try:
+            answer = gate(Gated(method, h.path, h.headers))
+        except Exception as exc:  # a broken gate shows up as a 500 in the test, not as a dropped connection
+            _log.exception("the gate failed")
+            answer = GateAnswer(500, {"Content-Type": "text/plain; charset=utf-8"}, f"gate failed: {exc!r}".encode())
+        if answer is None:
+            return False
+        headers = dict(answer.headers)
+        try:
+            body = h.read_body()  # drained so the next request on this connection starts where it should
+        except (ValueError, OSError):
+            body = b""
+            h.close_connection = True
+            headers["Connection"] = "close"
+        with self._lock:
+            self._record(h, method, body)
+        h.send_body(answer.status, answer.body, None, headers)
+        return True
+
+    def _record(self, h: Any, method: str, body: bytes) -> None:
+        """Keep one received request (callers hold `_lock`)."""
+        try:
+            parsed: Any = json.loads(body) if body else None
+        except (ValueError, RecursionError):
+            parsed = None
+        self._requests.append(RecordedRequest(method, h.path, h.headers, body, parsed))
+        self._changed.notify_all()
 
     def _take_canned(self, method: str) -> _Canned | None:
         queue = self._canned.get(method)

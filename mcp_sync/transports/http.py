@@ -49,6 +49,7 @@ from urllib3.util import parse_url
 from ..auth import TokenProvider, as_token_provider
 from ..errors import (
     AuthenticationError,
+    AuthorizationError,
     ConnectError,
     ConnectionClosed,
     HTTPStatusError,
@@ -132,6 +133,9 @@ class HTTP(Target):
         self.path = parsed.request_uri or "/"
         self.headers = check_user_headers(headers or {})
         self.auth: TokenProvider | None = as_token_provider(auth)
+        attach = getattr(self.auth, "attach", None)
+        if attach is not None:
+            attach(url)  # an OAuth provider learns the server it authorizes for
         self.verify = verify
         self.cert = cert
         self.connect_timeout = float(connect_timeout)
@@ -211,10 +215,17 @@ class HTTPTransport(Transport):
             if start_get and self._get_thread is not None and self._get_thread.is_alive():
                 start_get = False
         if start_get:
-            thread = threading.Thread(target=self._read_get_stream, name="mcp-sync-http-get", daemon=True)
+            opened = threading.Event()
+            thread = threading.Thread(target=self._read_get_stream, args=(opened,), name="mcp-sync-http-get",
+                                      daemon=True)
             with self._lock:
                 self._get_thread = thread
             thread.start()
+            # Wait (briefly) until the server has answered the GET, so the
+            # stream exists before the first request is sent: a server may
+            # otherwise take a late GET for something else, such as the
+            # resumption of a request's stream.
+            opened.wait(min(_GET_OPEN_WAIT, self._target.connect_timeout))
 
     @property
     def session_id(self) -> str | None:
@@ -252,7 +263,7 @@ class HTTPTransport(Transport):
             limit = min(limit, self.request_timeout)
         conn = self._target.new_connection(timeout=limit)
         try:
-            conn.request("DELETE", self._target.path, headers=self._base_headers(legacy_session=True))
+            conn.request("DELETE", self._target.path, headers=self._base_headers(legacy_session=True, method="DELETE"))
             response = conn.getresponse()
             response.read()
             log.debug("session DELETE answered %s", response.status)
@@ -314,16 +325,15 @@ class HTTPTransport(Transport):
     def _new_connection(self) -> Conn:
         return self._target.new_connection(timeout=self._target.connect_timeout)
 
-    def _base_headers(self, *, legacy_session: bool) -> dict[str, str]:
+    def _base_headers(self, *, legacy_session: bool, method: str = "POST") -> dict[str, str]:
         headers = dict(self._target.headers)
         if legacy_session:
             if self._version is not None:
                 headers["MCP-Protocol-Version"] = self._version
             if self._session_id is not None:
                 headers["Mcp-Session-Id"] = self._session_id
-        token = self._target.auth.token() if self._target.auth is not None else None
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        if self._target.auth is not None:
+            headers.update(self._auth_header(method))
         return headers
 
     def _request_headers(self, message: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -344,21 +354,28 @@ class HTTPTransport(Transport):
         headers["Accept"] = "application/json, text/event-stream"
         headers["Content-Type"] = "application/json"
         stop = threading.Event()
-        conn = self._pool.acquire(stop)
-        reusable = False
-        try:
-            # Not cancellable from another thread, so bounded by the client's timeout.
-            self._ready(conn, self.request_timeout)
-            conn.request("POST", self._target.path, body=jsonrpc.encode(message), headers=headers)
-            response = conn.getresponse()
-            body = self._read_body(response, _ERROR_BODY_PREVIEW * 4, truncate=True)
-            reusable = True
+        body = jsonrpc.encode(message)
+        for attempt in range(1 + _MAX_AUTH_RETRIES):
+            generation = self._auth_generation
+            conn = self._pool.acquire(stop)
+            reusable = False
+            try:
+                # Not cancellable from another thread, so bounded by the client's timeout.
+                self._ready(conn, self.request_timeout)
+                conn.request("POST", self._target.path, body=body, headers=headers)
+                response = conn.getresponse()
+                answer = self._read_body(response, _ERROR_BODY_PREVIEW * 4, truncate=True)
+                reusable = True
+            except (OSError, urllib3.exceptions.HTTPError) as exc:
+                raise ConnectError(f"POST to {self._target.url} failed: {exc}") from exc
+            finally:
+                self._pool.release(conn, reusable)
+            if response.status in (401, 403) and self._refresh_auth(response, generation, attempt):
+                headers = self._with_auth(headers)
+                continue
             if response.status >= 300:
-                raise self._status_error(response, body, session=self._session_id is not None)
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ConnectError(f"POST to {self._target.url} failed: {exc}") from exc
-        finally:
-            self._pool.release(conn, reusable)
+                raise self._status_error(response, answer, session=self._session_id is not None)
+            break
         if message.get("method") == "notifications/initialized":
             self._open_get_stream()
 
@@ -367,14 +384,14 @@ class HTTPTransport(Transport):
     def _exchange(self, exchange: Exchange, message: Mapping[str, Any], body: bytes, headers: dict[str, str]) -> None:
         sent_session = "Mcp-Session-Id" in headers
         with self._reporting(exchange):
-            for attempt in (1, 2):
+            for attempt in range(1 + _MAX_AUTH_RETRIES):
                 generation = self._auth_generation
                 response = self._post(exchange, body, headers)
                 if response is None:
                     return
-                if response.status == 401 and attempt == 1 and self._refresh_auth(response, generation):
+                if response.status in (401, 403) and self._refresh_auth(response, generation, attempt):
                     self._finish(exchange, reusable=self._drain(response))
-                    headers = {**headers, **self._auth_header()}
+                    headers = self._with_auth(headers)
                     continue
                 self._handle(exchange, message, response, sent_session)
                 return
@@ -602,7 +619,7 @@ class HTTPTransport(Transport):
             conn = self._target.new_connection(timeout=self._target.connect_timeout)
         exchange.conn = conn
         self._ready(conn, None)
-        headers = self._base_headers(legacy_session=True)
+        headers = self._base_headers(legacy_session=True, method="GET")
         headers["Accept"] = "text/event-stream"
         headers.update(extra)
         conn.request("GET", self._target.path, headers=headers, preload_content=False)
@@ -610,10 +627,17 @@ class HTTPTransport(Transport):
         exchange.response = response
         return response
 
-    def _read_get_stream(self) -> None:
+    def _read_get_stream(self, opened: threading.Event) -> None:
         """The initialize era's standalone GET stream: messages related to no
         request. Reconnects after the server's retry interval while events
-        keep coming; gives up after repeated empty attempts, 405 or 404."""
+        keep coming; gives up after repeated empty attempts, 405 or 404.
+        `opened` is set once the first GET has an answer (or failed)."""
+        try:
+            self._get_stream_loop(opened)
+        finally:
+            opened.set()
+
+    def _get_stream_loop(self, opened: threading.Event) -> None:
         exchange = Exchange("get", pooled=False)
         with self._lock:
             self._get_exchange = exchange
@@ -623,7 +647,10 @@ class HTTPTransport(Transport):
         while not self._closing and failures < 3:
             extra = {"Last-Event-ID": last_id} if last_id else {}
             try:
-                response = self._get(exchange, extra)
+                try:
+                    response = self._get(exchange, extra)
+                finally:
+                    opened.set()
                 if response is None:
                     return
                 if response.status == 405:
@@ -713,29 +740,69 @@ class HTTPTransport(Transport):
         except (OSError, urllib3.exceptions.HTTPError):
             return False
 
-    def _auth_header(self) -> dict[str, str]:
-        token = self._target.auth.token() if self._target.auth is not None else None
+    def _auth_header(self, method: str = "POST") -> dict[str, str]:
+        """The credentials for one request. A provider with `auth_headers()`
+        (OAuth, DPoP) makes them per request; others give a bearer token."""
+        provider = self._target.auth
+        if provider is None:
+            return {}
+        make = getattr(provider, "auth_headers", None)
+        if make is not None:
+            return dict(make(method, self._target.url))
+        token = provider.token()
         return {"Authorization": f"Bearer {token}"} if token else {}
 
-    def _refresh_auth(self, response: Any, generation: int) -> bool:
-        """After a 401: refresh the token once (one refresh serves every
-        request that failed with the old token). True to retry."""
+    def _with_auth(self, headers: Mapping[str, str]) -> dict[str, str]:
+        fresh = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "dpop")}
+        fresh.update(self._auth_header("POST"))
+        return fresh
+
+    def _refresh_auth(self, response: Any, generation: int, attempt: int) -> bool:
+        """After a 401 or 403: let the token provider act on the challenge.
+        True to retry the request.
+
+        One provider call serves every request that failed with the same
+        credentials: the generation counter tells a request that another
+        thread already refreshed (or re-authorized) while it waited. A
+        provider with `handle_challenge()` sees 401 and 403 (step-up, DPoP
+        nonces) up to `_MAX_AUTH_RETRIES` times per request; a provider with
+        only `refresh()` is asked once, after a 401. `AuthorizationError`
+        from the provider reaches the caller as it is: it says why.
+        """
+        if attempt >= _MAX_AUTH_RETRIES:
+            return False
         provider = self._target.auth
+        handle = getattr(provider, "handle_challenge", None)
         refresh = getattr(provider, "refresh", None)
-        if provider is None or refresh is None:
+        if provider is None or (handle is None and (refresh is None or response.status != 401 or attempt > 0)):
             return False
         with self._auth_lock:
             if self._auth_generation != generation:
                 return True  # another request refreshed meanwhile
             try:
-                token = refresh(response.headers.get("www-authenticate"))
+                if handle is not None:
+                    headers = {k.lower(): v for k, v in response.headers.items()}
+                    retry = bool(handle(response.status, headers))
+                else:
+                    assert refresh is not None
+                    retry = bool(refresh(response.headers.get("www-authenticate")))
+            except AuthorizationError:
+                raise
             except Exception:
-                log.exception("the token provider's refresh() failed")
+                log.exception("the token provider failed to act on HTTP %s", response.status)
                 return False
-            if not token:
+            if not retry:
                 return False
             self._auth_generation += 1
             return True
+
+
+#: The longest `_open_get_stream` waits for the server to answer the GET.
+_GET_OPEN_WAIT = 2.0
+
+#: How many 401/403 answers one request may act on (refresh, step-up
+#: authorization, DPoP nonce) before the status is the caller's error.
+_MAX_AUTH_RETRIES = 3
 
 
 def _json_rpc_error(body: bytes) -> dict[str, Any] | None:

@@ -86,6 +86,45 @@ SCENARIOS: dict[str, Callable[[mcp_sync.Client, dict[str, Any]], None]] = {
 }
 
 
+#: The client ID metadata document URL the suite's authorization servers expect.
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def authorization(scenario: str, context: dict[str, Any]) -> Any:
+    """The token provider for an auth scenario (None for the others).
+
+    Every choice the suite checks (discovery order, scopes, client
+    identity, iss, step-up, DPoP nonces) is the library's; this only maps
+    the scenario's context onto the public constructors."""
+    if not scenario.startswith("auth/"):
+        return None
+    from mcp_sync import auth
+
+    dpop = scenario in ("auth/dpop", "auth/dpop-nonce")
+    if scenario == "auth/client-credentials-basic":
+        return auth.ClientCredentials(context["client_id"], context["client_secret"],
+                                      token_endpoint_auth_method="client_secret_basic")
+    if scenario == "auth/client-credentials-jwt":
+        key = auth.SigningKey.from_pem(context["private_key_pem"], context.get("signing_algorithm"))
+        return auth.ClientCredentials(context["client_id"], private_key=key)
+    if scenario == "auth/wif-jwt-bearer":
+        return auth.JwtBearer(context["valid_jwt"], client_id=context.get("client_id"))
+    if scenario == "auth/enterprise-managed-authorization":
+        return auth.EnterpriseManaged(
+            id_token=context["idp_id_token"], idp_token_endpoint=context["idp_token_endpoint"],
+            idp_client_id=context.get("idp_client_id"), client_id=context["client_id"],
+            client_secret=context.get("client_secret"),
+        )
+    # The authorization code flow; the suite's authorization servers
+    # redirect at once, so the redirect is read from the Location header.
+    return auth.OAuth(
+        redirect=auth.HeadlessRedirect("http://localhost:3000/callback"),
+        client_id=context.get("client_id"), client_secret=context.get("client_secret"),
+        client_issuer=context.get("issuer"), client_metadata_url=CIMD_URL,
+        client_name="mcp_sync conformance client", dpop=dpop,
+    )
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
                         format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
@@ -101,7 +140,8 @@ def main(argv: list[str]) -> int:
     try:
         # Forms are answered with their schema's defaults (SEP-1034).
         handlers = {"form": mcp_sync.handlers.defaults_form}
-        with mcp_sync.connect(url, protocol=version, timeout=30, input_handlers=handlers) as client:
+        with mcp_sync.connect(url, protocol=version, timeout=30, input_handlers=handlers,
+                              auth=authorization(scenario, context)) as client:
             run(client, context)
     except mcp_sync.McpError as exc:
         log.error("scenario %r failed: %s: %s", scenario, type(exc).__name__, exc)

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Run the official MCP client conformance suite on the scenarios mcp_sync covers,
-# each at the wire revision it is listed for, and fail when any of them fails.
+# Run the official MCP client conformance suite: the complete requirement set
+# of each protocol revision mcp_sync speaks (its not-scored entries, the
+# authorization extensions among them, run and print too), plus the
+# 2025-06-18 scenarios. Fails when any scored scenario or any of the
+# authorization extension scenarios fails.
 #
 #   bash tests/conformance/run.sh [RUNNER]
 #
@@ -12,29 +15,44 @@ cd "$(dirname "$0")/../.."
 RUNNER=${1:-${MCP_CONFORMANCE_RUNNER:-../shared/conformance/run-client.sh}}
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/mcp-sync-conformance.XXXXXX")
+CLIENT="$PYTHON tests/conformance/client.py"
 
-# revision:scenario, as the issues that built each capability list them.
-SCENARIOS=(
-  2025-11-25:initialize 2025-11-25:tools_call 2025-11-25:sse-retry
-  2026-07-28:tools_call 2026-07-28:request-metadata 2026-07-28:http-standard-headers
-  2026-07-28:http-custom-headers 2026-07-28:http-invalid-tool-headers
-  2026-07-28:json-schema-ref-no-deref 2026-07-28:json-schema-2020-12-preservation
-  2025-06-18:initialize 2025-06-18:tools_call
-  2026-07-28:sep-2322-client-request-state 2025-11-25:elicitation-sep1034-client-defaults
-)
+# The extension scenarios the authorization issue made ours: not scored by
+# the suite, but a failure here is a failure of mcp_sync.
+AUTH_EXTENSIONS=(auth/client-credentials-basic auth/client-credentials-jwt
+  auth/enterprise-managed-authorization auth/wif-jwt-bearer auth/dpop auth/dpop-nonce)
 
 [[ -f $RUNNER ]] || { echo "conformance runner not found: $RUNNER" >&2; exit 2; }
 bash "$RUNNER" --install-only >/dev/null || { echo "could not install the conformance suite" >&2; exit 2; }
 
 failed=0
-for entry in "${SCENARIOS[@]}"; do
-  revision=${entry%%:*} scenario=${entry#*:}
-  if ! bash "$RUNNER" --command "$PYTHON tests/conformance/client.py" \
-      --scenario "$scenario" --spec-version "$revision" -o "$OUT" >"$OUT/$revision-$scenario.out" 2>&1; then
+run() {  # label, then run-client.sh arguments
+  local label=$1; shift
+  if ! bash "$RUNNER" --command "$CLIENT" -o "$OUT/$label" "$@" >"$OUT/$label.out" 2>&1; then
     failed=$((failed + 1))
-    grep -E "FAIL|harness exit" "$OUT/$revision-$scenario.out" >&2
+    grep -E "FAIL|harness exit|error" "$OUT/$label.out" >&2
   fi
+  grep -h "^conformance client" "$OUT/$label.out"
+}
+
+run requirements-2025-11-25 --requirements 2025-11-25
+run requirements-2026-07-28 --requirements 2026-07-28
+for scenario in initialize tools_call; do
+  run "2025-06-18-$scenario" --scenario "$scenario" --spec-version 2025-06-18
 done
-grep -h "^conformance client" "$OUT"/*.out
-echo "conformance: $((${#SCENARIOS[@]} - failed)) of ${#SCENARIOS[@]} scenarios passed (results in $OUT)"
+
+# The verdicts file of each requirements run lists the not-scored scenarios
+# it ran and the failures: every auth extension must have run and passed.
+for revision in 2025-11-25 2026-07-28; do
+  "$PYTHON" - "$OUT/requirements-$revision/$revision.json" "${AUTH_EXTENSIONS[@]}" <<'PY' || failed=$((failed + 1))
+import json, sys
+verdicts = json.load(open(sys.argv[1]))
+bad = [name for name in sys.argv[2:] if name not in verdicts["not_scored"] or name in verdicts["failures"]]
+print(f"authorization extensions at {verdicts['label']}: {len(sys.argv) - 2 - len(bad)} of {len(sys.argv) - 2} passed"
+      + (f"; failed or missing: {', '.join(bad)}" if bad else ""))
+sys.exit(1 if bad else 0)
+PY
+done
+
+echo "conformance: $failed failing run(s) (results in $OUT)"
 [[ $failed -eq 0 ]]

@@ -1,0 +1,522 @@
+"""The part every OAuth grant shares: discovery, tokens, refresh, challenges.
+
+`TokenFlow` is a token provider for the HTTP transport (see
+`mcp_sync.auth`). It keeps one MCP server's tokens, and acts on the
+server's answers:
+
+- before each request, `auth_headers()` gives the `Authorization` header
+  (and a DPoP proof), refreshing a token that is about to expire;
+- on a 401, `handle_challenge()` rediscovers the authorization server
+  (it may have changed), refreshes once, else obtains new tokens;
+- on a 403 `insufficient_scope`, it obtains tokens for the union of the
+  scopes it had and the scopes the server asks for (step-up);
+- on a DPoP `use_dpop_nonce` challenge, it keeps the nonce and retries.
+
+How new tokens are obtained is the subclass's: the authorization code
+flow with a person (`OAuth`), or a grant without one (`ClientCredentials`,
+`JwtBearer`, `EnterpriseManaged` in `mcp_sync.auth.grants`).
+
+Thread safety: one re-entrant lock (`_lock`) guards all state and is held
+across the network calls that change it, so 64 threads that find the same
+expired token cause one refresh, and the others use its result. The HTTP
+transport adds its own single-flight step for 401s (see its
+`_refresh_auth`). The lock is never held while the transport waits for an
+MCP answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from ..errors import AuthorizationError, OAuthError
+from . import discovery
+from ._http import DEFAULT_MAX_BYTES, Answer, AuthHTTP
+from .dpop import DPoP, is_use_dpop_nonce
+from .jwt import SigningKey, client_assertion
+from .storage import MemoryStorage, TokenStorage
+from .tokens import ClientInfo, Tokens, oauth_error, tokens_from_answer
+
+__all__ = ["TokenFlow", "Discovery"]
+
+log = logging.getLogger("mcp_sync.auth")
+
+_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
+
+
+class Discovery:
+    """What discovery found for one MCP server: the protected resource
+    metadata (or None), the resource to request tokens for, and the chosen
+    authorization server's issuer and metadata."""
+
+    __slots__ = ("resource_metadata", "resource", "issuer", "metadata")
+
+    def __init__(self, resource_metadata: dict[str, Any] | None, resource: str, issuer: str,
+                 metadata: dict[str, Any]) -> None:
+        self.resource_metadata = resource_metadata
+        self.resource = resource
+        self.issuer = issuer
+        self.metadata = metadata
+
+    @property
+    def token_endpoint(self) -> str:
+        return str(self.metadata["token_endpoint"])
+
+    def supports(self, field: str, value: str) -> bool:
+        listed = self.metadata.get(field)
+        return isinstance(listed, list) and value in listed
+
+    def __repr__(self) -> str:
+        return f"Discovery(resource={self.resource!r}, issuer={self.issuer!r})"
+
+
+def _as_list(value: str | Iterable[str] | None, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    items = value.split() if isinstance(value, str) else list(value)
+    if not all(isinstance(item, str) and item and " " not in item for item in items):
+        raise ValueError(f"{what} must be a space-separated string or a list of strings without spaces")
+    return items
+
+
+def _union(*groups: Iterable[str] | None) -> list[str]:
+    """The union of scope lists, in first-seen order (stable requests)."""
+    seen: dict[str, None] = {}
+    for group in groups:
+        for scope in group or ():
+            seen.setdefault(scope, None)
+    return list(seen)
+
+
+class TokenFlow:
+    """Base class of the OAuth token providers; see the module docstring.
+
+    Arguments shared by every grant:
+
+    - `server_url`: the MCP server's URL. Optional: `connect()` supplies it.
+    - `scopes`: scopes to request instead of the ones discovery suggests.
+    - `storage`: where tokens and registrations live (`MemoryStorage()` by
+      default; see `mcp_sync.auth.storage`).
+    - `authorization_server`: an issuer URL to use instead of discovering
+      one from the protected resource metadata.
+    - `dpop`: True (or a `DPoP` holding your key) to bind tokens to a key
+      with DPoP proofs (RFC 9449).
+    - `timeout`, `verify`: for the requests to authorization servers.
+    - `max_response_bytes`: the size limit for metadata and token answers.
+    """
+
+    #: Whether obtaining tokens needs a person (the authorization code flow).
+    interactive = False
+
+    def __init__(
+        self,
+        server_url: str | None = None,
+        *,
+        scopes: str | Iterable[str] | None = None,
+        storage: TokenStorage | None = None,
+        authorization_server: str | None = None,
+        dpop: bool | DPoP = False,
+        timeout: float = 30.0,
+        verify: bool | str = True,
+        max_response_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        if storage is not None and not isinstance(storage, TokenStorage):
+            raise TypeError("storage must have load(), save() and delete() (see mcp_sync.auth.TokenStorage)")
+        if authorization_server is not None:
+            discovery.check_endpoint_url(authorization_server, "authorization_server")
+        self._server_url: str | None = None
+        if server_url is not None:
+            self.attach(server_url)
+        self._scopes = _as_list(scopes, "scopes")
+        self._storage: TokenStorage = storage if storage is not None else MemoryStorage()
+        self._authorization_server = authorization_server
+        self._dpop: DPoP | None = DPoP() if dpop is True else (dpop or None)
+        self._http = AuthHTTP(timeout=timeout, verify=verify, max_bytes=max_response_bytes)
+        self._lock = threading.RLock()
+        self._tokens: Tokens | None = None
+        self._loaded = False
+        self._discovery: Discovery | None = None
+        #: Scopes of the last token request, kept for step-up unions.
+        self._requested: list[str] | None = None
+        #: True when the current tokens came from a refresh caused by a 401:
+        #: a second 401 then means refreshing does not help.
+        self._from_refresh = False
+
+    # -- the token-provider interface ----------------------------------------------------
+
+    def attach(self, server_url: str) -> None:
+        """Bind this provider to the MCP server it authorizes for (called by
+        the HTTP transport; a provider serves one server)."""
+        parts = urlsplit(server_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {server_url!r}")
+        resource = discovery.canonical_resource(server_url)
+        current = getattr(self, "_server_url", None)
+        if current is not None and discovery.canonical_resource(current) != resource:
+            raise ValueError(
+                f"this {type(self).__name__} authorizes for {current}; make another one for {server_url}"
+            )
+        self._server_url = server_url
+
+    @property
+    def server_url(self) -> str:
+        if self._server_url is None:
+            raise AuthorizationError(f"{type(self).__name__} has no server URL: pass server_url= or use it with connect()")
+        return self._server_url
+
+    def token(self) -> str | None:
+        """The current access token, refreshed first when it is about to
+        expire; None before any authorization."""
+        tokens = self._current()
+        return tokens.access_token if tokens is not None else None
+
+    def auth_headers(self, method: str, url: str) -> dict[str, str]:
+        """The headers that authorize one request: `Authorization`, and a
+        fresh `DPoP` proof for a DPoP-bound token."""
+        tokens = self._current()
+        if tokens is None:
+            return {}
+        if tokens.token_type == "DPoP" and self._dpop is not None:
+            proof = self._dpop.proof(method, url, access_token=tokens.access_token)
+            return {"Authorization": f"DPoP {tokens.access_token}", "DPoP": proof}
+        return {"Authorization": f"Bearer {tokens.access_token}"}
+
+    def handle_challenge(self, status: int, headers: Mapping[str, str]) -> bool:
+        """Act on a 401 or 403 from the MCP server. True: retry the request
+        with `auth_headers()`. False: the failure stands. Raises
+        `AuthorizationError` when authorization itself fails."""
+        with self._lock:
+            if self._dpop is not None and is_use_dpop_nonce(status, headers):
+                return self._dpop.nonce_from(self.server_url, headers)
+            challenge = discovery.find_challenge(headers.get("www-authenticate"))
+            if status == 403:
+                if challenge is None or challenge.error != "insufficient_scope":
+                    return False
+                self._step_up(challenge)
+                return True
+            if status != 401:
+                return False
+            self._reauthorize(challenge)
+            return True
+
+    def refresh(self, challenge: str | None) -> str | None:
+        """The plain token-provider hook: act on a 401 with this challenge."""
+        self.handle_challenge(401, {"www-authenticate": challenge} if challenge else {})
+        return self.token()
+
+    def authorize(self) -> Tokens:
+        """Obtain tokens now, without waiting for the server's 401: discover
+        from the well-known metadata and run this grant. Returns the tokens
+        (also kept in storage)."""
+        with self._lock:
+            self._discover(None)
+            return self._obtain_and_keep(self._initial_scopes(None))
+
+    @property
+    def tokens(self) -> Tokens | None:
+        """The tokens held now (from storage), or None."""
+        with self._lock:
+            return self._load()
+
+    def clear(self) -> None:
+        """Forget this server's tokens (a log-out). Registrations stay."""
+        with self._lock:
+            self._tokens = None
+            self._loaded = True
+            self._storage.delete(self._tokens_key())
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    def _tokens_key(self) -> str:
+        return f"tokens {discovery.canonical_resource(self.server_url)}"
+
+    def _load(self) -> Tokens | None:
+        if not self._loaded:
+            data = self._storage.load(self._tokens_key())
+            try:
+                self._tokens = Tokens.from_dict(data) if data else None
+            except (TypeError, ValueError):
+                log.warning("ignoring unreadable stored tokens for %s", self.server_url)
+                self._tokens = None
+            self._loaded = True
+        return self._tokens
+
+    def _keep(self, tokens: Tokens | None) -> None:
+        self._tokens = tokens
+        self._loaded = True
+        if tokens is None:
+            self._storage.delete(self._tokens_key())
+        else:
+            self._storage.save(self._tokens_key(), tokens.to_dict())
+
+    def _current(self) -> Tokens | None:
+        with self._lock:
+            tokens = self._load()
+            if tokens is not None and tokens.expired():
+                tokens = self._renew(tokens)
+            return tokens
+
+    def _renew(self, tokens: Tokens) -> Tokens | None:
+        """A token at its expiry: refresh it, or (for grants without a
+        person) obtain a new one. A failure here is not raised: the request
+        goes out with what we have, and the server's 401 leads to the full
+        flow, whose errors do reach the caller."""
+        try:
+            if tokens.refresh_token:
+                renewed = self._refresh(tokens)
+                if renewed is not None:
+                    self._from_refresh = False
+                    return renewed
+            if not self.interactive:
+                if self._discovery is None:
+                    self._discover(None)
+                return self._obtain_and_keep(self._requested or self._initial_scopes(None))
+        except AuthorizationError as exc:
+            log.info("could not renew the expiring token for %s: %s", self.server_url, exc)
+        return self._tokens
+
+    def _refresh(self, tokens: Tokens) -> Tokens | None:
+        """The refresh_token grant; None (and the tokens dropped) when the
+        server refuses it."""
+        if self._discovery is None or (tokens.issuer and self._discovery.issuer != tokens.issuer):
+            if not tokens.issuer:
+                return None
+            self._discovery = self._discover_issuer(tokens.issuer, self._discovery)
+        client = self._client_for_refresh()
+        form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token or "",
+                "resource": tokens.resource or self._discovery.resource}
+        try:
+            renewed = self._token_request(form, client, scope=tokens.scope, previous=tokens)
+        except OAuthError as exc:
+            log.info("the refresh token for %s was refused (%s); authorizing again", self.server_url, exc.error)
+            self._keep(None)
+            return None
+        self._keep(renewed)
+        return renewed
+
+    def _client_for_refresh(self) -> ClientInfo | None:
+        """The client identity for a refresh: the subclass's, if it has one."""
+        return None
+
+    # -- challenges ----------------------------------------------------------------------
+
+    def _reauthorize(self, challenge: discovery.Challenge | None) -> None:
+        tokens = self._load()
+        found = self._discover(challenge)
+        if tokens is not None and tokens.issuer is not None and tokens.issuer != found.issuer:
+            # The server moved to another authorization server: its tokens
+            # (and refresh token) belong to the old one and are not reused.
+            log.info("%s now uses %s instead of %s", self.server_url, found.issuer, tokens.issuer)
+            self._keep(None)
+            tokens = None
+        if tokens is not None and tokens.refresh_token and not self._from_refresh:
+            if self._refresh(tokens) is not None:
+                self._from_refresh = True
+                return
+        self._obtain_and_keep(self._initial_scopes(challenge))
+
+    def _step_up(self, challenge: discovery.Challenge) -> None:
+        tokens = self._load()
+        wanted = _union(self._requested, tokens.scopes if tokens else None, challenge.scopes)
+        if self._discovery is None or challenge.params.get("resource_metadata"):
+            self._discover(challenge)
+        log.info("step-up authorization for %s with scopes %s", self.server_url, " ".join(wanted))
+        self._obtain_and_keep(wanted)
+
+    def _initial_scopes(self, challenge: discovery.Challenge | None) -> list[str] | None:
+        """The spec's order: explicit `scopes`, else the challenge's scope,
+        else the resource's `scopes_supported`, else none (omitted)."""
+        if self._scopes is not None:
+            return list(self._scopes)
+        if challenge is not None and challenge.scopes:
+            return challenge.scopes
+        prm = self._discovery.resource_metadata if self._discovery else None
+        supported = prm.get("scopes_supported") if prm else None
+        if isinstance(supported, list) and supported and all(isinstance(s, str) and s for s in supported):
+            return list(supported)
+        return None
+
+    def _obtain_and_keep(self, scopes: Sequence[str] | None) -> Tokens:
+        tokens = self._obtain(list(scopes) if scopes is not None else None)
+        self._requested = list(scopes) if scopes is not None else None
+        self._from_refresh = False
+        self._keep(tokens)
+        return tokens
+
+    def _obtain(self, scopes: list[str] | None) -> Tokens:
+        """New tokens by this grant (the subclass's part)."""
+        raise NotImplementedError
+
+    # -- discovery -------------------------------------------------------------------------
+
+    def _discover(self, challenge: discovery.Challenge | None) -> Discovery:
+        """Protected resource metadata, then the authorization server's."""
+        server_url = self.server_url
+        prm: dict[str, Any] | None = None
+        tried: list[str] = []
+        challenge_url = challenge.params.get("resource_metadata") if challenge else None
+        if challenge_url:
+            challenge_url = self._check_metadata_url(challenge_url)
+        for url in discovery.resource_metadata_urls(server_url, challenge_url):
+            answer = self._http.get(url)
+            tried.append(f"{url} ({answer.status})")
+            if answer.ok and answer.json is not None:
+                prm = answer.json
+                break
+        if prm is not None:
+            resource = discovery.check_resource(prm, server_url)
+            issuer = self._choose_issuer(prm)
+        elif self._authorization_server is not None:
+            resource, issuer = discovery.canonical_resource(server_url), self._authorization_server
+        else:
+            raise AuthorizationError(
+                f"{server_url} asked for authorization but publishes no protected resource metadata "
+                f"(tried {', '.join(tried)})"
+            )
+        found = self._discover_issuer(issuer, None, prm=prm, resource=resource)
+        self._discovery = found
+        return found
+
+    def _check_metadata_url(self, url: str) -> str:
+        # The challenge may name any URL; fetch it only over HTTPS, or from
+        # the MCP server's own origin, or a loopback address.
+        parts = urlsplit(url)
+        server = urlsplit(self.server_url)
+        if parts.scheme == "https" or (parts.scheme, parts.netloc) == (server.scheme, server.netloc):
+            return url
+        return discovery.check_endpoint_url(url, "the resource_metadata URL")
+
+    def _choose_issuer(self, prm: Mapping[str, Any]) -> str:
+        servers = prm.get("authorization_servers")
+        if not isinstance(servers, list) or not servers or not all(isinstance(s, str) and s for s in servers):
+            raise AuthorizationError("the protected resource metadata lists no valid 'authorization_servers'")
+        if self._authorization_server is not None:
+            if self._authorization_server not in servers:
+                raise AuthorizationError(
+                    f"the configured authorization server {self._authorization_server!r} is not one the "
+                    f"server accepts: {', '.join(servers)}"
+                )
+            return self._authorization_server
+        return str(servers[0])
+
+    def _discover_issuer(self, issuer: str, previous: Discovery | None, *, prm: dict[str, Any] | None = None,
+                         resource: str | None = None) -> Discovery:
+        discovery.check_endpoint_url(issuer, "the authorization server (issuer)")
+        problems: list[str] = []
+        for url in discovery.authorization_server_metadata_urls(issuer):
+            answer = self._http.get(url)
+            if not answer.ok or answer.json is None:
+                problems.append(f"{url} ({answer.status})")
+                continue
+            try:
+                discovery.check_issuer(answer.json, issuer)
+                metadata = self._check_metadata(answer.json)
+            except AuthorizationError as exc:
+                # Never use a document that fails validation; another
+                # well-known URL may still hold a valid one.
+                problems.append(f"{url}: {exc}")
+                continue
+            if resource is None:
+                resource = previous.resource if previous else discovery.canonical_resource(self.server_url)
+            if prm is None and previous is not None:
+                prm = previous.resource_metadata
+            return Discovery(prm, resource, issuer, metadata)
+        raise AuthorizationError(f"no usable metadata for the authorization server {issuer}: {'; '.join(problems)}")
+
+    def _check_metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """The fields the flows rely on: valid endpoint URLs and lists."""
+        discovery.check_endpoint_url(metadata.get("token_endpoint"), "the token_endpoint")
+        for field in ("authorization_endpoint", "registration_endpoint"):
+            if metadata.get(field) is not None:
+                discovery.check_endpoint_url(metadata[field], f"the {field}")
+        for field in ("scopes_supported", "token_endpoint_auth_methods_supported", "grant_types_supported",
+                      "code_challenge_methods_supported", "response_types_supported"):
+            value = metadata.get(field)
+            if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+                raise AuthorizationError(f"the authorization server metadata has an invalid {field!r}")
+        return metadata
+
+    # -- the token endpoint ----------------------------------------------------------------
+
+    def _token_request(
+        self, form: Mapping[str, str], client: ClientInfo | None, *, scope: str | None,
+        previous: Tokens | None = None, endpoint: str | None = None, what: str = "the token request",
+        signing_key: SigningKey | None = None,
+    ) -> Tokens:
+        """POST to the token endpoint with client authentication and (when
+        enabled) a DPoP proof, once more with the server's DPoP nonce if it
+        asks; return validated tokens."""
+        assert self._discovery is not None
+        found = self._discovery
+        url = endpoint or found.token_endpoint
+        answer = self._post_token(url, form, client, signing_key)
+        if self._dpop is not None and is_use_dpop_nonce(answer.status, answer.headers, answer.json):
+            if self._dpop.nonce_from(url, answer.headers):
+                answer = self._post_token(url, form, client, signing_key)
+        if not answer.ok:
+            raise oauth_error(answer, what)
+        return tokens_from_answer(
+            answer, requested_scope=scope, issuer=found.issuer, resource=form.get("resource"),
+            previous_refresh_token=previous.refresh_token if previous else None,
+        )
+
+    def _post_token(self, url: str, form: Mapping[str, str], client: ClientInfo | None,
+                    signing_key: SigningKey | None) -> Answer:
+        body = {k: v for k, v in form.items() if v is not None}
+        headers: dict[str, str] = {}
+        if client is not None:
+            self._authenticate(client, body, headers, signing_key)
+        if self._dpop is not None:
+            headers["DPoP"] = self._dpop.proof("POST", url)
+        answer = self._http.post(url, form=body, headers=headers)
+        if self._dpop is not None and answer.ok:
+            self._dpop.nonce_from(url, answer.headers)
+        return answer
+
+    def _auth_method(self, client: ClientInfo, signing_key: SigningKey | None) -> str:
+        """RFC 6749 §2.3 / RFC 8414: the method the client was registered
+        with, else one the server advertises that fits what we hold."""
+        if client.auth_method in _AUTH_METHODS:
+            return client.auth_method
+        assert self._discovery is not None
+        supported = self._discovery.metadata.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
+        if signing_key is not None:
+            return "private_key_jwt"
+        if client.client_secret:
+            for method in ("client_secret_basic", "client_secret_post"):
+                if method in supported:
+                    return method
+            return "client_secret_basic"
+        return "none"
+
+    def _authenticate(self, client: ClientInfo, form: dict[str, str], headers: dict[str, str],
+                      signing_key: SigningKey | None) -> None:
+        method = self._auth_method(client, signing_key)
+        if method == "client_secret_basic" and client.client_secret:
+            # RFC 6749 §2.3.1: each part form-urlencoded before base64.
+            pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+            form.pop("client_id", None)
+        elif method == "client_secret_post" and client.client_secret:
+            form["client_id"] = client.client_id
+            form["client_secret"] = client.client_secret
+        elif method == "private_key_jwt":
+            if signing_key is None:
+                raise AuthorizationError("private_key_jwt client authentication needs a private key")
+            assert self._discovery is not None
+            form["client_id"] = client.client_id
+            form["client_assertion_type"] = _ASSERTION_TYPE
+            form["client_assertion"] = client_assertion(signing_key, client.client_id, self._discovery.issuer)
+        else:
+            form["client_id"] = client.client_id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._server_url!r})"

@@ -1,0 +1,280 @@
+"""Reaching the person who authorizes: one interface, a handler per setting.
+
+The authorization code flow needs a person to approve access in a browser;
+the authorization server then redirects the browser to the client's
+`redirect_uri` with a code. A `RedirectHandler` is how the client gets
+there and back:
+
+- `LoopbackRedirect` (scripts): listens on 127.0.0.1 on a free port, opens
+  the browser, and waits for the redirect, on the calling thread.
+- `PasteRedirect` (notebooks): shows the URL and asks the person to paste
+  the address the browser ended on.
+- `HeadlessRedirect` (tests, automation, the conformance suite): requests
+  the authorization URL itself and reads the redirect from the `Location`
+  header, for servers that approve without a person.
+
+Web apps use no handler: `OAuth.start()` gives the URL for a view to
+redirect to and `OAuth.finish(callback_url)` completes it in the callback
+view (see `mcp_sync.auth.oauth`).
+
+A handler returns the full callback URL; the flow checks `state` and `iss`
+and takes the code from it. Handlers never see tokens.
+
+Example::
+
+    oauth = OAuth(redirect=LoopbackRedirect())          # a script
+    oauth = OAuth(redirect=PasteRedirect())             # a notebook
+"""
+
+from __future__ import annotations
+
+import html
+import http.server
+import socket
+import sys
+import threading
+import time
+import webbrowser
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urljoin, urlsplit
+
+import requests
+
+from ..errors import AuthorizationError, AuthorizationRequired
+from .discovery import is_loopback
+
+__all__ = ["RedirectHandler", "LoopbackRedirect", "PasteRedirect", "HeadlessRedirect", "check_redirect_uri"]
+
+
+@runtime_checkable
+class RedirectHandler(Protocol):
+    """Takes a person to the authorization URL and brings back the redirect.
+
+    `redirect_uri` is the URI registered with the authorization server and
+    sent in the request. `authorize(url)` returns the callback URL the
+    server redirected to (with `code`, `state` and maybe `iss`), or raises
+    `AuthorizationError`.
+    """
+
+    @property
+    def redirect_uri(self) -> str: ...
+
+    def authorize(self, authorization_url: str) -> str: ...
+
+
+def check_redirect_uri(uri: str) -> str:
+    """A redirect URI must be HTTPS or on a loopback host (the MCP spec's
+    communication-security rule), absolute, and without a fragment."""
+    parts = urlsplit(uri) if isinstance(uri, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or parts.fragment:
+        raise ValueError(f"the redirect URI must be an absolute http(s) URL without a fragment, not {uri!r}")
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        raise ValueError(f"the redirect URI must use HTTPS unless its host is loopback: {uri!r}")
+    return uri
+
+
+def _show_on_stderr(url: str) -> None:
+    print(f"Authorize this client by opening:\n  {url}", file=sys.stderr, flush=True)
+
+
+class LoopbackRedirect:
+    """Scripts: a one-shot listener on a loopback port, and the browser.
+
+    The port is chosen once (a free one unless `port` is given) and kept
+    for this handler, so the redirect URI stays the one registered. The
+    listener exists only while `authorize()` runs, on the calling thread:
+    no thread or socket outlives the call. The URL is also shown (on
+    stderr by default) for when no browser opens; `timeout` bounds the
+    wait for the person.
+
+    Example::
+
+        oauth = OAuth(redirect=LoopbackRedirect())
+        with mcp_sync.connect("https://mcp.example.com/mcp", auth=oauth) as client:
+            client.list_tools()     # opens the browser on first use
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        path: str = "/callback",
+        open_browser: bool = True,
+        timeout: float = 300.0,
+        show: Callable[[str], None] | None = _show_on_stderr,
+    ) -> None:
+        if not is_loopback(host):
+            raise ValueError(f"the loopback listener needs a loopback host, not {host!r}")
+        if not path.startswith("/"):
+            raise ValueError("path must start with '/'")
+        self.host = host
+        self.path = path
+        self.open_browser = open_browser
+        self.timeout = timeout
+        self.show = show
+        self._port = port
+        self._lock = threading.Lock()
+
+    @property
+    def port(self) -> int:
+        with self._lock:
+            if not self._port:
+                # Ask the kernel for a free port once; authorize() binds it again.
+                with socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET) as probe:
+                    probe.bind((self.host, 0))
+                    self._port = probe.getsockname()[1]
+            return self._port
+
+    @property
+    def redirect_uri(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+    def authorize(self, authorization_url: str) -> str:
+        received: list[str] = []
+        path = self.path
+        redirect_base = self.redirect_uri
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if urlsplit(self.path).path != path:
+                    self.send_error(404)
+                    return
+                received.append(urljoin(redirect_base, self.path))
+                page = ("<!doctype html><title>Authorization</title><p>Authorization is complete; "
+                        "you can close this tab.</p>").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # the callback URL carries the code: never log it
+
+        try:
+            server = _ListenerV6((self.host, self.port), Handler) if ":" in self.host else \
+                http.server.HTTPServer((self.host, self.port), Handler)
+        except OSError as exc:
+            raise AuthorizationError(f"cannot listen for the redirect on {self.redirect_uri}: {exc}") from None
+        try:
+            if self.show is not None:
+                self.show(authorization_url)
+            if self.open_browser:
+                webbrowser.open(authorization_url)
+            deadline = time.monotonic() + self.timeout
+            while not received:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AuthorizationError(
+                        f"no redirect reached {self.redirect_uri} within {self.timeout:g} s; authorization was not completed"
+                    )
+                server.timeout = min(left, 1.0)
+                server.handle_request()
+        finally:
+            server.server_close()
+        return received[0]
+
+    def __repr__(self) -> str:
+        return f"LoopbackRedirect({self.host}:{self._port or 'auto'}{self.path})"
+
+
+class _ListenerV6(http.server.HTTPServer):
+    address_family = socket.AF_INET6
+
+
+class PasteRedirect:
+    """Notebooks and terminals without a usable browser: show the URL, then
+    ask for the address the browser ended on after approving (the page at
+    `redirect_uri` need not load; its address bar holds the code).
+
+    `show` displays the URL (default: print), `ask` reads the pasted URL
+    (default: `input`); both run on the calling thread.
+
+    Example::
+
+        oauth = OAuth(redirect=PasteRedirect())
+        client = mcp_sync.connect(url, auth=oauth)   # prints a link, waits for the paste
+    """
+
+    def __init__(
+        self,
+        redirect_uri: str = "http://localhost:8976/callback",
+        *,
+        show: Callable[[str], None] | None = None,
+        ask: Callable[[str], str] | None = None,
+    ) -> None:
+        self._redirect_uri = check_redirect_uri(redirect_uri)
+        self.show = show or (lambda url: print(f"Open this URL and approve access:\n{url}", flush=True))
+        self.ask = ask or input
+
+    @property
+    def redirect_uri(self) -> str:
+        return self._redirect_uri
+
+    def authorize(self, authorization_url: str) -> str:
+        self.show(authorization_url)
+        try:
+            pasted = self.ask("Paste the address your browser was sent to: ").strip()
+        except (EOFError, KeyboardInterrupt):
+            raise AuthorizationRequired("authorization was not completed: nothing was pasted") from None
+        if not pasted:
+            raise AuthorizationRequired("authorization was not completed: nothing was pasted")
+        if pasted.startswith(("?", "code=")):
+            pasted = self._redirect_uri + ("" if pasted.startswith("?") else "?") + pasted
+        return pasted
+
+    def __repr__(self) -> str:
+        return f"PasteRedirect({self._redirect_uri!r})"
+
+
+class HeadlessRedirect:
+    """No person: request the authorization URL and read the redirect from
+    the `Location` header, without following it. For authorization servers
+    that approve at once (test servers, pre-consented automation).
+
+    Example::
+
+        oauth = OAuth(redirect=HeadlessRedirect())
+    """
+
+    def __init__(
+        self,
+        redirect_uri: str = "http://localhost:3000/callback",
+        *,
+        timeout: float = 30.0,
+        verify: bool | str = True,
+        session: requests.Session | None = None,
+    ) -> None:
+        self._redirect_uri = check_redirect_uri(redirect_uri)
+        self.timeout = timeout
+        self.verify = verify
+        self._session = session
+
+    @property
+    def redirect_uri(self) -> str:
+        return self._redirect_uri
+
+    def authorize(self, authorization_url: str) -> str:
+        session = self._session or requests.Session()
+        try:
+            response = session.get(authorization_url, allow_redirects=False, timeout=self.timeout, verify=self.verify)
+            response.close()
+        except requests.RequestException as exc:
+            raise AuthorizationError(f"the authorization request failed: {type(exc).__name__}") from None
+        finally:
+            if self._session is None:
+                session.close()
+        location = response.headers.get("location")
+        if response.status_code not in (301, 302, 303, 307, 308) or not location:
+            preview = html.unescape(response.text[:200]) if response.text else ""
+            raise AuthorizationRequired(
+                f"the authorization server answered HTTP {response.status_code} without a redirect; "
+                f"a person must authorize (use LoopbackRedirect or PasteRedirect){': ' + preview if preview else ''}"
+            )
+        return urljoin(authorization_url, location)
+
+    def __repr__(self) -> str:
+        return f"HeadlessRedirect({self._redirect_uri!r})"

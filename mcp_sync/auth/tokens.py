@@ -1,0 +1,148 @@
+"""What the OAuth flow keeps: tokens and client registrations.
+
+Both hold secrets, so neither shows them in `repr`; both convert to and
+from plain JSON dictionaries for a `TokenStorage`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..errors import AuthorizationError, OAuthError
+from ._http import Answer
+
+__all__ = ["Tokens", "ClientInfo", "tokens_from_answer", "oauth_error"]
+
+#: A token this close to its expiry is refreshed before use, so it does not
+#: expire on its way to the server.
+EXPIRY_MARGIN = 30.0
+
+
+@attrs.define(repr=False)
+class Tokens:
+    """An access token and what came with it.
+
+    `expires_at` is a `time.time()` timestamp (None: the server did not
+    say). `scope` is what the server granted (or, when it did not say,
+    what was requested). `issuer` and `resource` say who issued the token
+    and for which server, so it is never sent anywhere else.
+    """
+
+    access_token: str
+    token_type: str = "Bearer"
+    expires_at: float | None = None
+    refresh_token: str | None = None
+    scope: str | None = None
+    issuer: str | None = None
+    resource: str | None = None
+
+    def expired(self, now: float | None = None, margin: float = EXPIRY_MARGIN) -> bool:
+        if self.expires_at is None:
+            return False
+        return (time.time() if now is None else now) >= self.expires_at - margin
+
+    @property
+    def scopes(self) -> set[str]:
+        return set(self.scope.split()) if self.scope else set()
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Tokens:
+        fields = {f.name for f in attrs.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+    def __repr__(self) -> str:
+        expires = "unknown" if self.expires_at is None else f"{self.expires_at - time.time():.0f}s"
+        refresh = "yes" if self.refresh_token else "no"
+        return (f"Tokens(token_type={self.token_type!r}, scope={self.scope!r}, expires_in={expires}, "
+                f"refresh_token={refresh}, access_token=<redacted>)")
+
+
+@attrs.define(repr=False)
+class ClientInfo:
+    """A client identity at one authorization server (`issuer`): registered
+    dynamically, pre-registered, or a client ID metadata document URL."""
+
+    client_id: str
+    issuer: str
+    client_secret: str | None = None
+    auth_method: str | None = None
+    redirect_uris: list[str] = attrs.field(factory=list)
+    secret_expires_at: float | None = None
+    kind: str = "registered"  # "registered", "pre-registered" or "metadata-document"
+
+    def secret_expired(self, now: float | None = None) -> bool:
+        # RFC 7591: 0 means the secret does not expire.
+        if not self.secret_expires_at:
+            return False
+        return (time.time() if now is None else now) >= self.secret_expires_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClientInfo:
+        fields = {f.name for f in attrs.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+    def __repr__(self) -> str:
+        secret = "<redacted>" if self.client_secret else None
+        return f"ClientInfo(client_id={self.client_id!r}, issuer={self.issuer!r}, client_secret={secret})"
+
+
+def oauth_error(answer: Answer, what: str) -> AuthorizationError:
+    """The error for a failed token or registration request (RFC 6749
+    §5.2). The server's description is kept, cut short, since it is the
+    server's words and never holds our secrets."""
+    body = answer.json or {}
+    code = body.get("error")
+    if isinstance(code, str) and code:
+        description = body.get("error_description")
+        description = description[:300] if isinstance(description, str) else None
+        detail = f": {description}" if description else ""
+        return OAuthError(f"{what} failed with {code!r} (HTTP {answer.status}){detail}",
+                          error=code, description=description, status=answer.status)
+    return AuthorizationError(f"{what} failed with HTTP {answer.status} and no OAuth error in the answer")
+
+
+def tokens_from_answer(
+    answer: Answer, *, requested_scope: str | None, issuer: str | None, resource: str | None,
+    previous_refresh_token: str | None = None, now: float | None = None,
+) -> Tokens:
+    """Validate a token endpoint's success answer (RFC 6749 §5.1) into `Tokens`."""
+    body = answer.json
+    if body is None:
+        raise AuthorizationError(f"the token endpoint {answer.url} answered with something that is not a JSON object")
+    access_token = body.get("access_token")
+    if not isinstance(access_token, str) or not access_token or any(c in access_token for c in "\r\n\0 "):
+        raise AuthorizationError("the token response has no valid 'access_token'")
+    token_type = body.get("token_type", "Bearer")
+    if not isinstance(token_type, str) or token_type.lower() not in ("bearer", "dpop"):
+        raise AuthorizationError(f"the token response has an unsupported token_type {token_type!r}")
+    expires_in = body.get("expires_in")
+    if expires_in is not None and (isinstance(expires_in, bool) or not isinstance(expires_in, (int, float))
+                                   or expires_in < 0):
+        # Some servers send a numeric string; accept that one lenient form.
+        if isinstance(expires_in, str) and expires_in.isdigit():
+            expires_in = int(expires_in)
+        else:
+            raise AuthorizationError("the token response has an invalid 'expires_in'")
+    refresh_token = body.get("refresh_token", previous_refresh_token)
+    if refresh_token is not None and (not isinstance(refresh_token, str) or not refresh_token):
+        raise AuthorizationError("the token response has an invalid 'refresh_token'")
+    scope = body.get("scope", requested_scope)
+    if scope is not None and not isinstance(scope, str):
+        raise AuthorizationError("the token response has an invalid 'scope'")
+    stamp = time.time() if now is None else now
+    normalized_type = {"bearer": "Bearer", "dpop": "DPoP"}.get(token_type.lower(), "Bearer")
+    return Tokens(
+        access_token=access_token, token_type=normalized_type,
+        expires_at=None if expires_in is None else stamp + float(expires_in),
+        refresh_token=refresh_token, scope=scope, issuer=issuer, resource=resource,
+    )
