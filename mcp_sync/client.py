@@ -135,8 +135,16 @@ def connect(
             print([tool.name for tool in client.list_tools()])
             print(client.call_tool("echo", {"text": "hi"}).text)
     """
+    resolved = resolve_target(target, http_options)
+    # A token provider may stand for an extension the client then declares
+    # (the client credentials and enterprise-managed authorization ones).
+    provided = getattr(getattr(resolved, "auth", None), "client_capabilities", None)
+    if isinstance(provided, Mapping) and provided:
+        if client_capabilities is not None and not isinstance(client_capabilities, Mapping):
+            raise TypeError("client_capabilities must be a mapping")
+        client_capabilities = inputs.merge_capabilities(provided, client_capabilities or {})
     client = Client(
-        resolve_target(target, http_options), protocol=protocol, timeout=timeout, probe_timeout=probe_timeout,
+        resolved, protocol=protocol, timeout=timeout, probe_timeout=probe_timeout,
         client_info=client_info, client_capabilities=client_capabilities, log_level=log_level,
         max_pages=max_pages, max_total_timeout=max_total_timeout, restart=restart,
         input_handlers=input_handlers, max_input_rounds=max_input_rounds,

@@ -219,7 +219,9 @@ class Connection:
                 message, headers = pending.unsent
                 pending.unsent = None
                 limit = deadline if hard_deadline is None or deadline is None else min(deadline, hard_deadline)
-                self.transport.exchange_on_caller(message, headers, limit)  # type: ignore[attr-defined]
+                paused = self.transport.exchange_on_caller(message, headers, limit)  # type: ignore[attr-defined]
+                if paused and deadline is not None:
+                    deadline += paused  # time spent authorizing is not the call's
             while True:
                 if deadline is None:
                     kind, payload = get()

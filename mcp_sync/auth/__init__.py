@@ -37,8 +37,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
+from ..errors import AuthorizationError, AuthorizationRequired, OAuthError
+
 __all__ = [
     "TokenProvider", "BearerToken", "CallableToken", "as_token_provider",
+    "AuthorizationError", "AuthorizationRequired", "OAuthError",
     "OAuth", "AuthorizationStart", "TokenFlow", "ClientCredentials", "JwtBearer", "EnterpriseManaged",
     "RedirectHandler", "LoopbackRedirect", "PasteRedirect", "HeadlessRedirect",
     "TokenStorage", "MemoryStorage", "FileStorage", "Tokens", "ClientInfo", "DPoP", "SigningKey",

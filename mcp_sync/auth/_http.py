@@ -100,14 +100,17 @@ class AuthHTTP:
         if body:
             try:
                 parsed = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
+                # RecursionError: deeply nested arrays ("[[[[...") fit well
+                # within the size limit and exhaust the parser's stack.
                 parsed = None
         log.debug("%s %s -> %s", method, url, status)
         return Answer(status, answer_headers, parsed if isinstance(parsed, dict) else None, url)
 
     def _read(self, response: requests.Response, url: str) -> bytes:
         declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        # ASCII digits only: "²".isdigit() is True, but int("²") raises ValueError.
+        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
             raise AuthorizationError(f"the answer from {url} is larger than {self.max_bytes} bytes")
         chunks: list[bytes] = []
         size = 0

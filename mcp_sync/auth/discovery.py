@@ -72,15 +72,17 @@ class Challenge:
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _SCHEME = re.compile(rf"\s*({_TOKEN})")
 _PARAM = re.compile(rf'\s*({_TOKEN})\s*=\s*(?:"((?:[^"\\]|\\.)*)"|({_TOKEN}))\s*')
-_TOKEN68 = re.compile(r"\s*([A-Za-z0-9\-._~+/]+=*)\s*(?:,|$)")
+_PARAM_START = re.compile(rf"\s*{_TOKEN}\s*=")
+_TOKEN68 = re.compile(r"\s*([A-Za-z0-9\-._~+/]+=*)\s*(?=,|$)")
 
 
 def parse_challenges(header: str | None) -> list[Challenge]:
     """Parse a `WWW-Authenticate` value into its challenges.
 
     Tolerant the way a client must be: unknown schemes are kept, a token68
-    credential is skipped, and a malformed tail ends parsing without an
-    error (what was read so far is still returned).
+    credential is skipped, empty list elements (",,") are ignored (RFC 9110
+    §5.6.1), and a malformed tail ends parsing without an error (what was
+    read so far is still returned).
     """
     challenges: list[Challenge] = []
     if not header:
@@ -106,14 +108,24 @@ def parse_challenges(header: str | None) -> list[Challenge]:
                 value = param.group(3) if param.group(2) is None else re.sub(r"\\(.)", r"\1", param.group(2))
                 params.setdefault(name, value)
                 pos = param.end()
-                if pos < len(text) and text[pos] == ",":
-                    # Either the next parameter or the next challenge's scheme.
-                    if _PARAM.match(text, pos + 1):
-                        pos += 1
-                        continue
-                    pos += 1
+                # After a comma (or several: empty list elements) comes
+                # either the next parameter or the next challenge's scheme.
+                after = pos
+                while after < len(text) and text[after] in " \t,":
+                    after += 1
+                if "," in text[pos:after] and _PARAM.match(text, after):
+                    pos = after
+                    continue
+                if "," in text[pos:after] and _PARAM_START.match(text, after):
+                    pos = len(text)  # `name=` with a broken value: a malformed tail
                 break
         challenges.append(Challenge(scheme, params))
+        # A challenge ends at a comma or the end. Anything else (an
+        # unterminated quote, a stray character) is a malformed tail: stop,
+        # rather than read a parameter's name as another scheme.
+        rest = text[pos:].lstrip(" \t")
+        if rest and not rest.startswith(","):
+            break
     return challenges
 
 
@@ -143,12 +155,19 @@ def check_endpoint_url(url: Any, what: str) -> str:
     loopback address), without a fragment. Returns it unchanged."""
     if not isinstance(url, str) or not url:
         raise AuthorizationError(f"{what} is missing or not a string")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError for a port that is not a number in range
+    except ValueError:
+        # A server's metadata is untrusted input: a bad URL in it is an
+        # authorization failure, never an unexpected ValueError.
+        raise AuthorizationError(f"{what} is not a valid URL: {url!r}") from None
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise AuthorizationError(f"{what} is not an absolute http(s) URL: {url!r}")
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise AuthorizationError(f"{what} must use HTTPS (plain HTTP is allowed only on loopback): {url!r}")
-    if parts.fragment:
+    # "#" alone is an (empty) fragment too, which `parts.fragment` cannot show.
+    if "#" in url:
         raise AuthorizationError(f"{what} must not have a fragment: {url!r}")
     return url
 
@@ -215,9 +234,15 @@ def check_resource(metadata: Mapping[str, Any], server_url: str) -> str:
     resource = metadata.get("resource")
     if resource is None:
         return canonical_resource(server_url)
-    if not isinstance(resource, str) or not resource:
+    # RFC 8707 §2: a resource indicator has no fragment. The value is sent
+    # as it is, so one that canonical_resource would mend is still refused.
+    if not isinstance(resource, str) or not resource or "#" in resource:
         raise AuthorizationError("the protected resource metadata has an invalid 'resource'")
-    want, got = urlsplit(canonical_resource(server_url)), urlsplit(canonical_resource(resource))
+    try:
+        got = urlsplit(canonical_resource(resource))
+    except ValueError:  # a bad port or IPv6 literal, from an untrusted document
+        raise AuthorizationError(f"the protected resource metadata has an invalid 'resource': {resource!r}") from None
+    want = urlsplit(canonical_resource(server_url))
     same_origin = (want.scheme, want.netloc) == (got.scheme, got.netloc)
     want_path, got_path = want.path.rstrip("/") + "/", got.path.rstrip("/") + "/"
     if not same_origin or not want_path.startswith(got_path) or got.query:

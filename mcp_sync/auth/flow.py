@@ -143,9 +143,15 @@ class TokenFlow:
         self._discovery: Discovery | None = None
         #: Scopes of the last token request, kept for step-up unions.
         self._requested: list[str] | None = None
-        #: True when the current tokens came from a refresh caused by a 401:
-        #: a second 401 then means refreshing does not help.
-        self._from_refresh = False
+        #: After a refresh caused by a 401, the refreshed token is on trial:
+        #: (the thread that handled the 401, whether it has taken the token
+        #: for its retry). The transport retries at once on that thread, so
+        #: a 401 before any request after that retry means refreshing does
+        #: not help. The next request ends the trial: a later 401 (a
+        #: revocation, a server-side expiry) is a new one and is refreshed
+        #: again, not turned into a new authorization while the refresh
+        #: token is good.
+        self._refresh_retry: tuple[int, bool] | None = None
 
     # -- the token-provider interface ----------------------------------------------------
 
@@ -227,6 +233,7 @@ class TokenFlow:
         """Forget this server's tokens (a log-out). Registrations stay."""
         with self._lock:
             self._tokens = None
+            self._requested = None  # the next authorization starts from the spec's scope choice
             self._loaded = True
             self._storage.delete(self._tokens_key())
 
@@ -259,10 +266,22 @@ class TokenFlow:
 
     def _current(self) -> Tokens | None:
         with self._lock:
+            self._note_use()
             tokens = self._load()
             if tokens is not None and tokens.expired():
                 tokens = self._renew(tokens)
             return tokens
+
+    def _note_use(self) -> None:
+        """Follow the retry after a 401-driven refresh (see `_refresh_retry`)."""
+        watch = self._refresh_retry
+        if watch is None:
+            return
+        thread, retried = watch
+        if retried:
+            self._refresh_retry = None  # a request after the retry: stop watching
+        elif thread == threading.get_ident():
+            self._refresh_retry = (thread, True)  # this is the retry
 
     def _renew(self, tokens: Tokens) -> Tokens | None:
         """A token at its expiry: refresh it, or (for grants without a
@@ -273,7 +292,7 @@ class TokenFlow:
             if tokens.refresh_token:
                 renewed = self._refresh(tokens)
                 if renewed is not None:
-                    self._from_refresh = False
+                    self._refresh_retry = None
                     return renewed
             if not self.interactive:
                 if self._discovery is None:
@@ -317,11 +336,20 @@ class TokenFlow:
             log.info("%s now uses %s instead of %s", self.server_url, found.issuer, tokens.issuer)
             self._keep(None)
             tokens = None
-        if tokens is not None and tokens.refresh_token and not self._from_refresh:
+        # While the refreshed token is on trial (see `_refresh_retry`), a 401
+        # means refreshing does not help. (A request that left with the old
+        # token does not get here: the transport retries it at once.)
+        if tokens is not None and tokens.refresh_token and self._refresh_retry is None:
             if self._refresh(tokens) is not None:
-                self._from_refresh = True
+                self._refresh_retry = (threading.get_ident(), False)
                 return
-        self._obtain_and_keep(self._initial_scopes(challenge))
+        scopes = self._initial_scopes(challenge)
+        if self._requested:
+            # The spec: re-authorizing keeps the scopes asked for before (a
+            # step-up's included) beside the challenge's, so none is lost and
+            # the person is not asked again for the next step-up.
+            scopes = _union(scopes, self._requested)
+        self._obtain_and_keep(scopes)
 
     def _step_up(self, challenge: discovery.Challenge) -> None:
         tokens = self._load()
@@ -347,7 +375,7 @@ class TokenFlow:
     def _obtain_and_keep(self, scopes: Sequence[str] | None) -> Tokens:
         tokens = self._obtain(list(scopes) if scopes is not None else None)
         self._requested = list(scopes) if scopes is not None else None
-        self._from_refresh = False
+        self._refresh_retry = None
         self._keep(tokens)
         return tokens
 
@@ -388,7 +416,11 @@ class TokenFlow:
     def _check_metadata_url(self, url: str) -> str:
         # The challenge may name any URL; fetch it only over HTTPS, or from
         # the MCP server's own origin, or a loopback address.
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 -- parsing the port is what validates it
+        except ValueError:
+            raise AuthorizationError(f"the challenge's resource_metadata is not a valid URL: {url!r}") from None
         server = urlsplit(self.server_url)
         if parts.scheme == "https" or (parts.scheme, parts.netloc) == (server.scheme, server.netloc):
             return url

@@ -22,7 +22,8 @@ Example, a Django back end calling tools as itself::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
 
 from ..errors import AuthorizationError
 from ._http import DEFAULT_MAX_BYTES
@@ -43,7 +44,19 @@ _AssertionSource = str | Callable[[], str]
 
 
 def _read_assertion(source: _AssertionSource, what: str) -> str:
-    value = source() if callable(source) else source
+    if not callable(source):
+        value = source
+    else:
+        try:
+            value = source()
+        except AuthorizationError:
+            raise
+        except Exception as exc:
+            # The caller's function failed (a token file missing, a metadata
+            # service down): that is why there is no token, so it must reach
+            # the caller as an AuthorizationError. Anything else is swallowed
+            # by the transport's 401 handling and shows as a bare HTTP 401.
+            raise AuthorizationError(f"getting the {what} failed: {type(exc).__name__}") from exc
     if not isinstance(value, str) or not value or any(c in value for c in " \r\n"):
         raise AuthorizationError(f"the {what} is missing or not a compact JWT")
     return value
@@ -91,12 +104,21 @@ class _MachineFlow(TokenFlow):
     def _client_for_refresh(self) -> ClientInfo | None:
         return self._client()
 
+    def _tokens_key(self) -> str:
+        # The grant and client identity are part of the key: two providers
+        # sharing one storage (a reader and an admin client, say) must never
+        # pick up each other's tokens for the same server.
+        return f"{super()._tokens_key()} {type(self).__name__} {self._client_id or ''}".rstrip()
+
     def _resource(self) -> str:
         assert self._discovery is not None
         return self._discovery.resource
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._server_url!r}, client_id={self._client_id!r})"
+
+
+_CLIENT_CREDENTIALS_EXTENSION: Mapping[str, Any] = {"extensions": {"io.modelcontextprotocol/oauth-client-credentials": {}}}
 
 
 class ClientCredentials(_MachineFlow):
@@ -110,6 +132,9 @@ class ClientCredentials(_MachineFlow):
         auth = ClientCredentials(client_id="nightly-report", client_secret=os.environ["MCP_SECRET"])
         key_auth = ClientCredentials(client_id="svc", private_key=open("svc.pem").read())
     """
+
+    #: Declared by `connect()`: the client credentials extension.
+    client_capabilities: ClassVar[Mapping[str, Any]] = _CLIENT_CREDENTIALS_EXTENSION
 
     def __init__(
         self,
@@ -155,6 +180,9 @@ class JwtBearer(_MachineFlow):
 
         auth = JwtBearer(lambda: open("/var/run/secrets/tokens/mcp").read().strip())
     """
+
+    #: JWT bearer assertions are part of the client credentials extension.
+    client_capabilities: ClassVar[Mapping[str, Any]] = _CLIENT_CREDENTIALS_EXTENSION
 
     def __init__(
         self,
@@ -208,6 +236,11 @@ class EnterpriseManaged(_MachineFlow):
             id_token=session["id_token"], idp_token_endpoint="https://idp.example.com/oauth2/token",
             idp_client_id="mcp-app", client_id="mcp-app-at-tools", client_secret=settings.TOOLS_SECRET)
     """
+
+    #: Declared by `connect()`: the enterprise-managed authorization extension.
+    client_capabilities: ClassVar[Mapping[str, Any]] = {
+        "extensions": {"io.modelcontextprotocol/enterprise-managed-authorization": {}},
+    }
 
     def __init__(
         self,

@@ -189,7 +189,7 @@ class OAuth(TokenFlow):
         with self._lock:
             tokens, scopes = self._complete(callback_url, None)
             self._requested = scopes
-            self._from_refresh = False
+            self._refresh_retry = None
             self._keep(tokens)
             return tokens
 
@@ -276,11 +276,11 @@ class OAuth(TokenFlow):
         state = one("state")
         if expected_state is not None and not same_secret(state, expected_state):
             raise AuthorizationError("the authorization response's state does not match the request; refusing it")
-        pending = self._storage.load(f"pending {state}") if state else None
+        # Single use: taken out of storage at once, so a replayed callback
+        # finds nothing (atomically where the storage offers `pop`).
+        pending = self._take_pending(state) if state else None
         if pending is None or not same_secret(pending.get("state"), state):
             raise AuthorizationError("the authorization response matches no authorization in progress (unknown state)")
-        # Single use: a replayed callback finds nothing.
-        self._storage.delete(f"pending {state}")
         if time.time() - float(pending.get("created", 0)) > PENDING_LIFETIME:
             raise AuthorizationError("the authorization took too long (over 10 minutes); start it again")
         issuer = str(pending["issuer"])
@@ -320,6 +320,17 @@ class OAuth(TokenFlow):
         tokens = self._token_request(form, client, scope=" ".join(scopes) if scopes else None,
                                      signing_key=self._private_key)
         return tokens, list(scopes) if scopes else None
+
+    def _take_pending(self, state: str) -> dict[str, Any] | None:
+        key = f"pending {state}"
+        pop = getattr(self._storage, "pop", None)
+        if pop is not None:
+            taken: dict[str, Any] | None = pop(key)
+            return taken
+        pending = self._storage.load(key)
+        if pending is not None:
+            self._storage.delete(key)
+        return pending
 
     # -- client identity -------------------------------------------------------------------
 

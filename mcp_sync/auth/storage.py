@@ -10,6 +10,11 @@ dictionaries; keys are short strings the flow chooses:
 - `pending <state>`: an authorization in progress, between `start()` and
   `finish()` (it holds the PKCE verifier, so keep the store private).
 
+A store may also offer `pop(key)`: load and delete in one atomic step.
+`finish()` then takes the pending entry with it, so two workers handling
+the same callback at once cannot both use its code (without it, the two
+steps are only serialized within one process).
+
 Two stores come with the library: `MemoryStorage` (the default; gone with
 the process) and `FileStorage` (one JSON file, private to the user).
 
@@ -80,6 +85,11 @@ class MemoryStorage:
         with self._lock:
             self._data.pop(key, None)
 
+    def pop(self, key: str) -> dict[str, Any] | None:
+        """Load and delete in one step."""
+        with self._lock:
+            return self._data.pop(key, None)
+
     def __repr__(self) -> str:
         return f"MemoryStorage(<{len(self._data)} entries>)"
 
@@ -144,10 +154,16 @@ class FileStorage:
             self._write(data)
 
     def delete(self, key: str) -> None:
+        self.pop(key)
+
+    def pop(self, key: str) -> dict[str, Any] | None:
+        """Load and delete in one step (within this process)."""
         with self._lock:
             data = self._read()
-            if data.pop(key, None) is not None:
+            value = data.pop(key, None)
+            if value is not None:
                 self._write(data)
+        return value if isinstance(value, dict) else None
 
     def __repr__(self) -> str:
         return f"FileStorage({self.path!r})"

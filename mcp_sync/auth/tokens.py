@@ -6,6 +6,7 @@ from plain JSON dictionaries for a `TokenStorage`.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,10 +40,17 @@ class Tokens:
     scope: str | None = None
     issuer: str | None = None
     resource: str | None = None
+    #: When the token was received (`time.time()`), to size the expiry margin.
+    issued_at: float | None = None
 
     def expired(self, now: float | None = None, margin: float = EXPIRY_MARGIN) -> bool:
         if self.expires_at is None:
             return False
+        if self.issued_at is not None:
+            # A token living less than twice the margin is renewed at half its
+            # lifetime: with the full margin it would count as expired from
+            # the start, and every request would fetch a new one.
+            margin = min(margin, max(0.0, (self.expires_at - self.issued_at) / 2))
         return (time.time() if now is None else now) >= self.expires_at - margin
 
     @property
@@ -126,17 +134,26 @@ def tokens_from_answer(
     if not isinstance(token_type, str) or token_type.lower() not in ("bearer", "dpop"):
         raise AuthorizationError(f"the token response has an unsupported token_type {token_type!r}")
     expires_in = body.get("expires_in")
+    # NaN and infinity (Python's json accepts both, and 1e999) would make a
+    # token that never expires: `expired()` compares False with NaN.
     if expires_in is not None and (isinstance(expires_in, bool) or not isinstance(expires_in, (int, float))
-                                   or expires_in < 0):
+                                   or not math.isfinite(expires_in) or expires_in < 0):
         # Some servers send a numeric string; accept that one lenient form.
-        if isinstance(expires_in, str) and expires_in.isdigit():
+        # ASCII only: "²".isdigit() is True, but int("²") raises ValueError.
+        if isinstance(expires_in, str) and expires_in.isascii() and expires_in.isdigit():
             expires_in = int(expires_in)
         else:
             raise AuthorizationError("the token response has an invalid 'expires_in'")
-    refresh_token = body.get("refresh_token", previous_refresh_token)
+    # A null member is an absent one: a refresh answer with
+    # "refresh_token": null keeps the refresh token we have (RFC 6749 §6).
+    refresh_token = body.get("refresh_token")
+    if refresh_token is None:
+        refresh_token = previous_refresh_token
     if refresh_token is not None and (not isinstance(refresh_token, str) or not refresh_token):
         raise AuthorizationError("the token response has an invalid 'refresh_token'")
-    scope = body.get("scope", requested_scope)
+    scope = body.get("scope")
+    if scope is None:
+        scope = requested_scope
     if scope is not None and not isinstance(scope, str):
         raise AuthorizationError("the token response has an invalid 'scope'")
     stamp = time.time() if now is None else now
@@ -145,4 +162,5 @@ def tokens_from_answer(
         access_token=access_token, token_type=normalized_type,
         expires_at=None if expires_in is None else stamp + float(expires_in),
         refresh_token=refresh_token, scope=scope, issuer=issuer, resource=resource,
+        issued_at=stamp,
     )

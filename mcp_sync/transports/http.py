@@ -285,9 +285,10 @@ class HTTPTransport(Transport):
                     raise ConnectionClosed("the connection is closed")
                 self._exchanges[request_id] = exchange
             body = jsonrpc.encode(message)
+            generation = self._auth_generation  # before the credentials are read
             request_headers = self._request_headers(message, headers)
             try:
-                self._threads.submit(lambda: self._exchange(exchange, message, body, request_headers))
+                self._threads.submit(lambda: self._exchange(exchange, message, body, request_headers, generation))
             except ConnectionClosed:
                 with self._lock:
                     self._exchanges.pop(request_id, None)
@@ -297,13 +298,14 @@ class HTTPTransport(Transport):
 
     def exchange_on_caller(
         self, message: Mapping[str, Any], headers: Mapping[str, str] | None, deadline: float | None,
-    ) -> None:
+    ) -> float:
         """POST a request and read its answer on this (the caller's) thread.
 
         Returns once the answer was delivered to the sink, failed, or timed
         out at `deadline` (then nothing is delivered and the caller's own
         deadline check reports the timeout), or once an SSE answer was handed
-        to an exchange thread.
+        to an exchange thread. Returns the seconds spent getting
+        authorization, which do not count against the deadline.
         """
         if self._closing:
             raise ConnectionClosed("the connection is closed")
@@ -313,7 +315,9 @@ class HTTPTransport(Transport):
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
             self._exchanges[request_id] = exchange
-        self._exchange(exchange, message, jsonrpc.encode(message), self._request_headers(message, headers))
+        generation = self._auth_generation  # before the credentials are read
+        self._exchange(exchange, message, jsonrpc.encode(message), self._request_headers(message, headers), generation)
+        return exchange.auth_pause
 
     def cancel(self, request_id: int | str) -> None:
         with self._lock:
@@ -350,13 +354,13 @@ class HTTPTransport(Transport):
     def _post_one_way(self, message: Mapping[str, Any]) -> None:
         """A notification or a response to a server request: POSTed on the
         caller's thread; the server answers 202 (or 200) with no message."""
+        generation = self._auth_generation  # before the credentials are read
         headers = self._base_headers(legacy_session=self._legacy)
         headers["Accept"] = "application/json, text/event-stream"
         headers["Content-Type"] = "application/json"
         stop = threading.Event()
         body = jsonrpc.encode(message)
         for attempt in range(1 + _MAX_AUTH_RETRIES):
-            generation = self._auth_generation
             conn = self._pool.acquire(stop)
             reusable = False
             try:
@@ -371,6 +375,7 @@ class HTTPTransport(Transport):
             finally:
                 self._pool.release(conn, reusable)
             if response.status in (401, 403) and self._refresh_auth(response, generation, attempt):
+                generation = self._auth_generation
                 headers = self._with_auth(headers)
                 continue
             if response.status >= 300:
@@ -381,18 +386,30 @@ class HTTPTransport(Transport):
 
     # -- one exchange (on an exchange thread) -------------------------------------------
 
-    def _exchange(self, exchange: Exchange, message: Mapping[str, Any], body: bytes, headers: dict[str, str]) -> None:
+    def _exchange(self, exchange: Exchange, message: Mapping[str, Any], body: bytes, headers: dict[str, str],
+                  generation: int) -> None:
+        """`generation` is the auth generation read before `headers` were
+        made: a 401 for credentials older than a refresh just retries."""
         sent_session = "Mcp-Session-Id" in headers
         with self._reporting(exchange):
             for attempt in range(1 + _MAX_AUTH_RETRIES):
-                generation = self._auth_generation
                 response = self._post(exchange, body, headers)
                 if response is None:
                     return
-                if response.status in (401, 403) and self._refresh_auth(response, generation, attempt):
-                    self._finish(exchange, reusable=self._drain(response))
-                    headers = self._with_auth(headers)
-                    continue
+                if response.status in (401, 403):
+                    started = time.monotonic()
+                    retry = self._refresh_auth(response, generation, attempt)
+                    if exchange.deadline is not None:
+                        # The call's clock stops while authorization runs
+                        # (a person may be approving in a browser).
+                        paused = time.monotonic() - started
+                        exchange.deadline += paused
+                        exchange.auth_pause += paused
+                    if retry:
+                        self._finish(exchange, reusable=self._drain(response))
+                        generation = self._auth_generation
+                        headers = self._with_auth(headers)
+                        continue
                 self._handle(exchange, message, response, sent_session)
                 return
 

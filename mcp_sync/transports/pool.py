@@ -133,11 +133,15 @@ class ExchangeThreads:
 class Exchange:
     """One request's HTTP exchange: what cancellation must reach."""
 
-    __slots__ = ("request_id", "stop", "conn", "response", "pooled", "deadline", "on_caller", "handed_off")
+    __slots__ = ("request_id", "stop", "conn", "response", "pooled", "deadline", "on_caller", "handed_off",
+                 "auth_pause")
 
     def __init__(self, request_id: int | str, *, pooled: bool = True, on_caller: bool = False,
                  deadline: float | None = None) -> None:
         self.request_id = request_id
+        #: Seconds spent getting authorization (a person may be approving in
+        #: a browser): added to the deadline, as the caller's clock stops.
+        self.auth_pause = 0.0
         self.pooled = pooled  # the GET stream has a connection of its own
         # Run on the calling thread (until an SSE stream is handed off to an
         # exchange thread); then socket reads are bounded by the deadline.

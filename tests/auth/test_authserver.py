@@ -1,4 +1,4 @@
-"""Tests of the test servers in `tests/auth/authserver.py` and of `HTTPServer`'s gate.
+"""Tests of the test servers in `mcp_sync.testing.auth` and of `HTTPServer`'s gate.
 
 Driven by hand with `requests` (no mcp_sync OAuth code is involved), so the
 servers the client's OAuth tests rely on are checked on their own.
@@ -20,8 +20,7 @@ import pytest
 import requests
 
 from mcp_sync.testing import demo_server
-from mcp_sync.testing.http import GateAnswer, HTTPServer
-from tests.auth.authserver import (
+from mcp_sync.testing.auth import (
     CLIENT_ASSERTION_TYPE,
     ID_JAG_TYPE,
     ID_TOKEN_TYPE,
@@ -35,25 +34,12 @@ from tests.auth.authserver import (
     sign_jwt,
     unverified,
 )
+from mcp_sync.testing.http import GateAnswer, HTTPServer
 
 MODERN = "2026-07-28"
 REDIRECT = "http://127.0.0.1:8765/callback"
 FORM = "application/x-www-form-urlencoded"
 
-
-@pytest.fixture
-def serve():
-    """serve(obj) starts an AuthServer/ProtectedMCP/HTTPServer and closes it at teardown."""
-    started = []
-
-    def start(obj):
-        obj.start()
-        started.append(obj)
-        return obj
-
-    yield start
-    for obj in reversed(started):
-        obj.close()
 
 
 def ec_key():

@@ -1,9 +1,12 @@
-"""A local OAuth 2.1 authorization server and a protected MCP server, for tests of the client's OAuth flow.
+"""A local OAuth 2.1 authorization server and a protected MCP server, for tests.
 
-Standard library only, except that checking an asymmetric JWT signature (and
-making one, for the tests' own use) imports `cryptography` inside the
-function that needs it. Nobody's client code depends on this module: it is
-the other side of the wire, written from the RFCs, so it can check the client.
+For testing code that uses `mcp_sync.auth` (this library's own tests, and
+yours) and for the runnable examples of the authorization docs. Standard
+library only, except that
+checking an asymmetric JWT signature (and making one) imports
+`cryptography` inside the function that needs it. Its JWT code is its own,
+not `mcp_sync.auth.jwt`: it is the other side of the wire, written from the
+RFCs, so it can check the client rather than agree with it.
 
 * `AuthServer`: an authorization server on 127.0.0.1 (a real socket, one
   thread per connection). Metadata per RFC 8414 / OpenID Connect Discovery at
@@ -22,6 +25,10 @@ the other side of the wire, written from the RFCs, so it can check the client.
   introspection at its `AuthServer`s, audience and DPoP checks.
 * JWT helpers for tests: `sign_jwt`, `verify_jwt`, `public_jwk`,
   `jwk_thumbprint`, `make_dpop_proof`.
+* A person, played: `AuthServer.redirect_for(url)` approves an
+  authorization URL and returns where the browser is sent;
+  `AuthServer.approve(url)` does that in a background thread and delivers
+  the redirect (for `LoopbackRedirect(show=auth_server.approve)`).
 
 Example::
 
@@ -37,6 +44,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import http.client
 import http.server
 import json
 import re
@@ -50,8 +58,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote_plus, urlencode, urlsplit
 
-from mcp_sync.testing import Server, demo_server
-from mcp_sync.testing.http import GateAnswer, Gated, HTTPServer, decode_header_value
+from .core import Server
+from .demo import demo_server
+from .http import GateAnswer, Gated, HTTPServer, decode_header_value
 
 __all__ = [
     "AuthServer", "Grant", "OAuthError", "ProtectedMCP", "Recorded",
@@ -465,6 +474,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 _Answer = tuple[int, dict[str, str], bytes]
 
 
+def _get(url: str) -> tuple[int, str | None]:
+    """GET `url` (http only) as a browser would, without following a
+    redirect: the status and the `Location` header."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise RuntimeError(f"only http URLs can be visited here: {url!r}")
+    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=10)
+    try:
+        conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))
+        response = conn.getresponse()
+        response.read()
+        return response.status, response.getheader("Location")
+    finally:
+        conn.close()
+
+
 def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> _Answer:
     return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(body).encode("utf-8")
 
@@ -693,6 +718,45 @@ class AuthServer:
 
     def __enter__(self) -> AuthServer:
         return self.start() if self._httpd is None else self
+
+    # -- a person, played -------------------------------------------------------------
+
+    def redirect_for(self, authorization_url: str) -> str:
+        """Approve `authorization_url` as a person would, and return the
+        address the browser is then sent to (the redirect, not followed).
+
+        Example::
+
+            callback_url = auth_server.redirect_for(oauth.start().url)
+            oauth.finish(callback_url)
+        """
+        status, location = _get(authorization_url)
+        if status != 302 or not location:
+            raise RuntimeError(f"the authorization request was answered {status}, not with a redirect")
+        return location
+
+    def approve(self, authorization_url: str) -> None:
+        """Play the person at the browser in a background thread: approve
+        and follow the redirect to the client's redirect URI (a loopback
+        listener). Returns at once; `close()` joins the thread.
+
+        Example::
+
+            oauth = OAuth(redirect=LoopbackRedirect(open_browser=False, show=auth_server.approve))
+        """
+        def browse() -> None:
+            try:
+                _get(self.redirect_for(authorization_url))
+            except (OSError, http.client.HTTPException, RuntimeError):
+                pass  # the client's listener times out and says so
+            finally:
+                with self._lock:
+                    self._threads.discard(threading.current_thread())
+
+        thread = threading.Thread(target=browse, name="test-authserver-browser", daemon=True)
+        with self._lock:
+            self._threads.add(thread)
+        thread.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
