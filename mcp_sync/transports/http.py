@@ -34,6 +34,7 @@ adds adapters and hooks the hot path does not need.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import logging
 import socket
 import threading
@@ -46,6 +47,7 @@ import urllib3.connection
 import urllib3.exceptions
 from urllib3.util import parse_url
 
+from .._version import __version__
 from ..auth import TokenProvider, as_token_provider
 from ..errors import (
     AuthenticationError,
@@ -62,10 +64,15 @@ from ..protocol import jsonrpc
 from ..protocol.headers import check_user_headers, standard_headers
 from ..protocol.sse import EventTooLarge, SSEParser
 from .base import MessageSink, Target, Transport
+from .http11 import Response
 from .pool import Conn, Exchange, ExchangeThreads, Pool
 
 # Read timeouts only: urllib3 files a refused connection under its timeout errors too.
 _TIMEOUTS = (socket.timeout, urllib3.exceptions.ReadTimeoutError)
+#: What reading an answer may raise besides OSError and ValueError (the
+#: POST answers' own reader raises ResponseError, a ValueError).
+_HTTP_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException)
+_USER_AGENT = f"mcp-sync/{__version__}"
 
 log = logging.getLogger("mcp_sync.transport.http")
 
@@ -108,7 +115,7 @@ class HTTP(Target):
         cert: str | tuple[str, str] | None = None,
         connect_timeout: float = 10.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        pool_size: int = 10,
+        pool_size: int = 32,
         max_resume_attempts: int = 3,
         session_close_timeout: float = 5.0,
     ) -> None:
@@ -148,6 +155,15 @@ class HTTP(Target):
     def origin(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}"
 
+    @property
+    def post_head(self) -> str:
+        """The start of every POST's head: request line and fixed headers."""
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        authority = host if self.port == default else f"{host}:{self.port}"
+        return (f"POST {self.path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {_USER_AGENT}\r\n"
+                "Accept-Encoding: identity\r\n")
+
     def new_connection(self, timeout: float | None) -> Conn:
         if self.scheme == "https":
             cert_file, key_file = (self.cert, None) if isinstance(self.cert, str) or self.cert is None else self.cert
@@ -173,6 +189,7 @@ class HTTPTransport(Transport):
 
     def __init__(self, target: HTTP) -> None:
         self._target = target
+        self._post_head = target.post_head
         self._sink: MessageSink | None = None
         self._pool = Pool(self._new_connection, target.pool_size)
         self._threads = ExchangeThreads("mcp-sync-http")
@@ -267,7 +284,7 @@ class HTTPTransport(Transport):
             response = conn.getresponse()
             response.read()
             log.debug("session DELETE answered %s", response.status)
-        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+        except (OSError, *_HTTP_ERRORS, ValueError) as exc:
             log.debug("session DELETE failed: %s", exc)
         finally:
             conn.close()
@@ -421,7 +438,7 @@ class HTTPTransport(Transport):
             yield
         except TransportError as exc:
             self._fail(exchange, exc)
-        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+        except (OSError, *_HTTP_ERRORS, ValueError) as exc:
             if exchange.deadline is not None and isinstance(exc, _TIMEOUTS) and not isinstance(
                 exc, urllib3.exceptions.NewConnectionError
             ):
@@ -460,10 +477,48 @@ class HTTPTransport(Transport):
         exchange.conn = conn
         if exchange.stop.is_set():
             return None
-        self._ready(conn, None if deadline is None else max(deadline - time.monotonic(), 0.001))
-        conn.request("POST", self._target.path, body=body, headers=dict(headers), preload_content=False)
-        response = conn.getresponse()
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+        self._ready(conn, timeout)
+        response = self._send_post(conn, body, headers, timeout)
         exchange.response = response
+        return response
+
+    def _send_post(self, conn: Conn, body: bytes, headers: Mapping[str, str], timeout: float | None) -> Any:
+        """Write one POST in a single `sendall` and read the answer's head
+        (`http11.Response`).
+
+        The bytes are what urllib3 would send; what is skipped is its
+        per-header validation, its response wrapper and http.client's
+        email-based header parsing, together most of the client's CPU for a
+        small answer (docs/benchmarks.md). The validation is kept
+        in one pass over the whole head: a CR, LF or NUL inside any header
+        value (a token provider's, say) is refused, so nothing can add a
+        header or split the request.
+        """
+        lines = [self._post_head]
+        for name, value in headers.items():
+            lines.append(f"{name}: {value}\r\n")
+        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+        text = "".join(lines)
+        breaks = len(headers) + 6  # the request line, 4 fixed headers, the blank line
+        if text.count("\n") != breaks or text.count("\r") != breaks or "\0" in text:
+            raise ValueError("a request header value holds CR, LF or NUL")
+        try:
+            head = text.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError("a request header value is not Latin-1 text") from None
+        sock = conn.sock
+        assert sock is not None  # connected by _ready
+        sock.settimeout(timeout)
+        sock.sendall(head + body if len(body) < 65536 else head)
+        if len(body) >= 65536:
+            sock.sendall(body)  # no copy of a large body just to join it
+        response = Response(sock)
+        response.begin()
+        if response.will_close:
+            # The server ends the connection after this answer: the pool
+            # must open a new one (the socket really closes with the reader).
+            conn.close()
         return response
 
     def _finish(self, exchange: Exchange, *, reusable: bool) -> None:
@@ -614,7 +669,7 @@ class HTTPTransport(Transport):
                 f"an SSE event of request {exchange.request_id!r} is larger than max_response_bytes={exc.limit}",
                 limit=exc.limit,
             ) from None
-        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+        except (OSError, *_HTTP_ERRORS, ValueError) as exc:
             if exchange.stop.is_set() or self._closing:
                 return "eof"
             if self._legacy and parser.last_event_id is not None:
@@ -695,7 +750,7 @@ class HTTPTransport(Transport):
                 last_id = parser.last_event_id or last_id
                 retry_ms = parser.retry_ms if parser.retry_ms is not None else retry_ms
                 failures = 0 if got_any else failures + 1
-            except (TransportError, EventTooLarge, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+            except (TransportError, EventTooLarge, OSError, *_HTTP_ERRORS, ValueError) as exc:
                 if self._closing:
                     return
                 log.debug("the GET stream failed: %s", exc)
@@ -754,7 +809,7 @@ class HTTPTransport(Transport):
         try:
             response.read(_ERROR_BODY_PREVIEW * 8)
             return bool(response.isclosed()) if hasattr(response, "isclosed") else False
-        except (OSError, urllib3.exceptions.HTTPError):
+        except (OSError, *_HTTP_ERRORS):
             return False
 
     def _auth_header(self, method: str = "POST") -> dict[str, str]:
