@@ -448,11 +448,11 @@ class Holding(ProtectedMCP):
         return super()._gate(request)
 
 
-def test_32_threads_with_an_expired_token_cause_one_refresh(serve):
+def test_64_threads_with_a_token_the_server_expired_cause_one_refresh(serve):
     auth = serve(AuthServer())
-    mcp = serve(Holding(auth, 32))
+    mcp = serve(Holding(auth, 64))
     oauth = OAuth(redirect=HeadlessRedirect())
-    with mcp_sync.connect(mcp.url, auth=oauth, pool_size=32) as client:
+    with mcp_sync.connect(mcp.url, auth=oauth, pool_size=64) as client:
         client.list_tools()
         auth.expire_all()
         mcp.hold = f"Bearer {oauth.tokens.access_token}"
@@ -466,16 +466,50 @@ def test_32_threads_with_an_expired_token_cause_one_refresh(serve):
             except BaseException as exc:  # reported below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=call, args=(n,)) for n in range(32)]
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(64)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(30)
     assert not errors and not mcp.barrier.broken
-    assert results == {n: f"thread {n}" for n in range(32)}
+    assert results == {n: f"thread {n}" for n in range(64)}
     assert grants(auth, "refresh_token") == 1 and auth.authorization_requests == 1
     # Every thread failed once with the expired token, then retried with the refreshed one.
-    assert sorted(mcp.seen_tokens[mark:]) == sorted([mcp.hold] * 32 + [f"Bearer {oauth.tokens.access_token}"] * 32)
+    assert sorted(mcp.seen_tokens[mark:]) == sorted([mcp.hold] * 64 + [f"Bearer {oauth.tokens.access_token}"] * 64)
+
+
+def test_64_threads_finding_an_expired_token_before_sending_cause_one_refresh(serve, tmp_path):
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    path = tmp_path / "tokens.json"
+    use(mcp, OAuth(redirect=HeadlessRedirect(), storage=FileStorage(path)))
+    [old] = auth.issued
+    stored = json.loads(path.read_text())
+    [entry] = [value for value in stored.values() if value.get("access_token") == old]
+    entry.update(expires_at=time.time() - 1)  # the client knows it expired
+    path.write_text(json.dumps(stored))
+    oauth = OAuth(redirect=Recording(), storage=FileStorage(path))
+    go = threading.Barrier(64, timeout=10)
+    results: dict[int, str] = {}
+    errors: list[BaseException] = []
+    with mcp_sync.connect(mcp.url, auth=oauth, pool_size=64, protocol="2026-07-28") as client:
+        def call(n: int) -> None:
+            try:
+                go.wait()  # all 64 ask for the token at once
+                results[n] = client.call_tool("echo", {"text": str(n)}).text
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(64)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert not errors
+    assert results == {n: str(n) for n in range(64)}
+    assert grants(auth, "refresh_token") == 1 and auth.authorization_requests == 1
+    new = oauth.tokens.access_token
+    assert new != old and set(mcp.seen_tokens[-64:]) == {f"Bearer {new}"}
 
 
 def test_16_threads_hitting_the_401_together_cause_one_authorization(serve):
