@@ -448,6 +448,29 @@ class Holding(ProtectedMCP):
         return super()._gate(request)
 
 
+def on_threads(count: int, work, *, together: bool = False) -> tuple[dict[int, object], list[BaseException]]:
+    """Run work(n) on `count` threads (released at once when `together`);
+    their results by n, and what they raised."""
+    results: dict[int, object] = {}
+    errors: list[BaseException] = []
+    go = threading.Barrier(count, timeout=10)
+
+    def run(n: int) -> None:
+        try:
+            if together:
+                go.wait()
+            results[n] = work(n)
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return results, errors
+
+
 def test_64_threads_with_a_token_the_server_expired_cause_one_refresh(serve):
     auth = serve(AuthServer())
     mcp = serve(Holding(auth, 64))
@@ -457,20 +480,7 @@ def test_64_threads_with_a_token_the_server_expired_cause_one_refresh(serve):
         auth.expire_all()
         mcp.hold = f"Bearer {oauth.tokens.access_token}"
         mark = len(mcp.seen_tokens)
-        results: dict[int, str] = {}
-        errors: list[BaseException] = []
-
-        def call(n: int) -> None:
-            try:
-                results[n] = client.call_tool("echo", {"text": f"thread {n}"}).text
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=call, args=(n,)) for n in range(64)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        results, errors = on_threads(64, lambda n: client.call_tool("echo", {"text": f"thread {n}"}).text)
     assert not errors and not mcp.barrier.broken
     assert results == {n: f"thread {n}" for n in range(64)}
     assert grants(auth, "refresh_token") == 1 and auth.authorization_requests == 1
@@ -489,22 +499,9 @@ def test_64_threads_finding_an_expired_token_before_sending_cause_one_refresh(se
     entry.update(expires_at=time.time() - 1)  # the client knows it expired
     path.write_text(json.dumps(stored))
     oauth = OAuth(redirect=Recording(), storage=FileStorage(path))
-    go = threading.Barrier(64, timeout=10)
-    results: dict[int, str] = {}
-    errors: list[BaseException] = []
     with mcp_sync.connect(mcp.url, auth=oauth, pool_size=64, protocol="2026-07-28") as client:
-        def call(n: int) -> None:
-            try:
-                go.wait()  # all 64 ask for the token at once
-                results[n] = client.call_tool("echo", {"text": str(n)}).text
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=call, args=(n,)) for n in range(64)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        # All 64 ask for the token at once.
+        results, errors = on_threads(64, lambda n: client.call_tool("echo", {"text": str(n)}).text, together=True)
     assert not errors
     assert results == {n: str(n) for n in range(64)}
     assert grants(auth, "refresh_token") == 1 and auth.authorization_requests == 1
@@ -521,22 +518,8 @@ def test_16_threads_hitting_the_401_together_cause_one_authorization(serve):
         client.list_tools()
         oauth.clear()  # logged out: the next requests carry no token, as the very first one did
         mcp.hold = None
-        results: dict[int, int] = {}
-        errors: list[BaseException] = []
-        go = threading.Barrier(16, timeout=10)
-
-        def call(n: int) -> None:
-            try:
-                go.wait()
-                results[n] = client.call_tool("add", {"a": n, "b": 1}).structured_content["sum"]
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=call, args=(n,)) for n in range(16)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        results, errors = on_threads(
+            16, lambda n: client.call_tool("add", {"a": n, "b": 1}).structured_content["sum"], together=True)
     assert not errors and not mcp.barrier.broken
     assert results == {n: n + 1 for n in range(16)}
     assert auth.authorization_requests == 2 and len(redirect.callbacks) == 2
