@@ -1,5 +1,6 @@
 """close(): nothing outlives it — no thread, no file descriptor, no process."""
 
+import gc
 import os
 import threading
 
@@ -17,6 +18,9 @@ def test_200_stdio_connect_close_cycles_leak_nothing():
     # One cycle first, so lazily created module state (loggers, caches) exists.
     with mcp_sync.connect(command) as client:
         client.call_tool("echo", {"text": "warm"})
+    # Garbage left by earlier tests is finalized now, not in the middle of
+    # the count (a collected socket would make the count drop).
+    gc.collect()
     threads_before, fds_before = snapshot()
     pids = []
     for i in range(200):

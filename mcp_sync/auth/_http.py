@@ -54,12 +54,13 @@ class AuthHTTP:
         self.timeout = timeout
         self.verify = verify
         self.max_bytes = max_bytes
-        self._session = session or requests.Session()
-        self._owns_session = session is None
+        # Without a session of the user's, each request gets its own and
+        # closes it: the flow talks to an authorization server a few times
+        # an hour, and a kept-alive socket would outlive the client.
+        self._session = session
 
     def close(self) -> None:
-        if self._owns_session:
-            self._session.close()
+        """Nothing is kept open between requests; kept for symmetry."""
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None) -> Answer:
         return self._request("GET", url, headers=headers)
@@ -84,8 +85,9 @@ class AuthHTTP:
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
         sent = {"Accept": "application/json", **(headers or {})}
+        session = self._session or requests.Session()
         try:
-            with self._session.request(
+            with session.request(
                 method, url, data=dict(form) if form is not None else None,
                 json=dict(json_body) if json_body is not None else None, headers=sent,
                 timeout=self.timeout, verify=self.verify, allow_redirects=False, stream=True,
@@ -96,6 +98,9 @@ class AuthHTTP:
         except requests.RequestException as exc:
             # The exception text can hold the URL but never a form value.
             raise AuthorizationError(f"{method} {url} failed: {type(exc).__name__}") from None
+        finally:
+            if self._session is None:
+                session.close()
         parsed: Any = None
         if body:
             try:

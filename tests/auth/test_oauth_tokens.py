@@ -745,3 +745,36 @@ def test_two_workers_finishing_the_same_callback_at_once_exchange_the_code_once(
         thread.join()
     assert sorted(type(o).__name__ for o in outcomes) == ["AuthorizationError", "Tokens"]
     assert auth.token_requests == 1
+
+
+def client_sockets_to(port: int) -> list[str]:
+    """This process's open sockets whose far end is `port` on 127.0.0.1:
+    client sides only (a server's accepted sockets have it as their near end)."""
+    far_ends = {}
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            far_ends[fields[9]] = int(fields[2].rsplit(":", 1)[1], 16)
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and far_ends.get(target[8:-1]) == port:
+            found.append(fd)
+    return found
+
+
+def test_a_finished_flow_leaves_no_socket_open_while_the_provider_lives(serve):
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    oauth = OAuth(redirect=HeadlessRedirect())
+    with mcp_sync.connect(mcp.url, auth=oauth) as client:
+        client.call_tool("echo", {"text": "hi"})
+        auth.expire_all()
+        client.call_tool("echo", {"text": "after a refresh"})
+        assert grants(auth, "refresh_token") == 1
+        # The provider is still referenced: nothing it used may stay open.
+        assert client_sockets_to(urlsplit(auth.url).port) == []
+    assert client_sockets_to(urlsplit(mcp.url).port) == []
