@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Callable, Sequence, TextIO
 
@@ -76,7 +77,14 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Talk to an MCP server. Without a target, uses the bundled demo server.",
         epilog="Target a server program with: mcp-sync [options] COMMAND ... -- program args...",
     )
-    parser.add_argument("--url", help="a Streamable HTTP server URL")
+    parser.add_argument("--url", help="a Streamable HTTP server URL (a bearer token may come from $MCP_SYNC_TOKEN)")
+    parser.add_argument("--oauth", action="store_true",
+                        help="with --url: authorize with OAuth in your browser when the server asks")
+    parser.add_argument("--no-browser", action="store_true",
+                        help="with --oauth: print the authorization URL and ask for the address you end on")
+    parser.add_argument("--token-file", metavar="PATH",
+                        help="with --oauth: where tokens are kept (default: "
+                             "$XDG_CONFIG_HOME/mcp-sync/tokens.json or ~/.config/mcp-sync/tokens.json)")
     parser.add_argument("--json", action="store_true", help="print raw JSON results")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
     parser.add_argument("--protocol", action="append", help="allow only this protocol version (repeatable)")
@@ -232,6 +240,32 @@ def _input_handlers(answer: str | None, err: TextIO) -> dict[str, Any]:
     return {}
 
 
+def _token_file(path: str | None) -> str:
+    if path:
+        return path
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config, "mcp-sync", "tokens.json")
+
+
+def _auth(args: argparse.Namespace, err: TextIO) -> Any:
+    """The token provider for --url: OAuth with --oauth, else $MCP_SYNC_TOKEN, else none."""
+    if args.oauth:
+        from .auth import FileStorage, LoopbackRedirect, OAuth, PasteRedirect
+
+        def show(url: str) -> None:
+            err.write(f"Authorize mcp-sync by opening:\n  {url}\n")
+            err.flush()
+
+        def ask(prompt: str) -> str:
+            err.write(prompt)
+            err.flush()
+            return input()
+
+        redirect = PasteRedirect(show=show, ask=ask) if args.no_browser else LoopbackRedirect(show=show)
+        return OAuth(redirect=redirect, storage=FileStorage(_token_file(args.token_file)), client_name="mcp-sync")
+    return os.environ.get("MCP_SYNC_TOKEN") or None
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
          connect_fn: Callable[..., Client] = connect) -> int:
     """Run the CLI; returns the exit status."""
@@ -250,6 +284,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     if args.url and command:
         err.write("mcp-sync: error: give either --url or -- command, not both\n")
         return EXIT_USAGE
+    if (args.oauth or args.no_browser or args.token_file) and not args.url:
+        err.write("mcp-sync: error: --oauth, --no-browser and --token-file go with --url\n")
+        return EXIT_USAGE
+    if (args.no_browser or args.token_file) and not args.oauth:
+        err.write("mcp-sync: error: --no-browser and --token-file go with --oauth\n")
+        return EXIT_USAGE
     target: Any
     if args.url:
         target = args.url
@@ -258,8 +298,14 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     else:
         target = [sys.executable, "-m", "mcp_sync.testing.server"]
     handlers = _input_handlers(args.answer, err)
+    options: dict[str, Any] = {}
+    if args.url:
+        auth = _auth(args, err)
+        if auth is not None:
+            options["auth"] = auth
     try:
-        with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers) as client:
+        with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
+                        **options) as client:
             return _run(client, args, out, err)
     except ValueError as exc:
         err.write(f"mcp-sync: error: {exc}\n")

@@ -152,3 +152,71 @@ def test_forms_asked_on_the_terminal(monkeypatch):
     assert code == 0, err
     assert out.strip() == "Booked for 4 under Ada"
     assert "Booking a table for friday" in err and "Guests (integer) [2]" in err
+
+
+# -- authorization ------------------------------------------------------------------------
+
+
+def test_oauth_in_the_browser_then_from_the_token_file(tmp_path, monkeypatch):
+    from mcp_sync.testing.auth import AuthServer, ProtectedMCP
+
+    tokens = tmp_path / "tokens.json"
+    with AuthServer() as auth, ProtectedMCP(auth) as mcp:
+        opened = []
+
+        def browser(url):
+            opened.append(url)
+            auth.approve(url)  # the person approves in the browser
+            return True
+
+        monkeypatch.setattr("webbrowser.open", browser)
+        code, out, err = run("--url", mcp.url, "--oauth", "--token-file", str(tokens), "call", "add", "a=2", "b=3")
+        assert (code, out.strip()) == (0, "5"), err
+        assert len(opened) == 1 and opened[0] in err  # the URL is also shown, for when no browser opens
+        # The next run finds the tokens in the file: no browser.
+        code, out, err = run("--url", mcp.url, "--oauth", "--token-file", str(tokens), "tools")
+        assert code == 0 and "echo" in out, err
+        assert len(opened) == 1 and auth.authorization_requests == 1
+    assert tokens.stat().st_mode & 0o777 == 0o600
+
+
+def test_oauth_without_a_browser_asks_for_the_address(tmp_path, monkeypatch):
+    from mcp_sync.testing.auth import AuthServer, ProtectedMCP
+
+    with AuthServer() as auth, ProtectedMCP(auth) as mcp:
+        err = io.StringIO()
+
+        def pasted():
+            url = next(line.strip() for line in err.getvalue().splitlines() if "/authorize?" in line)
+            return auth.redirect_for(url)
+
+        monkeypatch.setattr("builtins.input", pasted)
+        out = io.StringIO()
+        code = main(["--url", mcp.url, "--oauth", "--no-browser", "--token-file", str(tmp_path / "t.json"),
+                     "call", "echo", "text=hi"], stdout=out, stderr=err)
+        assert (code, out.getvalue().strip()) == (0, "hi"), err.getvalue()
+        assert "Paste the address" in err.getvalue()
+
+
+def test_a_bearer_token_from_the_environment(monkeypatch):
+    from mcp_sync.testing import HTTPServer, demo_server
+    from mcp_sync.testing.http import GateAnswer
+
+    def gate(request):
+        if request.headers.get("Authorization") == "Bearer from-env":
+            return None
+        return GateAnswer(401, {"WWW-Authenticate": "Bearer"})
+
+    with HTTPServer(demo_server(), gate=gate) as httpd:
+        code, _, err = run("--url", httpd.url, "tools")
+        assert code == 1 and "401" in err
+        monkeypatch.setenv("MCP_SYNC_TOKEN", "from-env")
+        code, out, err = run("--url", httpd.url, "tools")
+        assert code == 0 and "echo" in out, err
+
+
+@pytest.mark.parametrize("argv", [("--oauth", "tools"), ("--url", "http://x/mcp", "--no-browser", "tools"),
+                                  ("--url", "http://x/mcp", "--token-file", "t.json", "tools")])
+def test_oauth_options_need_url_and_oauth(argv):
+    code, _, err = run(*argv)
+    assert code == 2 and "go with" in err
