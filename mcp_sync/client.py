@@ -577,8 +577,9 @@ class Client(Calls):
     ) -> dict[str, Any]:
         """Send a request and return its complete result, answering the
         server's requests for input on the way (see `multiround`)."""
-        handlers = dict(self.input_handlers)
-        handlers.update(check_input_handlers(options.get("input_handlers")))
+        extra_handlers = check_input_handlers(options.get("input_handlers"))
+        # Read-only below: the client's own mapping serves when nothing is added.
+        handlers = {**self.input_handlers, **extra_handlers} if extra_handlers else self.input_handlers
         max_rounds = options.get("max_input_rounds", self.max_input_rounds)
         check_positive_int("max_input_rounds", max_rounds)
         responses = options.get("input_responses")

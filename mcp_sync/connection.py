@@ -123,6 +123,8 @@ class Connection:
         handler_timeout: float | None = None,
     ) -> None:
         self.transport = transport
+        #: The transport POSTs on the caller's thread (HTTP): `wait()` sends.
+        self._on_caller = getattr(transport, "exchange_on_caller", None) is not None
         self._ids = ids
         self._on_server_request = on_server_request
         self._on_notification = on_notification
@@ -176,7 +178,7 @@ class Connection:
             meta["progressToken"] = request_id
             params["_meta"] = meta
         message = jsonrpc.request(request_id, method, params)
-        if getattr(self.transport, "exchange_on_caller", None) is not None:
+        if self._on_caller:
             pending.unsent = (message, headers)
             return pending
         try:

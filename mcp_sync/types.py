@@ -52,7 +52,8 @@ class WireModel:
 
     @classmethod
     def from_wire(cls: type[T], raw: Any) -> T:
-        if not isinstance(raw, Mapping):
+        # `type() is dict` first: the ABC check is slow, and results are dicts.
+        if type(raw) is not dict and not isinstance(raw, Mapping):
             raise InvalidResult(f"{cls.__name__}: expected an object, got {type(raw).__name__}")
         for name in cls._required:
             if name not in raw:
