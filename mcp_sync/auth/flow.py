@@ -30,8 +30,10 @@ import base64
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote, urlsplit
+
+import attrs
 
 from ..errors import AuthorizationError, OAuthError
 from . import discovery
@@ -41,7 +43,7 @@ from .jwt import SigningKey, client_assertion
 from .storage import MemoryStorage, TokenStorage
 from .tokens import ClientInfo, Tokens, oauth_error, tokens_from_answer
 
-__all__ = ["TokenFlow", "Discovery"]
+__all__ = ["TokenFlow", "FlowOptions", "Discovery"]
 
 log = logging.getLogger("mcp_sync.auth")
 
@@ -49,19 +51,16 @@ _ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _AUTH_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
 
 
+@attrs.frozen
 class Discovery:
     """What discovery found for one MCP server: the protected resource
     metadata (or None), the resource to request tokens for, and the chosen
     authorization server's issuer and metadata."""
 
-    __slots__ = ("resource_metadata", "resource", "issuer", "metadata")
-
-    def __init__(self, resource_metadata: dict[str, Any] | None, resource: str, issuer: str,
-                 metadata: dict[str, Any]) -> None:
-        self.resource_metadata = resource_metadata
-        self.resource = resource
-        self.issuer = issuer
-        self.metadata = metadata
+    resource_metadata: dict[str, Any] | None = attrs.field(repr=False)
+    resource: str
+    issuer: str
+    metadata: dict[str, Any] = attrs.field(repr=False)
 
     @property
     def token_endpoint(self) -> str:
@@ -71,8 +70,18 @@ class Discovery:
         listed = self.metadata.get(field)
         return isinstance(listed, list) and value in listed
 
-    def __repr__(self) -> str:
-        return f"Discovery(resource={self.resource!r}, issuer={self.issuer!r})"
+
+class FlowOptions(TypedDict, total=False):
+    """The keyword options every provider takes besides its own (see
+    `TokenFlow`), so the grants pass them on without listing them again."""
+
+    scopes: str | Iterable[str] | None
+    storage: TokenStorage | None
+    authorization_server: str | None
+    dpop: bool | DPoP
+    timeout: float
+    verify: bool | str
+    max_response_bytes: int
 
 
 def _as_list(value: str | Iterable[str] | None, what: str) -> list[str] | None:
@@ -209,11 +218,6 @@ class TokenFlow:
                 return False
             self._reauthorize(challenge)
             return True
-
-    def refresh(self, challenge: str | None) -> str | None:
-        """The plain token-provider hook: act on a 401 with this challenge."""
-        self.handle_challenge(401, {"www-authenticate": challenge} if challenge else {})
-        return self.token()
 
     def authorize(self) -> Tokens:
         """Obtain tokens now, without waiting for the server's 401: discover

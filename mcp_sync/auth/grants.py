@@ -22,16 +22,17 @@ Example, a Django back end calling tools as itself::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import AuthorizationError
-from ._http import DEFAULT_MAX_BYTES
-from .dpop import DPoP
-from .flow import TokenFlow
+from .discovery import check_endpoint_url
+from .flow import FlowOptions, TokenFlow
 from .jwt import SigningKey
-from .storage import TokenStorage
 from .tokens import ClientInfo, Tokens, oauth_error
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["ClientCredentials", "JwtBearer", "EnterpriseManaged"]
 
@@ -73,16 +74,9 @@ class _MachineFlow(TokenFlow):
         client_secret: str | None,
         private_key: SigningKey | str | bytes | None,
         token_endpoint_auth_method: str | None,
-        scopes: str | Iterable[str] | None,
-        storage: TokenStorage | None,
-        authorization_server: str | None,
-        dpop: bool | DPoP,
-        timeout: float,
-        verify: bool | str,
-        max_response_bytes: int,
+        **options: Unpack[FlowOptions],
     ) -> None:
-        super().__init__(server_url, scopes=scopes, storage=storage, authorization_server=authorization_server,
-                         dpop=dpop, timeout=timeout, verify=verify, max_response_bytes=max_response_bytes)
+        super().__init__(server_url, **options)
         if client_id is not None and (not isinstance(client_id, str) or not client_id):
             raise ValueError("client_id must be a non-empty string")
         if (client_secret is not None or private_key is not None) and client_id is None:
@@ -114,6 +108,15 @@ class _MachineFlow(TokenFlow):
         assert self._discovery is not None
         return self._discovery.resource
 
+    def _grant(self, form: dict[str, str], scopes: list[str] | None, what: str) -> Tokens:
+        """One token request of this grant, for this resource and `scopes`,
+        authenticated as this client."""
+        form["resource"] = self._resource()
+        if scopes:
+            form["scope"] = " ".join(scopes)
+        return self._token_request(form, self._client(), scope=form.get("scope"), signing_key=self._private_key,
+                                   what=what)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._server_url!r}, client_id={self._client_id!r})"
 
@@ -144,27 +147,15 @@ class ClientCredentials(_MachineFlow):
         private_key: SigningKey | str | bytes | None = None,
         server_url: str | None = None,
         token_endpoint_auth_method: str | None = None,
-        scopes: str | Iterable[str] | None = None,
-        storage: TokenStorage | None = None,
-        authorization_server: str | None = None,
-        dpop: bool | DPoP = False,
-        timeout: float = 30.0,
-        verify: bool | str = True,
-        max_response_bytes: int = DEFAULT_MAX_BYTES,
+        **options: Unpack[FlowOptions],
     ) -> None:
         if client_secret is None and private_key is None:
             raise ValueError("ClientCredentials needs client_secret or private_key")
         super().__init__(server_url, client_id=client_id, client_secret=client_secret, private_key=private_key,
-                         token_endpoint_auth_method=token_endpoint_auth_method, scopes=scopes, storage=storage,
-                         authorization_server=authorization_server, dpop=dpop, timeout=timeout, verify=verify,
-                         max_response_bytes=max_response_bytes)
+                         token_endpoint_auth_method=token_endpoint_auth_method, **options)
 
     def _obtain(self, scopes: list[str] | None) -> Tokens:
-        form = {"grant_type": "client_credentials", "resource": self._resource()}
-        if scopes:
-            form["scope"] = " ".join(scopes)
-        return self._token_request(form, self._client(), scope=form.get("scope"), signing_key=self._private_key,
-                                   what="the client credentials request")
+        return self._grant({"grant_type": "client_credentials"}, scopes, "the client credentials request")
 
 
 class JwtBearer(_MachineFlow):
@@ -193,29 +184,17 @@ class JwtBearer(_MachineFlow):
         private_key: SigningKey | str | bytes | None = None,
         server_url: str | None = None,
         token_endpoint_auth_method: str | None = None,
-        scopes: str | Iterable[str] | None = None,
-        storage: TokenStorage | None = None,
-        authorization_server: str | None = None,
-        dpop: bool | DPoP = False,
-        timeout: float = 30.0,
-        verify: bool | str = True,
-        max_response_bytes: int = DEFAULT_MAX_BYTES,
+        **options: Unpack[FlowOptions],
     ) -> None:
         if not (isinstance(assertion, str) or callable(assertion)):
             raise TypeError("assertion must be a JWT string or a function returning one")
         super().__init__(server_url, client_id=client_id, client_secret=client_secret, private_key=private_key,
-                         token_endpoint_auth_method=token_endpoint_auth_method, scopes=scopes, storage=storage,
-                         authorization_server=authorization_server, dpop=dpop, timeout=timeout, verify=verify,
-                         max_response_bytes=max_response_bytes)
+                         token_endpoint_auth_method=token_endpoint_auth_method, **options)
         self._assertion = assertion
 
     def _obtain(self, scopes: list[str] | None) -> Tokens:
-        form = {"grant_type": JWT_BEARER, "assertion": _read_assertion(self._assertion, "workload JWT"),
-                "resource": self._resource()}
-        if scopes:
-            form["scope"] = " ".join(scopes)
-        return self._token_request(form, self._client(), scope=form.get("scope"), signing_key=self._private_key,
-                                   what="the jwt-bearer request")
+        form = {"grant_type": JWT_BEARER, "assertion": _read_assertion(self._assertion, "workload JWT")}
+        return self._grant(form, scopes, "the jwt-bearer request")
 
 
 class EnterpriseManaged(_MachineFlow):
@@ -254,23 +233,13 @@ class EnterpriseManaged(_MachineFlow):
         private_key: SigningKey | str | bytes | None = None,
         server_url: str | None = None,
         token_endpoint_auth_method: str | None = None,
-        scopes: str | Iterable[str] | None = None,
-        storage: TokenStorage | None = None,
-        authorization_server: str | None = None,
-        dpop: bool | DPoP = False,
-        timeout: float = 30.0,
-        verify: bool | str = True,
-        max_response_bytes: int = DEFAULT_MAX_BYTES,
+        **options: Unpack[FlowOptions],
     ) -> None:
-        from .discovery import check_endpoint_url
-
         if not (isinstance(id_token, str) or callable(id_token)):
             raise TypeError("id_token must be a JWT string or a function returning one")
         check_endpoint_url(idp_token_endpoint, "idp_token_endpoint")
         super().__init__(server_url, client_id=client_id, client_secret=client_secret, private_key=private_key,
-                         token_endpoint_auth_method=token_endpoint_auth_method, scopes=scopes, storage=storage,
-                         authorization_server=authorization_server, dpop=dpop, timeout=timeout, verify=verify,
-                         max_response_bytes=max_response_bytes)
+                         token_endpoint_auth_method=token_endpoint_auth_method, **options)
         self._id_token = id_token
         self._idp_token_endpoint = idp_token_endpoint
         self._idp_client_id = idp_client_id
@@ -306,8 +275,4 @@ class EnterpriseManaged(_MachineFlow):
         return assertion
 
     def _obtain(self, scopes: list[str] | None) -> Tokens:
-        form = {"grant_type": JWT_BEARER, "assertion": self._id_jag(scopes), "resource": self._resource()}
-        if scopes:
-            form["scope"] = " ".join(scopes)
-        return self._token_request(form, self._client(), scope=form.get("scope"), signing_key=self._private_key,
-                                   what="the ID-JAG grant")
+        return self._grant({"grant_type": JWT_BEARER, "assertion": self._id_jag(scopes)}, scopes, "the ID-JAG grant")

@@ -32,22 +32,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import attrs
 
 from ..errors import AuthorizationError, AuthorizationRequired, OAuthError
 from . import discovery
-from ._http import DEFAULT_MAX_BYTES
-from .dpop import DPoP
-from .flow import Discovery, TokenFlow
+from .flow import Discovery, FlowOptions, TokenFlow
 from .jwt import SigningKey
 from .pkce import new_state, new_verifier, s256_challenge, same_secret
 from .redirect import RedirectHandler, check_redirect_uri
-from .storage import TokenStorage
 from .tokens import ClientInfo, Tokens, oauth_error
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["OAuth", "AuthorizationStart"]
 
@@ -118,16 +118,9 @@ class OAuth(TokenFlow):
         client_name: str = "mcp_sync client",
         application_type: str | None = None,
         offline_access: bool = True,
-        scopes: str | Iterable[str] | None = None,
-        storage: TokenStorage | None = None,
-        authorization_server: str | None = None,
-        dpop: bool | DPoP = False,
-        timeout: float = 30.0,
-        verify: bool | str = True,
-        max_response_bytes: int = DEFAULT_MAX_BYTES,
+        **options: Unpack[FlowOptions],
     ) -> None:
-        super().__init__(server_url, scopes=scopes, storage=storage, authorization_server=authorization_server,
-                         dpop=dpop, timeout=timeout, verify=verify, max_response_bytes=max_response_bytes)
+        super().__init__(server_url, **options)
         if redirect is not None and not isinstance(redirect, RedirectHandler):
             raise TypeError("redirect must have a redirect_uri and authorize(url) (see mcp_sync.auth.redirect)")
         if redirect_uri is not None:
@@ -195,7 +188,7 @@ class OAuth(TokenFlow):
 
     # -- the grant -----------------------------------------------------------------------
 
-    def handle_challenge(self, status: int, headers: Any) -> bool:
+    def handle_challenge(self, status: int, headers: Mapping[str, str]) -> bool:
         with self._lock:
             self._last_challenge = discovery.find_challenge(headers.get("www-authenticate"))
             return super().handle_challenge(status, headers)

@@ -23,6 +23,13 @@ __all__ = ["Tokens", "ClientInfo", "tokens_from_answer", "oauth_error"]
 EXPIRY_MARGIN = 30.0
 
 
+def _known_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of a stored dict that are fields of `cls`: a store
+    written by another release may hold more, or fewer."""
+    names = {field.name for field in attrs.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
 @attrs.define(repr=False)
 class Tokens:
     """An access token and what came with it.
@@ -62,8 +69,7 @@ class Tokens:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Tokens:
-        fields = {f.name for f in attrs.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
+        return cls(**_known_fields(cls, data))
 
     def __repr__(self) -> str:
         expires = "unknown" if self.expires_at is None else f"{self.expires_at - time.time():.0f}s"
@@ -96,8 +102,7 @@ class ClientInfo:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClientInfo:
-        fields = {f.name for f in attrs.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
+        return cls(**_known_fields(cls, data))
 
     def __repr__(self) -> str:
         secret = "<redacted>" if self.client_secret else None

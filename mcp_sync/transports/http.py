@@ -34,7 +34,6 @@ adds adapters and hooks the hot path does not need.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import logging
 import socket
 import threading
@@ -69,9 +68,6 @@ from .pool import Conn, Exchange, ExchangeThreads, Pool
 
 # Read timeouts only: urllib3 files a refused connection under its timeout errors too.
 _TIMEOUTS = (socket.timeout, urllib3.exceptions.ReadTimeoutError)
-#: What reading an answer may raise besides OSError and ValueError (the
-#: POST answers' own reader raises ResponseError, a ValueError).
-_HTTP_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException)
 _USER_AGENT = f"mcp-sync/{__version__}"
 
 log = logging.getLogger("mcp_sync.transport.http")
@@ -284,7 +280,7 @@ class HTTPTransport(Transport):
             response = conn.getresponse()
             response.read()
             log.debug("session DELETE answered %s", response.status)
-        except (OSError, *_HTTP_ERRORS, ValueError) as exc:
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
             log.debug("session DELETE failed: %s", exc)
         finally:
             conn.close()
@@ -438,7 +434,7 @@ class HTTPTransport(Transport):
             yield
         except TransportError as exc:
             self._fail(exchange, exc)
-        except (OSError, *_HTTP_ERRORS, ValueError) as exc:
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
             if exchange.deadline is not None and isinstance(exc, _TIMEOUTS) and not isinstance(
                 exc, urllib3.exceptions.NewConnectionError
             ):
@@ -510,9 +506,11 @@ class HTTPTransport(Transport):
         sock = conn.sock
         assert sock is not None  # connected by _ready
         sock.settimeout(timeout)
-        sock.sendall(head + body if len(body) < 65536 else head)
-        if len(body) >= 65536:
-            sock.sendall(body)  # no copy of a large body just to join it
+        if len(body) < 65536:
+            sock.sendall(head + body)
+        else:  # no copy of a large body just to join it to the head
+            sock.sendall(head)
+            sock.sendall(body)
         response = Response(sock)
         response.begin()
         if response.will_close:
@@ -669,7 +667,7 @@ class HTTPTransport(Transport):
                 f"an SSE event of request {exchange.request_id!r} is larger than max_response_bytes={exc.limit}",
                 limit=exc.limit,
             ) from None
-        except (OSError, *_HTTP_ERRORS, ValueError) as exc:
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
             if exchange.stop.is_set() or self._closing:
                 return "eof"
             if self._legacy and parser.last_event_id is not None:
@@ -750,7 +748,7 @@ class HTTPTransport(Transport):
                 last_id = parser.last_event_id or last_id
                 retry_ms = parser.retry_ms if parser.retry_ms is not None else retry_ms
                 failures = 0 if got_any else failures + 1
-            except (TransportError, EventTooLarge, OSError, *_HTTP_ERRORS, ValueError) as exc:
+            except (TransportError, EventTooLarge, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
                 if self._closing:
                     return
                 log.debug("the GET stream failed: %s", exc)
@@ -809,7 +807,7 @@ class HTTPTransport(Transport):
         try:
             response.read(_ERROR_BODY_PREVIEW * 8)
             return bool(response.isclosed()) if hasattr(response, "isclosed") else False
-        except (OSError, *_HTTP_ERRORS):
+        except (OSError, urllib3.exceptions.HTTPError, ValueError):  # ValueError: http11.ResponseError
             return False
 
     def _auth_header(self, method: str = "POST") -> dict[str, str]:

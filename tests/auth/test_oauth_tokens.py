@@ -82,10 +82,7 @@ def test_a_token_about_to_expire_is_refreshed_before_use(serve, tmp_path):
     use(mcp, OAuth(redirect=HeadlessRedirect(), storage=FileStorage(path)))
     [old] = auth.issued
     # An hour-long token with five seconds left: as if the worker had been idle meanwhile.
-    stored = json.loads(path.read_text())
-    [entry] = [value for value in stored.values() if value.get("access_token") == old]
-    entry.update(expires_at=time.time() + 5, issued_at=time.time() - 3595)
-    path.write_text(json.dumps(stored))
+    edit_stored_token(path, old, expires_at=time.time() + 5, issued_at=time.time() - 3595)
     seen = len(mcp.seen_tokens)
     redirect = Recording()
     use(mcp, OAuth(redirect=redirect, storage=FileStorage(path)))
@@ -97,6 +94,15 @@ def test_a_token_about_to_expire_is_refreshed_before_use(serve, tmp_path):
     assert mcp.seen_tokens[seen:] == [f"Bearer {new}"] * (len(mcp.seen_tokens) - seen)
     assert auth.introspect(old) is not None  # the old one was still good: the refresh came first
     assert redirect.urls == [] and auth.authorization_requests == 1
+
+
+def edit_stored_token(path, access_token: str, **fields) -> None:
+    """Change the stored entry of `access_token` in a FileStorage file, as
+    time passing (or another worker) would."""
+    stored = json.loads(path.read_text())
+    [entry] = [value for value in stored.values() if value.get("access_token") == access_token]
+    entry.update(fields)
+    path.write_text(json.dumps(stored))
 
 
 def oauth_token(path) -> str:
@@ -494,10 +500,7 @@ def test_64_threads_finding_an_expired_token_before_sending_cause_one_refresh(se
     path = tmp_path / "tokens.json"
     use(mcp, OAuth(redirect=HeadlessRedirect(), storage=FileStorage(path)))
     [old] = auth.issued
-    stored = json.loads(path.read_text())
-    [entry] = [value for value in stored.values() if value.get("access_token") == old]
-    entry.update(expires_at=time.time() - 1)  # the client knows it expired
-    path.write_text(json.dumps(stored))
+    edit_stored_token(path, old, expires_at=time.time() - 1)  # the client knows it expired
     oauth = OAuth(redirect=Recording(), storage=FileStorage(path))
     with mcp_sync.connect(mcp.url, auth=oauth, pool_size=64, protocol="2026-07-28") as client:
         # All 64 ask for the token at once.
