@@ -12,7 +12,7 @@ See the README and docs/ for the threading model and the error model.
 from . import handlers
 from ._version import __version__
 from .cache import ResultCache, StaleResult
-from .client import DEFAULT_TIMEOUT, Client, RequestOptions, connect
+from .client import DEFAULT_TIMEOUT, Client, ClientOptions, RequestOptions, connect
 from .errors import (
     AuthenticationError,
     AuthorizationError,
@@ -80,7 +80,7 @@ from .types import (
 )
 
 __all__ = [
-    "__version__", "connect", "Client", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
+    "__version__", "connect", "Client", "ClientOptions", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
     "jsonrpc",
     # transports
     "Stdio", "HTTP", "Memory", "Custom", "Target", "Transport", "MessageSink",

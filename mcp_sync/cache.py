@@ -17,21 +17,26 @@ Rules (2026-07-28 `server/utilities/caching.mdx`):
 - a `list_changed` or `resources/updated` notification invalidates at once.
 
 Results are stored as JSON text and decoded on every hit, so no caller can
-change what another one gets.
+change what another one gets. A follower of a fetch in flight keeps its own
+deadline and never inherits what only concerned the leader (see `fetch`).
+After `os.fork()` the child starts with a fresh lock and no fetches in
+flight (their leaders are threads the child does not have).
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any, Callable
 
 import attrs
 
-from .errors import TransportError
+from .errors import McpError, ProtocolError, RequestTimeout, ServerError, TransportError
 
 CACHEABLE = frozenset({
     "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
@@ -84,12 +89,35 @@ class _Entry:
 
 
 class _Fetch:
-    """One fetch in flight; followers wait for its outcome."""
+    """One fetch in flight; followers wait for its outcome.
+
+    The outcome is the result's text, or an error about the server that
+    every follower would have met too (`shared`). A leader that failed for
+    reasons of its own (its timeout, an interrupt, its own callback) leaves
+    neither, and each follower then fetches for itself.
+    """
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.text: str | None = None
-        self.error: BaseException | None = None
+        self.stale = False
+        self.shared: McpError | None = None
+
+
+#: Errors that say something about the server, not about the caller that
+#: met them: a follower would have met them too, so it gets a copy.
+_SHARED_ERRORS = (ServerError, TransportError, ProtocolError)
+
+
+def _fresh_copy(exc: McpError) -> McpError:
+    """A copy of an exception for another thread: one exception object raised
+    in two threads at once gets one traceback spliced from both."""
+    new = exc.__class__.__new__(exc.__class__, *exc.args)
+    new.__dict__.update(exc.__dict__)
+    new.args = exc.args
+    new.__cause__ = exc.__cause__
+    new.__suppress_context__ = exc.__suppress_context__
+    return new
 
 
 class ResultCache:
@@ -117,6 +145,7 @@ class ResultCache:
         self._inflight: dict[tuple[str, str, str], _Fetch] = {}
         self.hits = 0
         self.misses = 0
+        _caches.add(self)
 
     def __len__(self) -> int:
         with self._lock:
@@ -128,33 +157,56 @@ class ResultCache:
             return self._bytes
 
     def fetch(self, server: str, key: str, context: str, load: Callable[[], dict[str, Any]],
-              *, stale_if_error: bool = False) -> dict[str, Any]:
+              *, stale_if_error: bool = False, timeout: float | None = None,
+              method: str | None = None) -> dict[str, Any]:
         """A fresh cached result, or `load()`'s (stored when it is complete).
 
-        Identical fetches in flight at once share one `load()`. With
-        `stale_if_error`, a `load()` that fails with a `TransportError` is
-        answered with the expired entry, if there is one, as a `StaleResult`.
+        Identical fetches in flight at once share one `load()`: the first
+        caller leads, the others follow. Each follower keeps its own
+        options: it waits at most its own `timeout` (then `RequestTimeout`
+        naming `method`), it gets its own copy of an error about the server
+        (a `ServerError`, `TransportError` or `ProtocolError`), and when the
+        leader failed for reasons of its own (its timeout, an interrupt,
+        an exception from its callback) it fetches again itself.
+
+        With `stale_if_error`, a `load()` that fails with a `TransportError`
+        is answered with the expired entry, if there is one, as a
+        `StaleResult`.
         """
         slot = (server, key)
         flight_key = (server, key, context)
-        with self._lock:
-            entry = self._entries.get(slot)
-            if entry is not None and time.monotonic() < entry.expires and entry.private_to in (None, context):
-                self._entries.move_to_end(slot)
-                self.hits += 1
-                return dict(json.loads(entry.text))
-            self.misses += 1
-            fetch = self._inflight.get(flight_key)
-            leader = fetch is None
-            if leader:
-                fetch = self._inflight[flight_key] = _Fetch()
-        assert fetch is not None
-        if not leader:
-            fetch.done.wait()
-            if fetch.error is not None:
-                raise fetch.error
-            assert fetch.text is not None
-            return dict(json.loads(fetch.text))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        counted = False
+        while True:
+            with self._lock:
+                entry = self._entries.get(slot)
+                if entry is not None and time.monotonic() < entry.expires and entry.private_to in (None, context):
+                    self._entries.move_to_end(slot)
+                    self.hits += 1
+                    return dict(json.loads(entry.text))
+                if not counted:
+                    self.misses += 1
+                    counted = True
+                fetch = self._inflight.get(flight_key)
+                if fetch is None:
+                    fetch = self._inflight[flight_key] = _Fetch()
+                    break  # this caller leads
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not fetch.done.wait(remaining):
+                assert timeout is not None
+                raise RequestTimeout(f"{method or 'the request'} timed out after {timeout:g} s",
+                                     method=method, timeout=timeout)
+            if fetch.shared is not None:
+                raise _fresh_copy(fetch.shared)
+            if fetch.text is not None:
+                found = json.loads(fetch.text)
+                return StaleResult(found) if fetch.stale else dict(found)
+            # The leader failed for reasons of its own: go round, and
+            # lead if nobody else does by now.
+        return self._lead(fetch, flight_key, slot, context, load, stale_if_error)
+
+    def _lead(self, fetch: _Fetch, flight_key: tuple[str, str, str], slot: tuple[str, str], context: str,
+              load: Callable[[], dict[str, Any]], stale_if_error: bool) -> dict[str, Any]:
         try:
             result = load()
             text = json.dumps(result, separators=(",", ":"))
@@ -164,17 +216,25 @@ class ResultCache:
         except TransportError as exc:
             stale = self._stale(slot, context) if stale_if_error else None
             if stale is None:
-                fetch.error = exc
+                fetch.shared = exc
                 raise
             fetch.text = stale
+            fetch.stale = True
             return StaleResult(json.loads(stale))
-        except BaseException as exc:
-            fetch.error = exc
+        except _SHARED_ERRORS as exc:
+            fetch.shared = exc
             raise
         finally:
             with self._lock:
                 self._inflight.pop(flight_key, None)
             fetch.done.set()
+
+    def _after_fork(self) -> None:
+        """In a child process after `os.fork()`: the lock may have been held
+        by a thread that was not copied, and the fetches in flight belong to
+        such threads (nobody would ever finish them here)."""
+        self._lock = threading.Lock()
+        self._inflight = {}
 
     def _stale(self, slot: tuple[str, str], context: str) -> str | None:
         with self._lock:
@@ -236,3 +296,17 @@ class ResultCache:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+
+
+#: Every cache alive in this process, for `_after_fork_in_child` (weakly:
+#: a cache nobody uses any more is not kept for it).
+_caches: weakref.WeakSet[ResultCache] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for cache in list(_caches):
+        cache._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -12,11 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .connection import Connection
 from .errors import (
-    HeaderMismatch,
     InvalidResult,
     OutputValidationError,
     PaginationError,
@@ -60,7 +58,7 @@ class Calls:
     """The typed request methods; mixed into `Client`."""
 
     # Owned by Client; declared here for the type checker.
-    _conn: Connection | None
+    _mirrors: bool
     _state_lock: threading.Lock
     _tools: dict[str, Tool]
     _schemas: SchemaCache
@@ -73,8 +71,8 @@ class Calls:
         raise NotImplementedError  # Client's
 
     def _request(self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, *,
-                 retry_version: bool, headers: Mapping[str, str] | None = None,
-                 retry_session: bool = True) -> dict[str, Any]:
+                 headers: Callable[[], Mapping[str, str] | None] | None = None,
+                 refresh_headers: Callable[[], None] | None = None) -> dict[str, Any]:
         raise NotImplementedError  # Client's
 
     def discover(self, **options: Unpack[RequestOptions]) -> DiscoverResult:
@@ -155,8 +153,7 @@ class Calls:
         return tools
 
     def _mirrors_headers(self) -> bool:
-        conn = self._conn
-        return conn is not None and conn.transport.mirrors_headers
+        return self._mirrors
 
     def _header_params_of(self, tool: Tool, *, listed: bool) -> tuple[HeaderParam, ...] | None:
         """The `x-mcp-header` parameters of a tool. A listed tool with an
@@ -213,17 +210,19 @@ class Calls:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        try:
-            raw = self._request("tools/call", params, options, retry_version=True,
-                                headers=self._tool_headers(definition, arguments))
-        except HeaderMismatch:
-            if not self._mirrors_headers():
-                raise
-            # The tool may have changed since it was listed: list again, retry once.
+        known = [definition]
+
+        def refresh_headers() -> None:
+            # The tool may have changed since it was listed: list again.
             self.list_tools(timeout=options.get("timeout", self.timeout))
-            definition = self._tools.get(name, definition)
-            raw = self._request("tools/call", params, options, retry_version=True,
-                                headers=self._tool_headers(definition, arguments))
+            known[0] = self._tools.get(name, known[0])
+
+        raw = self._request(
+            "tools/call", params, options,
+            headers=lambda: self._tool_headers(known[0], arguments),
+            refresh_headers=refresh_headers if self._mirrors_headers() else None,
+        )
+        definition = known[0]
         result = CallToolResult.from_wire(raw)
         if definition is not None and definition.output_schema is not None and not result.is_error:
             self._check_output(name, definition.output_schema, result)

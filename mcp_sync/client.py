@@ -1,16 +1,29 @@
 """The public blocking API: `connect()` and `Client`.
 
 What it owns: the connection's life (opening it, settling the protocol
-version, restarting, renewing a session), building each request from the
-dialect and the caller's options, and running user callbacks (progress,
-log, server requests) on the calling thread. The typed calls built on
-`request()` are in `calls.py`. What it must not do: touch pipes or sockets (that is the
-transports'), or wait on anything but the engine (`connection.py`).
+era, restarting, renewing a session, reconnecting after `os.fork()`),
+building each request from the dialect and the caller's options, the one
+retry loop over a `Call`, and running user callbacks (progress, log, server
+requests) on the calling thread. The typed calls built on `request()` are in
+`calls.py`; the options in `options.py` (`ClientOptions`). What it must not
+do: touch pipes or sockets (that is the transports'), or wait on anything
+but the engine (`connection.py`).
 
 A `Client` is shared freely between threads: every call registers its own
 request in the engine and waits on its own inbox. The few fields a call can
 change (the dialect after a -32022 re-discovery, the last tool listing) are
 replaced whole under `_state_lock`, never mutated in place.
+
+Lifecycle guards. Every connection goes through `_connect()`: started,
+its era settled, and only then published (`_held.conn`) under the lock
+`close()` takes, so callers never see a connection that is not started and
+a restart that loses the race with `close()` closes what it opened. What
+must be released lives in `_held`, which a `weakref.finalize` holds instead
+of the client: nothing the client starts refers to it strongly (the engine's
+callbacks are weak), so a client dropped unclosed is collected, closed and
+reported with a `ResourceWarning`. After `os.fork()` the child's clients
+drop the parent's connection without IO, take fresh locks, and reconnect on
+first use in the era already settled (`_after_fork`).
 """
 
 from __future__ import annotations
@@ -18,9 +31,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
+import time
+import warnings
+import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+import attrs
 
 from . import handshake, multiround
 from ._version import __version__
@@ -29,6 +48,7 @@ from .calls import Calls
 from .connection import Connection, new_id_counter
 from .errors import (
     ConnectionClosed,
+    HeaderMismatch,
     InputHandlerError,
     InvalidResult,
     McpError,
@@ -41,6 +61,7 @@ from .errors import (
 )
 from .notifications import Dispatcher, Notification, NotificationStream
 from .options import (
+    ClientOptions,
     DEFAULT_MAX_PAGES,
     DEFAULT_MAX_TOTAL_TIMEOUT,
     DEFAULT_PROBE_TIMEOUT,
@@ -68,7 +89,7 @@ from .types import (
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["connect", "Client", "RequestOptions", "DEFAULT_TIMEOUT"]
+__all__ = ["connect", "Client", "ClientOptions", "RequestOptions", "DEFAULT_TIMEOUT"]
 
 log = logging.getLogger("mcp_sync.client")
 server_log = logging.getLogger("mcp_sync.server")
@@ -79,6 +100,21 @@ _LOG_LEVELS = {
     "alert": logging.CRITICAL, "emergency": logging.CRITICAL,
 }
 
+
+
+@attrs.frozen
+class Call:
+    """One round of a request as the retry loop (`Client._send`) sends it:
+    what the caller asked, with the options and handlers of this call.
+    `headers()` gives each attempt's transport headers (they may change when
+    `refresh_headers()` learned the tool again)."""
+
+    method: str
+    params: Mapping[str, Any] | None
+    options: RequestOptions
+    handlers: Mapping[str, Any]
+    headers: Callable[[], Mapping[str, str] | None] | None = None
+    refresh_headers: Callable[[], None] | None = None
 
 
 def connect(
@@ -143,14 +179,14 @@ def connect(
         if client_capabilities is not None and not isinstance(client_capabilities, Mapping):
             raise TypeError("client_capabilities must be a mapping")
         client_capabilities = inputs.merge_capabilities(provided, client_capabilities or {})
-    client = Client(
-        resolved, protocol=protocol, timeout=timeout, probe_timeout=probe_timeout,
-        client_info=client_info, client_capabilities=client_capabilities, log_level=log_level,
-        max_pages=max_pages, max_total_timeout=max_total_timeout, restart=restart,
-        input_handlers=input_handlers, max_input_rounds=max_input_rounds,
-        max_server_requests=max_server_requests, handler_timeout=handler_timeout, cache=cache,
-        stale_if_error=stale_if_error,
+    options = ClientOptions(
+        protocol=protocol, timeout=timeout, probe_timeout=probe_timeout, client_info=client_info,
+        client_capabilities=client_capabilities, log_level=log_level, max_pages=max_pages,
+        max_total_timeout=max_total_timeout, restart=restart, input_handlers=input_handlers,
+        max_input_rounds=max_input_rounds, max_server_requests=max_server_requests,
+        handler_timeout=handler_timeout, cache=cache, stale_if_error=stale_if_error,
     )
+    client = Client(resolved, options)
     try:
         client._open()
     except BaseException:
@@ -170,120 +206,185 @@ class Client(Calls):
         client.close()
     """
 
-    def __init__(
-        self,
-        target: Target | Transport,
-        *,
-        protocol: str | Iterable[str] | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
-        client_info: Mapping[str, Any] | None = None,
-        client_capabilities: Mapping[str, Any] | None = None,
-        log_level: str | None = None,
-        max_pages: int = DEFAULT_MAX_PAGES,
-        max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT,
-        restart: bool = True,
-        input_handlers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
-        max_input_rounds: int = 10,
-        max_server_requests: int = 16,
-        handler_timeout: float | None = None,
-        cache: bool | ResultCache = False,
-        stale_if_error: bool = False,
-    ) -> None:
-        check_timeout("timeout", timeout)
-        check_timeout("probe_timeout", probe_timeout, allow_none=False)
-        check_timeout("max_total_timeout", max_total_timeout, allow_none=False)
-        if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages < 1:
-            raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
-        if log_level is not None and log_level not in _LOG_LEVELS:
-            raise ValueError(f"log_level must be one of {', '.join(versions.LOG_LEVELS)}, not {log_level!r}")
-        if client_info is not None and not (isinstance(client_info, Mapping) and isinstance(client_info.get("name"), str) and isinstance(client_info.get("version"), str)):
-            raise ValueError("client_info needs string 'name' and 'version'")
-        if client_capabilities is not None and not isinstance(client_capabilities, Mapping):
-            raise TypeError("client_capabilities must be a mapping")
+    def __init__(self, target: Target | Transport, options: ClientOptions | None = None, **keywords: Any) -> None:
+        """`options`, or the keyword arguments of `connect()` (over `options`
+        when both are given), validated once as a `ClientOptions`."""
+        if options is None:
+            options = ClientOptions(**keywords)
+        elif keywords:
+            options = attrs.evolve(options, **keywords)
+        elif not isinstance(options, ClientOptions):
+            raise TypeError("options must be a ClientOptions")
+        self.options = options
         self._target = target
-        self.allowed_versions = versions.allowed_versions(protocol)
-        self.timeout = timeout
-        self.probe_timeout = probe_timeout
-        self.client_info: dict[str, Any] = dict(client_info or {"name": "mcp_sync", "version": __version__})
-        self.client_capabilities: dict[str, Any] = dict(client_capabilities or {})
-        self.log_level = log_level
-        self.max_pages = max_pages
-        self.max_total_timeout = max_total_timeout
-        self.restart = restart
-        self.input_handlers = check_input_handlers(input_handlers)
-        check_positive_int("max_input_rounds", max_input_rounds)
-        check_positive_int("max_server_requests", max_server_requests)
-        check_timeout("handler_timeout", handler_timeout)
-        self.max_input_rounds = max_input_rounds
-        self.max_server_requests = max_server_requests
-        self.handler_timeout = handler_timeout
+        # The options under the names the client has always had.
+        self.allowed_versions = options.allowed_versions
+        self.timeout = options.timeout
+        self.probe_timeout = options.probe_timeout
+        self.client_info: dict[str, Any] = dict(options.client_info or {"name": "mcp_sync", "version": __version__})
+        self.client_capabilities: dict[str, Any] = dict(options.client_capabilities or {})
+        self.log_level = options.log_level
+        self.max_pages = options.max_pages
+        self.max_total_timeout = options.max_total_timeout
+        self.restart = options.restart
+        self.input_handlers = check_input_handlers(options.input_handlers)
+        self.max_input_rounds = options.max_input_rounds
+        self.max_server_requests = options.max_server_requests
+        self.handler_timeout = options.handler_timeout
         self._declared: dict[str, Any] = {}  # capabilities sent with initialize
-        self._dispatcher = Dispatcher()
-        self._legacy_subscriptions: set[Subscription] = set()
-        if isinstance(cache, ResultCache):
-            self.cache: ResultCache | None = cache
-        elif cache is True:
-            self.cache = ResultCache()
-        elif cache is False or cache is None:
-            self.cache = None
-        else:
-            raise TypeError("cache must be True, False or a ResultCache")
+        self._held = _Held(Dispatcher())
+        cache = options.cache
+        self.cache: ResultCache | None = cache if isinstance(cache, ResultCache) else (ResultCache() if cache else None)
         self._cache_server = _server_identity(target, self)
-        self.stale_if_error = bool(stale_if_error)
+        self.stale_if_error = bool(options.stale_if_error)
         self._ids = new_id_counter()
         self._state_lock = threading.Lock()
         self._restart_lock = threading.Lock()
         self._session_lock = threading.Lock()
         self._session_generation = 0
-        self._conn: Connection | None = None
+        # Set in a child after os.fork(): the first use opens a connection of
+        # this process's own (see `_after_fork`).
+        self._reopen_after_fork = False
+        self._mirrors = False  # the transport mirrors tool parameters into headers
         self._dialect: Dialect | None = None
         self._discovered: DiscoverResult | None = None
         self._session: InitializeResult | None = None
         self._tools: dict[str, Tool] = {}
         self._schemas = SchemaCache()
-        self._closed = False
+        # Closes what the client holds if it is dropped unclosed; it holds
+        # `_held`, never the client, or the client could never be collected.
+        self._finalizer = weakref.finalize(self, _release_unclosed, self._held, repr(target))
+        _live_clients.add(self)
+
+    # Where the connection and the closed flag live: in `_held`, which the
+    # finalizer can reach without the client.
+    @property
+    def _conn(self) -> Connection | None:
+        return self._held.conn
+
+    @property
+    def _closed(self) -> bool:
+        return self._held.closed
+
+    @property
+    def _dispatcher(self) -> Dispatcher:
+        return self._held.dispatcher
 
     # -- the connection's life --------------------------------------------------------
 
-    def _new_connection(self) -> Connection:
+    def _start_connection(self) -> Connection:
+        """A started connection, not yet visible to callers (see `_publish`).
+
+        While it starts and settles, `close()` can still reach it through
+        `_held.starting`, so a close from another thread stops it."""
         transport = self._target.open() if isinstance(self._target, Target) else self._target
+        # The engine calls back into the client only through weak references:
+        # its threads must not keep a dropped client alive.
         conn = Connection(
             transport, self._ids,
-            on_server_request=lambda message: self._server_request_result(message, self.input_handlers),
-            on_notification=self._on_server_notification,
+            on_server_request=_weak_server_request(self),
+            on_notification=_notification_sink(self.cache, self._cache_server, self._held.dispatcher),
             on_log=self._log_server_message,
             max_server_requests=self.max_server_requests, handler_timeout=self.handler_timeout,
         )
         transport.request_timeout = self.timeout
-        with self._state_lock:
-            if self._closed:
+        held = self._held
+        with held.lock:
+            if held.closed:
                 raise ConnectionClosed("the client is closed")
-            self._conn = conn
-        conn.start()
+            held.starting.add(conn)
+        try:
+            conn.start()
+        except BaseException:
+            self._abandon_connection(conn, "the connection failed to start")
+            raise
         return conn
 
+    def _abandon_connection(self, conn: Connection, reason: str) -> None:
+        with self._held.lock:
+            self._held.starting.discard(conn)
+        conn.close(reason)
+
+    def _publish(self, conn: Connection) -> None:
+        """Make a started connection, its era settled, the one callers use:
+        under the lock `close()` takes, so a connection opened by a restart
+        that lost the race with `close()` is closed here, never leaked."""
+        held = self._held
+        with held.lock:
+            held.starting.discard(conn)
+            if not held.closed:
+                held.conn = conn
+                self._reopen_after_fork = False
+                # Kept across a fork (the connection is not): the child's
+                # first call builds its headers before it reconnects.
+                self._mirrors = conn.transport.mirrors_headers
+                return
+        conn.close("the client was closed while connecting")
+        raise ConnectionClosed("the client is closed")
+
     def _open(self) -> None:
+        """Open the first connection and settle the era on it."""
+        with self._restart_lock:
+            conn = self._connect(None)
+        self._after_connect(conn)
+
+    def _connect(self, era: Dialect | None) -> Connection:
+        """Start a connection, settle its era, publish it. With `era` None
+        the era is found (`server/discover` probe, falling back to
+        `initialize`); else it is the one settled before (a restart, or a
+        child after fork), and an initialize-era connection gets a new
+        session. Called with `_restart_lock` held."""
+        conn = self._start_connection()
+        try:
+            if era is None:
+                conn = self._settle_era(conn)
+            elif era.stateless:
+                conn.transport.negotiated(era.version, True)
+            else:
+                self._initialize(conn, era.version)
+        except BaseException:
+            self._abandon_connection(conn, "the connection could not be set up")
+            raise
+        self._publish(conn)
+        return conn
+
+    def _settle_era(self, conn: Connection) -> Connection:
+        """Probe or initialize on `conn`; returns the connection to keep (a
+        fresh one when the server had to be restarted after the probe)."""
         allowed = self.allowed_versions
         stateless = [v for v in allowed if versions.dialect_for(v).stateless]
-        legacy = [v for v in allowed if not versions.dialect_for(v).stateless]
-        conn = self._new_connection()
-        if stateless and legacy:
+        initialize_era = [v for v in allowed if not versions.dialect_for(v).stateless]
+        if stateless and initialize_era:
             verdict = self._probe(conn, stateless[0])
             if isinstance(verdict, UseStateless):
-                return
+                return conn
             log.info("falling back to initialize: %s", verdict.reason)
             if isinstance(self._target, Target) and conn.transport.restarts_server:
                 # The probe may already have been processed under the older
                 # lifecycle rules, so start the server afresh.
-                conn.close("restarting the server after the server/discover probe")
-                conn = self._new_connection()
-            self._initialize(conn, legacy[0])
+                self._abandon_connection(conn, "restarting the server after the server/discover probe")
+                conn = self._start_connection()
+                try:
+                    self._initialize(conn, initialize_era[0])
+                except BaseException:
+                    self._abandon_connection(conn, "the connection could not be set up")
+                    raise
+                return conn
+            self._initialize(conn, initialize_era[0])
         elif stateless:
             self._dialect = versions.dialect_for(stateless[0])
             conn.transport.negotiated(self._dialect.version, True)
         else:
-            self._initialize(conn, legacy[0])
+            self._initialize(conn, initialize_era[0])
+        return conn
+
+    def _after_connect(self, conn: Connection) -> None:
+        """What a new initialize-era session needs once callers can use it."""
+        if self._session is not None and self.log_level is not None and not self._require_dialect().stateless:
+            try:
+                self.request("logging/setLevel", {"level": self.log_level})
+            except ServerError as exc:
+                log.warning("the server refused logging/setLevel: %s", exc)
 
     def _identity(self) -> handshake.Identity:
         return handshake.Identity(self._capabilities(), self.client_info, self.log_level)
@@ -292,7 +393,7 @@ class Client(Calls):
         verdict = handshake.probe(
             conn, version, self.allowed_versions, self._identity(), timeout=self.probe_timeout,
             on_log=self._log_server_message,
-            failure_means_legacy=isinstance(self._target, Target) and conn.transport.restarts_server,
+            failure_means_initialize_era=isinstance(self._target, Target) and conn.transport.restarts_server,
         )
         if isinstance(verdict, UseStateless):
             self._dialect = versions.dialect_for(verdict.version)
@@ -305,16 +406,11 @@ class Client(Calls):
         session = handshake.initialize(
             conn, version, self.allowed_versions, self._identity(), timeout=self.timeout,
             on_log=self._log_server_message,
-            on_server_request=lambda message: self._answer_server_request(message, self.input_handlers),
+            on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
         )
         self._session = session
         self._declared = self._capabilities()
         self._dialect = versions.dialect_for(session.protocol_version)
-        if self.log_level is not None:
-            try:
-                self.request("logging/setLevel", {"level": self.log_level})
-            except ServerError as exc:
-                log.warning("the server refused logging/setLevel: %s", exc)
 
     def _capabilities(self, handlers: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the client declares: what its handlers imply, merged with
@@ -326,25 +422,28 @@ class Client(Calls):
         """Close the connection: pending calls fail at once with
         `ConnectionClosed`, every thread the client started ends, and a stdio
         server process is stopped and reaped. Idempotent, from any thread."""
-        with self._state_lock:
-            self._closed = True
-            conn = self._conn
-        if conn is not None:
-            conn.close()
-        self._dispatcher.close()
-        with self._state_lock:
-            legacy, self._legacy_subscriptions = self._legacy_subscriptions, set()
-        for subscription in legacy:
-            subscription._on_event("closed", ConnectionClosed("the client was closed"))
+        self._finalizer.detach()
+        _live_clients.discard(self)
+        self._held.release()
+
+    def _after_fork(self) -> None:
+        """In the child after `os.fork()`: let go of everything the parent's
+        threads hold or use, with no IO, and reconnect on first use.
+
+        Locks are replaced (a parent thread may have held one at the fork;
+        it does not exist here). The connection is discarded (the parent
+        still uses its sockets, pipes and session: nothing is sent or
+        closed). The next call opens this process's own connection in the
+        era already settled (`_connect`): stdio starts its own server, HTTP
+        a fresh pool and, in the initialize era, a new session."""
+        self._state_lock = threading.Lock()
+        self._restart_lock = threading.Lock()
+        self._session_lock = threading.Lock()
+        self._schemas = SchemaCache()
+        self._held.after_fork()
+        self._reopen_after_fork = True
 
     # -- notifications that belong to no call ----------------------------------------
-
-    def _on_server_notification(self, message: dict[str, Any]) -> None:
-        # On the thread that read it: only hand it on, never block. The cache
-        # forgets what changed at once, before anyone can be told.
-        if self.cache is not None:
-            self.cache.invalidate(self._cache_server, message)
-        self._dispatcher.put(message)
 
     def on_notification(self, callback: Callable[[Notification], Any]) -> Callable[[], None]:
         """Call `callback(notification)` for every server notification that
@@ -425,10 +524,12 @@ class Client(Calls):
                 conn.unsubscribe(sub.id)
 
         subscription = Subscription(cancel, max_buffer, overflow)
+        # Held by the engine's reader: it must not reach the client.
+        cache, cache_server = self.cache, self._cache_server
 
         def on_event(kind: str, payload: Any) -> None:
-            if kind == "notification" and self.cache is not None:
-                self.cache.invalidate(self._cache_server, payload)
+            if kind == "notification" and cache is not None:
+                cache.invalidate(cache_server, payload)
             subscription._on_event(kind, payload)
 
         subscription.id = conn.subscribe("subscriptions/listen", params, on_event)
@@ -465,15 +566,22 @@ class Client(Calls):
             ("promptsListChanged", "notifications/prompts/list_changed"),
             ("resourcesListChanged", "notifications/resources/list_changed")) if accepted.get(key)}
         stop: list[Callable[[], None]] = []
+        # The dispatcher's thread holds this subscription: reach the client
+        # weakly, so that a dropped client can still be collected.
+        client_ref = weakref.ref(self)
+        held = self._held
 
         def cancel(sub: Subscription) -> None:
             for remove in stop:
                 remove()
-            with self._state_lock:
-                self._legacy_subscriptions.discard(sub)
+            with held.lock:
+                held.initialize_era_subscriptions.discard(sub)
+            client = client_ref()
+            if client is None or client._closed:
+                return
             for uri in uris:
                 try:
-                    self.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
+                    client.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
                 except McpError as exc:
                     log.debug("resources/unsubscribe %s failed: %s", uri, exc)
 
@@ -496,8 +604,8 @@ class Client(Calls):
         stop.append(self._dispatcher.add_callback(deliver))
         subscription.accepted = accepted
         subscription.acknowledged.set()
-        with self._state_lock:
-            self._legacy_subscriptions.add(subscription)
+        with held.lock:
+            held.initialize_era_subscriptions.add(subscription)
         return subscription
 
     def __enter__(self) -> Client:
@@ -569,14 +677,19 @@ class Client(Calls):
         if params is not None and not isinstance(params, Mapping):
             raise TypeError("params must be a mapping")
         check_option_names(options)
-        return self._request(method, params, options, retry_version=True)
+        return self._request(method, params, options)
 
     def _request(
         self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, *,
-        retry_version: bool, headers: Mapping[str, str] | None = None, retry_session: bool = True,
+        headers: Callable[[], Mapping[str, str] | None] | None = None,
+        refresh_headers: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """Send a request and return its complete result, answering the
-        server's requests for input on the way (see `multiround`)."""
+        server's requests for input on the way (see `multiround`).
+
+        `headers()` gives the transport headers of each attempt; after a
+        -32020 (header mismatch) `refresh_headers()` is called once, to learn
+        what the server expects, and the round is sent again."""
         extra_handlers = check_input_handlers(options.get("input_handlers"))
         # Read-only below: the client's own mapping serves when nothing is added.
         handlers = {**self.input_handlers, **extra_handlers} if extra_handlers else self.input_handlers
@@ -590,46 +703,63 @@ class Client(Calls):
             raise TypeError("request_state must be the string the server sent")
         if method not in multiround.METHODS and (responses is not None or state is not None):
             raise ValueError(f"input_responses and request_state only go with {', '.join(sorted(multiround.METHODS))}")
+        def call(params: Mapping[str, Any] | None) -> Call:
+            return Call(method, params, options, handlers, headers, refresh_headers)
+
         if responses is None and state is None and method not in multiround.METHODS:
-            return self._send_once(method, original, options, handlers, retry_version=retry_version,
-                                   headers=headers, retry_session=retry_session)
+            return self._send_once(call(original))
         return multiround.answer_rounds(
-            lambda params: self._send_once(method, params, options, handlers, retry_version=retry_version,
-                                           headers=headers, retry_session=retry_session),
+            lambda params: self._send_once(call(params)),
             method, dict(original or {}), handlers=handlers,
             answer_input=bool(options.get("answer_input", True)), max_rounds=max_rounds,
             input_responses=responses, request_state=state, schemas=self._schemas,
             max_total_timeout=options.get("max_total_timeout", self.max_total_timeout),
         )
 
-    def _send_once(
-        self, method: str, original: Mapping[str, Any] | None, options: RequestOptions,
-        handlers: Mapping[str, Any], *, retry_version: bool, headers: Mapping[str, str] | None = None,
-        retry_session: bool = True,
-    ) -> dict[str, Any]:
-        """One request and its result (which may be `input_required`), from
-        the cache when it holds a fresh one."""
+    def _send_once(self, call: Call) -> dict[str, Any]:
+        """One round's result (which may be `input_required`), from the
+        cache when it holds a fresh one."""
         cache = self.cache
         key = None
         if cache is not None:
             # The key holds the protocol version too: a result's shape depends on it.
-            versioned = dict(original or {})
+            versioned = dict(call.params or {})
             versioned["_meta"] = {**dict(versioned.get("_meta") or {}),
                                   versions.META_PROTOCOL_VERSION: self._require_dialect().version}
-            key = cache_key(method, versioned)
+            key = cache_key(call.method, versioned)
         if cache is None or key is None:
-            return self._send_uncached(method, original, options, handlers, retry_version=retry_version,
-                                       headers=headers, retry_session=retry_session)
-        if options.get("bypass_cache"):
-            result = self._send_uncached(method, original, options, handlers, retry_version=retry_version,
-                                         headers=headers, retry_session=retry_session)
+            return self._send(call)
+        if call.options.get("bypass_cache"):
+            result = self._send(call)
             cache.put(self._cache_server, key, self._auth_context(), result)
             return result
-        result = cache.fetch(self._cache_server, key, self._auth_context(), lambda: self._send_uncached(
-            method, original, options, handlers, retry_version=retry_version, headers=headers,
-            retry_session=retry_session), stale_if_error=self.stale_if_error)
+        # A caller that waits on another's identical fetch still keeps its
+        # own deadline, also when it fetches itself after that one failed.
+        # (With reset_timeout_on_progress the bound is max_total_timeout.)
+        options = call.options
+        timeout: float | None
+        if options.get("reset_timeout_on_progress"):
+            limit_name, timeout = "max_total_timeout", options.get("max_total_timeout", self.max_total_timeout)
+        else:
+            limit_name, timeout = "timeout", options.get("timeout", self.timeout)
+        check_timeout(limit_name, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def load() -> dict[str, Any]:
+            own = call
+            if deadline is not None and timeout is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RequestTimeout(f"{call.method} timed out after {timeout:g} s",
+                                         method=call.method, timeout=timeout)
+                if remaining < timeout:
+                    own = attrs.evolve(call, options=cast(RequestOptions, {**options, limit_name: remaining}))
+            return self._send(own)
+
+        result = cache.fetch(self._cache_server, key, self._auth_context(), load,
+                             stale_if_error=self.stale_if_error, timeout=timeout, method=call.method)
         if getattr(result, "stale", False):
-            log.warning("%s: the server could not be reached; serving a stale cached result", method)
+            log.warning("%s: the server could not be reached; serving a stale cached result", call.method)
         return result
 
     def _auth_context(self) -> str:
@@ -639,17 +769,19 @@ class Client(Calls):
         token = auth.token() if auth is not None else None
         return hashlib.sha256(token.encode()).hexdigest() if token else "-"
 
-    def _send_uncached(
-        self, method: str, original: Mapping[str, Any] | None, options: RequestOptions,
-        handlers: Mapping[str, Any], *, retry_version: bool, headers: Mapping[str, str] | None = None,
-        retry_session: bool = True,
-    ) -> dict[str, Any]:
-        """One request and its result (which may be `input_required`)."""
-        dialect = self._require_dialect()
-        params = dict(original or {})
-        if not dialect.defines(method):
-            hint = "use discover()" if method == "ping" else ""
-            raise UnsupportedMethod(method, dialect.version, hint)
+    def _send(self, call: Call) -> dict[str, Any]:
+        """One round's result (which may be `input_required`), through the
+        one retry loop: each failure the client can mend is mended at most
+        once per call, and the call is sent again.
+
+        - -32022 (unsupported protocol version, stateless era): settle the
+          version again (`_rediscover`);
+        - `SessionExpired` (HTTP 404, initialize era): a new session;
+        - -32020 (header mismatch): `call.refresh_headers()`.
+
+        A server that went away is restarted by `_live_connection` when the
+        era allows it; the calls in flight then fail, they are not resent."""
+        method, options = call.method, call.options
         timeout = options.get("timeout", self.timeout)
         check_timeout("timeout", timeout)
         progress = options.get("progress")
@@ -658,7 +790,7 @@ class Client(Calls):
         option_meta = options.get("meta")
         if option_meta is not None and not isinstance(option_meta, Mapping):
             raise TypeError("meta must be a mapping")
-        params_meta = params.get("_meta")
+        params_meta = (call.params or {}).get("_meta")
         if params_meta is not None and not isinstance(params_meta, Mapping):
             raise TypeError("params['_meta'] must be a mapping")
         for layer in (option_meta, params_meta):
@@ -670,66 +802,97 @@ class Client(Calls):
         trace_meta = validate_trace_context(trace) if trace is not None else None
         max_total = options.get("max_total_timeout", self.max_total_timeout)
         check_timeout("max_total_timeout", max_total)
-        meta = merge_meta(
-            dialect.request_meta(self._capabilities(handlers), self.client_info, self.log_level),
-            params_meta, option_meta, trace_meta, None,
-        )
-        if meta:
-            params["_meta"] = meta
-        conn = self._live_connection()
+        reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
         on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
-        # A request without params sends none, as the schemas allow.
-        wire_params = params if (params or original is not None) else None
-        session_generation = self._session_generation
-        try:
-            # A progress token is asked for when progress resets the timeout,
-            # even with no callback to show it.
-            wants_progress = progress is not None or bool(options.get("reset_timeout_on_progress", False))
-            pending = conn.send_request(method, wire_params, progress=wants_progress,
-                                        cancellable=dialect.may_cancel(method), headers=headers)
-            response = conn.wait(
-                pending, timeout=timeout, on_progress=on_progress,
-                reset_timeout_on_progress=bool(options.get("reset_timeout_on_progress", False)),
-                max_total_timeout=max_total, on_log=self._log_server_message,
-                on_server_request=lambda message: self._answer_server_request(message, handlers),
+        # A progress token is asked for when progress resets the timeout,
+        # even with no callback to show it.
+        wants_progress = progress is not None or reset_on_progress
+        mended: set[str] = set()
+        while True:
+            dialect = self._require_dialect()  # again after a re-discovery
+            if not dialect.defines(method):
+                hint = "use discover()" if method == "ping" else ""
+                raise UnsupportedMethod(method, dialect.version, hint)
+            params = dict(call.params or {})
+            meta = merge_meta(
+                dialect.request_meta(self._capabilities(call.handlers), self.client_info, self.log_level),
+                params_meta, option_meta, trace_meta, None,
             )
-        except SessionExpired:
-            if not retry_session or dialect.stateless:
-                raise
-            self._renew_session(conn, session_generation)
-            return self._send_uncached(method, original, options, handlers, retry_version=retry_version,
-                                       headers=headers, retry_session=False)
-        error = response.get("error")
-        if error is not None:
-            exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
-            if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and retry_version:
-                self._rediscover(exc)
-                return self._send_uncached(method, original, options, handlers, retry_version=False,
-                                           headers=headers)
-            raise exc
-        result = response.get("result")
-        if not isinstance(result, dict):
-            raise InvalidResult(f"{method}: the result is not an object")
-        dialect.result_type(result)  # an unknown resultType is invalid
-        return result
+            if meta:
+                params["_meta"] = meta
+            # A request without params sends none, as the schemas allow.
+            wire_params = params if (params or call.params is not None) else None
+            conn = self._live_connection()
+            session_generation = self._session_generation
+            try:
+                pending = conn.send_request(method, wire_params, progress=wants_progress,
+                                            cancellable=dialect.may_cancel(method),
+                                            headers=call.headers() if call.headers is not None else None)
+                response = conn.wait(
+                    pending, timeout=timeout, on_progress=on_progress,
+                    reset_timeout_on_progress=reset_on_progress,
+                    max_total_timeout=max_total, on_log=self._log_server_message,
+                    on_server_request=lambda message: self._answer_server_request(message, call.handlers, conn),
+                )
+            except SessionExpired:
+                if "session" in mended or dialect.stateless:
+                    raise
+                mended.add("session")
+                self._renew_session(conn, session_generation)
+                continue
+            error = response.get("error")
+            if error is not None:
+                exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
+                if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and "version" not in mended:
+                    mended.add("version")
+                    self._rediscover(exc)
+                    continue
+                if isinstance(exc, HeaderMismatch) and call.refresh_headers is not None and "headers" not in mended:
+                    mended.add("headers")
+                    call.refresh_headers()
+                    continue
+                raise exc
+            result = response.get("result")
+            if not isinstance(result, dict):
+                raise InvalidResult(f"{method}: the result is not an object")
+            dialect.result_type(result)  # an unknown resultType is invalid
+            return result
 
     def _live_connection(self) -> Connection:
-        """The connection to use, restarting the server if it went away and
-        the era allows it (stateless: no session is lost)."""
+        """The connection to use. Opens a new one, in the era already
+        settled, when the server went away and the era allows a restart
+        (stateless: no session is lost), or on first use in a child after
+        `os.fork()`."""
         conn = self._conn
-        if conn is None:
+        if conn is not None and not self._reopen_after_fork and (
+                conn.failure is None or not self._may_restart(conn)):
+            return conn
+        if self._closed:
+            if conn is not None:
+                return conn  # sending on it raises why it ended (ServerExited, closed)
+            raise ConnectionClosed("the client is closed")
+        if conn is None and not self._reopen_after_fork:
             raise ConnectionClosed("the client is not connected")
-        failure = conn.failure
-        if failure is None or self._closed or not self.restart or not self._require_dialect().stateless:
-            return conn
-        if not isinstance(self._target, Target) or not conn.transport.restarts_server:
-            return conn
+        if self._reopen_after_fork and not isinstance(self._target, Target):
+            raise ConnectionClosed("this client's transport was opened in the parent process, before "
+                                   "os.fork(), and cannot be reopened: connect() again in this process")
         with self._restart_lock:
-            if self._conn is not conn:  # another thread restarted it already
-                return self._conn or conn
-            log.warning("the server went away; starting it again: %s", failure)
-            conn.close("restarting after the server went away")
-            return self._new_connection()
+            current = self._conn
+            if current is not conn and current is not None and not self._reopen_after_fork:
+                return current  # another thread reconnected already
+            if self._reopen_after_fork:
+                log.info("reconnecting: the client was inherited across os.fork()")
+            else:
+                assert conn is not None
+                log.warning("the server went away; starting it again: %s", conn.failure)
+                conn.close("restarting after the server went away")
+            new = self._connect(self._require_dialect())
+        self._after_connect(new)
+        return new
+
+    def _may_restart(self, conn: Connection) -> bool:
+        return (self.restart and self._require_dialect().stateless and isinstance(self._target, Target)
+                and conn.transport.restarts_server)
 
     def _renew_session(self, conn: Connection, generation: int) -> None:
         """The server ended our initialize-era session (HTTP 404): start a new
@@ -742,7 +905,7 @@ class Client(Calls):
             self._session = handshake.initialize(
                 conn, dialect.version, self.allowed_versions, self._identity(), timeout=self.timeout,
                 on_log=self._log_server_message,
-                on_server_request=lambda message: self._answer_server_request(message, self.input_handlers),
+                on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
             )
             self._session_generation += 1
 
@@ -777,13 +940,11 @@ class Client(Calls):
             raise ServerError(-32602, f"Invalid params: {exc}") from None
         return multiround.run_handler(kind, handlers[kind], dict(params or {}), self._schemas, {})
 
-    def _answer_server_request(self, message: dict[str, Any], handlers: Mapping[str, Any]) -> None:
-        """Answer a server request on the calling thread. A handler that fails
-        fails the call too (after the server is told), so nothing half-valid
-        is ever sent."""
-        conn = self._conn
-        if conn is None:
-            return
+    def _answer_server_request(self, message: dict[str, Any], handlers: Mapping[str, Any],
+                               conn: Connection) -> None:
+        """Answer a server request on the calling thread, on the connection
+        it came from. A handler that fails fails the call too (after the
+        server is told), so nothing half-valid is ever sent."""
         try:
             result = self._server_request_result(message, handlers)
         except ServerError as exc:
@@ -825,3 +986,112 @@ def _server_identity(target: Any, client: Client) -> str:
     if server is not None:
         return f"memory:{id(server)}"
     return f"client:{id(client)}"
+
+
+# -- what outlives a dropped client, and what a fork child lets go ---------------------------
+
+
+class _Held:
+    """What a client owns that must be released even if nobody calls
+    `close()`: the connection (and any still starting), the notification
+    dispatcher, the initialize-era subscriptions. The client's finalizer
+    holds this object and never the client, so a dropped client is
+    collected and then closed."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        # Guards `conn`, `starting`, `closed` and `initialize_era_subscriptions`.
+        self.lock = threading.Lock()
+        self.conn: Connection | None = None
+        # Started but not yet published (connecting, settling the era).
+        self.starting: set[Connection] = set()
+        self.closed = False
+        self.dispatcher = dispatcher
+        self.initialize_era_subscriptions: set[Subscription] = set()
+
+    def release(self) -> None:
+        """Close everything; idempotent, from any thread."""
+        with self.lock:
+            self.closed = True
+            conns = [self.conn, *self.starting]
+            self.starting = set()
+            subscriptions, self.initialize_era_subscriptions = self.initialize_era_subscriptions, set()
+        for conn in conns:
+            if conn is not None:
+                conn.close()
+        self.dispatcher.close()
+        for subscription in subscriptions:
+            subscription._on_event("closed", ConnectionClosed("the client was closed"))
+
+    def after_fork(self) -> None:
+        """In a fork child: forget the parent's connections and threads
+        without IO. A subscription of the parent's session gets nothing
+        more here (the session is the parent's)."""
+        self.lock = threading.Lock()
+        for conn in (self.conn, *self.starting):
+            if conn is not None:
+                conn.discard()
+        self.conn = None
+        self.starting = set()
+        self.initialize_era_subscriptions = set()
+        # The dispatcher's thread was not copied; a fresh lock and queue, and
+        # its thread is started again by the next callback or stream.
+        dispatcher = self.dispatcher
+        dispatcher._lock = threading.Lock()
+        dispatcher._queue = type(dispatcher._queue)()
+        dispatcher._thread = None
+        if dispatcher._callbacks or dispatcher._streams:
+            dispatcher._ensure_thread()
+
+
+def _release_unclosed(held: _Held, description: str) -> None:
+    """The finalizer of a client dropped without `close()`.
+
+    It may run inside garbage collection on any thread, including one of
+    the connection's own while it holds an engine lock; so the closing (which
+    takes those locks and joins those threads) runs on a thread of its own."""
+    warnings.warn(f"unclosed mcp_sync.Client {description}", ResourceWarning, stacklevel=2)
+    try:
+        threading.Thread(target=held.release, name="mcp-sync-finalizer").start()
+    except RuntimeError:  # at interpreter shutdown no thread can start
+        held.release()
+
+
+def _weak_server_request(client: Client) -> Callable[[dict[str, Any]], Any]:
+    """The engine's handler for server requests that belong to no call,
+    reaching the client weakly."""
+    ref = weakref.ref(client)
+
+    def answer(message: dict[str, Any]) -> Any:
+        current = ref()
+        if current is None:
+            raise ServerError(-32601, f"Method not found: {message.get('method')} (the client is gone)")
+        return current._server_request_result(message, current.input_handlers)
+
+    return answer
+
+
+def _notification_sink(cache: ResultCache | None, server: str, dispatcher: Dispatcher) -> Callable[[dict[str, Any]], None]:
+    """The engine's hook for notifications that belong to no call. On the
+    thread that read it: only hand it on, never block. The cache forgets
+    what changed at once, before anyone can be told."""
+
+    def on_notification(message: dict[str, Any]) -> None:
+        if cache is not None:
+            cache.invalidate(server, message)
+        dispatcher.put(message)
+
+    return on_notification
+
+
+#: Every open client in this process, for `_after_fork_in_child`.
+_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_live_clients):
+        if not client._held.closed:
+            client._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,42 +1,40 @@
 """The engine: the one place in mcp_sync with concurrency.
 
 What it owns: the request id counter (shared by every connection a client
-opens, never reset), the pending table of in-flight requests, deadlines,
-cancellation, and routing every incoming message to where it belongs.
-What it must not know: what any method means. It routes by JSON-RPC shape,
-by id and by progress token only.
+opens, never reset), the pending table (through its `Router`), deadlines,
+cancellation, the *sender* (`outbox.Sender`) and the *handler pool*
+(`handler_pool.HandlerPool`). What it must not know: what any method means,
+or which transport it drives (the `Transport` interface is all it sees).
 
 How it works. A caller thread registers a request (getting a `Pending` with
-its own inbox), sends it, and waits on the inbox until its deadline. A
-transport with `exchange_on_caller()` (Streamable HTTP, where each request
-has its own answer) is sent the request from `wait()` instead, which knows
-the deadline: the caller does its exchange on its own thread and then finds
-the answer in its inbox, with no thread hand-off. Whoever reads a message
-(the transport's reader thread, or that caller) calls `deliver()`, which
-routes under the lock:
+its own inbox) and waits on the inbox until its deadline; `wait()` first
+hands the request to `transport.exchange()`, on the caller's thread, so a
+transport whose requests have their own answer channel (Streamable HTTP)
+does the whole exchange there. Whoever reads a message (a transport's reader
+thread, or that caller) calls `deliver()`, which asks the router where the
+message goes (`router.py` has the rules) and carries the answer out:
 
-- a response goes to the inbox of the request with its id, which leaves the
-  table at once; a response nobody waits for any more (timed out, abandoned)
-  is dropped and logged at debug;
-- `notifications/progress` goes to the inbox of the request whose id is the
-  progress token (the engine always uses the request id as the token);
-- a log message (`notifications/message`) or a server request goes to the
-  request whose own response stream carried it (per-request transports say
-  which), else to the one request in flight when there is exactly one, else
-  to the worker;
-- anything on a `subscriptions/listen` stream (by subscription id, or by
-  the stream it came on) goes to that subscription's callback;
-- any other notification goes to the `on_notification` hook, which only
-  queues it for the client's dispatcher thread.
+- into a caller's inbox (its response, progress, and the log messages and
+  server requests that came on its own response stream), under the lock, so
+  that once a call is forgotten nothing more can reach its inbox;
+- to a subscription's callback (it only queues);
+- to the handler pool: server requests no caller can take (the client's
+  handlers answer them, `handler_timeout` counted from arrival) and log
+  messages that came for no call;
+- to the `on_notification` hook, which only queues for the client's
+  dispatcher thread.
 
-The *worker* is one thread per connection, started on first use, that runs
-what relates to no caller: unrelated log messages and server requests with
-no caller to answer them (bounded by `max_server_requests`). So the reader
-never runs user code and never blocks.
+Who writes: a caller writes its own request (on its own thread). Everything
+else (cancellations, answers to server requests, refusals) goes through the
+sender's bounded queue, so neither a reader nor a caller that gave up ever
+blocks on IO.
 
-Lock discipline: `_lock` guards `_pending`, `_subscriptions`, `_answering`,
-`_worker_requests`, `_timers`, `_closed` and `_failure`. Nothing is sent,
-and no user code runs, while it is held.
+Lock discipline: `_lock` guards the router (pending calls, subscriptions,
+owed answers), `_closed`, `_close_started` and `_failure`. It is held only
+for table updates and inbox puts (which never block); nothing is sent and no
+user code runs while it is held. The sender and the handler pool have locks
+of their own and are never called with `_lock` held except for their
+non-blocking `put()`/`cancel()`.
 """
 
 from __future__ import annotations
@@ -49,6 +47,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
+from . import router as routes
 from .errors import (
     ConnectionClosed,
     InvalidMessage,
@@ -57,19 +56,34 @@ from .errors import (
     ServerError,
     TransportError,
 )
+from .handler_pool import HandlerPool
+from .outbox import Sender
 from .protocol import jsonrpc
+from .router import Router
 from .transports.base import Transport
 
 log = logging.getLogger("mcp_sync.connection")
 
-# Inbox event kinds.
-RESPONSE = "response"
-PROGRESS = "progress"
-LOG = "log"
-SERVER_REQUEST = "server_request"
+# Inbox event kinds (the router's, plus the engine's own CLOSED).
+RESPONSE = routes.RESPONSE
+PROGRESS = routes.PROGRESS
+LOG = routes.LOG
+SERVER_REQUEST = routes.SERVER_REQUEST
 CLOSED = "closed"
 
-SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+SUBSCRIPTION_ID = routes.SUBSCRIPTION_ID
+
+#: How long `close()` waits for the sender and for running handlers.
+CLOSE_JOIN_TIMEOUT = 2.0
+#: How long `close()` lets the sender write what it has queued.
+CLOSE_FLUSH_TIMEOUT = 0.5
+#: The most threads answering server requests that belong to no call.
+MAX_HANDLER_THREADS = 4
+#: The most log messages (for no call) waiting for the log handler.
+MAX_QUEUED_LOGS = 256
+#: A waiting call on the main thread wakes this often, so that
+#: `_thread.interrupt_main()` (which sets a flag, not a signal) is seen.
+_MAIN_THREAD_SLICE = 0.1
 
 ServerRequestHandler = Callable[[dict[str, Any]], Any]
 NotificationHandler = Callable[[dict[str, Any]], None]
@@ -105,10 +119,13 @@ class Connection:
 
     `ids` is the client's counter, shared across restarts so that an id is
     never reused. `on_server_request` answers a server request that no caller
-    can take (it returns a result dict or raises `ServerError`);
-    `on_notification` receives every other notification, on the thread that
-    read it: it must only hand the message on (the client's dispatcher
-    queue), never block or run user code.
+    can take (it returns a result dict or raises `ServerError`); it runs on
+    the handler pool, at most `max_server_requests` at once (more are
+    refused at once), each answered with an error if it takes longer than
+    `handler_timeout` from the request's arrival. `on_notification`
+    receives every other notification, on the thread that read it: it must
+    only hand the message on (the client's dispatcher queue). `on_log`
+    handles log messages that came for no call, on the handler pool.
     """
 
     def __init__(
@@ -123,30 +140,24 @@ class Connection:
         handler_timeout: float | None = None,
     ) -> None:
         self.transport = transport
-        #: The transport POSTs on the caller's thread (HTTP): `wait()` sends.
-        self._on_caller = getattr(transport, "exchange_on_caller", None) is not None
+        # The transport does a caller's exchange on the caller's thread (it
+        # overrides `exchange()`): `wait()` sends, as it knows the deadline.
+        self._exchanges = type(transport).exchange is not Transport.exchange
         self._ids = ids
         self._on_server_request = on_server_request
         self._on_notification = on_notification
         self._on_log = on_log
         self._lock = threading.Lock()
-        self._pending: dict[int | str, Pending] = {}
+        self._router: Router[Any] = Router()
         self._closed = False
         self._failure: TransportError | None = None
         self._close_done = threading.Event()
         self._close_started = False
-        self._worker: threading.Thread | None = None
-        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        # Server requests we owe an answer, by id: an answer is sent only for
-        # an id still here (not cancelled by the server, not timed out).
-        self._answering: set[Any] = set()
-        self._worker_requests = 0  # server requests queued for, or on, the worker
-        self._max_server_requests = max_server_requests
         self._handler_timeout = handler_timeout
-        self._timers: set[threading.Timer] = set()
-        # Open subscriptions (subscriptions/listen), by request id: each gets
-        # its stream's events through a callback that must not block.
-        self._subscriptions: dict[Any, Callable[[str, Any], None]] = {}
+        self._sender = Sender(self._write)
+        self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
+                                     name="mcp-sync-handler")
+        self._logs = HandlerPool(max_workers=1, max_pending=MAX_QUEUED_LOGS, name="mcp-sync-log")
 
     def start(self) -> None:
         self.transport.start(self)
@@ -171,21 +182,21 @@ class Connection:
             self._raise_if_unusable()
             request_id = next(self._ids)
             pending = Pending(request_id, method, cancellable)
-            self._pending[request_id] = pending
+            self._router.add_call(request_id, pending)
         if progress:
             params = dict(params or {})
             meta = dict(params.get("_meta") or {})
             meta["progressToken"] = request_id
             params["_meta"] = meta
         message = jsonrpc.request(request_id, method, params)
-        if self._on_caller:
+        if self._exchanges:
             pending.unsent = (message, headers)
             return pending
         try:
             self.transport.send(message, headers)
         except BaseException:
             with self._lock:
-                self._pending.pop(request_id, None)
+                self._router.remove_call(request_id)
             raise
         return pending
 
@@ -207,6 +218,9 @@ class Connection:
         the request is abandoned (cancelled on the server) and the exception
         propagates. The timeout is absolute; with `reset_timeout_on_progress`
         each progress notification restarts it, bounded by `max_total_timeout`.
+        A response that is already in the inbox when the deadline passes is
+        returned, not reported as a timeout (a slow progress callback must not
+        turn a result into an error that invites a retry).
         """
         started = time.monotonic()
         deadline = started + timeout if timeout is not None else None
@@ -215,27 +229,35 @@ class Connection:
             if reset_timeout_on_progress and max_total_timeout is not None and deadline is not None
             else None
         )
+        # The main thread wakes now and then, so a simulated Ctrl-C
+        # (`_thread.interrupt_main()`) is raised while it waits.
+        slice_ = _MAIN_THREAD_SLICE if threading.current_thread() is threading.main_thread() else None
         get = pending.inbox.get
         try:
             if pending.unsent is not None:
                 message, headers = pending.unsent
                 pending.unsent = None
                 limit = deadline if hard_deadline is None or deadline is None else min(deadline, hard_deadline)
-                paused = self.transport.exchange_on_caller(message, headers, limit)  # type: ignore[attr-defined]
+                paused = self.transport.exchange(message, headers, limit)
                 if paused and deadline is not None:
                     deadline += paused  # time spent authorizing is not the call's
             while True:
                 if deadline is None:
-                    kind, payload = get()
+                    wait_for = slice_
                 else:
                     limit = deadline if hard_deadline is None else min(deadline, hard_deadline)
                     remaining = limit - time.monotonic()
                     if remaining <= 0:
-                        raise self._timeout(pending, timeout, hard_deadline is not None and limit == hard_deadline, max_total_timeout)
-                    try:
-                        kind, payload = get(timeout=remaining)
-                    except queue.Empty:
-                        continue
+                        response = self._last_look(pending)
+                        if response is not None:
+                            return response
+                        raise self._timeout(pending, timeout, hard_deadline is not None and limit == hard_deadline,
+                                            max_total_timeout)
+                    wait_for = remaining if slice_ is None else min(remaining, slice_)
+                try:
+                    kind, payload = get(timeout=wait_for)
+                except queue.Empty:
+                    continue
                 if kind is RESPONSE:
                     return payload  # type: ignore[no-any-return]
                 if kind is CLOSED:
@@ -258,10 +280,26 @@ class Connection:
                             if hard_deadline is None and max_total_timeout is not None:
                                 hard_deadline = started + max_total_timeout
                     else:
-                        self._answer_on_worker(payload)
+                        self._answer_elsewhere(payload)
         except BaseException:
             self.abandon(pending, "request abandoned by the client")
             raise
+
+    def _last_look(self, pending: Pending) -> dict[str, Any] | None:
+        """At the deadline: the response if it is in the inbox already. What
+        else is there is past its time; server requests among it are handed
+        on to the client's handlers (`abandon()` would, too)."""
+        while True:
+            try:
+                kind, payload = pending.inbox.get_nowait()
+            except queue.Empty:
+                return None
+            if kind is RESPONSE:
+                return payload  # type: ignore[no-any-return]
+            if kind is CLOSED:
+                raise _clone(payload)
+            if kind is SERVER_REQUEST:
+                self._answer_elsewhere(payload)
 
     def _timeout(self, pending: Pending, timeout: float | None, total: bool, max_total: float | None) -> RequestTimeout:
         if total:
@@ -276,25 +314,40 @@ class Connection:
     def abandon(self, pending: Pending, reason: str) -> None:
         """Stop waiting for `pending`: forget it and cancel it on the server.
 
-        A no-op when its response already arrived. A late response is dropped.
+        Never blocks on IO: the transport's `cancel()` only aborts, and the
+        `notifications/cancelled` goes through the sender. Server requests
+        left in the inbox are handed to the client's handlers, never dropped.
+        A late response is dropped by the router.
         """
         with self._lock:
-            if self._pending.pop(pending.id, None) is None:
-                return
+            forgotten = self._router.remove_call(pending.id) is not None
             usable = not self._closed and self._failure is None
-        if not usable:
+        # Nothing can reach the inbox any more (puts happen under the lock).
+        self._hand_on_leftovers(pending)
+        if not forgotten or not usable:
             return
+        self._cancel(pending.id, reason, notify=pending.cancellable)
+
+    def _cancel(self, request_id: Any, reason: str, *, notify: bool) -> None:
         try:
             # Per-request transports close the request's stream (the whole
             # cancellation in 2026-07-28 HTTP); shared streams need the
             # notification, and so does initialize-era HTTP.
-            self.transport.cancel(pending.id)
-            if pending.cancellable and self.transport.cancels_by_notification:
-                self.transport.send(jsonrpc.notification(
-                    "notifications/cancelled", {"requestId": pending.id, "reason": reason}
-                ))
+            self.transport.cancel(request_id)
         except TransportError as exc:
-            log.debug("could not cancel request %s: %s", pending.id, exc)
+            log.debug("could not cancel request %s: %s", request_id, exc)
+        if notify and self.transport.cancels_by_notification:
+            self._sender.put(jsonrpc.notification(
+                "notifications/cancelled", {"requestId": request_id, "reason": reason}))
+
+    def _hand_on_leftovers(self, pending: Pending) -> None:
+        while True:
+            try:
+                kind, payload = pending.inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind is SERVER_REQUEST:
+                self._answer_elsewhere(payload)
 
     def subscribe(self, method: str, params: Mapping[str, Any] | None, on_event: Callable[[str, Any], None]) -> int:
         """Open a long-lived request (`subscriptions/listen`). Everything its
@@ -305,38 +358,27 @@ class Connection:
         with self._lock:
             self._raise_if_unusable()
             request_id = next(self._ids)
-            self._subscriptions[request_id] = on_event
+            self._router.add_subscription(request_id, on_event)
         try:
             self.transport.send(jsonrpc.request(request_id, method, params))
         except BaseException:
             with self._lock:
-                self._subscriptions.pop(request_id, None)
+                self._router.remove_subscription(request_id)
             raise
         return request_id
 
     def unsubscribe(self, request_id: int, reason: str = "subscription closed by the client") -> None:
         """Cancel a subscription as the transport requires. Idempotent."""
         with self._lock:
-            if self._subscriptions.pop(request_id, None) is None:
+            if self._router.remove_subscription(request_id) is None:
                 return
             usable = not self._closed and self._failure is None
-        if not usable:
-            return
-        try:
-            self.transport.cancel(request_id)
-            if self.transport.cancels_by_notification:
-                self.transport.send(jsonrpc.notification(
-                    "notifications/cancelled", {"requestId": request_id, "reason": reason}))
-        except TransportError as exc:
-            log.debug("could not cancel subscription %s: %s", request_id, exc)
-
-    def _subscription(self, request_id: Any, *, remove: bool = False) -> Callable[[str, Any], None] | None:
-        if not jsonrpc.is_valid_id(request_id):
-            return None
-        with self._lock:
-            return self._subscriptions.pop(request_id, None) if remove else self._subscriptions.get(request_id)
+        if usable:
+            self._cancel(request_id, reason, notify=True)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification of the caller's own (`notifications/initialized`)
+        on the calling thread."""
         with self._lock:
             self._raise_if_unusable()
         self.transport.send(jsonrpc.notification(method, params))
@@ -344,20 +386,24 @@ class Connection:
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None, error: Mapping[str, Any] | None = None) -> None:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
-        answered (a handler that timed out), gets nothing more."""
+        answered (a handler that timed out), gets nothing more. Never blocks:
+        the answer goes out through the sender."""
         with self._lock:
-            if request_id not in self._answering:
-                log.debug("not answering server request %r: cancelled or answered already", request_id)
-                return
-            self._answering.discard(request_id)
+            owed = self._router.settle(request_id)
+        if not owed:
+            log.debug("not answering server request %r: cancelled or answered already", request_id)
+            return
+        self._sender.cancel(("handler timeout", request_id))
         if error is not None:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
         else:
             message = jsonrpc.result_response(request_id, result or {})
-        try:
-            self.transport.send(message)
-        except TransportError as exc:
-            log.debug("could not answer server request %r: %s", request_id, exc)
+        self._sender.put(message)
+
+    def _write(self, message: Mapping[str, Any]) -> None:
+        """The sender's one way out (on the sender's thread). Also while
+        `close()` flushes: a closed transport refuses by itself."""
+        self.transport.send(message)
 
     def _raise_if_unusable(self) -> None:
         if self._failure is not None:
@@ -367,8 +413,15 @@ class Connection:
 
     @property
     def in_flight(self) -> int:
+        """Calls waiting for a response now."""
         with self._lock:
-            return len(self._pending)
+            return len(self._router.calls)
+
+    @property
+    def owed(self) -> int:
+        """Server requests the client has not answered yet."""
+        with self._lock:
+            return len(self._router.owed)
 
     @property
     def failure(self) -> TransportError | None:
@@ -377,99 +430,41 @@ class Connection:
     # -- the reader side (MessageSink) ---------------------------------------------
 
     def deliver(self, message: dict[str, Any], related_to: int | str | None = None) -> None:
-        try:
-            kind = jsonrpc.classify(message)
-        except InvalidMessage as exc:
-            self.transport_failed(InvalidMessage(f"the server sent an invalid message: {exc}"))
-            return
-        if kind is jsonrpc.Kind.RESPONSE or kind is jsonrpc.Kind.ERROR:
-            request_id = message.get("id")
-            ended = pending = None
-            if jsonrpc.is_valid_id(request_id):
-                with self._lock:  # once per response: this is the hot path
-                    ended = self._subscriptions.pop(request_id, None)
-                    if ended is None:
-                        pending = self._pending.pop(request_id, None)  # type: ignore[arg-type]
-            if ended is not None:
-                ended("end", message)
+        with self._lock:  # once per message: this is the hot path
+            dest, owner, event, payload = self._router.receive(message, related_to)
+            if dest is routes.CALL:
+                # Under the lock: once `abandon()` has forgotten a call,
+                # nothing more can land in its inbox unseen.
+                owner.inbox.put((event, payload))
                 return
-            if pending is not None:
-                pending.inbox.put((RESPONSE, message))
-            elif request_id is None:
-                log.warning("the server sent an error about no request: %s", message.get("error"))
-            else:
-                log.debug("dropped a response for request %r, which nobody waits for", request_id)
-            return
-        method = message["method"]
-        params = message.get("params") or {}
-        if kind is jsonrpc.Kind.NOTIFICATION:
-            raw_meta = params.get("_meta")
-            meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-            subscription = self._subscription(meta.get(SUBSCRIPTION_ID)) or self._subscription(related_to)
-            if subscription is not None:
-                if method == "notifications/cancelled":
-                    self._subscription(params.get("requestId"), remove=True)
-                    subscription("cancelled", params)
-                else:
-                    subscription("notification", message)
-                return
-            if method == "notifications/cancelled":
-                withdrawn = self._subscription(params.get("requestId"), remove=True)
-                if withdrawn is not None:
-                    withdrawn("cancelled", params)
-                    return
-            if method == "notifications/progress":
-                token = params.get("progressToken")
-                with self._lock:
-                    pending = self._pending.get(token) if jsonrpc.is_valid_id(token) else None  # type: ignore[arg-type]
-                if pending is not None:
-                    pending.inbox.put((PROGRESS, params))
-                else:
-                    log.debug("dropped progress for token %r, which no request holds", token)
-                return
-            if method == "notifications/cancelled" and self._cancel_server_request(params.get("requestId")):
-                return
-            if method == "notifications/message":
-                single = self._related(related_to) or self._single_pending()
-                if single is not None:
-                    single.inbox.put((LOG, params))
-                else:
-                    self._submit(lambda: (self._on_log or self._log_default)(params))
-                return
+        if dest is routes.SUBSCRIPTION:
+            owner(event, payload)
+        elif dest is routes.NOTIFICATION:
             if self._on_notification is not None:
-                self._on_notification(message)
+                self._on_notification(payload)
             else:
-                log.debug("server notification %s (no handler)", method)
-            return
-        # A request from the server: owed an answer from now on.
-        with self._lock:
-            self._answering.add(message["id"])
-        single = self._related(related_to) or self._single_pending()
-        if single is not None:
-            single.inbox.put((SERVER_REQUEST, message))
+                log.debug("server notification %s (no handler)", payload.get("method"))
+        elif dest is routes.HANDLERS:
+            self._answer_elsewhere(payload)
+        elif dest is routes.CLIENT_LOG:
+            handler = self._on_log or self._log_default
+            if not self._logs.submit(lambda: handler(payload)):
+                log.debug("dropped a server log message: the log handler is %d behind", MAX_QUEUED_LOGS)
+        elif dest is routes.INVALID:
+            self.transport_failed(InvalidMessage(f"the server sent an invalid message: {event}"))
+        elif "error" in payload and payload.get("id") is None:
+            log.warning("the server sent an error about no request: %s", payload.get("error"))
         else:
-            self._answer_on_worker(message)
-
-    def _cancel_server_request(self, request_id: Any) -> bool:
-        """The server withdrew a request we owe an answer: never send one."""
-        with self._lock:
-            if request_id not in self._answering:
-                return False
-            self._answering.discard(request_id)
-        log.debug("the server cancelled its request %r; its answer will not be sent", request_id)
-        return True
+            log.debug("dropped %s", event)
 
     def transport_failed(self, error: TransportError) -> None:
         with self._lock:
             if self._closed or self._failure is not None:
                 return
             self._failure = error
-            waiting = list(self._pending.values())
-            self._pending.clear()
-            subscriptions = list(self._subscriptions.values())
-            self._subscriptions.clear()
+            calls, subscriptions = self._router.clear()
         log.debug("transport failed: %s", error)
-        for pending in waiting:
+        for pending in calls:
             pending.inbox.put((CLOSED, error))
         for on_event in subscriptions:
             on_event("broken", error)
@@ -478,63 +473,41 @@ class Connection:
         """One request's own channel failed (per-request transports): only its
         caller gets the error; the connection stays usable."""
         with self._lock:
-            pending = self._pending.pop(request_id, None)
-            subscription = self._subscriptions.pop(request_id, None)
-        if pending is not None:
-            pending.inbox.put((CLOSED, error))
-        elif subscription is not None:
+            pending = self._router.remove_call(request_id)
+            subscription = self._router.remove_subscription(request_id) if pending is None else None
+            if pending is not None:
+                pending.inbox.put((CLOSED, error))
+        if subscription is not None:
             subscription("broken", error)
-        else:
+        elif pending is None:
             log.debug("request %r failed after nobody waited for it: %s", request_id, error)
 
-    def _related(self, request_id: int | str | None) -> Pending | None:
-        """The pending request a message arrived for (on its own stream)."""
-        if request_id is None:
-            return None
-        with self._lock:
-            return self._pending.get(request_id)
+    # -- server requests that belong to no call -------------------------------------
 
-    def _single_pending(self) -> Pending | None:
-        with self._lock:
-            if len(self._pending) == 1:
-                return next(iter(self._pending.values()))
-        return None
-
-    # -- the worker ------------------------------------------------------------------
-
-    def _answer_on_worker(self, message: dict[str, Any]) -> None:
-        with self._lock:
-            full = self._worker_requests >= self._max_server_requests
-            if not full:
-                self._worker_requests += 1
-        if full:
-            # Refused at once, so a flood costs bounded memory and time.
-            self.respond(message["id"], error={"code": -32603, "message": "too many server requests in progress"})
-            return
-        self._submit(lambda: self._answer_bounded(message))
-
-    def _answer_bounded(self, message: dict[str, Any]) -> None:
-        timer = None
+    def _answer_elsewhere(self, message: dict[str, Any]) -> None:
+        """A server request no caller takes: to the handler pool, with its
+        `handler_timeout` counted from now; refused at once when the pool is
+        full (through the sender: this may be the reader's thread)."""
+        request_id = message["id"]
         if self._handler_timeout is not None:
             limit = self._handler_timeout
-            timer = threading.Timer(limit, lambda: self.respond(message["id"], error={
-                "code": -32603, "message": f"the client's handler did not answer within {limit:g} s"}))
-            timer.daemon = True
-            with self._lock:
-                self._timers.add(timer)
-            timer.start()
-        try:
-            self._answer(message)
-        finally:
-            with self._lock:
-                self._worker_requests -= 1
-                if timer is not None:
-                    self._timers.discard(timer)
-            if timer is not None:
-                timer.cancel()
-                timer.join()
+            self._sender.at(time.monotonic() + limit, ("handler timeout", request_id),
+                            lambda: self._settled_error(
+                                request_id, f"the client's handler did not answer within {limit:g} s"))
+        if not self._handlers.submit(lambda: self._answer(message)):
+            self.respond(request_id, error={"code": -32603, "message": "too many server requests in progress"})
+
+    def _settled_error(self, request_id: Any, text: str) -> dict[str, Any] | None:
+        with self._lock:
+            if not self._router.settle(request_id):
+                return None
+        return jsonrpc.error_response(request_id, -32603, text)
 
     def _answer(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            owed = message["id"] in self._router.owed
+        if not owed:
+            return  # withdrawn, or timed out in the queue: nobody wants the answer
         handler = self._on_server_request
         try:
             if handler is None:
@@ -548,25 +521,6 @@ class Connection:
         else:
             self.respond(message["id"], result=result)
 
-    def _submit(self, job: Callable[[], None]) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._run_worker, name="mcp-sync-worker", daemon=True)
-                self._worker.start()
-        self._work.put(job)
-
-    def _run_worker(self) -> None:
-        while True:
-            job = self._work.get()
-            if job is None:
-                return
-            try:
-                job()
-            except Exception:
-                log.exception("a notification or server-request handler raised")
-
     @staticmethod
     def _log_default(params: dict[str, Any]) -> None:
         log.info("server log: %s", params)
@@ -575,43 +529,62 @@ class Connection:
 
     def close(self, reason: str = "the connection was closed by close()") -> None:
         """Fail every pending call with `ConnectionClosed`, close the transport,
-        end the worker. Idempotent, callable from any thread; a second caller
-        waits until the first has finished."""
+        end the sender and the handler threads (waiting a bounded time for a
+        handler that is still running). Idempotent, callable from any thread;
+        a second caller waits until the first has finished."""
         with self._lock:
-            if self._close_started:
-                first = False
-            else:
-                first = True
-                self._close_started = True
-                self._closed = True
-                waiting = list(self._pending.values())
-                self._pending.clear()
-                subscriptions = list(self._subscriptions.values())
-                self._subscriptions.clear()
-                worker = self._worker
+            first = not self._close_started
+            if first:
+                self._close_started = self._closed = True
+                calls, subscriptions = self._router.clear()
         if not first:
-            if threading.current_thread() is not self._worker:
-                self._close_done.wait()
+            self._close_done.wait(CLOSE_JOIN_TIMEOUT * 3)
             return
         try:
             error = ConnectionClosed(reason)
-            for pending in waiting:
+            for pending in calls:
                 pending.inbox.put((CLOSED, error))
             for on_event in subscriptions:
                 on_event("closed", error)
+            # Send what is queued (cancellations, answers) for a moment;
+            # then stop taking work (without waiting) and close the
+            # transport, which also ends a write the sender is blocked in.
+            self._sender.flush(CLOSE_FLUSH_TIMEOUT)
+            self._sender.close(timeout=0)
+            self._handlers.close(timeout=0)
+            self._logs.close(timeout=0)
             self.transport.close()
-            if worker is not None:
-                self._work.put(None)
-                if worker is not threading.current_thread():
-                    worker.join()
-            with self._lock:
-                timers = list(self._timers)
-            for timer in timers:
-                timer.cancel()
-                if timer is not threading.current_thread():
-                    timer.join()
+            deadline = time.monotonic() + CLOSE_JOIN_TIMEOUT
+            for part in (self._sender, self._handlers, self._logs):
+                if not part.close(timeout=max(deadline - time.monotonic(), 0.0)):
+                    log.warning("a handler was still running %g s after close(); it is left to finish "
+                                "on its own and its answer will not be sent", CLOSE_JOIN_TIMEOUT)
         finally:
             self._close_done.set()
+
+    def discard(self) -> None:
+        """In a child process after `os.fork()`: forget this connection
+        without any IO, and without the lock (another thread of the parent
+        may have held it at the fork; that thread does not exist here).
+
+        The parent still uses the same server through the same sockets and
+        pipes, so nothing is sent, cancelled or closed on the wire: the
+        transport only closes this process's copies of its descriptors. The
+        pending entries belong to threads that were not copied, and so do
+        the sender and the handler threads."""
+        self._lock = threading.Lock()
+        self._closed = self._close_started = True
+        self._router = Router()
+        self._sender = Sender(self._write)
+        self._sender.close(timeout=0)
+        self._handlers = HandlerPool(max_workers=1, max_pending=1)
+        self._handlers.close(timeout=0)
+        self._logs = self._handlers
+        self._close_done.set()
+        try:
+            self.transport.discard()
+        except Exception:  # nothing the child can do about it; it reconnects anyway
+            log.debug("discarding the transport after fork failed", exc_info=True)
 
     @property
     def closed(self) -> bool:

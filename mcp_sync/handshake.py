@@ -48,13 +48,13 @@ def probe(
     *,
     timeout: float,
     on_log: Callback,
-    failure_means_legacy: bool,
+    failure_means_initialize_era: bool,
 ) -> UseStateless | FallBack:
     """Send `server/discover` until the answer settles the era.
 
-    Silence within `timeout` means a legacy server. A transport failure
-    during the probe (a legacy server that dies on an unknown method) means
-    one too when the caller can restart the server (`failure_means_legacy`).
+    Silence within `timeout` means an initialize-era server. A transport failure
+    during the probe (an initialize-era server that dies on an unknown method) means
+    one too when the caller can restart the server (`failure_means_initialize_era`).
     """
     for _attempt in range(3):
         dialect = versions.dialect_for(version)
@@ -68,14 +68,14 @@ def probe(
         except AuthenticationError:
             raise  # 401/403 say nothing about the era
         except HTTPStatusError as exc:
-            # A 4xx with no modern JSON-RPC error in it is a legacy server's
+            # A 4xx with no modern JSON-RPC error in it is an initialize-era server's
             # answer (the JSON-RPC ones arrive as error responses). 5xx is
             # an error, not evidence.
             if 400 <= exc.status < 500:
                 return FallBack(f"server/discover answered HTTP {exc.status}")
             raise
         except TransportError as exc:
-            if not failure_means_legacy:
+            if not failure_means_initialize_era:
                 raise
             return FallBack(f"the server failed on server/discover: {exc}")
         verdict = versions.read_probe_answer(response, allowed)

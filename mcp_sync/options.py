@@ -1,15 +1,21 @@
-"""Request options and the checks every layer above the engine shares.
+"""The client's options, request options, and the checks they share.
 
-`RequestOptions` is the keyword arguments every request method takes; the
+`ClientOptions` is everything `connect()` and `Client` take besides the
+target, validated once when it is built (the two only build one).
+`RequestOptions` is the keyword arguments every request method takes; its
 defaults are the client's. Checks raise `TypeError`/`ValueError` before
 anything is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable, TypedDict
 
+import attrs
+
+from .cache import ResultCache
+from .protocol import versions
 from .types import Progress
 
 DEFAULT_TIMEOUT = 30.0
@@ -60,6 +66,67 @@ def check_option_names(options: Mapping[str, Any]) -> None:
     unknown = set(options) - OPTION_NAMES
     if unknown:
         raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
+
+
+InputHandler = Callable[[dict[str, Any]], Any]
+
+
+def _freeze_protocol(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
+    return value if value is None or isinstance(value, str) else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class ClientOptions:
+    """The options of a client, validated once; `connect()` takes them as
+    keyword arguments (see there for what each means), `Client(target,
+    options)` as this object.
+
+    Example::
+
+        options = mcp_sync.ClientOptions(timeout=10, protocol="2026-07-28")
+        client = mcp_sync.Client(mcp_sync.testing.demo_server(), options)
+
+    `allowed_versions` is `protocol` normalised (a tuple, newest first).
+    """
+
+    protocol: str | tuple[str, ...] | None = attrs.field(default=None, converter=_freeze_protocol)
+    timeout: float | None = DEFAULT_TIMEOUT
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
+    client_info: Mapping[str, Any] | None = None
+    client_capabilities: Mapping[str, Any] | None = None
+    log_level: str | None = None
+    max_pages: int = DEFAULT_MAX_PAGES
+    max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT
+    restart: bool = True
+    input_handlers: Mapping[str, InputHandler] | None = None
+    max_input_rounds: int = 10
+    max_server_requests: int = 16
+    handler_timeout: float | None = None
+    cache: bool | ResultCache = False
+    stale_if_error: bool = False
+    allowed_versions: tuple[str, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        check_timeout("timeout", self.timeout)
+        check_timeout("probe_timeout", self.probe_timeout, allow_none=False)
+        check_timeout("max_total_timeout", self.max_total_timeout, allow_none=False)
+        check_positive_int("max_pages", self.max_pages)
+        if self.log_level is not None and self.log_level not in versions.LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {', '.join(versions.LOG_LEVELS)}, not {self.log_level!r}")
+        info = self.client_info
+        if info is not None and not (isinstance(info, Mapping) and isinstance(info.get("name"), str)
+                                     and isinstance(info.get("version"), str)):
+            raise ValueError("client_info needs string 'name' and 'version'")
+        if self.client_capabilities is not None and not isinstance(self.client_capabilities, Mapping):
+            raise TypeError("client_capabilities must be a mapping")
+        check_input_handlers(self.input_handlers)
+        check_positive_int("max_input_rounds", self.max_input_rounds)
+        check_positive_int("max_server_requests", self.max_server_requests)
+        check_timeout("handler_timeout", self.handler_timeout)
+        if not isinstance(self.cache, (bool, ResultCache)):
+            raise TypeError("cache must be True, False or a ResultCache")
+        # A one-shot iterable would be used up by the check: keep the tuple.
+        object.__setattr__(self, "allowed_versions", versions.allowed_versions(self.protocol))
 
 
 def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:

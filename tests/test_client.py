@@ -468,3 +468,23 @@ def test_keyboard_interrupt_cancels_the_request_on_the_server():
             client.call_tool("long_job", {}, progress=interrupt)
         assert cancelled.wait(10)
         assert client._conn.in_flight == 0
+
+
+def test_client_options_are_built_and_validated_once():
+    options = mcp_sync.ClientOptions(timeout=7, protocol=["2026-07-28"])
+    assert options.allowed_versions == ("2026-07-28",)
+    built = [mcp_sync.Client(demo_server(), options),
+             # Keywords over the options, and keywords alone.
+             mcp_sync.Client(demo_server(), options, timeout=3),
+             mcp_sync.Client(demo_server(), max_pages=5)]
+    assert built[0].options is options and built[0].timeout == 7
+    assert built[1].timeout == 3 and built[1].options.protocol == ("2026-07-28",)
+    assert built[2].options.max_pages == 5
+    for client in built:
+        client.close()
+    with pytest.raises(ValueError):
+        mcp_sync.ClientOptions(timeout=0)
+    with pytest.raises(TypeError):
+        mcp_sync.Client(demo_server(), timout=5)
+    with mcp_sync.connect(demo_server(), timeout=4, max_pages=9) as connected:
+        assert connected.options.timeout == 4 and connected.options.max_pages == 9

@@ -211,12 +211,12 @@ def test_a_callback_that_raises_abandons_the_request(engine):
     assert conn.in_flight == 0
 
 
-def test_log_message_goes_to_the_single_request_in_flight(engine):
+def test_log_message_goes_to_the_request_whose_stream_carried_it(engine):
     conn, transport = engine
     pending = conn.send_request("tools/call", {})
     logs = []
     transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/message",
-                            "params": {"level": "info", "data": "hello"}})
+                            "params": {"level": "info", "data": "hello"}}, related_to=pending.id)
     respond(transport, pending.id)
     conn.wait(pending, timeout=5, on_log=lambda p: logs.append((p["data"], threading.current_thread())))
     assert logs == [("hello", threading.current_thread())]
@@ -238,7 +238,8 @@ def test_unrelated_logs_go_to_the_worker_and_notifications_to_the_dispatch_hook(
     got = [seen.get(timeout=5), seen.get(timeout=5)]
     # The hook is handed the notification where it was read (the client's hook
     # only queues it for its dispatcher thread); log messages run on the worker.
-    assert got == [("notifications/tools/list_changed", "fake-reader"), ("log", "mcp-sync-worker")]
+    assert got[0] == ("notifications/tools/list_changed", "fake-reader")
+    assert got[1][0] == "log" and got[1][1].startswith("mcp-sync-log")
     conn.close()
 
 
@@ -260,11 +261,11 @@ def test_server_request_with_no_caller_is_answered_by_the_worker():
     conn.close()
 
 
-def test_server_request_goes_to_the_single_caller(engine):
+def test_server_request_goes_to_the_caller_whose_stream_carried_it(engine):
     conn, transport = engine
     pending = conn.send_request("tools/call", {})
     got = []
-    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"}, related_to=pending.id)
     respond(transport, pending.id)
     conn.wait(pending, timeout=5, on_server_request=lambda m: got.append((m["id"], threading.current_thread())))
     assert got == [("s1", threading.current_thread())]
@@ -330,14 +331,15 @@ def test_close_is_idempotent_across_threads():
 def test_close_joins_the_worker():
     transport = ScriptedTransport()
     done = threading.Event()
-    conn = Connection(transport, new_id_counter(), on_log=lambda p: done.set())
+    workers = []
+    conn = Connection(transport, new_id_counter(),
+                      on_log=lambda p: (workers.append(threading.current_thread()), done.set()))
     conn.start()
     transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}})
     assert done.wait(5)
-    worker = conn._worker
-    assert worker is not None and worker.is_alive()
+    assert workers and all(t.is_alive() for t in workers)
     conn.close()
-    assert not worker.is_alive()
+    assert not any(t.is_alive() for t in workers)
 
 
 def test_send_failure_unregisters_the_request():
@@ -360,7 +362,8 @@ def test_the_clock_stops_while_a_handler_runs(engine):
     conn, transport = engine
     pending = conn.send_request("tools/call", {})
     transport.next_sent()
-    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "elicitation/create", "params": {}})
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "elicitation/create", "params": {}},
+                           related_to=pending.id)
     released = threading.Event()
 
     def slow_person(message):

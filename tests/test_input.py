@@ -1,6 +1,7 @@
 """Servers that ask back: input handlers in both eras, against the demo server
 in-process, over stdio and over HTTP."""
 
+import contextlib
 import json
 import threading
 import time
@@ -49,13 +50,32 @@ def target(request):
             yield httpd.url
 
 
+@contextlib.contextmanager
+def related_target(version):
+    """A server whose questions the client can tie to the call that caused
+    them: in-process for 2026-07-28 (input_required is always the call's own
+    round), HTTP for the initialize era (the request arrives on the call's
+    own response stream). Over a shared stream in the initialize era (stdio,
+    in-process) nothing says which call a server request is for."""
+    if version == "2026-07-28":
+        yield demo_server()
+    else:
+        with HTTPServer(demo_server()) as httpd:
+            yield httpd.url
+
+
 @pytest.mark.parametrize("version", ERAS)
-def test_every_kind_is_answered_on_the_calling_thread(target, version):
+def test_every_kind_is_answered_where_it_belongs(target, version, request):
     form = form_answer()
     handlers = {"form": form, "url": url, "sampling": sampling, "roots": roots}
+    shared_stream = version != "2026-07-28" and request.node.callspec.params["target"] != "http"
     with mcp_sync.connect(target, protocol=version, input_handlers=handlers) as client:
         assert client.call_tool("book_table", {"date": "friday"}).text == "Booked for 3 under Ada"
-        assert form.calls[0][1] is threading.current_thread()
+        if shared_stream:
+            # Not tied to any call: the client's handlers answer on its handler pool.
+            assert form.calls[0][1].name.startswith("mcp-sync-handler")
+        else:
+            assert form.calls[0][1] is threading.current_thread()
         assert client.call_tool("summarize", {"text": "long text"}).text == "a short summary"
         assert client.call_tool("show_roots", {}).text == "file:///home/ada/project\nfile:///tmp"
         if version != "2025-06-18":  # URL mode arrived in 2025-11-25
@@ -125,8 +145,8 @@ def test_an_invalid_answer_fails_the_call_and_is_never_sent(version):
     def bad(params):
         return {"action": "accept", "content": {"name": "Ada", "guests": "many"}}
 
-    server = demo_server()
-    with mcp_sync.connect(server, protocol=version, input_handlers={"form": bad}) as client:
+    with related_target(version) as target, \
+            mcp_sync.connect(target, protocol=version, input_handlers={"form": bad}) as client:
         with pytest.raises(mcp_sync.InputHandlerError) as info:
             client.call_tool("book_table", {"date": "friday"})
         assert info.value.handler == "form" and "guests" in info.value.problem
@@ -138,9 +158,25 @@ def test_a_handler_that_raises_fails_the_call(version):
     def broken(params):
         raise RuntimeError("no keyboard here")
 
-    with mcp_sync.connect(demo_server(), protocol=version, input_handlers={"form": broken}) as client:
+    with related_target(version) as target, \
+            mcp_sync.connect(target, protocol=version, input_handlers={"form": broken}) as client:
         with pytest.raises(mcp_sync.InputHandlerError, match="no keyboard here"):
             client.call_tool("book_table", {"date": "friday"})
+
+
+@pytest.mark.parametrize("version", ERAS[1:])
+def test_over_a_shared_stream_a_failing_handler_is_an_error_answer_to_the_server(version):
+    """Initialize era over stdio: the question belongs to no call, so the
+    handler's failure cannot fail one; the server is told instead, and no
+    half-valid answer is sent."""
+    def bad(params):
+        return {"action": "accept", "content": {"name": "Ada", "guests": "many"}}
+
+    with mcp_sync.connect(demo_command(), protocol=version, input_handlers={"form": bad}) as client:
+        # The demo tool reports the client's error answer as its own failure.
+        result = client.call_tool("book_table", {"date": "friday"})
+        assert result.is_error and "client handler failed" in result.text and "guests" in result.text
+        assert client.call_tool("echo", {"text": "still usable"}).text == "still usable"
 
 
 def test_the_round_limit():
@@ -160,7 +196,8 @@ def test_a_slow_person_does_not_time_out_the_call(version):
         time.sleep(0.8)  # a person typing, longer than the call's timeout
         return {"action": "accept", "content": {"name": "Slow", "guests": 2}}
 
-    with mcp_sync.connect(demo_command(), protocol=version, input_handlers={"form": slow}) as client:
+    with related_target(version) as target, \
+            mcp_sync.connect(target, protocol=version, input_handlers={"form": slow}) as client:
         assert client.call_tool("book_table", {"date": "x"}, timeout=0.5).text == "Booked for 2 under Slow"
 
 
@@ -183,7 +220,7 @@ def test_a_question_the_server_withdraws_is_not_answered():
 @pytest.mark.parametrize("version,where,strict", [
     ("2026-07-28", "stdio", True),    # input_required: always the caller's own round
     ("2025-11-25", "http", True),     # the server request arrives on the caller's own POST stream
-    ("2025-11-25", "stdio", False),   # one shared pipe: with several calls in flight it cannot say whose
+    ("2025-11-25", "stdio", False),   # one shared pipe: nothing says whose; the client's handlers answer
 ])
 def test_concurrent_callers_get_their_own_answers(version, where, strict):
     def form(params):
@@ -196,10 +233,13 @@ def test_concurrent_callers_get_their_own_answers(version, where, strict):
         with mcp_sync.connect(target, protocol=version, input_handlers={"form": form}) as client:
             def work():
                 me = threading.current_thread().name
-                allowed = {me} if strict else {me, "mcp-sync-worker"}
                 for _ in range(5):
                     got = client.call_tool("book_table", {"date": "x"}).text
-                    if got not in {f"Booked for 2 under {name}" for name in allowed}:
+                    # Over the shared pipe no caller's thread may answer
+                    # (it might be another caller's): a handler thread does.
+                    ok = got == f"Booked for 2 under {me}" if strict else \
+                        got.startswith("Booked for 2 under mcp-sync-handler")
+                    if not ok:
                         errors.append((me, got))
 
             pool = [threading.Thread(target=work, name=f"caller-{n}") for n in range(8)]
@@ -270,7 +310,8 @@ def test_max_total_timeout_bounds_a_paused_call():
         time.sleep(0.6)
         return {"action": "accept", "content": {k: "late" for k in params["requestedSchema"]["properties"]}}
 
-    with mcp_sync.connect(demo_command(), protocol="2025-11-25", input_handlers={"form": slow}) as client:
+    with related_target("2025-11-25") as target, \
+            mcp_sync.connect(target, protocol="2025-11-25", input_handlers={"form": slow}) as client:
         with pytest.raises(mcp_sync.RequestTimeout) as info:
             client.call_tool("ask_twice", {}, timeout=0.5, max_total_timeout=0.8)
         assert info.value.max_total_timeout == 0.8

@@ -1,16 +1,28 @@
-"""Servers that ask back: the era-independent pieces.
+"""Servers that ask back: a handler's questions to the client, in both eras.
 
 A handler asks the client for input through its context (`ctx.elicit(...)`,
-`ctx.sample(...)`, `ctx.list_roots()`, ...); `core.py` carries the question
-over the wire, as a server-to-client JSON-RPC request in the `initialize` era
-or as an `InputRequiredResult` (multi round-trip requests, MRTR) in the
-stateless era. This module holds what both need:
+`ctx.sample(...)`, `ctx.list_roots()`, ...); its session calls `ask()`,
+which carries the question over the wire, as a server-to-client JSON-RPC
+request in the `initialize` era or as an `InputRequiredResult` (multi
+round-trip requests, MRTR) in the stateless era. This module holds:
 
 * the exceptions a handler may see (`ClientError`, `MissingClientCapability`,
   `RequestCancelled`) and the private `InputRequired` unwind of MRTR;
 * which client capability a question needs (`missing_capabilities`);
 * checks of the client's answers (`check_answer`);
-* the sealed, HMAC-protected `requestState` token (`StateSealer`).
+* the sealed, HMAC-protected `requestState` token (`StateSealer`);
+* `ask()` and `input_required()`: the session side. Initialize era: each
+  question becomes an `Outgoing` request ("s-1", "s-2", ... per session),
+  registered in the session's `_outgoing` table (under its lock) and the
+  call's `pending`, sent related to the call, then awaited on its event;
+  the session's `_client_response` sets the event. A timeout or a cancel
+  withdraws what is unanswered with `notifications/cancelled`. Stateless
+  era: answers come from the retried request (`Mrtr`); an unanswered
+  question unwinds the handler with `InputRequired`, which the session
+  turns into the result of `input_required()`.
+
+It does not route messages nor run handlers: it uses the session's
+`_deliver` and tables, and never holds a session lock while waiting.
 
 requestState format: `<payload>.<mac>`, both unpadded base64url; `payload`
 is compact JSON, `mac` its HMAC-SHA256 under a per-`Server` random key. The
@@ -30,11 +42,25 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
 import time
+import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-JSONDict = dict[str, Any]
+from ._protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    META_CLIENT_CAPABILITIES,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    JSONDict,
+    RequestId,
+    RpcError,
+)
+
+if TYPE_CHECKING:
+    from ._context import Call
+    from ._session import ServerSession
 
 #: The requests a server may put in `inputRequests` (2026-07-28 MRTR).
 ASKABLE_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
@@ -272,3 +298,194 @@ class StateSealer:
                 raise ValueError("malformed")
             pending[key] = asked
         return answers, pending
+
+
+# --------------------------------------------------------------------------
+# Asking from a session (`ServerSession._ask`): both eras
+
+
+class Outgoing:
+    """One server-to-client request waiting for the client's response (initialize era)."""
+
+    __slots__ = ("id", "method", "done", "response")
+
+    def __init__(self, request_id: str, method: str) -> None:
+        self.id = request_id
+        self.method = method
+        self.done = threading.Event()
+        self.response: JSONDict | None = None
+
+
+class Mrtr:
+    """Stateless era: what a retried request brought back (answers by input
+    key, from `requestState` and `inputResponses`) and what this run used."""
+
+    __slots__ = ("digest", "answers", "used")
+
+    def __init__(self, digest: str, answers: dict[str, tuple[str, JSONDict]]) -> None:
+        self.digest = digest
+        self.answers = answers
+        self.used: dict[str, tuple[str, JSONDict]] = {}
+
+
+def ask(session: ServerSession, call: Call, keys: list[str], questions: list[JSONDict], timeout: float | None) -> list[JSONDict]:
+    if call.stateless:
+        return _ask_stateless(call, keys, questions)
+    return _ask_legacy(session, call, questions, timeout)
+
+
+def _ask_stateless(call: Call, keys: list[str], questions: list[JSONDict]) -> list[JSONDict]:
+    for question in questions:
+        if question["method"] not in ASKABLE_METHODS:
+            raise ValueError(f"{question['method']} cannot be asked in a stateless request; "
+                             f"use one of {', '.join(sorted(ASKABLE_METHODS))}")
+    missing = missing_capabilities(call.meta.get(META_CLIENT_CAPABILITIES), questions)
+    if missing:
+        raise RpcError(MISSING_REQUIRED_CLIENT_CAPABILITY,
+                       f"Missing required client capability: {describe_capabilities(missing)}",
+                       {"requiredCapabilities": missing})
+    mrtr = call.mrtr
+    if mrtr is None:
+        raise RuntimeError(f"{call.method} cannot ask the client for input")
+    results: list[JSONDict] = []
+    wanted: dict[str, JSONDict] = {}
+    for key, question in zip(keys, questions):
+        found = mrtr.answers.get(key)
+        if found is not None and found[0] == question["method"]:
+            mrtr.used[key] = found
+            results.append(found[1])
+        else:
+            wanted[key] = question
+    if wanted:
+        raise InputRequired(wanted)
+    return results
+
+
+def input_required(sealer: StateSealer, call: Call, asked: InputRequired) -> JSONDict:
+    """The InputRequiredResult of a stateless run that asked what its request did not answer."""
+    mrtr = call.mrtr
+    if mrtr is None:
+        raise RpcError(INTERNAL_ERROR, f"Internal error: {call.method} cannot ask the client for input")
+    pending = {key: question["method"] for key, question in asked.requests.items()}
+    return {
+        "resultType": "input_required",
+        "inputRequests": asked.requests,
+        "requestState": sealer.seal(call.method, mrtr.digest, mrtr.used, pending),
+    }
+
+
+def _shape_legacy(call: Call, question: JSONDict) -> JSONDict:
+    """A question in the form of the session's revision."""
+    params = question.get("params")
+    if question["method"] != "elicitation/create" or params is None:
+        return question
+    params = dict(params)
+    mode = params.get("mode", "form")
+    if call.version == "2025-06-18":
+        if mode == "url":
+            raise MissingClientCapability(
+                {"elicitation": {"url": {}}},
+                "URL mode elicitation needs protocol revision 2025-11-25 or later; this session speaks 2025-06-18",
+            )
+        params.pop("mode", None)  # 2025-06-18 elicitation has no mode
+    elif mode == "url":
+        params.setdefault("elicitationId", uuid.uuid4().hex)
+    return {**question, "params": params}
+
+
+def _ask_legacy(session: ServerSession, call: Call, questions: list[JSONDict], timeout: float | None) -> list[JSONDict]:
+    for question in questions:
+        if question["method"] not in ASKABLE_METHODS and question["method"] != "ping":
+            raise ValueError(f"{question['method']} is not a request a server sends to a client")
+    missing = missing_capabilities(session._client_capabilities, questions)
+    if missing:
+        raise MissingClientCapability(
+            missing, f"The client did not declare the {describe_capabilities(missing)} capability")
+    shaped = [_shape_legacy(call, question) for question in questions]
+    registered: list[Outgoing] = []
+    sent: list[Outgoing] = []
+    try:
+        for question in shaped:
+            outgoing = Outgoing(f"s-{next(session._server_ids)}", question["method"])
+            with session._lock:
+                if session._closed:
+                    raise RequestCancelled("the session is closed")
+                session._outgoing[outgoing.id] = outgoing
+            registered.append(outgoing)
+            with call.pending_lock:
+                call.pending[outgoing.id] = outgoing
+            message: JSONDict = {"jsonrpc": "2.0", "id": outgoing.id, "method": question["method"]}
+            if "params" in question:
+                message["params"] = question["params"]
+            with call.lock:
+                live = not call.done and not call.cancelled.is_set()
+                if live:
+                    session._deliver(message, call.id)
+            if not live:
+                _withdraw(session, call, sent, "the request was cancelled", None)
+                raise RequestCancelled(f"request {call.id!r} was cancelled")
+            sent.append(outgoing)
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        for outgoing in sent:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            answered = outgoing.done.wait(remaining)
+            if call.cancelled.is_set():
+                _withdraw(session, call, sent, "the request was cancelled", None)
+                raise RequestCancelled(f"request {call.id!r} was cancelled while waiting for the client")
+            if not answered:
+                if _withdraw(session, call, [outgoing], f"no answer within {timeout:g} seconds", call.id):
+                    _withdraw(session, call, sent, "a related request timed out", call.id)
+                    raise TimeoutError(f"the client did not answer {outgoing.method} within {timeout:g} seconds")
+                outgoing.done.wait()  # the answer is arriving right now
+    finally:
+        with session._lock:
+            for outgoing in registered:
+                session._outgoing.pop(outgoing.id, None)
+        with call.pending_lock:
+            for outgoing in registered:
+                call.pending.pop(outgoing.id, None)
+    results: list[JSONDict] = []
+    for outgoing in sent:
+        response = outgoing.response
+        assert response is not None
+        if "error" in response:
+            error = response["error"]
+            if not isinstance(error, dict):
+                error = {}
+            code = error.get("code")
+            raise ClientError(
+                code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
+                str(error.get("message", "the client answered with an error")),
+                error.get("data"),
+            )
+        result = response.get("result")
+        why = check_answer(outgoing.method, result)
+        if why is not None:
+            raise ClientError(INVALID_PARAMS, f"The client's answer to {outgoing.method} is not a valid "
+                              f"{RESULT_NAMES.get(outgoing.method, 'result')}: {why}")
+        assert isinstance(result, dict)
+        results.append(result)
+    return results
+
+
+def _withdraw(session: ServerSession, call: Call, sent: list[Outgoing], reason: str, related: RequestId | None) -> bool:
+    """Send `notifications/cancelled` for each of `sent` still unanswered
+    (and forget it); True if any was. `related` None: the message belongs
+    to no request (the one it served was cancelled, its stream is gone)."""
+    withdrawn: list[Outgoing] = []
+    with session._lock:
+        for outgoing in sent:
+            if session._outgoing.pop(outgoing.id, None) is not None:
+                withdrawn.append(outgoing)
+    for outgoing in withdrawn:
+        message: JSONDict = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                             "params": {"requestId": outgoing.id, "reason": reason}}
+        if related is None:
+            session._deliver(message, None)
+            continue
+        with call.lock:
+            if not call.done and not call.cancelled.is_set():
+                session._deliver(message, related)
+    return bool(withdrawn)
+
+# -- subscriptions/listen (stateless era) ---------------------------------

@@ -6,8 +6,9 @@ tool arguments against the simple subset of JSON Schema the server enforces
 (required keys and primitive `type`s of top-level properties, filling in
 top-level `default`s), turning a tool function's return value into a
 `CallToolResult` body, matching `{var}` URI templates, and the opaque
-pagination cursors. Everything here is plain data and functions; the session
-in `core.py` decides what to call and how errors reach the wire.
+pagination cursors. Everything here is plain data and functions; the
+handlers in `_handlers` and the session in `_session` decide what to call
+and how errors reach the wire.
 """
 
 from __future__ import annotations

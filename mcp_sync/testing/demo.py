@@ -44,7 +44,9 @@ import os
 import sys
 from typing import Any, Iterable
 
-from .core import LOG_LEVELS, RequestContext, Server, ToolContext
+from ._context import RequestContext, ToolContext
+from ._protocol import LOG_LEVELS
+from ._registry import Server
 
 INSTRUCTIONS = (
     "Demo MCP server for mcp_sync tests. Tools: echo, add, countdown (progress), sleep "

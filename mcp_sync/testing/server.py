@@ -21,7 +21,7 @@ serves until SIGTERM or SIGINT, then closes everything and exits 0.
 This module also re-exports the server API (`Server`, `ServerSession`,
 `ToolContext`, `demo_server`) so `mcp_sync.testing.server` works as the
 brief's import path; the package `__init__` deliberately imports from
-`core`/`demo` instead, so `-m mcp_sync.testing.server` runs this file once.
+`core`/`demo`/`http` instead, so `-m mcp_sync.testing.server` runs this file once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ import threading
 from types import FrameType
 from typing import Any, BinaryIO, Sequence
 
-from .core import PARSE_ERROR, SUPPORTED_VERSIONS, Server, ServerSession, ToolContext
+from ._context import ToolContext
+from ._protocol import PARSE_ERROR, SUPPORTED_VERSIONS
+from ._registry import Server
+from ._session import ServerSession
 from .demo import demo_server
 
 __all__ = ["Server", "ServerSession", "ToolContext", "demo_server", "main", "serve_http", "serve_stdio"]

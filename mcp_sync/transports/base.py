@@ -84,8 +84,40 @@ class Transport(abc.ABC):
         """Close the channel, end every thread the transport started, release
         every resource. Idempotent; after it returns, `sink` is never called."""
 
+    def exchange(
+        self, message: Mapping[str, Any], headers: Mapping[str, str] | None, deadline: float | None,
+    ) -> float:
+        """Send a request whose caller waits for its answer right after, on
+        the caller's thread. `deadline` (a `time.monotonic()` value, or None)
+        bounds everything this does.
+
+        The default just calls `send()`. A transport where each request has
+        its own answer channel (Streamable HTTP) overrides it to do the whole
+        exchange here and deliver what it reads to the sink, so the common
+        answer needs no thread hand-off. Returns the seconds spent on
+        something that must not count against the call's deadline (a person
+        approving an authorization), usually 0.
+        """
+        self.send(message, headers)
+        return 0.0
+
     def cancel(self, request_id: int | str) -> None:
-        """Stop one request's own stream, if it has one (per-request transports)."""
+        """Stop one request's own stream, if it has one (per-request transports).
+
+        Must not block on IO: it is called from the caller that gave up, and
+        from `close()`. (Shutting a socket down is fine; writing is not.) The
+        `notifications/cancelled` that `cancels_by_notification` calls for is
+        sent by the engine's sender thread, not here.
+        """
+
+    def discard(self) -> None:
+        """In a child process after `os.fork()`: let go of this transport
+        without any IO and without disturbing the parent, which still uses
+        the same server, sockets and pipes. Close this process's copies of
+        file descriptors only; send nothing (no DELETE, no shutdown, no
+        signal to the server process), join nothing (the threads were not
+        copied). The default does nothing, which leaks the copies; the
+        built-in transports override it."""
 
     def negotiated(self, protocol_version: str, stateless: bool) -> None:
         """Told once the protocol version is settled (and again if it changes),

@@ -38,8 +38,11 @@ class MemoryTransport(Transport):
         self._closed = False
 
     def start(self, sink: MessageSink) -> None:
-        self._sink = sink
-        self._session = self._server.open_session(self._from_server)
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosed("the in-process connection is closed")
+            self._sink = sink
+            self._session = self._server.open_session(self._from_server)
 
     def _from_server(self, message: dict[str, Any]) -> None:
         if self._closed or self._sink is None:
@@ -64,6 +67,13 @@ class MemoryTransport(Transport):
             self._closed = True
         if self._session is not None:
             self._session.close()
+
+    def discard(self) -> None:
+        """In a child after `os.fork()`: forget the session without closing
+        it (its threads, and the session itself, are the parent's)."""
+        self._lock = threading.Lock()
+        self._closed = True
+        self._session = None
 
     def describe(self) -> str:
         return f"in-process server {type(self._server).__name__}"

@@ -1,74 +1,364 @@
-"""Plumbing for the HTTP transport: a bounded connection pool, reusable
-exchange threads, and the handle through which one exchange is cancelled.
+"""Connections for the HTTP transport: dialing, slot budgets, cancellation,
+and the reusable threads that read response streams.
 
-No HTTP and no MCP here: connections come from a factory, jobs are plain
-callables. What matters is that everything can be stopped from another
-thread: a waiter for a connection wakes on `wake()` or `close()`, and
-`Exchange.abort()` shuts the exchange's socket down under a blocked read.
+Owns: every socket the HTTP transport opens (`Conn`), how it is opened
+(`Dialer`: TCP, then TLS with urllib3's context defaults), the budgets that
+bound how many are in use at once (`Pool`), the handle through which one
+exchange is stopped from another thread (`Exchange`), and the exchange
+threads (`ExchangeThreads`).
+
+Must not know: HTTP or MCP. Jobs are plain callables, a connection is a
+socket, and what travels over it is the caller's business.
+
+How it works. Each request, one-way message and stream is an `Exchange`:
+it takes a slot from its `Pool` (waiting at most until its deadline), then
+an idle connection or a freshly dialed one, and gives both back through
+`Exchange.release()`. Slots are counted by *which exchange* holds them (a
+set), so giving one back is idempotent and every path, an exception or a
+`KeyboardInterrupt` included, can give it back in a `finally` without
+risk of counting twice. Each exchange has a lock: `abort()` (a timeout,
+`close()` from another thread) sets its stop flag and shuts its socket down
+under that lock, so a blocked connect, TLS handshake or read fails at once;
+everything that hands the exchange a new socket takes the same lock and
+checks the flag, so a socket can never escape an abort that came first
+(that is the stop check after connect). A connection whose exchange was
+aborted is closed, never reused.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import queue
 import socket
+import ssl
 import threading
 import time
 from typing import Any, Callable
 
-import urllib3.connection
+from urllib3.util.wait import wait_for_read, wait_for_write
 
 from ..errors import ConnectionClosed
 
 log = logging.getLogger("mcp_sync.transport.http")
 
-Conn = urllib3.connection.HTTPConnection
+#: How long a blocked connect sleeps between looks at its stop flag: a
+#: socket that is still connecting cannot be woken by `shutdown()`.
+_CONNECT_POLL = 0.05
+
+#: How long an exchange thread waits for work before it retires.
+IDLE_THREAD_SECONDS = 30.0
+
+#: The longest `ExchangeThreads.close()` waits for its threads in all.
+THREAD_JOIN_SECONDS = 5.0
+
+
+class Stopped(ConnectionClosed):
+    """The exchange was aborted (cancelled, timed out, or the transport closed)."""
+
+
+class NoFreeSlot(ConnectionClosed):
+    """Every slot of the pool stayed in use until the exchange's deadline."""
+
+
+def _shutdown(sock: socket.socket) -> None:
+    # The plain socket's shutdown even for TLS: `SSLSocket.shutdown` also
+    # drops its TLS object, under a read that may be running right now.
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass  # not connected yet, or already closed
+
+
+class Conn:
+    """One connection: a connected socket (None once closed)."""
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket | None = None) -> None:
+        self.sock = sock
+
+    def alive(self) -> bool:
+        """Whether an idle keep-alive connection is still usable: the server
+        has neither closed it nor sent anything unasked."""
+        sock = self.sock
+        if sock is None:
+            return False
+        try:
+            return not wait_for_read(sock, timeout=0.0)
+        except (OSError, ValueError):
+            return False
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def discard(self) -> None:
+        """Close this process's descriptor only (after `os.fork()`): no
+        shutdown, no TLS close_notify, so the parent's copy is untouched."""
+        sock, self.sock = self.sock, None
+        if sock is None:
+            return
+        try:
+            fd = sock.detach()  # closed even if a reader still holds a file on it
+        except OSError:
+            return
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Exchange:
+    """One request's (or stream's, or one-way message's) hold on a
+    connection: what cancellation must reach. Fields that `abort()` reads are
+    only changed under `_lock`."""
+
+    __slots__ = ("request_id", "stop", "pool", "deadline", "on_caller", "auth_pause", "conn", "response",
+                 "_dialing", "_lock")
+
+    def __init__(self, request_id: int | str, pool: Pool, *, on_caller: bool = False,
+                 deadline: float | None = None) -> None:
+        self.request_id = request_id
+        self.pool = pool
+        # Read on the calling thread (until an SSE stream is handed off to an
+        # exchange thread); then socket reads are bounded by the deadline.
+        self.on_caller = on_caller
+        self.deadline = deadline
+        #: Seconds spent getting authorization (a person may be approving in
+        #: a browser): added to the deadline, as the caller's clock stops.
+        self.auth_pause = 0.0
+        self.stop = threading.Event()
+        self.conn: Conn | None = None
+        self.response: Any = None
+        self._dialing: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        if self.stop.is_set():
+            raise Stopped("the request was cancelled")
+
+    def track(self, sock: socket.socket) -> None:
+        """A socket being dialed for this exchange: `abort()` now reaches it."""
+        with self._lock:
+            if self.stop.is_set():
+                raise Stopped("the request was cancelled while connecting")
+            self._dialing = sock
+
+    def attach(self, conn: Conn, sock: socket.socket | None = None) -> None:
+        """Hold `conn` (with its newly dialed `sock`); fails if aborted meanwhile."""
+        with self._lock:
+            self._dialing = None
+            if self.stop.is_set():
+                raise Stopped("the request was cancelled while connecting")
+            if sock is not None:
+                conn.sock = sock
+            self.conn = conn
+
+    def set_response(self, response: Any) -> None:
+        with self._lock:
+            if self.stop.is_set():
+                raise Stopped("the request was cancelled")
+            self.response = response
+
+    def abort(self) -> None:
+        """Stop the exchange from any thread: a blocked connect, handshake or
+        read fails at once. Never blocks on IO."""
+        with self._lock:
+            self.stop.set()
+            socks = [self._dialing, self.conn.sock if self.conn is not None else None]
+            for sock in socks:
+                if sock is not None:
+                    _shutdown(sock)
+        self.pool.wake()
+
+    def release(self, *, reusable: bool) -> None:
+        """Give the connection (if any) and the slot back. Idempotent; an
+        aborted exchange's connection is closed, never reused."""
+        with self._lock:
+            conn, response = self.conn, self.response
+            self.conn = self.response = None
+            self._dialing = None
+            reusable = reusable and not self.stop.is_set()
+        try:
+            if response is not None and not reusable:
+                try:
+                    response.close()  # it holds its own reference to the socket's file
+                except (OSError, RuntimeError):
+                    pass
+        finally:
+            self.pool.release(self, conn, reusable)
+
+    def discard(self) -> None:
+        """After `os.fork()`, in the child: close this process's copy of the
+        socket; no lock (its holder may not exist here), no shutdown."""
+        if self._dialing is not None:
+            Conn(self._dialing).discard()
+        conn = self.conn
+        if conn is not None:
+            conn.discard()
+
+
+class Dialer:
+    """Opens connections to one origin: TCP, then TLS when `tls` is given.
+    Bounded by `timeout` and the exchange's deadline, stopped by its abort."""
+
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, timeout: float) -> None:
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.timeout = timeout
+
+    def dial(self, exchange: Exchange, deadline: float | None) -> socket.socket:
+        limit = time.monotonic() + self.timeout
+        if deadline is not None:
+            limit = min(limit, deadline)
+        try:
+            infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+        except OSError as exc:
+            raise OSError(f"cannot resolve {self.host!r}: {exc}") from exc
+        error: OSError | None = None
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                exchange.track(sock)
+                self._connect(sock, address, exchange, limit)
+                if family in (socket.AF_INET, socket.AF_INET6):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.tls is not None:
+                    sock = self._handshake(sock, exchange, limit)
+                return sock
+            except OSError as exc:
+                sock.close()
+                if exchange.stop.is_set():
+                    raise Stopped("the request was cancelled while connecting") from None
+                error = exc
+            except BaseException:
+                sock.close()
+                raise
+        raise error if error is not None else OSError(f"no address for {self.host!r}")
+
+    @staticmethod
+    def _connect(sock: socket.socket, address: Any, exchange: Exchange, limit: float) -> None:
+        """Connect without blocking, looking at the stop flag meanwhile: a
+        connecting socket cannot be woken from another thread."""
+        sock.setblocking(False)
+        code = sock.connect_ex(address)
+        if code not in (0, errno.EISCONN):
+            if code not in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                raise OSError(code, f"connecting to {address!r}: {os.strerror(code)}")
+            while True:
+                remaining = limit - time.monotonic()
+                if remaining <= 0:
+                    raise socket.timeout(f"connecting to {address!r} timed out")
+                if wait_for_write(sock, timeout=min(remaining, _CONNECT_POLL)):
+                    break
+                exchange.check()
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, f"connecting to {address!r}: {os.strerror(code)}")
+        exchange.check()
+        sock.setblocking(True)
+
+    def _handshake(self, sock: socket.socket, exchange: Exchange, limit: float) -> socket.socket:
+        assert self.tls is not None
+        wrapped = self.tls.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False)
+        try:
+            exchange.track(wrapped)  # the plain socket object is detached now
+            wrapped.settimeout(max(limit - time.monotonic(), 0.001))
+            wrapped.do_handshake()  # an abort shuts the socket down under it
+            exchange.check()
+        except BaseException:
+            wrapped.close()
+            raise
+        return wrapped
 
 
 class Pool:
-    """At most `size` connections in use; idle ones kept for reuse.
+    """A budget of at most `size` exchanges at once (None: no bound), with
+    idle connections kept for reuse when `keep_idle`.
 
-    A waiter blocks on the condition until a connection is free, the pool
-    closes, or its own `stop` event is set (`wake()` re-checks all waiters).
+    A waiter blocks on the condition until a slot is free, the pool closes,
+    its deadline passes, or its exchange is aborted (`wake()` re-checks).
     """
 
-    def __init__(self, factory: Callable[[], Conn], size: int) -> None:
-        self._factory = factory
+    def __init__(self, dial: Callable[[Exchange, float | None], socket.socket], size: int | None, *,
+                 keep_idle: bool = True) -> None:
+        self._dial = dial
         self._size = size
+        self._keep_idle = keep_idle
         self._idle: list[Conn] = []
-        self._in_use = 0
+        self._leases: set[Exchange] = set()
         self._closed = False
         self._cond = threading.Condition()
 
-    def acquire(self, stop: threading.Event, deadline: float | None = None) -> Conn:
-        """A connection, waiting for one to be free until `deadline` (a
-        `time.monotonic()` value) at the latest."""
-        with self._cond:
-            while self._in_use >= self._size and not self._closed and not stop.is_set():
-                if deadline is None:
-                    self._cond.wait()
-                elif not self._cond.wait(max(deadline - time.monotonic(), 0.0)):
-                    raise ConnectionClosed("no connection was free before the request's deadline")
-            if self._closed or stop.is_set():
-                raise ConnectionClosed("the request was cancelled before it was sent")
-            self._in_use += 1
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            return self._factory()
-        if conn.sock is not None and not conn.is_connected:
-            conn.close()  # the server dropped the idle keep-alive; reopen on use
-        return conn
+    @property
+    def in_use(self) -> int:
+        return len(self._leases)
 
-    def release(self, conn: Conn, reusable: bool) -> None:
-        if not reusable:
-            conn.close()
-        with self._cond:
-            self._in_use -= 1
-            if self._closed:
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    def acquire(self, exchange: Exchange, deadline: float | None = None) -> Conn:
+        """A connected connection for `exchange`, waiting for a slot until
+        `deadline` (a `time.monotonic()` value) at the latest. On any
+        exception, `KeyboardInterrupt` included, the slot is given back."""
+        try:
+            with self._cond:
+                while (self._size is not None and len(self._leases) >= self._size and not self._closed
+                       and not exchange.stop.is_set()):
+                    if deadline is None:
+                        self._cond.wait()
+                    elif not self._cond.wait(max(deadline - time.monotonic(), 0.0)):
+                        raise NoFreeSlot("no connection was free before the request's deadline")
+                if self._closed:
+                    raise ConnectionClosed("the connection is closed")
+                exchange.check()
+                self._leases.add(exchange)
+                conn = self._idle.pop() if self._idle else None
+            if conn is not None and not conn.alive():
+                conn.close()  # the server dropped the idle keep-alive
+                conn = None
+            if conn is not None:
+                exchange.attach(conn)
+                return conn
+            fresh = Conn()
+            exchange.attach(fresh)
+            sock = self._dial(exchange, deadline)
+            try:
+                exchange.attach(fresh, sock)  # the stop check after connect
+            except BaseException:
+                sock.close()
+                raise
+            return fresh
+        except BaseException:
+            exchange.release(reusable=False)
+            raise
+
+    def release(self, exchange: Exchange, conn: Conn | None, reusable: bool) -> None:
+        """The slot of `exchange` back (idempotent), and its connection:
+        kept when `reusable` (and the pool keeps idle ones), else closed."""
+        keep = conn is not None and reusable and self._keep_idle and conn.sock is not None
+        try:
+            if conn is not None and not keep:
                 conn.close()
-            else:
-                self._idle.append(conn)
-            self._cond.notify()
+        finally:
+            with self._cond:
+                self._leases.discard(exchange)
+                if keep and not self._closed:
+                    assert conn is not None
+                    self._idle.append(conn)
+                    conn = None
+                self._cond.notify()
+            if keep and conn is not None:
+                conn.close()  # the pool closed meanwhile
 
     def wake(self) -> None:
         with self._cond:
@@ -82,18 +372,37 @@ class Pool:
         for conn in idle:
             conn.close()
 
+    def discard(self) -> None:
+        """After `os.fork()`, in the child: close this process's copies of
+        the idle connections. No lock: its holder may not exist here."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.discard()
+
 
 class ExchangeThreads:
     """Reusable exchange threads: a job goes to an idle thread, or a new one
-    when none is idle. Threads live until `close()`, which joins them."""
+    when none is idle. A thread with no work for `idle_seconds` retires;
+    `close()` ends the rest, waiting at most `THREAD_JOIN_SECONDS` in all."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, idle_seconds: float = IDLE_THREAD_SECONDS) -> None:
         self._name = name
+        self._idle_seconds = idle_seconds
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        # Threads waiting for a job and not yet promised to one: `submit`
+        # and a retiring thread each take one, so a queued job always has
+        # a thread that will get it.
         self._idle = 0
         self._threads: list[threading.Thread] = []
+        self._started = 0
         self._closed = False
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self._threads)
 
     def submit(self, job: Callable[[], None]) -> None:
         with self._lock:
@@ -102,14 +411,23 @@ class ExchangeThreads:
             if self._idle > 0:
                 self._idle -= 1
             else:
-                thread = threading.Thread(target=self._run, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                thread = threading.Thread(target=self._run, name=f"{self._name}-{self._started}", daemon=True)
+                self._started += 1
                 self._threads.append(thread)
                 thread.start()
             self._jobs.put(job)
 
     def _run(self) -> None:
         while True:
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=self._idle_seconds)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle == 0:
+                        continue  # every waiting thread is promised to a queued job
+                    self._idle -= 1
+                    self._threads.remove(threading.current_thread())
+                return
             if job is None:
                 return
             try:
@@ -119,50 +437,21 @@ class ExchangeThreads:
             with self._lock:
                 self._idle += 1
 
+    def discard(self) -> None:
+        """After `os.fork()`, in the child: the threads were not copied;
+        refuse new work. No lock: its holder may not exist here."""
+        self._closed = True
+        self._threads = []
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
             threads = list(self._threads)
         for _ in threads:
             self._jobs.put(None)
+        limit = time.monotonic() + THREAD_JOIN_SECONDS
         for thread in threads:
             if thread is not threading.current_thread():
-                thread.join()
-
-
-class Exchange:
-    """One request's HTTP exchange: what cancellation must reach."""
-
-    __slots__ = ("request_id", "stop", "conn", "response", "pooled", "deadline", "on_caller", "handed_off",
-                 "auth_pause")
-
-    def __init__(self, request_id: int | str, *, pooled: bool = True, on_caller: bool = False,
-                 deadline: float | None = None) -> None:
-        self.request_id = request_id
-        #: Seconds spent getting authorization (a person may be approving in
-        #: a browser): added to the deadline, as the caller's clock stops.
-        self.auth_pause = 0.0
-        self.pooled = pooled  # the GET stream has a connection of its own
-        # Run on the calling thread (until an SSE stream is handed off to an
-        # exchange thread); then socket reads are bounded by the deadline.
-        self.on_caller = on_caller
-        self.deadline = deadline
-        self.handed_off = False
-        self.stop = threading.Event()
-        self.conn: Conn | None = None
-        self.response: Any = None
-
-    def abort(self) -> None:
-        self.stop.set()
-        response, conn = self.response, self.conn
-        if response is not None:
-            try:
-                response.shutdown()
-            except (OSError, AttributeError, RuntimeError):
-                pass  # already finished and released: nothing to stop
-        sock = conn.sock if conn is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+                thread.join(max(limit - time.monotonic(), 0.0))
+                if thread.is_alive():
+                    log.warning("an HTTP exchange thread did not end in time: %s", thread.name)

@@ -11,6 +11,10 @@ When stdout ends, or a line is not JSON or is longer than `max_line_bytes`,
 the reader reports one `TransportError` to the sink and stops; the engine
 fails every pending call with it. `close()` follows the spec's shutdown
 order: close stdin, wait, SIGTERM, wait, SIGKILL, then reap and join.
+`start()` and `close()` share a lock, so a close racing a (re)start either
+prevents it or stops what it started. In a child after `os.fork()`,
+`discard()` only drops the child's copies of the pipes: the server stays the
+parent's.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ log = logging.getLogger("mcp_sync.transport.stdio")
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_LINES = 20
+
+#: Pipes of servers inherited across `os.fork()`, whose descriptors
+#: `discard()` closed: kept so that their file objects are never closed (or
+#: collected) in the child. One entry per discarded transport.
+_ORPHANS: list[subprocess.Popen[bytes]] = []
 
 
 class Stdio(Target):
@@ -108,26 +117,53 @@ class StdioTransport(Transport):
         if target.env is not None or not target.inherit_env:
             env = dict(os.environ) if target.inherit_env else {}
             env.update(target.env or {})
-        try:
-            self._proc = subprocess.Popen(
-                [target.command, *target.args],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=target.cwd, close_fds=True,
-            )
-        except OSError as exc:
-            raise ConnectError(f"cannot start server {target.command!r}: {exc}") from exc
-        self._sink = sink
-        name = os.path.basename(target.command)
-        self._drain = threading.Thread(target=self._drain_stderr, name=f"mcp-sync-stderr-{name}", daemon=True)
-        self._reader = threading.Thread(target=self._read_stdout, name=f"mcp-sync-reader-{name}", daemon=True)
-        self._drain.start()
-        self._reader.start()
+        # Under the close lock: a close() from another thread either comes
+        # first (and nothing is started) or waits and then stops what was
+        # started; a process is never started after close() returned.
+        with self._close_lock:
+            if self._closing:
+                raise ConnectionClosed("the connection is closed")
+            try:
+                self._proc = subprocess.Popen(
+                    [target.command, *target.args],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    env=env, cwd=target.cwd, close_fds=True,
+                )
+            except OSError as exc:
+                raise ConnectError(f"cannot start server {target.command!r}: {exc}") from exc
+            self._sink = sink
+            name = os.path.basename(target.command)
+            self._drain = threading.Thread(target=self._drain_stderr, name=f"mcp-sync-stderr-{name}", daemon=True)
+            self._reader = threading.Thread(target=self._read_stdout, name=f"mcp-sync-reader-{name}", daemon=True)
+            self._drain.start()
+            self._reader.start()
+
+    def discard(self) -> None:
+        """In a child after `os.fork()`: close this process's copies of the
+        pipes and nothing else. The server is the parent's: no EOF is
+        written, no signal sent, no thread joined (none was copied). The
+        pipe objects are kept (`_ORPHANS`) rather than closed, because their
+        buffer locks may have been held by a parent thread at the fork."""
+        self._closing = self._closed = True
+        self._write_lock = threading.Lock()
+        self._close_lock = threading.Lock()
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is None:
+                continue
+            try:
+                os.close(stream.fileno())
+            except (OSError, ValueError):
+                pass
+        _ORPHANS.append(proc)
 
     def close(self) -> None:
         with self._close_lock:
+            self._closing = True
             if self._closed:
                 return
-            self._closing = True
             proc = self._proc
             if proc is not None:
                 self._stop_process(proc)

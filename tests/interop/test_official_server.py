@@ -107,11 +107,20 @@ def booking_form(asked):
 
 
 @pytest.mark.parametrize("protocol", ERAS)
-def test_elicitation_is_answered_on_the_calling_thread(protocol):
+def test_elicitation_is_answered_where_it_belongs(protocol):
+    """Stateless: the call's own input_required round, on the calling thread.
+    Initialize era over stdio: nothing says which call a server request is
+    for, so the client-level handler answers it on a handler thread (never a
+    guess at some caller's thread)."""
     asked = []
     with mcp_sync.connect(SERVER, protocol=protocol, input_handlers={"form": booking_form(asked)}) as client:
         assert client.call_tool("book", {"day": "friday"}).text == "friday: 3 for Ada"
-    assert asked == [("Who is coming?", threading.current_thread())]
+        stateless = client.stateless
+    assert [message for message, _ in asked] == ["Who is coming?"]
+    if stateless:
+        assert asked[0][1] is threading.current_thread()
+    else:
+        assert asked[0][1].name.startswith("mcp-sync-handler")
 
 
 def test_without_a_form_handler_the_server_says_what_is_missing():

@@ -423,7 +423,7 @@ def test_session_headers_get_stream_and_delete(serve, version):
     assert httpd.sessions == 0
 
 
-def test_server_messages_on_the_get_stream_reach_the_worker(serve):
+def test_server_messages_on_the_get_stream_reach_the_client_log_thread(serve):
     seen = []
     arrived = threading.Event()
 
@@ -446,8 +446,8 @@ def test_server_messages_on_the_get_stream_reach_the_worker(serve):
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
-    # No call was in flight, so the connection's worker handled it (never the GET reader).
-    assert seen == [("pushed", "mcp-sync-worker")]
+    # It came for no call, so the connection's log thread handled it (never the GET reader).
+    assert seen == [("pushed", "mcp-sync-log-1")]
 
 
 def test_no_get_stream_when_the_server_offers_none(serve):

@@ -168,23 +168,23 @@ def test_the_request_head_carries_host_user_agent_and_length():
 
 
 def test_an_answer_saying_connection_close_makes_the_next_request_open_a_new_connection(monkeypatch):
-    import urllib3.connection
+    from mcp_sync.transports.pool import Dialer
 
     connects = []
-    real_connect = urllib3.connection.HTTPConnection.connect
+    real_dial = Dialer.dial
     real_begin = Response.begin
 
-    def counting_connect(self):
-        connects.append(self)
-        real_connect(self)
+    def counting_dial(self, exchange, deadline):
+        connects.append(exchange)
+        return real_dial(self, exchange, deadline)
 
     def closing_begin(self):
         real_begin(self)
         self.will_close = True  # as if the server had sent "Connection: close"
 
-    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting_connect)
     with HTTPServer(demo_server()) as httpd:
         with mcp_sync.connect(httpd.url, protocol="2026-07-28") as client:
+            monkeypatch.setattr(Dialer, "dial", counting_dial)
             monkeypatch.setattr(Response, "begin", closing_begin)
             for n in range(4):
                 assert client.call_tool("echo", {"text": str(n)}).text == str(n)

@@ -1,0 +1,130 @@
+"""The handler pool: where work that belongs to no caller runs.
+
+What it owns: a few threads (at most `max_workers`, started on demand,
+retired after `idle_seconds` without work) and a bounded queue of jobs. The
+jobs are the client's handlers for server requests no caller can take, and
+the client's log handler for log messages that came for no call.
+What it must not know: what a job does.
+
+Why a pool and not one thread: a handler may itself make a call that the
+server answers with a request of its own (an elicitation inside a tool the
+handler called); with one serial thread that nested request would wait
+behind the handler that is waiting for it. Why a bound: a server that
+floods requests must cost bounded memory; `submit()` says no at once and
+the engine refuses the request (through the sender, never from the reader).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+log = logging.getLogger("mcp_sync.connection")
+
+Job = Callable[[], None]
+
+
+class HandlerPool:
+    """Runs jobs on up to `max_workers` threads; at most `max_pending` jobs
+    are queued or running at once.
+
+    Example::
+
+        pool = HandlerPool(max_workers=4, max_pending=16)
+        if not pool.submit(lambda: answer(message)):
+            refuse(message)          # full: said at once, never blocks
+        pool.close(timeout=1.0)
+    """
+
+    def __init__(self, *, max_workers: int = 4, max_pending: int = 16, idle_seconds: float = 30.0,
+                 name: str = "mcp-sync-handler") -> None:
+        if max_workers < 1 or max_pending < 1:
+            raise ValueError("a handler pool needs at least one worker and room for one job")
+        self._max_workers = max_workers
+        self._max_pending = max_pending
+        self._active = 0  # queued or running
+        self._idle_seconds = idle_seconds
+        self._name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._jobs: deque[Job] = deque()
+        self._threads: set[threading.Thread] = set()
+        self._idle = 0
+        self._serial = 0
+        self._closed = False
+
+    def submit(self, job: Job) -> bool:
+        """Queue `job`; False (at once) when `max_pending` jobs are queued or
+        running already, or the pool is closed."""
+        with self._cond:
+            if self._closed or self._active >= self._max_pending:
+                return False
+            self._active += 1
+            self._jobs.append(job)
+            # A worker is started only when the idle ones cannot take every
+            # queued job; an extra notify is harmless (a woken worker that
+            # finds nothing waits again).
+            if len(self._jobs) > self._idle and len(self._threads) < self._max_workers:
+                self._serial += 1
+                thread = threading.Thread(target=self._run, name=f"{self._name}-{self._serial}", daemon=True)
+                self._threads.add(thread)
+                thread.start()
+            else:
+                self._cond.notify()
+        return True
+
+    def _run(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closed:
+                    self._idle += 1
+                    woke = self._cond.wait(self._idle_seconds)
+                    self._idle -= 1
+                    if not woke and not self._jobs:
+                        self._threads.discard(me)  # idle long enough: retire
+                        return
+                if self._closed:
+                    self._threads.discard(me)
+                    return
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:  # a handler bug must not end the worker
+                log.exception("a server-request or log handler raised")
+            finally:
+                with self._cond:
+                    self._active -= 1
+
+    @property
+    def active(self) -> int:
+        """Jobs queued or running now."""
+        with self._cond:
+            return self._active
+
+    @property
+    def threads(self) -> int:
+        """Worker threads alive now."""
+        with self._cond:
+            return len(self._threads)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Drop queued jobs and end the workers, waiting at most `timeout`
+        in all for running jobs to return. True when every worker ended; a
+        handler still blocked then (a person who never answers) is left to
+        finish on its own daemon thread, and its answer is not sent."""
+        with self._cond:
+            self._closed = True
+            self._active -= len(self._jobs)
+            self._jobs.clear()
+            self._cond.notify_all()
+            threads = [t for t in self._threads if t is not threading.current_thread()]
+        deadline = None if timeout is None else _now() + timeout
+        for thread in threads:
+            thread.join(None if deadline is None else max(deadline - _now(), 0.0))
+        return not any(thread.is_alive() for thread in threads)
+
+
+_now = time.monotonic

@@ -1,0 +1,188 @@
+"""The sender: one writer per connection for everything that is not a
+caller's own request.
+
+What it owns: a bounded queue of outgoing messages (cancellations, answers
+to server requests, refusals, keepalive probes), the thread that writes
+them, and the deadlines of answers that must go out by a time (a handler
+that overran its `handler_timeout` is answered with an error then).
+What it must not know: what the messages mean, or how the transport writes.
+
+Why it exists: whoever reads (the reader thread) must never write, or a
+server that floods requests before reading its stdin deadlocks the pipe;
+and whoever gave up (a timed-out or interrupted caller) must never block on
+IO, or a deadline or a Ctrl-C is overrun by a slow write. Both only `put()`
+a message here, which never blocks: when the queue is full the message is
+dropped and logged (the peer is not reading what we already wrote, so one
+more message would not help it either).
+
+The thread starts on first use and ends at `close()`; a write blocked in
+the transport is ended by the transport's own `close()`, which the
+connection does before joining this thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from .errors import TransportError
+
+log = logging.getLogger("mcp_sync.connection")
+
+DEFAULT_MAX_QUEUED = 1024
+
+#: A message factory run at a deadline: the message to send then, or None.
+Due = Callable[[], "Mapping[str, Any] | None"]
+
+
+class Sender:
+    """Writes queued messages through `write` on its own thread.
+
+    Example::
+
+        sender = Sender(transport.send)
+        sender.put({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {...}})
+        sender.close(timeout=1.0)
+    """
+
+    def __init__(self, write: Callable[[Mapping[str, Any]], None], *, max_queued: int = DEFAULT_MAX_QUEUED,
+                 name: str = "mcp-sync-sender") -> None:
+        self._write = write
+        self._max_queued = max_queued
+        self._name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[Mapping[str, Any]] = deque()
+        # Deadlines: a heap of (when, seq, key); a key's factory lives in
+        # `_due` until it runs or is cancelled, so a cancelled one is skipped.
+        self._heap: list[tuple[float, int, Any]] = []
+        self._due: dict[Any, Due] = {}
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._writing = False
+        #: Messages dropped because the queue was full (for tests and status).
+        self.dropped = 0
+
+    def put(self, message: Mapping[str, Any]) -> bool:
+        """Queue `message`; never blocks. False when it was dropped (full or
+        closed)."""
+        with self._cond:
+            if self._closed:
+                return False
+            if len(self._queue) >= self._max_queued:
+                self.dropped += 1
+                log.warning("the sender's queue is full (%d messages): dropped %s", self._max_queued,
+                            message.get("method") or f"the answer to {message.get('id')!r}")
+                return False
+            self._queue.append(message)
+            self._ensure_thread()
+            self._cond.notify()
+        return True
+
+    def at(self, when: float, key: Any, make: Due) -> None:
+        """At `when` (a `time.monotonic()` value), send what `make()` returns
+        (nothing when it returns None). One entry per key; `cancel(key)`
+        forgets it. `make` runs on the sender's thread and must not block."""
+        with self._cond:
+            if self._closed:
+                return
+            self._due[key] = make
+            heapq.heappush(self._heap, (when, next(self._seq), key))
+            if len(self._heap) > 4 * len(self._due) + 64:
+                # Cancelled entries are skipped lazily; rebuild before they pile up.
+                self._heap = [entry for entry in self._heap if entry[2] in self._due]
+                heapq.heapify(self._heap)
+            self._ensure_thread()
+            self._cond.notify()
+
+    def cancel(self, key: Any) -> None:
+        with self._cond:
+            self._due.pop(key, None)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+
+    def _next(self) -> Mapping[str, Any] | None:
+        """The next message to write, waiting for one; None once closed."""
+        with self._cond:
+            self._writing = False
+            self._cond.notify_all()  # for `flush()`
+            while True:
+                if self._closed:
+                    return None
+                if self._queue:
+                    self._writing = True
+                    return self._queue.popleft()
+                timeout = None
+                while self._heap:
+                    when, _, key = self._heap[0]
+                    if key not in self._due:
+                        heapq.heappop(self._heap)
+                        continue
+                    timeout = when - time.monotonic()
+                    if timeout <= 0:
+                        heapq.heappop(self._heap)
+                        make = self._due.pop(key)
+                        message = make()
+                        if message is not None:
+                            self._writing = True
+                            return message
+                        timeout = None
+                        continue
+                    break
+                self._cond.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            message = self._next()
+            if message is None:
+                return
+            try:
+                self._write(message)
+            except TransportError as exc:
+                log.debug("could not send %s: %s",
+                          message.get("method") or f"the answer to {message.get('id')!r}", exc)
+            except Exception:  # a transport bug must not end the only writer
+                log.exception("the transport failed to send a message")
+
+    @property
+    def pending(self) -> int:
+        """Messages queued and not yet written."""
+        with self._cond:
+            return len(self._queue)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (at most `timeout`) until everything queued is written: a
+        connection that closes still sends the cancellations it queued.
+        True when nothing is left."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (self._queue or self._writing) and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._thread is None:
+                    return False
+                self._cond.wait(remaining)
+            return not self._queue
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Drop what is queued, end the thread (waiting at most `timeout`).
+        True when the thread has ended."""
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._heap.clear()
+            self._due.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()

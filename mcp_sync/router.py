@@ -1,0 +1,201 @@
+"""The router: where each incoming message goes. Sans-IO.
+
+What it owns: the pending table (the calls and subscriptions in flight, by
+request id) and the set of server requests the client still owes an answer.
+What it must not know: threads, locks, IO, clocks, or what a method means
+beyond routing. It is plain data in, a route out, so every rule below is
+tested on plain data (`tests/test_router.py`, with hypothesis); the engine
+(`connection.py`) holds its lock around every call and carries the route out.
+
+The rules, in the order they are tried:
+
+- A response goes to the call or subscription with its id, which leaves the
+  table at once (so a second response with the same id is dropped). A
+  response for an id nobody waits for any more (timed out, abandoned) is
+  dropped.
+- A notification for an open subscription (its `_meta` names the
+  subscription id, or it came on the subscription's own stream) goes to that
+  subscription; `notifications/cancelled` for a subscription ends it.
+- `notifications/progress` goes to the call whose id is the progress token
+  (the engine always uses the request id as the token).
+- `notifications/cancelled` for a server request we owe an answer withdraws
+  it: no answer will be sent.
+- A log message or a server request goes to a call only when the transport
+  says which request it came for (`related_to`: it arrived on that request's
+  own response stream). Otherwise it belongs to the client as a whole: the
+  handlers' pool or the client's log. The router never guesses from "the one
+  call in flight": that guess once had one user's elicitation answered by
+  another user's handler.
+- Any other notification goes to the client's notification hook.
+
+A server request is owed an answer from the moment it is routed until
+`settle()` says the answer may go out (once) or the server withdraws it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from .errors import InvalidMessage
+from .protocol import jsonrpc
+
+#: Where a message goes: the first item of the route `receive()` returns.
+CALL = "call"                  # (CALL, owner, event, payload): into a caller's inbox
+SUBSCRIPTION = "subscription"  # (SUBSCRIPTION, owner, event, payload): a listen stream's callback
+HANDLERS = "handlers"          # (HANDLERS, None, "server_request", message): the client's handlers
+CLIENT_LOG = "client_log"      # (CLIENT_LOG, None, "log", params): the client's log handler
+NOTIFICATION = "notification"  # (NOTIFICATION, None, "notification", message): the notification hook
+DROP = "drop"                  # (DROP, None, reason, message): nobody wants it (logged at debug)
+INVALID = "invalid"            # (INVALID, None, reason, message): not JSON-RPC; the channel is broken
+
+#: Events in a caller's inbox.
+RESPONSE = "response"
+PROGRESS = "progress"
+LOG = "log"
+SERVER_REQUEST = "server_request"
+
+#: The `_meta` key that names the subscription a notification belongs to.
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+Owner = TypeVar("Owner")
+Route = tuple[str, Any, str, Any]
+
+
+class Router(Generic[Owner]):
+    """The pending table and the routing rules. Not thread-safe by design:
+    its one user holds a lock around every call.
+
+    Example::
+
+        router = Router()
+        router.add_call(1, "inbox of call 1")
+        router.receive({"jsonrpc": "2.0", "id": 1, "result": {}})
+        # -> ("call", "inbox of call 1", "response", {...}); id 1 has left the table
+    """
+
+    __slots__ = ("calls", "subscriptions", "owed")
+
+    def __init__(self) -> None:
+        #: Calls waiting for a response, by request id.
+        self.calls: dict[Any, Owner] = {}
+        #: Open subscriptions (`subscriptions/listen`), by request id.
+        self.subscriptions: dict[Any, Owner] = {}
+        #: Server requests the client owes an answer, by their id.
+        self.owed: set[Any] = set()
+
+    # -- the table --------------------------------------------------------------
+
+    def add_call(self, request_id: Any, owner: Owner) -> None:
+        if request_id in self.calls or request_id in self.subscriptions:
+            raise ValueError(f"request id {request_id!r} is in flight already")
+        self.calls[request_id] = owner
+
+    def add_subscription(self, request_id: Any, owner: Owner) -> None:
+        if request_id in self.calls or request_id in self.subscriptions:
+            raise ValueError(f"request id {request_id!r} is in flight already")
+        self.subscriptions[request_id] = owner
+
+    def remove_call(self, request_id: Any) -> Owner | None:
+        """Forget a call (abandoned, failed): None when it already left."""
+        return self.calls.pop(request_id, None)
+
+    def remove_subscription(self, request_id: Any) -> Owner | None:
+        return self.subscriptions.pop(request_id, None)
+
+    def clear(self) -> tuple[list[Owner], list[Owner]]:
+        """Empty the table (the channel failed or closed): the calls and the
+        subscriptions that must be told. Nothing is owed any more."""
+        calls, subscriptions = list(self.calls.values()), list(self.subscriptions.values())
+        self.calls.clear()
+        self.subscriptions.clear()
+        self.owed.clear()
+        return calls, subscriptions
+
+    # -- answers we owe ---------------------------------------------------------------
+
+    def settle(self, request_id: Any) -> bool:
+        """May the answer to server request `request_id` go out? True once;
+        False when it was answered already or the server withdrew it."""
+        if request_id in self.owed:
+            self.owed.discard(request_id)
+            return True
+        return False
+
+    # -- routing ----------------------------------------------------------------------
+
+    def receive(self, message: Any, related_to: Any = None) -> Route:
+        """The route of one incoming message. `related_to` is the id of the
+        request on whose own response stream it arrived, when the transport
+        knows (HTTP); None otherwise (a shared stream such as stdio)."""
+        if not isinstance(message, dict):
+            return (INVALID, None, f"not a JSON object: {type(message).__name__}", message)
+        try:
+            kind = jsonrpc.classify(message)
+        except InvalidMessage as exc:
+            return (INVALID, None, str(exc), message)
+        if kind is jsonrpc.Kind.RESPONSE or kind is jsonrpc.Kind.ERROR:
+            return self._response(message)
+        if kind is jsonrpc.Kind.NOTIFICATION:
+            return self._notification(message, related_to)
+        return self._server_request(message, related_to)
+
+    def _response(self, message: dict[str, Any]) -> Route:
+        request_id = message.get("id")
+        if not jsonrpc.is_valid_id(request_id):
+            return (DROP, None, "an error about no request", message)
+        owner = self.calls.pop(request_id, None)
+        if owner is not None:
+            return (CALL, owner, RESPONSE, message)
+        owner = self.subscriptions.pop(request_id, None)
+        if owner is not None:
+            return (SUBSCRIPTION, owner, "end", message)
+        return (DROP, None, f"a response for request {request_id!r}, which nobody waits for", message)
+
+    def _notification(self, message: dict[str, Any], related_to: Any) -> Route:
+        method = message["method"]
+        owner: Owner | None
+        params = message.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        meta = params.get("_meta")
+        subscription_id = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        for candidate in (subscription_id, related_to):
+            if jsonrpc.is_valid_id(candidate) and candidate in self.subscriptions:
+                if method == "notifications/cancelled":
+                    withdrawn = params.get("requestId")
+                    ended = self.subscriptions[candidate]
+                    if jsonrpc.is_valid_id(withdrawn):
+                        self.subscriptions.pop(withdrawn, None)
+                    return (SUBSCRIPTION, ended, "cancelled", params)
+                return (SUBSCRIPTION, self.subscriptions[candidate], "notification", message)
+        if method == "notifications/progress":
+            token = params.get("progressToken")
+            owner = self.calls.get(token) if jsonrpc.is_valid_id(token) else None
+            if owner is not None:
+                return (CALL, owner, PROGRESS, params)
+            return (DROP, None, f"progress for token {token!r}, which no request holds", message)
+        if method == "notifications/cancelled":
+            withdrawn = params.get("requestId")
+            if not jsonrpc.is_valid_id(withdrawn):
+                return (DROP, None, "a cancellation of no request", message)
+            owner = self.subscriptions.pop(withdrawn, None)
+            if owner is not None:
+                return (SUBSCRIPTION, owner, "cancelled", params)
+            if withdrawn in self.owed:
+                self.owed.discard(withdrawn)
+                return (DROP, None, f"the server withdrew its request {withdrawn!r}", message)
+        if method == "notifications/message":
+            owner = self.calls.get(related_to) if jsonrpc.is_valid_id(related_to) else None
+            if owner is not None:
+                return (CALL, owner, LOG, params)
+            return (CLIENT_LOG, None, LOG, params)
+        return (NOTIFICATION, None, "notification", message)
+
+    def _server_request(self, message: dict[str, Any], related_to: Any) -> Route:
+        if not jsonrpc.is_valid_id(message["id"]):
+            return (DROP, None, "a server request whose id cannot be answered", message)
+        self.owed.add(message["id"])
+        owner = self.calls.get(related_to) if jsonrpc.is_valid_id(related_to) else None
+        if owner is not None:
+            return (CALL, owner, SERVER_REQUEST, message)
+        return (HANDLERS, None, SERVER_REQUEST, message)

@@ -1,0 +1,272 @@
+"""Regression tests for the engine defects found by the concurrency review
+(issue 12; each number is the defect's). Each failed on the engine before
+the router, the sender and the handler pool."""
+
+import _thread
+import queue
+import sys
+import threading
+import time
+
+import pytest
+
+from mcp_sync.connection import CLOSE_JOIN_TIMEOUT, MAX_HANDLER_THREADS, Connection, new_id_counter
+from mcp_sync.errors import RequestTimeout
+from tests.test_connection import ScriptedTransport, respond
+
+
+def server_request(request_id, method="elicitation/create"):
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}}
+
+
+def sent_until(transport, predicate, timeout=5.0):
+    """Messages the engine sent, until one matches `predicate` (or the timeout)."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            message = transport.sent.get(timeout=max(deadline - time.monotonic(), 0.001))
+        except queue.Empty:
+            break
+        seen.append(message)
+        if predicate(message):
+            return seen
+    raise AssertionError(f"nothing matching was sent; saw {seen}")
+
+
+def answers(transport, count, timeout=5.0):
+    """The next `count` answers to server requests the engine sent, by id."""
+    got = {}
+    deadline = time.monotonic() + timeout
+    while len(got) < count:
+        message = transport.sent.get(timeout=max(deadline - time.monotonic(), 0.001))
+        if "method" not in message:
+            got[message["id"]] = message
+    return got
+
+
+def test_4_a_late_server_request_is_never_answered_by_another_callers_handler():
+    """Call A gives up; its question arrives late, while B is the one call in
+    flight. B's per-call handler must not answer it (in a web app that asks
+    the wrong person); the client's own handler does."""
+    transport = ScriptedTransport()
+    asked_client = []
+    conn = Connection(transport, new_id_counter(),
+                      on_server_request=lambda m: asked_client.append(m["id"]) or {"action": "decline"})
+    conn.start()
+    try:
+        a = conn.send_request("tools/call", {"name": "a"})
+        with pytest.raises(RequestTimeout):
+            conn.wait(a, timeout=0.05)
+        b = conn.send_request("tools/call", {"name": "b"})
+        transport.sink.deliver(server_request("late-for-a"))
+        asked_b = []
+
+        def b_handler(message):
+            asked_b.append(message["id"])
+
+        def server():
+            sent_until(transport, lambda m: m.get("id") == "late-for-a")
+            respond(transport, b.id, {"for": "b"})
+
+        threading.Thread(target=server).start()
+        assert conn.wait(b, timeout=5, on_server_request=b_handler)["result"] == {"for": "b"}
+        assert asked_b == []
+        assert asked_client == ["late-for-a"]
+    finally:
+        conn.close()
+
+
+def test_5_a_question_left_in_an_abandoned_inbox_is_answered_not_lost():
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter(), on_server_request=lambda m: {"roots": []})
+    conn.start()
+    try:
+        pending = conn.send_request("tools/call", {})
+        transport.next_sent()
+        # It arrived on the call's own stream, then the caller gave up
+        # (a callback raised, Ctrl-C) before it read its inbox.
+        transport.sink.deliver(server_request("s1", "roots/list"), related_to=pending.id)
+        conn.abandon(pending, "the caller gave up")
+        answer = sent_until(transport, lambda m: m.get("id") == "s1")[-1]
+        assert answer["result"] == {"roots": []}
+        assert conn.owed == 0 and conn.in_flight == 0
+    finally:
+        conn.close()
+
+
+def test_7_a_response_that_arrived_in_time_is_not_reported_as_a_timeout(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {}, progress=True)
+    transport.next_sent()
+    transport.sink.deliver({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": pending.id, "progress": 1}})
+    respond(transport, pending.id, {"done": True})
+    overran = time.monotonic() + 0.3
+
+    def slow_progress(params):
+        while time.monotonic() < overran:  # a callback that outlives the deadline
+            time.sleep(0.01)
+
+    response = conn.wait(pending, timeout=0.1, on_progress=slow_progress)
+    assert response["result"] == {"done": True}
+
+
+@pytest.fixture
+def engine():
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    yield conn, transport
+    conn.close()
+
+
+def test_11_a_blocked_handler_does_not_block_close():
+    transport = ScriptedTransport()
+    release = threading.Event()
+    started = threading.Event()
+
+    def stuck(message):
+        started.set()
+        release.wait(60)
+        return {}
+
+    conn = Connection(transport, new_id_counter(), on_server_request=stuck)
+    conn.start()
+    transport.sink.deliver(server_request("s1", "roots/list"))
+    assert started.wait(5)
+    closer = threading.Thread(target=conn.close)
+    began = time.monotonic()
+    closer.start()
+    closer.join(CLOSE_JOIN_TIMEOUT + 3)
+    try:
+        assert not closer.is_alive(), "close() waited for a handler that never returns"
+        assert time.monotonic() - began < CLOSE_JOIN_TIMEOUT + 3
+    finally:
+        release.set()
+        closer.join(10)
+
+
+def test_11_handler_timeout_counts_from_arrival_for_queued_requests():
+    transport = ScriptedTransport()
+    release = threading.Event()
+    conn = Connection(transport, new_id_counter(), handler_timeout=0.5, max_server_requests=32,
+                      on_server_request=lambda m: release.wait(30) and {})
+    conn.start()
+    try:
+        count = MAX_HANDLER_THREADS + 3  # more than can run at once: some wait in the queue
+        began = time.monotonic()
+        for n in range(count):
+            transport.sink.deliver(server_request(f"s{n}", "roots/list"))
+        got = answers(transport, count, timeout=0.5 + 3)
+        assert time.monotonic() - began < 0.5 + 3
+        assert all("did not answer within 0.5 s" in m["error"]["message"] for m in got.values())
+        release.set()
+        assert conn.owed == 0
+        with pytest.raises(queue.Empty):  # a late handler's answer is never sent
+            transport.sent.get(timeout=0.3)
+    finally:
+        release.set()
+        conn.close()
+
+
+def test_12_a_handler_may_make_a_call_that_is_itself_asked_a_question():
+    """A handler (on the pool) calls the server; the server asks the client
+    something before answering that call. With one serial worker the
+    question waited behind the handler waiting for it."""
+    transport = ScriptedTransport()
+    conn = None
+
+    def handler(message):
+        if message["method"] == "roots/list":
+            return {"roots": []}
+        inner = conn.send_request("tools/call", {"name": "nested"})
+        return {"nested": conn.wait(inner, timeout=5)["result"]}
+
+    conn = Connection(transport, new_id_counter(), on_server_request=handler)
+    conn.start()
+
+    outer_answer = queue.SimpleQueue()
+
+    def server():  # the only reader of what the client sends
+        nested = sent_until(transport, lambda m: m.get("method") == "tools/call")[-1]
+        transport.sink.deliver(server_request("inner-question", "roots/list"))
+        sent_until(transport, lambda m: m.get("id") == "inner-question")
+        respond(transport, nested["id"], {"ok": True})
+        outer_answer.put(sent_until(transport, lambda m: m.get("id") == "outer")[-1])
+
+    threading.Thread(target=server, daemon=True).start()
+    try:
+        transport.sink.deliver(server_request("outer", "sampling/createMessage"))
+        assert outer_answer.get(timeout=4)["result"] == {"nested": {"ok": True}}
+    finally:
+        conn.close()
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_14_interrupt_main_stops_a_waiting_call_at_once_and_cancels_it(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {})
+    transport.next_sent()
+    main = threading.main_thread()
+    interrupted_at = []
+
+    def interrupter():
+        # Until the main thread is inside wait(): then interrupt it.
+        while True:
+            frame = sys._current_frames().get(main.ident)
+            codes = []
+            while frame is not None:
+                codes.append(frame.f_code)
+                frame = frame.f_back
+            if Connection.wait.__code__ in codes:
+                break
+            time.sleep(0.005)
+        interrupted_at.append(time.monotonic())
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupter, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        conn.wait(pending, timeout=10)
+    assert time.monotonic() - interrupted_at[0] < 0.5
+    cancelled = sent_until(transport, lambda m: m.get("method") == "notifications/cancelled")[-1]
+    assert cancelled["params"]["requestId"] == pending.id
+    assert conn.in_flight == 0
+
+
+def test_15_the_reader_never_writes_even_when_refusing_a_flood():
+    """A server that floods requests and does not read its input: the thread
+    that reads must never block on a write (refusals go to the sender)."""
+    class NotReading(ScriptedTransport):
+        def __init__(self):
+            super().__init__()
+            self.unblock = threading.Event()
+
+        def send(self, message, headers=None):
+            self.unblock.wait(30)  # the pipe is full
+            super().send(message, headers)
+
+        def close(self):
+            self.unblock.set()
+            super().close()
+
+    transport = NotReading()
+    release = threading.Event()
+    conn = Connection(transport, new_id_counter(), max_server_requests=1,
+                      on_server_request=lambda m: release.wait(30) and {})
+    conn.start()
+    delivered = threading.Event()
+
+    def reader():
+        for n in range(200):
+            transport.sink.deliver(server_request(f"s{n}", "roots/list"))
+        delivered.set()
+
+    thread = threading.Thread(target=reader, name="fake-reader")
+    thread.start()
+    try:
+        assert delivered.wait(5), "the reader blocked writing a refusal"
+    finally:
+        release.set()
+        conn.close()
+        thread.join(10)

@@ -1,0 +1,131 @@
+"""A client used across `os.fork()`: each process gets its own answers.
+
+Two children forked from a process whose client is connected call the same
+client concurrently with the parent. Each child must reconnect on first use
+(stdio: its own server process; HTTP: its own pool and, in the initialize
+era, its own session), never read the parent's answers, never end the
+parent's session with its `close()`, and never hang.
+"""
+
+import os
+import signal
+import sys
+import time
+import traceback
+
+import pytest
+
+import mcp_sync
+from mcp_sync.testing import HTTPServer, demo_server
+from tests.conftest import demo_command
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+
+CALLS = 50
+CHILD_DEADLINE = 60.0
+
+# Exit codes a child reports.
+OK, WRONG_ANSWER, RAISED, PARENT_PID_SEEN = 0, 3, 4, 5
+
+
+def _child(client, tag: str, parent_server_pid) -> int:
+    try:
+        for i in range(CALLS):
+            text = f"{tag}-{i}"
+            answer = client.call_tool("echo", {"text": text}).text
+            if answer != text:
+                print(f"child {tag}: sent {text!r}, got {answer!r}", file=sys.stderr)
+                return WRONG_ANSWER
+        transport = client._conn.transport
+        if parent_server_pid is not None and getattr(transport, "pid", None) == parent_server_pid:
+            return PARENT_PID_SEEN
+        client.close()
+        return OK
+    except BaseException:
+        traceback.print_exc()
+        return RAISED
+
+
+def _fork_children(client, tags, parent_server_pid=None):
+    pids = []
+    for tag in tags:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = RAISED
+            try:
+                code = _child(client, tag, parent_server_pid)
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    return pids
+
+
+def _reap(pids, timeout: float = CHILD_DEADLINE):
+    """Exit codes of the children; a child still running at the deadline is
+    killed and reported as hung (None)."""
+    codes = {}
+    deadline = time.monotonic() + timeout
+    while len(codes) < len(pids) and time.monotonic() < deadline:
+        for pid in pids:
+            if pid in codes:
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[pid] = os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    for pid in pids:
+        if pid not in codes:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            codes[pid] = None
+    return [codes[pid] for pid in pids]
+
+
+def _calls_in_parent(client, tag: str = "parent"):
+    for i in range(CALLS):
+        text = f"{tag}-{i}"
+        assert client.call_tool("echo", {"text": text}).text == text
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_stdio_children_and_parent_each_get_their_own_answers(protocol):
+    with mcp_sync.connect(demo_command(), protocol=protocol, timeout=20) as client:
+        assert client.call_tool("echo", {"text": "before"}).text == "before"
+        parent_pid = client._conn.transport.pid
+        children = _fork_children(client, ["a", "b"], parent_server_pid=parent_pid)
+        _calls_in_parent(client)
+        assert _reap(children) == [OK, OK]
+        # The children's close() stopped their own servers, not the parent's.
+        assert client._conn.transport.pid == parent_pid
+        _calls_in_parent(client, "after")
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_http_children_and_parent_each_get_their_own_answers(protocol):
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, protocol=protocol, timeout=20) as client:
+            assert client.call_tool("echo", {"text": "before"}).text == "before"
+            session = getattr(client._conn.transport, "session_id", None)
+            children = _fork_children(client, ["a", "b"])
+            _calls_in_parent(client)
+            assert _reap(children) == [OK, OK]
+            _calls_in_parent(client, "after")
+            # The parent's session survived the children's close(): it was
+            # never renewed, and it is still the one the parent uses.
+            assert client._session_generation == 0
+            assert getattr(client._conn.transport, "session_id", None) == session
+
+
+def test_a_child_that_only_closes_leaves_the_parent_working():
+    with mcp_sync.connect(demo_command(), protocol="2025-11-25", timeout=20) as client:
+        client.call_tool("echo", {"text": "x"})
+        pid = os.fork()
+        if pid == 0:
+            code = RAISED
+            try:
+                client.close()
+                code = OK
+            finally:
+                os._exit(code)
+        assert _reap([pid]) == [OK]
+        _calls_in_parent(client)

@@ -1,0 +1,185 @@
+"""The router on plain data: every routing rule, and properties that hold
+for any sequence of messages (hypothesis)."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_sync import router as routes
+from mcp_sync.router import Router
+
+
+def response(request_id, result=None):
+    return {"jsonrpc": "2.0", "id": request_id, "result": result or {}}
+
+
+def note(method, params=None):
+    message = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def server_request(request_id, method="elicitation/create"):
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}}
+
+
+def test_a_response_goes_to_its_call_once():
+    router = Router()
+    router.add_call(1, "a")
+    router.add_call(2, "b")
+    assert router.receive(response(2))[:3] == (routes.CALL, "b", routes.RESPONSE)
+    assert router.calls == {1: "a"}
+    assert router.receive(response(2))[0] == routes.DROP  # a second answer crosses nothing
+
+
+def test_a_response_for_a_forgotten_call_is_dropped():
+    router = Router()
+    router.add_call(1, "a")
+    assert router.remove_call(1) == "a"
+    assert router.receive(response(1))[0] == routes.DROP
+    assert router.remove_call(1) is None
+
+
+def test_an_id_in_flight_cannot_be_registered_twice():
+    router = Router()
+    router.add_call(1, "a")
+    for add in (router.add_call, router.add_subscription):
+        try:
+            add(1, "b")
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("a second registration of id 1 was accepted")
+
+
+def test_progress_goes_by_token_and_never_ends_the_call():
+    router = Router()
+    router.add_call(7, "a")
+    route = router.receive(note("notifications/progress", {"progressToken": 7, "progress": 1}))
+    assert route[:3] == (routes.CALL, "a", routes.PROGRESS)
+    assert 7 in router.calls
+    assert router.receive(note("notifications/progress", {"progressToken": 8, "progress": 1}))[0] == routes.DROP
+
+
+def test_a_log_or_server_request_goes_to_a_call_only_when_related():
+    router = Router()
+    router.add_call(1, "only call in flight")
+    log = note("notifications/message", {"level": "info", "data": "x"})
+    assert router.receive(log)[0] == routes.CLIENT_LOG
+    assert router.receive(log, related_to=1)[:3] == (routes.CALL, "only call in flight", routes.LOG)
+    assert router.receive(server_request("s1"))[0] == routes.HANDLERS
+    assert router.receive(server_request("s2"), related_to=1)[:3] == (
+        routes.CALL, "only call in flight", routes.SERVER_REQUEST)
+    assert router.owed == {"s1", "s2"}
+
+
+def test_a_server_request_related_to_a_finished_call_goes_to_the_handlers():
+    router = Router()
+    router.add_call(1, "a")
+    router.receive(response(1))
+    assert router.receive(server_request("late"), related_to=1)[0] == routes.HANDLERS
+
+
+def test_an_owed_answer_is_settled_once_and_never_after_a_withdrawal():
+    router = Router()
+    router.receive(server_request("s1"))
+    router.receive(server_request("s2"))
+    assert router.settle("s1") is True
+    assert router.settle("s1") is False
+    route = router.receive(note("notifications/cancelled", {"requestId": "s2"}))
+    assert route[0] == routes.DROP
+    assert router.settle("s2") is False
+    assert router.owed == set()
+
+
+def test_subscription_routing():
+    router = Router()
+    router.add_subscription(5, "sub")
+    listed = note("notifications/tools/list_changed", {"_meta": {routes.SUBSCRIPTION_ID: 5}})
+    assert router.receive(listed)[:3] == (routes.SUBSCRIPTION, "sub", "notification")
+    assert router.receive(note("notifications/resources/updated"), related_to=5)[:3] == (
+        routes.SUBSCRIPTION, "sub", "notification")
+    assert router.receive(note("notifications/tools/list_changed"))[0] == routes.NOTIFICATION
+    assert router.receive(response(5))[:3] == (routes.SUBSCRIPTION, "sub", "end")
+    assert router.subscriptions == {}
+    router.add_subscription(6, "other")
+    assert router.receive(note("notifications/cancelled", {"requestId": 6}))[:3] == (
+        routes.SUBSCRIPTION, "other", "cancelled")
+    assert router.subscriptions == {}
+
+
+def test_invalid_messages_are_reported_not_routed():
+    router = Router()
+    router.add_call(1, "a")
+    assert router.receive({"jsonrpc": "2.0", "id": 1})[0] == routes.INVALID
+    assert router.receive({"id": 1, "result": {}})[0] == routes.INVALID
+    assert router.receive([1, 2])[0] == routes.INVALID
+    assert router.calls == {1: "a"}
+    # A request whose id cannot be answered is dropped, not owed.
+    assert router.receive({"jsonrpc": "2.0", "id": None, "method": "x"})[0] == routes.DROP
+    assert router.owed == set()
+
+
+def test_clear_empties_everything():
+    router = Router()
+    router.add_call(1, "a")
+    router.add_subscription(2, "s")
+    router.receive(server_request("x"))
+    assert router.clear() == (["a"], ["s"])
+    assert not router.calls and not router.subscriptions and not router.owed
+
+
+# -- properties -----------------------------------------------------------------------
+
+ids = st.integers(min_value=1, max_value=6)
+messages = st.one_of(
+    st.builds(response, ids),
+    st.builds(lambda i: note("notifications/progress", {"progressToken": i, "progress": 1}), ids),
+    st.builds(lambda: note("notifications/message", {"level": "info", "data": 0})),
+    st.builds(lambda i: server_request(f"s{i}"), ids),
+    st.builds(lambda i: note("notifications/cancelled", {"requestId": f"s{i}"}), ids),
+    st.builds(lambda: note("notifications/tools/list_changed")),
+)
+steps = st.lists(st.tuples(
+    st.sampled_from(["add", "remove", "receive", "settle"]), ids, messages, st.one_of(st.none(), ids)),
+    max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps)
+def test_no_message_ever_reaches_a_call_it_does_not_belong_to(script):
+    """For any interleaving: a response reaches only the call with its id
+    and only once; nothing reaches a call after it left; a server request
+    or log reaches a call only when related to it; an answer is owed once."""
+    router = Router()
+    live = set()
+    answered = set()
+    for action, number, message, related in script:
+        if action == "add":
+            if number not in router.calls:
+                router.add_call(number, number)
+                live.add(number)
+        elif action == "remove":
+            router.remove_call(number)
+            live.discard(number)
+        elif action == "settle":
+            request_id = f"s{number}"
+            owed_before = request_id in router.owed
+            assert router.settle(request_id) is owed_before
+            assert request_id not in router.owed
+        else:
+            dest, owner, event, payload = router.receive(message, related)
+            if dest == routes.CALL:
+                assert owner in live
+                if event == routes.RESPONSE:
+                    assert message["id"] == owner
+                    assert (owner, "response") not in answered
+                    answered.add((owner, "response"))
+                    live.discard(owner)
+                elif event == routes.PROGRESS:
+                    assert payload["progressToken"] == owner
+                else:
+                    assert related == owner
+            if "method" in message and "id" in message:
+                assert message["id"] in router.owed
+        assert set(router.calls) == live
