@@ -153,6 +153,7 @@ class Connection:
         self._failure: TransportError | None = None
         self._close_done = threading.Event()
         self._close_started = False
+        self._closing_thread: int | None = None
         self._handler_timeout = handler_timeout
         self._sender = Sender(self._write)
         self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
@@ -248,7 +249,7 @@ class Connection:
                     limit = deadline if hard_deadline is None else min(deadline, hard_deadline)
                     remaining = limit - time.monotonic()
                     if remaining <= 0:
-                        response = self._last_look(pending)
+                        response = self._expire(pending)
                         if response is not None:
                             return response
                         raise self._timeout(pending, timeout, hard_deadline is not None and limit == hard_deadline,
@@ -274,7 +275,14 @@ class Connection:
                         # The call's clock stops while a handler runs (a person
                         # may be typing); only the total limit keeps running.
                         handler_started = time.monotonic()
-                        on_server_request(payload)
+                        try:
+                            on_server_request(payload)
+                        except BaseException:
+                            # Ctrl-C at a prompt: the question is still owed
+                            # an answer, and nobody else will give it.
+                            self.respond(payload["id"], error={
+                                "code": -32603, "message": "the request was abandoned by the client"})
+                            raise
                         if deadline is not None:
                             deadline += time.monotonic() - handler_started
                             if hard_deadline is None and max_total_timeout is not None:
@@ -284,6 +292,18 @@ class Connection:
         except BaseException:
             self.abandon(pending, "request abandoned by the client")
             raise
+
+    def _expire(self, pending: Pending) -> dict[str, Any] | None:
+        """The deadline passed: forget the call (so nothing more can arrive),
+        then take a last look. The response if it made it into the inbox;
+        else the call is cancelled on the server and None is returned."""
+        with self._lock:
+            forgotten = self._router.remove_call(pending.id) is not None
+            usable = not self._closed and self._failure is None
+        response = self._last_look(pending)
+        if response is None and forgotten and usable:
+            self._cancel(pending.id, "request timed out", notify=pending.cancellable)
+        return response
 
     def _last_look(self, pending: Pending) -> dict[str, Any] | None:
         """At the deadline: the response if it is in the inbox already. What
@@ -338,7 +358,7 @@ class Connection:
             log.debug("could not cancel request %s: %s", request_id, exc)
         if notify and self.transport.cancels_by_notification:
             self._sender.put(jsonrpc.notification(
-                "notifications/cancelled", {"requestId": request_id, "reason": reason}))
+                "notifications/cancelled", {"requestId": request_id, "reason": reason}), spare=True)
 
     def _hand_on_leftovers(self, pending: Pending) -> None:
         while True:
@@ -383,7 +403,8 @@ class Connection:
             self._raise_if_unusable()
         self.transport.send(jsonrpc.notification(method, params))
 
-    def respond(self, request_id: Any, result: Mapping[str, Any] | None = None, error: Mapping[str, Any] | None = None) -> None:
+    def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
+                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> None:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
         answered (a handler that timed out), gets nothing more. Never blocks:
@@ -398,7 +419,9 @@ class Connection:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
         else:
             message = jsonrpc.result_response(request_id, result or {})
-        self._sender.put(message)
+        # A refusal (`spare`) may only use the first half of the queue, so a
+        # flood's refusals never crowd out the answers of real handlers.
+        self._sender.put(message, spare=spare)
 
     def _write(self, message: Mapping[str, Any]) -> None:
         """The sender's one way out (on the sender's thread). Also while
@@ -452,6 +475,10 @@ class Connection:
                 log.debug("dropped a server log message: the log handler is %d behind", MAX_QUEUED_LOGS)
         elif dest is routes.INVALID:
             self.transport_failed(InvalidMessage(f"the server sent an invalid message: {event}"))
+        elif payload.get("method") == "notifications/cancelled":
+            # Withdrawn by the server: its handler timeout is moot.
+            self._sender.cancel(("handler timeout", (payload.get("params") or {}).get("requestId")))
+            log.debug("dropped %s", event)
         elif "error" in payload and payload.get("id") is None:
             log.warning("the server sent an error about no request: %s", payload.get("error"))
         else:
@@ -495,7 +522,8 @@ class Connection:
                             lambda: self._settled_error(
                                 request_id, f"the client's handler did not answer within {limit:g} s"))
         if not self._handlers.submit(lambda: self._answer(message)):
-            self.respond(request_id, error={"code": -32603, "message": "too many server requests in progress"})
+            self.respond(request_id, error={"code": -32603, "message": "too many server requests in progress"},
+                         spare=True)
 
     def _settled_error(self, request_id: Any, text: str) -> dict[str, Any] | None:
         with self._lock:
@@ -507,6 +535,7 @@ class Connection:
         with self._lock:
             owed = message["id"] in self._router.owed
         if not owed:
+            self._sender.cancel(("handler timeout", message["id"]))
             return  # withdrawn, or timed out in the queue: nobody wants the answer
         handler = self._on_server_request
         try:
@@ -536,9 +565,14 @@ class Connection:
             first = not self._close_started
             if first:
                 self._close_started = self._closed = True
+                self._closing_thread = threading.get_ident()
                 calls, subscriptions = self._router.clear()
         if not first:
-            self._close_done.wait(CLOSE_JOIN_TIMEOUT * 3)
+            # Re-entered from a callback that close() itself is running, or
+            # from one of the connection's own threads: waiting would only
+            # wait for ourselves.
+            if threading.get_ident() != self._closing_thread and not _is_own_thread():
+                self._close_done.wait(CLOSE_JOIN_TIMEOUT * 3)
             return
         try:
             error = ConnectionClosed(reason)
@@ -546,21 +580,29 @@ class Connection:
                 pending.inbox.put((CLOSED, error))
             for on_event in subscriptions:
                 on_event("closed", error)
-            # Send what is queued (cancellations, answers) for a moment;
-            # then stop taking work (without waiting) and close the
-            # transport, which also ends a write the sender is blocked in.
+            # Send what is queued (cancellations, answers) for a moment.
             self._sender.flush(CLOSE_FLUSH_TIMEOUT)
-            self._sender.close(timeout=0)
-            self._handlers.close(timeout=0)
-            self._logs.close(timeout=0)
-            self.transport.close()
-            deadline = time.monotonic() + CLOSE_JOIN_TIMEOUT
-            for part in (self._sender, self._handlers, self._logs):
-                if not part.close(timeout=max(deadline - time.monotonic(), 0.0)):
-                    log.warning("a handler was still running %g s after close(); it is left to finish "
-                                "on its own and its answer will not be sent", CLOSE_JOIN_TIMEOUT)
         finally:
-            self._close_done.set()
+            # Whatever happens above (a Ctrl-C during the flush), the
+            # transport is closed and the threads are told to stop: nested
+            # `finally`s, so one failing step does not skip the others.
+            try:
+                self._sender.close(timeout=0)
+                self._handlers.close(timeout=0)
+                self._logs.close(timeout=0)
+            finally:
+                try:
+                    self.transport.close()  # also ends a write the sender is blocked in
+                finally:
+                    try:
+                        deadline = time.monotonic() + CLOSE_JOIN_TIMEOUT
+                        for part in (self._sender, self._handlers, self._logs):
+                            if not part.close(timeout=max(deadline - time.monotonic(), 0.0)):
+                                log.warning("a handler was still running %g s after close(); it is left to "
+                                            "finish on its own and its answer will not be sent",
+                                            CLOSE_JOIN_TIMEOUT)
+                    finally:
+                        self._close_done.set()
 
     def discard(self) -> None:
         """In a child process after `os.fork()`: forget this connection
@@ -580,6 +622,7 @@ class Connection:
         self._handlers = HandlerPool(max_workers=1, max_pending=1)
         self._handlers.close(timeout=0)
         self._logs = self._handlers
+        self._close_done = threading.Event()  # the parent's may have been mid-use
         self._close_done.set()
         try:
             self.transport.discard()
@@ -589,6 +632,12 @@ class Connection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _is_own_thread() -> bool:
+    """Is this one of the engine's threads (sender, handler, log)? They must
+    never wait for a close that waits for them."""
+    return threading.current_thread().name.startswith(("mcp-sync-sender", "mcp-sync-handler", "mcp-sync-log"))
 
 
 def new_id_counter() -> Iterator[int]:

@@ -69,14 +69,41 @@ class HandlerPool:
             if len(self._jobs) > self._idle and len(self._threads) < self._max_workers:
                 self._serial += 1
                 thread = threading.Thread(target=self._run, name=f"{self._name}-{self._serial}", daemon=True)
-                self._threads.add(thread)
-                thread.start()
+                self._threads.add(thread)  # counted now, so no other submit over-starts
+                try:
+                    thread.start()
+                except BaseException:  # no thread to be had: undo, the caller refuses
+                    self._threads.discard(thread)
+                    self._jobs.pop()
+                    self._active -= 1
+                    return False
             else:
                 self._cond.notify()
         return True
 
     def _run(self) -> None:
         me = threading.current_thread()
+        with self._cond:
+            self._threads.add(me)  # before start() returned in submit(), maybe
+        try:
+            self._work(me)
+        finally:
+            # However the thread ends (a job that raised SystemExit, say), it
+            # no longer counts, and a queued job gets a thread of its own.
+            with self._cond:
+                self._threads.discard(me)
+                orphaned = bool(self._jobs) and not self._closed and not self._idle
+            if orphaned:
+                self._replace()
+
+    def _replace(self) -> None:
+        with self._cond:
+            self._serial += 1
+            thread = threading.Thread(target=self._run, name=f"{self._name}-{self._serial}", daemon=True)
+            self._threads.add(thread)
+        thread.start()
+
+    def _work(self, me: threading.Thread) -> None:
         while True:
             with self._cond:
                 while not self._jobs and not self._closed:

@@ -69,21 +69,26 @@ class Sender:
         #: Messages dropped because the queue was full (for tests and status).
         self.dropped = 0
 
-    def put(self, message: Mapping[str, Any]) -> bool:
+    def put(self, message: Mapping[str, Any], *, spare: bool = False) -> bool:
         """Queue `message`; never blocks. False when it was dropped (full or
-        closed)."""
+        closed). A `spare` message (a refusal, a cancellation: the peer
+        copes without it) may only fill half the queue, so that answers
+        always find room."""
+        limit = self._max_queued // 2 if spare else self._max_queued
         with self._cond:
             if self._closed:
                 return False
-            if len(self._queue) >= self._max_queued:
+            full = len(self._queue) >= limit
+            if full:
                 self.dropped += 1
-                log.warning("the sender's queue is full (%d messages): dropped %s", self._max_queued,
-                            message.get("method") or f"the answer to {message.get('id')!r}")
-                return False
-            self._queue.append(message)
-            self._ensure_thread()
-            self._cond.notify()
-        return True
+            else:
+                self._queue.append(message)
+                self._ensure_thread()
+                self._cond.notify()
+        if full:  # logged outside the lock: logging handlers are user code
+            log.warning("the sender's queue is full (%d messages): dropped %s", limit,
+                        message.get("method") or f"the answer to {message.get('id')!r}")
+        return not full
 
     def at(self, when: float, key: Any, make: Due) -> None:
         """At `when` (a `time.monotonic()` value), send what `make()` returns
@@ -107,11 +112,14 @@ class Sender:
 
     def _ensure_thread(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            thread.start()  # if this raises, nothing claims a thread that does not run
+            self._thread = thread
 
-    def _next(self) -> Mapping[str, Any] | None:
-        """The next message to write, waiting for one; None once closed."""
+    def _next(self) -> Mapping[str, Any] | Due | None:
+        """The next message to write, or a due factory to run (outside the
+        lock: it takes the connection's lock), waiting for one; None once
+        closed."""
         with self._cond:
             self._writing = False
             self._cond.notify_all()  # for `flush()`
@@ -130,26 +138,25 @@ class Sender:
                     timeout = when - time.monotonic()
                     if timeout <= 0:
                         heapq.heappop(self._heap)
-                        make = self._due.pop(key)
-                        message = make()
-                        if message is not None:
-                            self._writing = True
-                            return message
-                        timeout = None
-                        continue
+                        self._writing = True
+                        return self._due.pop(key)
                     break
                 self._cond.wait(timeout)
 
     def _run(self) -> None:
         while True:
-            message = self._next()
-            if message is None:
+            item = self._next()
+            if item is None:
                 return
+            message: Mapping[str, Any] | None = None
             try:
+                message = item() if callable(item) else item
+                if message is None:
+                    continue
                 self._write(message)
             except TransportError as exc:
-                log.debug("could not send %s: %s",
-                          message.get("method") or f"the answer to {message.get('id')!r}", exc)
+                what = message.get("method") or f"the answer to {message.get('id')!r}" if message else "a message"
+                log.debug("could not send %s: %s", what, exc)
             except Exception:  # a transport bug must not end the only writer
                 log.exception("the transport failed to send a message")
 

@@ -162,11 +162,9 @@ class Router(Generic[Owner]):
         for candidate in (subscription_id, related_to):
             if jsonrpc.is_valid_id(candidate) and candidate in self.subscriptions:
                 if method == "notifications/cancelled":
-                    withdrawn = params.get("requestId")
-                    ended = self.subscriptions[candidate]
-                    if jsonrpc.is_valid_id(withdrawn):
-                        self.subscriptions.pop(withdrawn, None)
-                    return (SUBSCRIPTION, ended, "cancelled", params)
+                    if params.get("requestId") != candidate:
+                        break  # about another request: the general rules below
+                    return (SUBSCRIPTION, self.subscriptions.pop(candidate), "cancelled", params)
                 return (SUBSCRIPTION, self.subscriptions[candidate], "notification", message)
         if method == "notifications/progress":
             token = params.get("progressToken")

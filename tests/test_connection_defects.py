@@ -270,3 +270,72 @@ def test_15_the_reader_never_writes_even_when_refusing_a_flood():
         release.set()
         conn.close()
         thread.join(10)
+
+
+# -- found by the concurrency review of the rebuilt engine -------------------------
+
+
+def test_a_question_interrupted_at_its_prompt_is_still_answered(engine):
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {})
+    transport.next_sent()
+    transport.sink.deliver(server_request("s1"), related_to=pending.id)
+
+    def prompt(message):
+        raise KeyboardInterrupt  # Ctrl-C while the person was typing
+
+    with pytest.raises(KeyboardInterrupt):
+        conn.wait(pending, timeout=5, on_server_request=prompt)
+    answer = sent_until(transport, lambda m: m.get("id") == "s1")[-1]
+    assert answer["error"]["code"] == -32603
+    assert conn.owed == 0
+
+
+def test_an_interrupt_during_close_still_closes_the_transport():
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+
+    def interrupted(timeout):
+        raise KeyboardInterrupt
+
+    conn._sender.flush = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        conn.close()
+    assert transport.closed == 1
+    conn.close()  # and a second close returns at once
+    assert transport.closed == 1
+
+
+def test_close_re_entered_from_a_subscription_callback_returns_at_once():
+    transport = ScriptedTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    nested = []
+
+    def on_event(kind, payload):
+        began = time.monotonic()
+        conn.close()
+        nested.append(time.monotonic() - began)
+
+    conn.subscribe("subscriptions/listen", {}, on_event)
+    conn.close()
+    assert len(nested) == 1 and nested[0] < 1.0
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the SystemExit, on purpose
+def test_a_handler_that_raises_system_exit_does_not_strand_the_next_one():
+    from mcp_sync.handler_pool import HandlerPool
+
+    pool = HandlerPool(max_workers=1, max_pending=4)
+    ran = threading.Event()
+
+    def dies():
+        raise SystemExit
+
+    try:
+        assert pool.submit(dies)
+        assert pool.submit(ran.set)
+        assert ran.wait(5)
+    finally:
+        pool.close(timeout=5)

@@ -183,3 +183,15 @@ def test_no_message_ever_reaches_a_call_it_does_not_belong_to(script):
             if "method" in message and "id" in message:
                 assert message["id"] in router.owed
         assert set(router.calls) == live
+
+
+def test_a_cancellation_on_a_subscription_stream_about_another_request_follows_the_general_rules():
+    router = Router()
+    router.add_subscription(1, "A")
+    router.add_subscription(2, "B")
+    router.receive(server_request("srv-9"))
+    route = router.receive(note("notifications/cancelled", {"requestId": "srv-9"}), related_to=1)
+    assert route[0] == routes.DROP and router.owed == set()
+    route = router.receive(note("notifications/cancelled", {"requestId": 2}), related_to=1)
+    assert route[:3] == (routes.SUBSCRIPTION, "B", "cancelled")
+    assert router.subscriptions == {1: "A"}
