@@ -12,6 +12,7 @@ import pytest
 
 from mcp_sync.connection import CLOSE_JOIN_TIMEOUT, MAX_HANDLER_THREADS, Connection, new_id_counter
 from mcp_sync.errors import RequestTimeout
+from tests.conftest import wait_until
 from tests.test_connection import ScriptedTransport, respond
 
 
@@ -323,12 +324,16 @@ def test_close_re_entered_from_a_subscription_callback_returns_at_once():
     assert len(nested) == 1 and nested[0] < 1.0
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the SystemExit, on purpose
 def test_a_handler_that_raises_system_exit_does_not_strand_the_next_one():
     from mcp_sync.handler_pool import HandlerPool
 
     pool = HandlerPool(max_workers=1, max_pending=4)
     ran = threading.Event()
+    ended_by = []
+    previous = threading.excepthook
+    # The SystemExit ends its thread on purpose: record it here rather than
+    # let it surface as an unhandled thread exception in some later test.
+    threading.excepthook = lambda args: ended_by.append(args.exc_type)
 
     def dies():
         raise SystemExit
@@ -337,5 +342,7 @@ def test_a_handler_that_raises_system_exit_does_not_strand_the_next_one():
         assert pool.submit(dies)
         assert pool.submit(ran.set)
         assert ran.wait(5)
+        assert wait_until(lambda: ended_by == [SystemExit], timeout=5)
     finally:
         pool.close(timeout=5)
+        threading.excepthook = previous
