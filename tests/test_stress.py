@@ -146,7 +146,10 @@ def run(where, era, seed, *, close_midway):
                     if pid is not None:
                         pids.add(pid)
                     if where == "stdio" and era == "2026-07-28" and pid is not None and rng.random() < 0.5:
-                        os.kill(pid, signal.SIGKILL)  # the next call starts the server again
+                        try:
+                            os.kill(pid, signal.SIGKILL)  # the next call starts the server again
+                        except ProcessLookupError:
+                            pass  # killed by an earlier round and already reaped
                 if close_midway:
                     client.close()
             finally:
