@@ -82,9 +82,7 @@ class HandlerPool:
         return True
 
     def _run(self) -> None:
-        me = threading.current_thread()
-        with self._cond:
-            self._threads.add(me)  # before start() returned in submit(), maybe
+        me = threading.current_thread()  # counted by whoever started it
         try:
             self._work(me)
         finally:

@@ -13,7 +13,7 @@ import pytest
 from mcp_sync.connection import CLOSE_JOIN_TIMEOUT, MAX_HANDLER_THREADS, Connection, new_id_counter
 from mcp_sync.errors import RequestTimeout
 from tests.conftest import wait_until
-from tests.test_connection import ScriptedTransport, respond
+from tests.test_connection import ScriptedTransport, engine, respond  # noqa: F401 (engine: a fixture)
 
 
 def server_request(request_id, method="elicitation/create"):
@@ -111,15 +111,6 @@ def test_7_a_response_that_arrived_in_time_is_not_reported_as_a_timeout(engine):
 
     response = conn.wait(pending, timeout=0.1, on_progress=slow_progress)
     assert response["result"] == {"done": True}
-
-
-@pytest.fixture
-def engine():
-    transport = ScriptedTransport()
-    conn = Connection(transport, new_id_counter())
-    conn.start()
-    yield conn, transport
-    conn.close()
 
 
 def test_11_a_blocked_handler_does_not_block_close():
