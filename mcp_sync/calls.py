@@ -1,10 +1,20 @@
-"""The typed calls of `Client`: lists, tools, resources, prompts, completion.
+"""The typed calls behind `Client`'s methods: lists, tools, resources,
+prompts, completion.
 
-Each is a thin layer over `Client.request()`: it checks its arguments,
-builds the params, and turns the result into its attrs type. Pagination
-and the tool rules that need a definition (output validation, the
-`x-mcp-header` parameters of HTTP) live here too. `Calls` is a mixin: the
-state it reads (`_tools`, `_schemas`, ...) belongs to `Client`.
+Two parts, both owned by a `Client`:
+
+- `ToolCatalog` keeps the tool definitions the client has seen listed and
+  applies the rules that need a definition: output validation against an
+  `outputSchema`, and the `x-mcp-header` parameters that HTTP mirrors into
+  headers. Its table is replaced whole under its own lock, never mutated in
+  place, so readers need no lock.
+- `TypedCalls` checks arguments, builds params, sends them through the
+  function it was given (the client's `_request`) and turns the result into
+  its attrs type. It holds no state of its own beyond the catalog.
+
+`Client` composes them: each public method checks nothing and delegates, so
+the client's docstrings stay where users read them and this module can be
+tested with any send function.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from .errors import (
     InvalidResult,
@@ -40,9 +50,6 @@ from .types import (
     Tool,
 )
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
 log = logging.getLogger("mcp_sync.client")
 
 # list kind -> (method, result key, item type)
@@ -53,107 +60,50 @@ _LISTS: dict[str, tuple[str, str, Any]] = {
     "prompts": ("prompts/list", "prompts", Prompt),
 }
 
+HeadersFn = Callable[[], "Mapping[str, str] | None"]
 
-class Calls:
-    """The typed request methods; mixed into `Client`."""
 
-    # Owned by Client; declared here for the type checker.
-    _mirrors: bool
-    _state_lock: threading.Lock
-    _tools: dict[str, Tool]
-    _schemas: SchemaCache
-    _discovered: DiscoverResult | None
-    max_pages: int
-    timeout: float | None
+class SendFn(Protocol):
+    """How `TypedCalls` sends: the client's request path (multi-round input,
+    retries, cache), with per-attempt transport headers for `tools/call`."""
 
-    def request(self, method: str, params: Mapping[str, Any] | None = None,
-                **options: Unpack[RequestOptions]) -> dict[str, Any]:
-        raise NotImplementedError  # Client's
+    def __call__(self, method: str, params: Mapping[str, Any] | None, options: RequestOptions, /, *,
+                 headers: HeadersFn | None = None,
+                 refresh_headers: Callable[[], None] | None = None) -> dict[str, Any]: ...
 
-    def _request(self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, *,
-                 headers: Callable[[], Mapping[str, str] | None] | None = None,
-                 refresh_headers: Callable[[], None] | None = None) -> dict[str, Any]:
-        raise NotImplementedError  # Client's
 
-    def discover(self, **options: Unpack[RequestOptions]) -> DiscoverResult:
-        """Ask the server for its versions, capabilities and identity (2026-07-28).
+class ToolCatalog:
+    """The tools a client has seen listed, by name, and the rules that need a
+    tool's definition."""
 
-        Example::
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tools: dict[str, Tool] = {}
+        self.schemas = SchemaCache()
+        # Set when a connection is published: whether its transport mirrors
+        # tool parameters into headers (Streamable HTTP, 2026-07-28).
+        self.mirrors_headers = False
 
-            info = client.discover()
-            print(info.supported_versions, info.server_info)
-        """
-        result = DiscoverResult.from_wire(self.request("server/discover", None, **options))
-        self._discovered = result
-        return result
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
 
-    def ping(self, **options: Unpack[RequestOptions]) -> None:
-        """Check the server is alive (initialize era; 2026-07-28 has no ping).
+    def remember(self, tools: Sequence[Tool], *, replace: bool) -> None:
+        with self._lock:
+            known = {} if replace else dict(self._tools)
+            known.update((tool.name, tool) for tool in tools)
+            self._tools = known
 
-        Example::
+    def after_fork(self) -> None:
+        """In a child after `os.fork()`: a parent thread may have held the
+        lock at the fork; the table itself is still right."""
+        self._lock = threading.Lock()
+        self.schemas = SchemaCache()
 
-            client.ping()
-        """
-        self.request("ping", None, **options)
-
-    def list_page(self, kind: str, cursor: str | None = None, **options: Unpack[RequestOptions]) -> Page:
-        """One page of a list: `kind` is "tools", "resources",
-        "resource_templates" or "prompts"; pass the previous `next_cursor`.
-
-        Example::
-
-            page = client.list_page("tools")
-            while page.next_cursor:
-                page = client.list_page("tools", page.next_cursor)
-        """
-        if kind not in _LISTS:
-            raise ValueError(f"kind must be one of {', '.join(_LISTS)}, not {kind!r}")
-        if cursor is not None and not isinstance(cursor, str):
-            raise TypeError("cursor must be a string")
-        method, key, item_type = _LISTS[kind]
-        result = self.request(method, {"cursor": cursor} if cursor is not None else None, **options)
-        items = result.get(key)
-        if not isinstance(items, list):
-            raise InvalidResult(f"{method}: the result has no {key!r} list")
-        typed = [item_type.from_wire(item) for item in items]
-        if kind == "tools" and self._mirrors_headers():
-            typed = [tool for tool in typed if self._header_params_of(tool, listed=True) is not None]
-        next_cursor = result.get("nextCursor")
-        if next_cursor is not None and not isinstance(next_cursor, str):
-            raise InvalidResult(f"{method}: nextCursor is not a string")
-        if kind == "tools":
-            self._remember_tools(typed, replace=False)
-        return Page(items=typed, next_cursor=next_cursor, raw=result)
-
-    def _list_all(self, kind: str, options: RequestOptions) -> list[Any]:
-        items: list[Any] = []
-        seen: set[str] = set()
-        cursor: str | None = None
-        for _ in range(self.max_pages):
-            page = self.list_page(kind, cursor, **options)
-            items.extend(page.items)
-            if page.next_cursor is None:
-                return items
-            if page.next_cursor in seen:
-                raise PaginationError(f"{_LISTS[kind][0]}: the server repeated cursor {page.next_cursor!r}")
-            seen.add(page.next_cursor)
-            cursor = page.next_cursor
-        raise PaginationError(f"{_LISTS[kind][0]}: still more after max_pages={self.max_pages} pages")
-
-    def list_tools(self, **options: Unpack[RequestOptions]) -> list[Tool]:
-        """Every tool, following `nextCursor` to the end (at most `max_pages`).
-
-        Example::
-
-            for tool in client.list_tools():
-                print(tool.name, tool.description)
-        """
-        tools: list[Tool] = self._list_all("tools", options)
-        self._remember_tools(tools, replace=True)
-        return tools
-
-    def _mirrors_headers(self) -> bool:
-        return self._mirrors
+    def usable(self, tools: list[Tool]) -> list[Tool]:
+        """Listed tools minus those an HTTP mirroring transport cannot call."""
+        if not self.mirrors_headers:
+            return tools
+        return [tool for tool in tools if self._header_params_of(tool, listed=True) is not None]
 
     def _header_params_of(self, tool: Tool, *, listed: bool) -> tuple[HeaderParam, ...] | None:
         """The `x-mcp-header` parameters of a tool. A listed tool with an
@@ -167,29 +117,85 @@ class Calls:
             log.warning("leaving out tool %r: invalid x-mcp-header annotation: %s", tool.name, exc)
             return None
 
-    def _remember_tools(self, tools: Sequence[Tool], *, replace: bool) -> None:
-        with self._state_lock:
-            known = {} if replace else dict(self._tools)
-            known.update((tool.name, tool) for tool in tools)
-            self._tools = known
+    def headers_for(self, definition: Tool | None, arguments: Mapping[str, Any] | None) -> dict[str, str] | None:
+        """`Mcp-Param-*` headers for a call, on transports that mirror them."""
+        if definition is None or not self.mirrors_headers:
+            return None
+        found = self._header_params_of(definition, listed=False)
+        return param_headers(found, arguments) if found else None
 
-    def call_tool(
-        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None,
-        **options: Unpack[RequestOptions],
-    ) -> CallToolResult:
-        """Call a tool by name, or with its definition from `list_tools()`.
+    def check_output(self, name: str, schema: Mapping[str, Any], result: CallToolResult) -> None:
+        if result.structured_content is None:
+            raise OutputValidationError(
+                f"tool {name!r} declares an outputSchema but returned no structuredContent",
+                result=result.raw, errors=["structuredContent is missing"],
+            )
+        problems = self.schemas.errors(schema, result.structured_content)
+        if problems:
+            raise OutputValidationError(
+                f"tool {name!r} returned structuredContent that does not match its outputSchema: {problems[0]}",
+                result=result.raw, errors=problems,
+            )
 
-        A tool that fails returns a result with `is_error` set (see
-        `CallToolResult.raise_for_error()`). When the tool's definition is
-        known and has an `outputSchema`, `structured_content` is validated
-        against it (`OutputValidationError` if it does not match).
 
-        Example::
+class TypedCalls:
+    """The typed requests, sent through `send` (see `SendFn`)."""
 
-            result = client.call_tool("countdown", {"steps": 3},
-                                      progress=lambda p: print(p.progress, p.total))
-            print(result.text)
-        """
+    def __init__(self, send: SendFn, catalog: ToolCatalog) -> None:
+        self._send = send
+        self.catalog = catalog
+
+    def request(self, method: str, params: Mapping[str, Any] | None, options: RequestOptions) -> dict[str, Any]:
+        check_option_names(options)
+        return self._send(method, params, options)
+
+    def discover(self, options: RequestOptions) -> DiscoverResult:
+        return DiscoverResult.from_wire(self.request("server/discover", None, options))
+
+    def ping(self, options: RequestOptions) -> None:
+        self.request("ping", None, options)
+
+    def list_page(self, kind: str, cursor: str | None, options: RequestOptions) -> Page:
+        if kind not in _LISTS:
+            raise ValueError(f"kind must be one of {', '.join(_LISTS)}, not {kind!r}")
+        if cursor is not None and not isinstance(cursor, str):
+            raise TypeError("cursor must be a string")
+        method, key, item_type = _LISTS[kind]
+        result = self.request(method, {"cursor": cursor} if cursor is not None else None, options)
+        items = result.get(key)
+        if not isinstance(items, list):
+            raise InvalidResult(f"{method}: the result has no {key!r} list")
+        typed = [item_type.from_wire(item) for item in items]
+        if kind == "tools":
+            typed = self.catalog.usable(typed)
+        next_cursor = result.get("nextCursor")
+        if next_cursor is not None and not isinstance(next_cursor, str):
+            raise InvalidResult(f"{method}: nextCursor is not a string")
+        if kind == "tools":
+            self.catalog.remember(typed, replace=False)
+        return Page(items=typed, next_cursor=next_cursor, raw=result)
+
+    def list_all(self, kind: str, options: RequestOptions, max_pages: int) -> list[Any]:
+        items: list[Any] = []
+        seen: set[str] = set()
+        cursor: str | None = None
+        for _ in range(max_pages):
+            page = self.list_page(kind, cursor, options)
+            items.extend(page.items)
+            if page.next_cursor is None:
+                if kind == "tools":
+                    self.catalog.remember(items, replace=True)
+                return items
+            if page.next_cursor in seen:
+                raise PaginationError(f"{_LISTS[kind][0]}: the server repeated cursor {page.next_cursor!r}")
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
+        raise PaginationError(f"{_LISTS[kind][0]}: still more after max_pages={max_pages} pages")
+
+    def call_tool(self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,
+                  options: RequestOptions, *, max_pages: int, timeout: float | None) -> CallToolResult:
+        """`timeout` and `max_pages` are the client's, for the listing that
+        refreshes a tool's definition after a header mismatch."""
         definition: Tool | None
         if isinstance(tool, Tool):
             definition, name = tool, tool.name
@@ -201,7 +207,7 @@ class Calls:
             name = definition.name
         elif isinstance(tool, str) and tool:
             name = tool
-            definition = self._tools.get(name)
+            definition = self.catalog.get(name)
         else:
             raise TypeError("tool must be a tool name, a Tool, or a tool definition mapping")
         if arguments is not None and not isinstance(arguments, Mapping):
@@ -210,92 +216,31 @@ class Calls:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
+        catalog = self.catalog
         known = [definition]
 
         def refresh_headers() -> None:
             # The tool may have changed since it was listed: list again.
-            self.list_tools(timeout=options.get("timeout", self.timeout))
-            known[0] = self._tools.get(name, known[0])
+            self.list_all("tools", {"timeout": options.get("timeout", timeout)}, max_pages)
+            known[0] = catalog.get(name) or known[0]
 
-        raw = self._request(
+        raw = self._send(
             "tools/call", params, options,
-            headers=lambda: self._tool_headers(known[0], arguments),
-            refresh_headers=refresh_headers if self._mirrors_headers() else None,
+            headers=lambda: catalog.headers_for(known[0], arguments),
+            refresh_headers=refresh_headers if catalog.mirrors_headers else None,
         )
         definition = known[0]
         result = CallToolResult.from_wire(raw)
         if definition is not None and definition.output_schema is not None and not result.is_error:
-            self._check_output(name, definition.output_schema, result)
+            catalog.check_output(name, definition.output_schema, result)
         return result
 
-    def _tool_headers(self, definition: Tool | None, arguments: Mapping[str, Any] | None) -> dict[str, str] | None:
-        """`Mcp-Param-*` headers for a call, on transports that mirror them."""
-        if definition is None or not self._mirrors_headers():
-            return None
-        found = self._header_params_of(definition, listed=False)
-        return param_headers(found, arguments) if found else None
-
-    def _check_output(self, name: str, schema: Mapping[str, Any], result: CallToolResult) -> None:
-        if result.structured_content is None:
-            raise OutputValidationError(
-                f"tool {name!r} declares an outputSchema but returned no structuredContent",
-                result=result.raw, errors=["structuredContent is missing"],
-            )
-        problems = self._schemas.errors(schema, result.structured_content)
-        if problems:
-            raise OutputValidationError(
-                f"tool {name!r} returned structuredContent that does not match its outputSchema: {problems[0]}",
-                result=result.raw, errors=problems,
-            )
-
-    def list_resources(self, **options: Unpack[RequestOptions]) -> list[Resource]:
-        """Every direct resource, following `nextCursor` to the end.
-
-        Example::
-
-            uris = [r.uri for r in client.list_resources()]
-        """
-        return self._list_all("resources", options)
-
-    def list_resource_templates(self, **options: Unpack[RequestOptions]) -> list[ResourceTemplate]:
-        """Every resource template, following `nextCursor` to the end.
-
-        Example::
-
-            templates = [t.uri_template for t in client.list_resource_templates()]
-        """
-        return self._list_all("resource_templates", options)
-
-    def read_resource(self, uri: str, **options: Unpack[RequestOptions]) -> ReadResourceResult:
-        """Read a resource by URI. A missing one raises `ResourceNotFound`.
-
-        Example::
-
-            print(client.read_resource("demo://readme").text)
-        """
+    def read_resource(self, uri: str, options: RequestOptions) -> ReadResourceResult:
         if not isinstance(uri, str) or not uri:
             raise TypeError("uri must be a non-empty string")
-        return ReadResourceResult.from_wire(self.request("resources/read", {"uri": uri}, **options))
+        return ReadResourceResult.from_wire(self.request("resources/read", {"uri": uri}, options))
 
-    def list_prompts(self, **options: Unpack[RequestOptions]) -> list[Prompt]:
-        """Every prompt, following `nextCursor` to the end.
-
-        Example::
-
-            names = [p.name for p in client.list_prompts()]
-        """
-        return self._list_all("prompts", options)
-
-    def get_prompt(
-        self, name: str, arguments: Mapping[str, str] | None = None, **options: Unpack[RequestOptions],
-    ) -> GetPromptResult:
-        """Render a prompt with its (string) arguments.
-
-        Example::
-
-            prompt = client.get_prompt("greet", {"name": "Ada"})
-            print(prompt.messages[0].content)
-        """
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None, options: RequestOptions) -> GetPromptResult:
         if not isinstance(name, str) or not name:
             raise TypeError("name must be a non-empty string")
         params: dict[str, Any] = {"name": name}
@@ -303,22 +248,10 @@ class Calls:
             if not isinstance(arguments, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in arguments.items()):
                 raise TypeError("prompt arguments must be a mapping of strings to strings")
             params["arguments"] = dict(arguments)
-        return GetPromptResult.from_wire(self.request("prompts/get", params, **options))
+        return GetPromptResult.from_wire(self.request("prompts/get", params, options))
 
-    def complete(
-        self, ref: Prompt | ResourceTemplate | Mapping[str, Any], argument: str, value: str,
-        *, context: Mapping[str, str] | None = None, **options: Unpack[RequestOptions],
-    ) -> CompleteResult:
-        """Suggestions for one argument of a prompt or resource template.
-
-        `ref` is a `Prompt`, a `ResourceTemplate`, or a wire reference such as
-        ``{"type": "ref/prompt", "name": "greet"}``; `context` holds the values
-        of arguments already chosen.
-
-        Example::
-
-            client.complete({"type": "ref/prompt", "name": "greet"}, "style", "f").values
-        """
+    def complete(self, ref: Prompt | ResourceTemplate | Mapping[str, Any], argument: str, value: str,
+                 context: Mapping[str, str] | None, options: RequestOptions) -> CompleteResult:
         if isinstance(ref, Prompt):
             wire_ref: dict[str, Any] = {"type": "ref/prompt", "name": ref.name}
         elif isinstance(ref, ResourceTemplate):
@@ -334,4 +267,4 @@ class Calls:
             if not isinstance(context, Mapping):
                 raise TypeError("context must be a mapping of argument names to values")
             params["context"] = {"arguments": dict(context)}
-        return CompleteResult.from_wire(self.request("completion/complete", params, **options))
+        return CompleteResult.from_wire(self.request("completion/complete", params, options))

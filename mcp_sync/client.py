@@ -44,7 +44,7 @@ import attrs
 from . import handshake, multiround
 from ._version import __version__
 from .cache import ResultCache, cache_key
-from .calls import Calls
+from .calls import HeadersFn, SendFn, ToolCatalog, TypedCalls
 from .connection import Connection, new_id_counter
 from .errors import (
     ConnectionClosed,
@@ -74,15 +74,22 @@ from .options import (
 )
 from .protocol import inputs, versions
 from .protocol.meta import merge_meta, validate_trace_context
-from .protocol.schemas import SchemaCache
 from .protocol.versions import Dialect, FallBack, UseStateless
 from .subscriptions import Subscription, SubscriptionBroken
 from .transports import Target, Transport, resolve_target
 from .types import (
+    CallToolResult,
+    CompleteResult,
     DiscoverResult,
+    GetPromptResult,
     Implementation,
     InitializeResult,
+    Page,
     Progress,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
     Tool,
 )
 
@@ -195,7 +202,24 @@ def connect(
     return client
 
 
-class Client(Calls):
+def _send_through(client: Client) -> SendFn:
+    """`client._request`, held weakly: a bound method kept by the client's
+    own `TypedCalls` would make a cycle, and a client dropped unclosed would
+    then wait for the garbage collector before its finalizer closes it."""
+    ref = weakref.ref(client)
+
+    def send(method: str, params: Mapping[str, Any] | None, options: RequestOptions, /, *,
+             headers: HeadersFn | None = None,
+             refresh_headers: Callable[[], None] | None = None) -> dict[str, Any]:
+        owner = ref()
+        if owner is None:  # only reachable through a TypedCalls kept past its client
+            raise ConnectionClosed("the client is closed")
+        return owner._request(method, params, options, headers=headers, refresh_headers=refresh_headers)
+
+    return send
+
+
+class Client:
     """A blocking MCP client, safe to share between threads. Use `connect()`.
 
     Example::
@@ -245,12 +269,11 @@ class Client(Calls):
         # Set in a child after os.fork(): the first use opens a connection of
         # this process's own (see `_after_fork`).
         self._reopen_after_fork = False
-        self._mirrors = False  # the transport mirrors tool parameters into headers
         self._dialect: Dialect | None = None
         self._discovered: DiscoverResult | None = None
         self._session: InitializeResult | None = None
-        self._tools: dict[str, Tool] = {}
-        self._schemas = SchemaCache()
+        self._catalog = ToolCatalog()
+        self._calls = TypedCalls(_send_through(self), self._catalog)
         # Closes what the client holds if it is dropped unclosed; it holds
         # `_held`, never the client, or the client could never be collected.
         self._finalizer = weakref.finalize(self, _release_unclosed, self._held, repr(target))
@@ -317,7 +340,7 @@ class Client(Calls):
                 self._reopen_after_fork = False
                 # Kept across a fork (the connection is not): the child's
                 # first call builds its headers before it reconnects.
-                self._mirrors = conn.transport.mirrors_headers
+                self._catalog.mirrors_headers = conn.transport.mirrors_headers
                 return
         conn.close("the client was closed while connecting")
         raise ConnectionClosed("the client is closed")
@@ -439,7 +462,7 @@ class Client(Calls):
         self._state_lock = threading.Lock()
         self._restart_lock = threading.Lock()
         self._session_lock = threading.Lock()
-        self._schemas = SchemaCache()
+        self._catalog.after_fork()
         self._held.after_fork()
         self._reopen_after_fork = True
 
@@ -679,6 +702,138 @@ class Client(Calls):
         check_option_names(options)
         return self._request(method, params, options)
 
+    # -- typed requests (see `calls`) -----------------------------------------------
+
+    def discover(self, **options: Unpack[RequestOptions]) -> DiscoverResult:
+        """Ask the server for its versions, capabilities and identity (2026-07-28).
+
+        Example::
+
+            info = client.discover()
+            print(info.supported_versions, info.server_info)
+        """
+        result = self._calls.discover(options)
+        self._discovered = result
+        return result
+
+    def ping(self, **options: Unpack[RequestOptions]) -> None:
+        """Check the server is alive (initialize era; 2026-07-28 has no ping).
+
+        Example::
+
+            client.ping()
+        """
+        self._calls.ping(options)
+
+    def list_page(self, kind: str, cursor: str | None = None, **options: Unpack[RequestOptions]) -> Page:
+        """One page of a list: `kind` is "tools", "resources",
+        "resource_templates" or "prompts"; pass the previous `next_cursor`.
+
+        Example::
+
+            page = client.list_page("tools")
+            while page.next_cursor:
+                page = client.list_page("tools", page.next_cursor)
+        """
+        return self._calls.list_page(kind, cursor, options)
+
+    def list_tools(self, **options: Unpack[RequestOptions]) -> list[Tool]:
+        """Every tool, following `nextCursor` to the end (at most `max_pages`).
+
+        Example::
+
+            for tool in client.list_tools():
+                print(tool.name, tool.description)
+        """
+        tools: list[Tool] = self._calls.list_all("tools", options, self.max_pages)
+        return tools
+
+    def call_tool(
+        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> CallToolResult:
+        """Call a tool by name, or with its definition from `list_tools()`.
+
+        A tool that fails returns a result with `is_error` set (see
+        `CallToolResult.raise_for_error()`). When the tool's definition is
+        known and has an `outputSchema`, `structured_content` is validated
+        against it (`OutputValidationError` if it does not match).
+
+        Example::
+
+            result = client.call_tool("countdown", {"steps": 3},
+                                      progress=lambda p: print(p.progress, p.total))
+            print(result.text)
+        """
+        return self._calls.call_tool(tool, arguments, options, max_pages=self.max_pages, timeout=self.timeout)
+
+    def list_resources(self, **options: Unpack[RequestOptions]) -> list[Resource]:
+        """Every direct resource, following `nextCursor` to the end.
+
+        Example::
+
+            uris = [r.uri for r in client.list_resources()]
+        """
+        resources: list[Resource] = self._calls.list_all("resources", options, self.max_pages)
+        return resources
+
+    def list_resource_templates(self, **options: Unpack[RequestOptions]) -> list[ResourceTemplate]:
+        """Every resource template, following `nextCursor` to the end.
+
+        Example::
+
+            templates = [t.uri_template for t in client.list_resource_templates()]
+        """
+        templates: list[ResourceTemplate] = self._calls.list_all("resource_templates", options, self.max_pages)
+        return templates
+
+    def read_resource(self, uri: str, **options: Unpack[RequestOptions]) -> ReadResourceResult:
+        """Read a resource by URI. A missing one raises `ResourceNotFound`.
+
+        Example::
+
+            print(client.read_resource("demo://readme").text)
+        """
+        return self._calls.read_resource(uri, options)
+
+    def list_prompts(self, **options: Unpack[RequestOptions]) -> list[Prompt]:
+        """Every prompt, following `nextCursor` to the end.
+
+        Example::
+
+            names = [p.name for p in client.list_prompts()]
+        """
+        prompts: list[Prompt] = self._calls.list_all("prompts", options, self.max_pages)
+        return prompts
+
+    def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None, **options: Unpack[RequestOptions],
+    ) -> GetPromptResult:
+        """Render a prompt with its (string) arguments.
+
+        Example::
+
+            prompt = client.get_prompt("greet", {"name": "Ada"})
+            print(prompt.messages[0].content)
+        """
+        return self._calls.get_prompt(name, arguments, options)
+
+    def complete(
+        self, ref: Prompt | ResourceTemplate | Mapping[str, Any], argument: str, value: str,
+        *, context: Mapping[str, str] | None = None, **options: Unpack[RequestOptions],
+    ) -> CompleteResult:
+        """Suggestions for one argument of a prompt or resource template.
+
+        `ref` is a `Prompt`, a `ResourceTemplate`, or a wire reference such as
+        ``{"type": "ref/prompt", "name": "greet"}``; `context` holds the values
+        of arguments already chosen.
+
+        Example::
+
+            client.complete({"type": "ref/prompt", "name": "greet"}, "style", "f").values
+        """
+        return self._calls.complete(ref, argument, value, context, options)
+
     def _request(
         self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, *,
         headers: Callable[[], Mapping[str, str] | None] | None = None,
@@ -712,7 +867,7 @@ class Client(Calls):
             lambda params: self._send_once(call(params)),
             method, dict(original or {}), handlers=handlers,
             answer_input=bool(options.get("answer_input", True)), max_rounds=max_rounds,
-            input_responses=responses, request_state=state, schemas=self._schemas,
+            input_responses=responses, request_state=state, schemas=self._catalog.schemas,
             max_total_timeout=options.get("max_total_timeout", self.max_total_timeout),
         )
 
@@ -938,7 +1093,7 @@ class Client(Calls):
             inputs.check_request(kind, params)
         except inputs.BadInput as exc:
             raise ServerError(-32602, f"Invalid params: {exc}") from None
-        return multiround.run_handler(kind, handlers[kind], dict(params or {}), self._schemas, {})
+        return multiround.run_handler(kind, handlers[kind], dict(params or {}), self._catalog.schemas, {})
 
     def _answer_server_request(self, message: dict[str, Any], handlers: Mapping[str, Any],
                                conn: Connection) -> None:

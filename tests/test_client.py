@@ -100,7 +100,7 @@ def test_output_schema_validators_are_compiled_once(client):
     for _ in range(20):
         client.call_tool("weather", {"city": "Oslo"})
         client.call_tool("add", {"a": 1, "b": 2})
-    assert len(client._schemas) == 2
+    assert len(client._catalog.schemas) == 2
 
 
 def test_definition_passed_directly_is_used_for_validation():

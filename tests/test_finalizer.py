@@ -74,3 +74,19 @@ def test_a_closed_client_warns_nothing():
         del client
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_a_dropped_client_is_closed_by_reference_counting_alone():
+    """No cycle through the client (its typed calls hold it weakly): the
+    finalizer runs when the last reference goes, not at the next collection."""
+    client = mcp_sync.connect(demo_server())
+    client.list_tools()
+    finalizer = client._finalizer
+    gc.disable()
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            del client
+            assert not finalizer.alive, "the client is only reclaimed by the garbage collector"
+    finally:
+        gc.enable()
