@@ -49,6 +49,7 @@ from .errors import (
     VersionNegotiationError,
 )
 from .notifications import Notification, NotificationStream
+from .connection import Drops
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
 from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded
@@ -99,6 +100,6 @@ __all__ = [
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
-    "handlers", "Notification", "NotificationStream", "ResultCache", "StaleResult",
+    "handlers", "Notification", "NotificationStream", "Drops", "ResultCache", "StaleResult",
     "Subscription", "SubscriptionEnded", "SubscriptionBroken",
 ]

@@ -45,7 +45,7 @@ from . import handshake, multiround
 from ._version import __version__
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, SendFn, ToolCatalog, TypedCalls
-from .connection import Connection, new_id_counter
+from .connection import Connection, Drops, new_id_counter
 from .errors import (
     ConnectionClosed,
     HeaderMismatch,
@@ -309,6 +309,7 @@ class Client:
             on_notification=_notification_sink(self.cache, self._cache_server, self._held.dispatcher),
             on_log=self._log_server_message,
             max_server_requests=self.max_server_requests, handler_timeout=self.handler_timeout,
+            drops=self._held.dispatcher.drops,
         )
         transport.request_timeout = self.timeout
         held = self._held
@@ -468,11 +469,13 @@ class Client:
 
     # -- notifications that belong to no call ----------------------------------------
 
-    def on_notification(self, callback: Callable[[Notification], Any]) -> Callable[[], None]:
+    def on_notification(self, callback: Callable[[Notification], Any],
+                        methods: Iterable[str] | None = None) -> Callable[[], None]:
         """Call `callback(notification)` for every server notification that
         belongs to no call (list changes, resource updates, ...), in order, on
-        the client's notification thread (never the reader). Returns a
-        function that removes the callback.
+        the client's notification thread (never the reader). With `methods`,
+        only for those notification methods: the others are then not even
+        queued. Returns a function that removes the callback.
 
         Example::
 
@@ -480,7 +483,20 @@ class Client:
             ...
             stop()
         """
-        return self._dispatcher.add_callback(callback)
+        return self._dispatcher.add_callback(callback, methods=None if methods is None else set(methods))
+
+    @property
+    def dropped(self) -> Drops:
+        """What the client dropped to keep its memory bounded while nobody
+        kept up: notifications, progress updates and log messages (oldest
+        first), and server requests refused (see `Drops`).
+
+        Example::
+
+            if client.dropped.total:
+                print(client.dropped.as_dict())
+        """
+        return self._dispatcher.drops
 
     def notifications(self, max_buffer: int = 100, overflow: str = "drop_oldest") -> NotificationStream:
         """An iterator over the server notifications that belong to no call,
@@ -624,7 +640,7 @@ class Client:
                                           and note.params.get("uri") in uris):
                 subscription._on_event("notification", note.raw)
 
-        stop.append(self._dispatcher.add_callback(deliver))
+        stop.append(self._dispatcher.add_callback(deliver, methods=methods | {"notifications/resources/updated"}))
         subscription.accepted = accepted
         subscription.acknowledged.set()
         with held.lock:
@@ -1190,12 +1206,7 @@ class _Held:
         self.initialize_era_subscriptions = set()
         # The dispatcher's thread was not copied; a fresh lock and queue, and
         # its thread is started again by the next callback or stream.
-        dispatcher = self.dispatcher
-        dispatcher._lock = threading.Lock()
-        dispatcher._queue = type(dispatcher._queue)()
-        dispatcher._thread = None
-        if dispatcher._callbacks or dispatcher._streams:
-            dispatcher._ensure_thread()
+        self.dispatcher.after_fork()
 
 
 def _release_unclosed(held: _Held, description: str) -> None:

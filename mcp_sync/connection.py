@@ -31,14 +31,22 @@ blocks on IO.
 
 Lock discipline: `_lock` guards the router (pending calls, subscriptions,
 owed answers), `_closed`, `_close_started` and `_failure`. It is held only
-for table updates and inbox puts (which never block); nothing is sent and no
-user code runs while it is held. The sender and the handler pool have locks
-of their own and are never called with `_lock` held except for their
-non-blocking `put()`/`cancel()`.
+for table updates and inbox puts (which never block); nothing is sent, no
+user code runs and nothing is logged while it is held. The sender and the
+handler pool have locks of their own and are never called with `_lock` held
+except for their non-blocking `put()`/`cancel()`.
+
+Memory is bounded whatever the server sends: each inbox keeps at most
+`INBOX_MAX_PROGRESS` progress and `INBOX_MAX_LOGS` log messages (the
+oldest of a kind makes room, so a slow caller still sees the latest) and
+at most `max_server_requests` server requests (more are refused with an
+error); the response is never dropped. What is dropped is counted in
+`drops` and logged once per burst.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import queue
@@ -79,8 +87,14 @@ CLOSE_JOIN_TIMEOUT = 2.0
 CLOSE_FLUSH_TIMEOUT = 0.5
 #: The most threads answering server requests that belong to no call.
 MAX_HANDLER_THREADS = 4
-#: The most log messages (for no call) waiting for the log handler.
+#: The most log messages (for no call) waiting for the log handler; beyond,
+#: the oldest waiting one is dropped.
 MAX_QUEUED_LOGS = 256
+#: The most progress notifications waiting in one call's inbox; beyond, the
+#: oldest is dropped (the caller always gets the latest).
+INBOX_MAX_PROGRESS = 256
+#: The most log messages waiting in one call's inbox; beyond, the oldest is dropped.
+INBOX_MAX_LOGS = 256
 #: A waiting call on the main thread wakes this often, so that
 #: `_thread.interrupt_main()` (which sets a flag, not a signal) is seen.
 _MAIN_THREAD_SLICE = 0.1
@@ -99,16 +113,297 @@ def _clone(exc: McpError) -> McpError:
     return new
 
 
+class Drops:
+    """What a client let go of to keep its memory bounded, counted by kind.
+    Thread-safe; one object may be shared by a client's successive
+    connections and its notification dispatcher.
+
+    - `notifications`: notifications for no call, dropped oldest-first from
+      the dispatcher's queue because a listener was slow;
+    - `progress`: a call's progress notifications, dropped oldest-first from
+      its inbox because the caller was slow (it still gets the latest);
+    - `logs`: log messages dropped oldest-first (from a call's inbox, or
+      waiting for the client's log handler);
+    - `refused_requests`: server requests refused with an error because too
+      many were waiting for one call.
+
+    Example::
+
+        drops = Drops()
+        drops.add("progress", 3)
+        assert drops.total == 3 and drops.as_dict()["progress"] == 3
+    """
+
+    KINDS = ("notifications", "progress", "logs", "refused_requests")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.notifications = 0
+        self.progress = 0
+        self.logs = 0
+        self.refused_requests = 0
+
+    def add(self, kind: str, count: int = 1) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown kind of drop: {kind!r}")
+        with self._lock:
+            setattr(self, kind, getattr(self, kind) + count)
+
+    @property
+    def total(self) -> int:
+        """Everything dropped or refused so far."""
+        with self._lock:
+            return self.notifications + self.progress + self.logs + self.refused_requests
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {kind: getattr(self, kind) for kind in self.KINDS}
+
+    def __repr__(self) -> str:
+        return "Drops(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
+
+
+class Burst:
+    """One source's drops, so that it logs once per burst and not once per
+    message: `drop()` is True for the first drop of a burst; `end()`, called
+    when the source has room again, ends the burst once no drop came for
+    `quiet` seconds and says how many it dropped (0: the burst goes on, or
+    there was none). The quiet time keeps a consumer that catches up only
+    now and then (a thread that gets the GIL in turns) to one burst."""
+
+    __slots__ = ("_lock", "_count", "_last", "quiet")
+
+    def __init__(self, quiet: float = 1.0) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._last = 0.0
+        self.quiet = quiet
+
+    def drop(self) -> bool:
+        with self._lock:
+            self._count += 1
+            self._last = time.monotonic()
+            return self._count == 1
+
+    @property
+    def dropping(self) -> bool:
+        """A burst is on (read without the lock: a hint)."""
+        return self._count > 0
+
+    def end(self) -> int:
+        if not self._count:  # the usual case, without the lock
+            return 0
+        with self._lock:
+            if not self._count or time.monotonic() - self._last < self.quiet:
+                return 0
+            count, self._count = self._count, 0
+            return count
+
+
+#: What `Inbox.put()` says when it could not simply queue an event.
+DROPPED = "dropped"          # an older event of its kind made room
+FIRST_DROP = "first_drop"    # the same, and it is the first of a burst: warn
+REFUSED = "refused"          # a server request not queued: too many wait
+
+# The token that wakes a caller for a progress or log event (see `Inbox`).
+_WAKE: tuple[str, Any, int] = ("wake", None, 0)
+
+
+class _Lanes:
+    """The part of an inbox that a plain call never needs: the progress and
+    log lanes, and the counts that bound them and the server requests."""
+
+    __slots__ = ("lock", "progress", "logs", "seq", "signalled", "requests", "dropped")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.progress: collections.deque[tuple[int, str, Any]] = collections.deque()
+        self.logs: collections.deque[tuple[int, str, Any]] = collections.deque()
+        self.seq = 0             # progress and log events put so far
+        self.signalled = False   # a wake token is in the queue
+        self.requests = 0        # server requests in the queue
+        self.dropped = 0         # progress and log events dropped in this burst
+
+
+class Inbox:
+    """Everything addressed to one request, in arrival order, bounded.
+
+    Two lanes. The response, a CLOSED and server requests are never
+    dropped: they go through a `SimpleQueue`, so a plain call costs one put
+    and one blocking get there, as it did before there were bounds.
+    Progress and log messages wait in deques of their own (`_Lanes`, made
+    by the first such event), at most `max_progress` and `max_logs`;
+    beyond, the oldest of its kind makes room. Each event knows its place
+    in the arrival order (a progress or log event its number; an event of
+    the other lane how many progress and log events came before it, when
+    any had), so the caller takes them in the order they came. A progress
+    or log event wakes a waiting caller with a token in the queue, never
+    more than one outstanding, so tokens cost no memory either. Server
+    requests beyond `max_requests` are not queued: `put()` says REFUSED.
+
+    Producers call `put()` under the connection's lock: it never blocks and
+    never logs. One consumer, the caller, calls `get()`.
+    """
+
+    __slots__ = ("id", "method", "max_requests", "max_progress", "max_logs", "_queue", "_lanes", "_held")
+
+    def __init__(self, request_id: Any = None, method: str = "", max_requests: int = 16,
+                 max_progress: int = INBOX_MAX_PROGRESS, max_logs: int = INBOX_MAX_LOGS) -> None:
+        self.id = request_id
+        self.method = method
+        self.max_requests = max_requests
+        self.max_progress = max_progress
+        self.max_logs = max_logs
+        # (kind, payload) while no lanes exist, else (kind, payload, how
+        # many progress and log events came before it).
+        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._lanes: _Lanes | None = None
+        self._held: tuple[Any, ...] | None = None  # taken from the queue, waiting for older events
+
+    # -- producers (under the connection's lock) ------------------------------------
+
+    def put(self, kind: str, payload: Any) -> str | None:
+        """Queue one event. None when it was simply queued; else DROPPED or
+        FIRST_DROP (an older one of its kind was dropped), or REFUSED (a
+        server request that was not queued: the caller must refuse it)."""
+        lanes = self._lanes
+        if lanes is None and (kind is RESPONSE or kind is CLOSED):
+            self._queue.put((kind, payload))  # the fast path of a plain call
+            return None
+        if lanes is None:
+            lanes = self._lanes = _Lanes()
+        if kind is PROGRESS or kind is LOG:
+            return self._put_in_lane(lanes, kind, payload)
+        if kind is SERVER_REQUEST:
+            with lanes.lock:
+                if lanes.requests >= self.max_requests:
+                    return REFUSED
+                lanes.requests += 1
+        self._queue.put((kind, payload, lanes.seq))
+        return None
+
+    def _put_in_lane(self, lanes: _Lanes, kind: str, payload: Any) -> str | None:
+        outcome = None
+        with lanes.lock:
+            lanes.seq += 1
+            lane, limit = (lanes.progress, self.max_progress) if kind is PROGRESS else (lanes.logs, self.max_logs)
+            if len(lane) >= limit:
+                lane.popleft()
+                lanes.dropped += 1
+                outcome = FIRST_DROP if lanes.dropped == 1 else DROPPED
+            lane.append((lanes.seq, kind, payload))
+            if not lanes.signalled:
+                lanes.signalled = True
+                self._queue.put(_WAKE)
+        return outcome
+
+    # -- the consumer (the caller) ---------------------------------------------------
+
+    def get(self, timeout: float | None = None) -> tuple[str, Any]:
+        """The next event as (kind, payload); `queue.Empty` after `timeout`
+        seconds (None: wait for ever)."""
+        if self._lanes is None:
+            item = self._queue.get(timeout=timeout)
+            if len(item) == 2:
+                return item  # the fast path of a plain call
+            self._held = item  # a token or a server request: the lanes exist now
+        return self._get_in_order(timeout)
+
+    def get_nowait(self) -> tuple[str, Any]:
+        """The next event, or `queue.Empty` at once."""
+        return self._get_in_order(0.0)
+
+    def _get_in_order(self, timeout: float | None) -> tuple[str, Any]:
+        lanes = self._lanes
+        assert lanes is not None or self._held is None
+        deadline: float | None = None
+        while True:
+            if self._held is None and (lanes is None or (not lanes.progress and not lanes.logs)):
+                # Nothing waits in the lanes: block on the queue.
+                self._held = self._queue.get(timeout=timeout) if timeout != 0 else self._queue.get_nowait()
+                lanes = self._lanes
+            if self._held is _WAKE:
+                assert lanes is not None
+                self._held = None
+                with lanes.lock:
+                    lanes.signalled = False
+                if not lanes.progress and not lanes.logs and timeout:
+                    # A token that outlived its event (taken without it). It
+                    # was in the queue already, so little of the timeout went
+                    # by: wait again, for what is left of it.
+                    now = time.monotonic()
+                    deadline = deadline or now + timeout
+                    timeout = deadline - now
+                    if timeout <= 0:
+                        raise queue.Empty
+                continue
+            event = self._next_in_order(lanes)
+            if event is not None:
+                return event
+
+    def _next_in_order(self, lanes: _Lanes | None) -> tuple[str, Any] | None:
+        """The oldest event: the held one, or the head of a lane that came
+        before it. None when only a stale token was taken."""
+        if lanes is None:  # no lanes: the held event is all there is
+            held, self._held = self._held, None
+            return None if held is None else (held[0], held[1])
+        # Whatever of the queue came first is in `_held` (tokens skipped): an
+        # event that arrives later came after every event now in the lanes.
+        while self._held is None:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _WAKE:
+                with lanes.lock:
+                    lanes.signalled = False
+            else:
+                self._held = item
+        held = self._held  # a (kind, payload) pair came before any lane event
+        ended = 0
+        with lanes.lock:
+            progress = lanes.progress[0] if lanes.progress else None
+            logs = lanes.logs[0] if lanes.logs else None
+            first = progress if logs is None or (progress is not None and progress[0] < logs[0]) else logs
+            if first is not None and (held is None or (len(held) == 3 and first[0] <= held[2])):
+                (lanes.progress if first is progress else lanes.logs).popleft()
+                if not lanes.progress and not lanes.logs:
+                    ended, lanes.dropped = lanes.dropped, 0
+            else:
+                first = None
+        if first is not None:
+            if ended:
+                log.warning("%s (request %s): %d progress and log messages were dropped while the caller was "
+                            "behind; it is caught up now", self.method, self.id, ended)
+            return first[1], first[2]
+        if held is None:
+            return None
+        self._held = None
+        if held[0] is SERVER_REQUEST:
+            with lanes.lock:
+                lanes.requests -= 1
+        return held[0], held[1]
+
+    def qsize(self) -> int:
+        """Events waiting now (approximate while events arrive)."""
+        lanes = self._lanes
+        waiting = self._queue.qsize() + (self._held is not None)
+        if lanes is None:
+            return waiting
+        with lanes.lock:
+            return waiting - lanes.signalled + len(lanes.progress) + len(lanes.logs)
+
+
 class Pending:
     """One in-flight request: its id, method and inbox. Owned by its caller."""
 
     __slots__ = ("id", "method", "inbox", "cancellable", "unsent")
 
-    def __init__(self, request_id: int, method: str, cancellable: bool) -> None:
+    def __init__(self, request_id: int, method: str, cancellable: bool, max_requests: int = 16) -> None:
         self.id = request_id
         self.method = method
         self.cancellable = cancellable
-        self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.inbox = Inbox(request_id, method, max_requests)
         # (message, headers) for a transport that exchanges on the caller's
         # thread: sent by `wait()`, which knows the deadline.
         self.unsent: tuple[dict[str, Any], Mapping[str, str] | None] | None = None
@@ -126,6 +421,7 @@ class Connection:
     receives every other notification, on the thread that read it: it must
     only hand the message on (the client's dispatcher queue). `on_log`
     handles log messages that came for no call, on the handler pool.
+    `drops` counts what was dropped to keep memory bounded (see `Drops`).
     """
 
     def __init__(
@@ -138,6 +434,7 @@ class Connection:
         on_log: NotificationHandler | None = None,
         max_server_requests: int = 16,
         handler_timeout: float | None = None,
+        drops: Drops | None = None,
     ) -> None:
         self.transport = transport
         # The transport does a caller's exchange on the caller's thread (it
@@ -155,6 +452,11 @@ class Connection:
         self._close_started = False
         self._closing_thread: int | None = None
         self._handler_timeout = handler_timeout
+        self._max_server_requests = max_server_requests
+        #: What was dropped to keep memory bounded (shared with the client's
+        #: other connections when it passes its own).
+        self.drops = drops if drops is not None else Drops()
+        self._log_burst = Burst()
         self._sender = Sender(self._write)
         self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
                                      name="mcp-sync-handler")
@@ -182,7 +484,7 @@ class Connection:
         with self._lock:
             self._raise_if_unusable()
             request_id = next(self._ids)
-            pending = Pending(request_id, method, cancellable)
+            pending = Pending(request_id, method, cancellable, self._max_server_requests)
             self._router.add_call(request_id, pending)
         if progress:
             params = dict(params or {})
@@ -458,9 +760,12 @@ class Connection:
             if dest is routes.CALL:
                 # Under the lock: once `abandon()` has forgotten a call,
                 # nothing more can land in its inbox unseen.
-                owner.inbox.put((event, payload))
-                return
-        if dest is routes.SUBSCRIPTION:
+                overflow = owner.inbox.put(event, payload)
+                if overflow is None:
+                    return
+        if dest is routes.CALL:
+            self._overflowed(owner, event, payload, overflow)
+        elif dest is routes.SUBSCRIPTION:
             owner(event, payload)
         elif dest is routes.NOTIFICATION:
             if self._on_notification is not None:
@@ -470,9 +775,7 @@ class Connection:
         elif dest is routes.HANDLERS:
             self._answer_elsewhere(payload)
         elif dest is routes.CLIENT_LOG:
-            handler = self._on_log or self._log_default
-            if not self._logs.submit(lambda: handler(payload)):
-                log.debug("dropped a server log message: the log handler is %d behind", MAX_QUEUED_LOGS)
+            self._client_log(payload)
         elif dest is routes.INVALID:
             self.transport_failed(InvalidMessage(f"the server sent an invalid message: {event}"))
         elif payload.get("method") == "notifications/cancelled":
@@ -484,6 +787,39 @@ class Connection:
         else:
             log.debug("dropped %s", event)
 
+    def _overflowed(self, pending: Pending, event: str, payload: Any, overflow: str | None) -> None:
+        """A call's inbox was full (outside the lock: this refuses and logs)."""
+        if overflow is REFUSED:
+            self.drops.add("refused_requests")
+            log.debug("refused server request %r: %d wait for %s already", payload.get("id"),
+                      self._max_server_requests, pending.method)
+            self.respond(payload["id"], error={
+                "code": -32603, "message": "too many server requests are waiting for this call"}, spare=True)
+            return
+        self.drops.add("progress" if event is PROGRESS else "logs")
+        if overflow is FIRST_DROP:
+            log.warning("%s (request %s): the caller is behind; its oldest progress and log messages are "
+                        "dropped beyond %d and %d waiting until it catches up", pending.method, pending.id,
+                        pending.inbox.max_progress, pending.inbox.max_logs)
+
+    def _client_log(self, params: dict[str, Any]) -> None:
+        """A log message for no call, to the log handler's queue; when the
+        handler is behind, the oldest waiting message makes room."""
+        handler = self._on_log or self._log_default
+        if self._logs.submit_dropping_oldest(lambda: handler(params)):
+            self.drops.add("logs")
+            if self._log_burst.drop():
+                log.warning("the server's log messages come faster than the log handler takes them; the oldest "
+                            "are dropped beyond %d until it catches up", MAX_QUEUED_LOGS)
+            return
+        # The burst ends when the handler has caught up (nothing else
+        # waits), not at the first message that finds room: that would
+        # warn again and again while the handler keeps up only just.
+        if self._log_burst.dropping and self._logs.active <= 1:
+            ended = self._log_burst.end()
+            if ended:
+                log.warning("%d server log messages were dropped while the log handler was behind", ended)
+
     def transport_failed(self, error: TransportError) -> None:
         with self._lock:
             if self._closed or self._failure is not None:
@@ -492,7 +828,7 @@ class Connection:
             calls, subscriptions = self._router.clear()
         log.debug("transport failed: %s", error)
         for pending in calls:
-            pending.inbox.put((CLOSED, error))
+            pending.inbox.put(CLOSED, error)
         for on_event in subscriptions:
             on_event("broken", error)
 
@@ -503,7 +839,7 @@ class Connection:
             pending = self._router.remove_call(request_id)
             subscription = self._router.remove_subscription(request_id) if pending is None else None
             if pending is not None:
-                pending.inbox.put((CLOSED, error))
+                pending.inbox.put(CLOSED, error)
         if subscription is not None:
             subscription("broken", error)
         elif pending is None:
@@ -577,7 +913,7 @@ class Connection:
         try:
             error = ConnectionClosed(reason)
             for pending in calls:
-                pending.inbox.put((CLOSED, error))
+                pending.inbox.put(CLOSED, error)
             for on_event in subscriptions:
                 on_event("closed", error)
             # Send what is queued (cancellations, answers) for a moment.

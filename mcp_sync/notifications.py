@@ -10,6 +10,15 @@ Bursts are coalesced per `list_changed` kind: the first of a burst goes out
 at once, and whatever else of that kind arrives within the next 250 ms goes
 out as one notification when the window closes. A consumer that only
 re-lists on a change therefore re-lists at most twice per burst.
+
+Memory is bounded whatever the server sends. A notification of a kind that
+no callback and no stream listens to is not queued at all (`put()` only
+counts it in `unlistened`). The queue holds at most `max_queued`; beyond,
+the oldest waiting notification is dropped, counted in `drops`, and a
+warning is logged when the dropping starts and once more, with the count,
+when the listeners have caught up. A `list_changed` is never lost that way:
+the oldest of each kind is set aside instead (at most three, one per kind)
+and goes out first, as it came first.
 """
 
 from __future__ import annotations
@@ -19,9 +28,12 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Iterable
+from typing import Any, Callable, Iterator, Optional
 
 import attrs
+
+from .connection import Drops
 
 log = logging.getLogger("mcp_sync.notifications")
 
@@ -32,6 +44,8 @@ LIST_CHANGED = frozenset({
 })
 COALESCE_WINDOW = 0.25
 OVERFLOW_POLICIES = ("drop_oldest", "drop_newest")
+#: The most notifications waiting for the dispatcher thread; beyond, the oldest is dropped.
+MAX_QUEUED_NOTIFICATIONS = 1000
 
 
 @attrs.frozen
@@ -129,30 +143,81 @@ class NotificationStream:
         self.close()
 
 
-class Dispatcher:
-    """Runs notification callbacks and feeds streams on one thread, in order."""
+Listener = tuple[Callable[[Notification], Any], Optional[frozenset[str]]]
 
-    def __init__(self, name: str = "mcp-sync-notifications") -> None:
+
+class _Queue:
+    """The dispatcher's queue, with what its lock guards: the waiting
+    notifications, the current burst of drops, the unlistened count, and
+    whether the dispatcher is ending. The bound is the dispatcher's."""
+
+    __slots__ = ("items", "set_aside", "cond", "burst", "unlistened", "ending")
+
+    def __init__(self) -> None:
+        self.items: collections.deque[dict[str, Any]] = collections.deque()
+        # list_changed notifications the bound pushed out of `items`: one per
+        # kind, older than everything in `items`.
+        self.set_aside: dict[str, dict[str, Any]] = {}
+        self.cond = threading.Condition(threading.Lock())
+        self.burst = 0       # dropped since the queue was last empty
+        self.unlistened = 0  # not queued: nobody listens to their kind
+        self.ending = False  # `close()`: deliver what waits, then stop
+
+
+class Dispatcher:
+    """Runs notification callbacks and feeds streams on one thread, in order.
+
+    Example::
+
+        dispatcher = Dispatcher()
+        stop = dispatcher.add_callback(print, methods={"notifications/tools/list_changed"})
+        dispatcher.put({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        dispatcher.put({"jsonrpc": "2.0", "method": "notifications/resources/updated"})  # not queued
+        dispatcher.close()
+
+    `drops.notifications` counts what the bound dropped (the client passes
+    its own `Drops`, shared with its connections); `unlistened` counts what
+    nobody listened to.
+    """
+
+    def __init__(self, name: str = "mcp-sync-notifications", *, max_queued: int = MAX_QUEUED_NOTIFICATIONS,
+                 drops: Drops | None = None) -> None:
+        if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
+            raise ValueError("max_queued must be a positive integer")
         self._name = name
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
-        self._callbacks: tuple[Callable[[Notification], Any], ...] = ()
+        self._queue = _Queue()
+        self._callbacks: tuple[Listener, ...] = ()
         self._streams: tuple[NotificationStream, ...] = ()
+        # The kinds someone listens to, read without a lock by `put()`:
+        # None means every kind (a stream, or a callback without a filter).
+        self._wanted: frozenset[str] | None = frozenset()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.max_queued = max_queued
+        self.drops = drops if drops is not None else Drops()
 
     # -- consumers ------------------------------------------------------------------
 
-    def add_callback(self, callback: Callable[[Notification], Any]) -> Callable[[], None]:
+    def add_callback(self, callback: Callable[[Notification], Any],
+                     methods: Iterable[str] | None = None) -> Callable[[], None]:
+        """Call `callback` with every notification, or only with those whose
+        method is in `methods`. Returns a function that removes it."""
         if not callable(callback):
             raise TypeError("the notification callback must be callable")
+        kinds = None if methods is None else frozenset((methods,) if isinstance(methods, str) else methods)
+        if kinds is not None and not all(isinstance(kind, str) for kind in kinds):
+            raise TypeError("methods must be method names (strings)")
+        listener: Listener = (callback, kinds)
         with self._lock:
-            self._callbacks = self._callbacks + (callback,)
+            self._callbacks = self._callbacks + (listener,)
+            self._update_wanted()
         self._ensure_thread()
 
         def remove() -> None:
             with self._lock:
-                self._callbacks = tuple(c for c in self._callbacks if c is not callback)
+                self._callbacks = tuple(entry for entry in self._callbacks if entry is not listener)
+                self._update_wanted()
 
         return remove
 
@@ -163,25 +228,97 @@ class Dispatcher:
                 stream.close()
                 return stream
             self._streams = self._streams + (stream,)
+            self._update_wanted()
         self._ensure_thread()
         return stream
 
     def _remove_stream(self, stream: NotificationStream) -> None:
         with self._lock:
             self._streams = tuple(s for s in self._streams if s is not stream)
+            self._update_wanted()
+
+    def _update_wanted(self) -> None:
+        """(Under `_lock`.) Which kinds `put()` queues from now on."""
+        if self._streams or any(kinds is None for _, kinds in self._callbacks):
+            self._wanted = None
+        else:
+            self._wanted = frozenset().union(*(kinds for _, kinds in self._callbacks if kinds is not None))
 
     # -- producers ------------------------------------------------------------------
 
     def put(self, message: dict[str, Any]) -> None:
-        """Queue a notification (called on the thread that read it)."""
-        if not self._closed:
-            self._queue.put(message)
+        """Queue a notification (called on the thread that read it; never
+        blocks). A kind nobody listens to is only counted; when the queue is
+        full, the oldest waiting notification makes room."""
+        wanted = self._wanted
+        q = self._queue
+        if wanted is not None and message.get("method") not in wanted:
+            with q.cond:
+                q.unlistened += 1
+            return
+        with q.cond:
+            if self._closed or q.ending:
+                return
+            dropped = first = False
+            if len(q.items) >= self.max_queued:
+                oldest = q.items.popleft()
+                kind = oldest.get("method")
+                if kind in LIST_CHANGED:
+                    # A change must not be missed; a later one of its kind
+                    # says the same, so one per kind is enough.
+                    q.set_aside.pop(str(kind), None)
+                    q.set_aside[str(kind)] = oldest
+                else:
+                    dropped = True
+                    q.burst += 1
+                    first = q.burst == 1
+            q.items.append(message)
+            q.cond.notify()
+        if dropped:
+            self.drops.add("notifications")
+            if first:
+                log.warning("notifications come faster than the listeners take them; the oldest are dropped "
+                            "beyond %d waiting until they catch up", self.max_queued)
+
+    @property
+    def queued(self) -> int:
+        """Notifications waiting for the dispatcher thread now."""
+        with self._queue.cond:
+            return len(self._queue.items) + len(self._queue.set_aside)
+
+    @property
+    def unlistened(self) -> int:
+        """Notifications not queued because nobody listened to their kind."""
+        with self._queue.cond:
+            return self._queue.unlistened
 
     def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
+
+    def _take(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next notification; None when the dispatcher ends; `queue.Empty`
+        after `timeout`."""
+        q = self._queue
+        with q.cond:
+            if not q.items and not q.set_aside and not q.ending:
+                q.cond.wait(timeout)
+            if q.set_aside:
+                message = q.set_aside.pop(next(iter(q.set_aside)))
+            elif q.items:
+                message = q.items.popleft()
+            elif q.ending:
+                return None
+            else:
+                raise queue.Empty
+            ended = 0
+            if not q.items and not q.set_aside and q.burst:
+                ended, q.burst = q.burst, 0
+        if ended:
+            log.warning("%d notifications were dropped while the listeners were behind", ended)
+        return message
 
     def _run(self) -> None:
         windows: dict[str, float] = {}   # list_changed kind -> when its window closes
@@ -195,7 +332,7 @@ class Dispatcher:
                     windows[kind] = now + COALESCE_WINDOW
             timeout = min(windows.values()) - now if windows else None
             try:
-                message = self._queue.get(timeout=max(timeout, 0) if timeout is not None else None)
+                message = self._take(max(timeout, 0) if timeout is not None else None)
             except queue.Empty:
                 continue
             if message is None:
@@ -210,13 +347,25 @@ class Dispatcher:
 
     def _emit(self, message: dict[str, Any]) -> None:
         notification = Notification.from_wire(message)
-        for callback in self._callbacks:
+        for callback, kinds in self._callbacks:
+            if kinds is not None and notification.method not in kinds:
+                continue
             try:
                 callback(notification)
             except Exception:
                 log.exception("a notification callback raised")
         for stream in self._streams:
             stream._push(notification)
+
+    def after_fork(self) -> None:
+        """In a fork child: the dispatcher thread was not copied, and its
+        locks may have been held by a thread that does not exist here. A
+        fresh lock and queue; the thread starts again if anyone listens."""
+        self._lock = threading.Lock()
+        self._queue = _Queue()
+        self._thread = None
+        if self._callbacks or self._streams:
+            self._ensure_thread()
 
     def close(self) -> None:
         with self._lock:
@@ -225,7 +374,10 @@ class Dispatcher:
             self._closed = True
             thread = self._thread
             streams = self._streams
-        self._queue.put(None)
+        q = self._queue
+        with q.cond:
+            q.ending = True
+            q.cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         for stream in streams:

@@ -440,7 +440,7 @@ class HTTPTransport(Transport):
             else:  # no copy of a large body just to join it to the head
                 sock.sendall(head)
                 sock.sendall(body)
-            response = Response(sock)
+            response = Response(sock, deadline=deadline)
             exchange.set_response(response)
             response.begin()
             if response.status not in (401, 403) or not self._auth.enabled:
@@ -457,6 +457,7 @@ class HTTPTransport(Transport):
                 exchange.auth_pause += paused
                 if exchange.deadline is not None:
                     exchange.deadline += paused
+                    response.deadline = exchange.deadline
             self._drain(response)
             self._done(exchange, response)
 
@@ -466,11 +467,16 @@ class HTTPTransport(Transport):
         answer was read to its end and the server keeps the connection."""
         exchange.release(reusable=response.isclosed() and not response.will_close)
 
+    def _side_bound(self) -> float:
+        """The bound of a side request (a one-way POST, setting the GET
+        stream up): no caller waits on it, so it has its own deadline."""
+        return self.request_timeout if self.request_timeout is not None else _ONE_WAY_SECONDS
+
     def _post_one_way(self, message: Mapping[str, Any]) -> None:
         """A notification or a response to a server request: the server
         answers 202 (or 200) with no message. Bounded by `request_timeout`
         from waiting for a slot (of the one-way budget) to the last read."""
-        bound = self.request_timeout if self.request_timeout is not None else _ONE_WAY_SECONDS
+        bound = self._side_bound()
         exchange = Exchange("one-way", self._one_way, deadline=time.monotonic() + bound)
         with self._lock:
             if self._closing:
@@ -548,8 +554,20 @@ class HTTPTransport(Transport):
         if message.get("method") == "initialize" and status == 200:
             session = response.headers.get("mcp-session-id")
             if session:
+                if not _visible_ascii(session):
+                    # It goes back in every request's head: anything else
+                    # could split a header or be refused there.
+                    self._drain(response)
+                    raise InvalidMessage(f"the server's Mcp-Session-Id is not visible ASCII: {session[:80]!r}")
                 self._session_id = session
         if 200 <= status < 300 and status != 202:
+            encoding = (response.headers.get("content-encoding") or "identity").strip().lower()
+            if encoding != "identity":
+                # The client asks for identity; decoding would let a small
+                # body expand past max_response_bytes.
+                response.shutdown()
+                raise InvalidMessage(f"the server answered with Content-Encoding {encoding!r}; "
+                                     "the client only accepts identity")
             content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
             if content_type == "application/json":
                 payload = self._read_body(response, self._target.max_response_bytes)
@@ -564,9 +582,7 @@ class HTTPTransport(Transport):
                 # stream is open: it waits on its inbox meanwhile, and its
                 # deadline is kept by cancelling the exchange.
                 exchange.on_caller, exchange.deadline = False, None
-                sock = exchange.conn.sock if exchange.conn is not None else None
-                if sock is not None:
-                    sock.settimeout(None)
+                response.deadline = None
                 self._threads.submit(lambda: self._stream_on_thread(exchange, response))
                 return True
             self._drain(response)
@@ -653,9 +669,7 @@ class HTTPTransport(Transport):
         cleanly (a server ends it right after the response), else closed."""
         if done == "response" and not response.isclosed() and not exchange.stop.is_set():
             try:
-                sock = exchange.conn.sock if exchange.conn is not None else None
-                if sock is not None:
-                    sock.settimeout(_STREAM_END_SECONDS)
+                response.deadline = time.monotonic() + _STREAM_END_SECONDS
                 left = _READ_CHUNK
                 while left > 0 and not response.isclosed():
                     chunk = response.read1(left)
@@ -754,10 +768,14 @@ class HTTPTransport(Transport):
         while not self._closing and failures < 3:
             extra = {"Last-Event-ID": last_id} if last_id else {}
             try:
+                # Setting the stream up is bounded like a one-way POST; the
+                # stream itself then lasts as long as the session.
+                exchange.deadline = time.monotonic() + self._side_bound()
                 try:
                     response = self._get(exchange, extra)
                 finally:
                     opened.set()
+                exchange.deadline = response.deadline = None
                 if response.status != 200:
                     if response.status == 405:
                         self._get_offered = False
@@ -835,6 +853,11 @@ class HTTPTransport(Transport):
             response.read(_ERROR_BODY_PREVIEW * 8)
         except (OSError, ValueError):  # ValueError: http11.ResponseError
             response.will_close = True
+
+
+def _visible_ascii(text: str) -> bool:
+    """Only 0x21-0x7E, as the spec requires of a session id."""
+    return all("!" <= char <= "~" for char in text)
 
 
 def _json_rpc_error(body: bytes) -> dict[str, Any] | None:

@@ -21,21 +21,39 @@ Content-Length, or everything until the server closes.
 `read1(amt)`, `isclosed()`, `close()` and `shutdown()`. Malformed input raises
 `ResponseError` (a `ValueError`): a status line that is not HTTP/1.x,
 a header line without a colon, more than `MAX_HEADERS` headers or a line
-longer than `MAX_LINE`, a bad chunk size, or a body cut short.
+longer than `MAX_LINE`, more than `MAX_INTERIM` interim (1xx) answers or
+`MAX_HEADERS` trailer lines, a bad chunk size, or a body cut short.
+
+Deadlines are absolute. `Response.deadline` (a `time.monotonic()` value, or
+None) bounds every socket read of the response, not each one: the reader
+sets the socket's timeout to the time left before each `recv`, so a server
+that trickles a byte at a time cannot stretch a call past its deadline
+(`TimeoutError` once it passed). On the main thread the reads also wake
+every `INTERRUPT_SLICE` seconds, so that `_thread.interrupt_main()` (which
+raises `KeyboardInterrupt` at the next bytecode, without a signal to cut a
+blocked `recv` short) lands while a response is awaited.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator, Mapping
-from typing import IO
 
-__all__ = ["RequestHead", "Response", "ResponseError", "Headers", "MAX_LINE", "MAX_HEADERS"]
+__all__ = ["RequestHead", "Response", "ResponseError", "Headers", "MAX_LINE", "MAX_HEADERS", "MAX_INTERIM"]
 
 #: The longest status or header line accepted (bytes, CRLF included).
 MAX_LINE = 65536
-#: The most header fields accepted in one response.
+#: The most header fields accepted in one response (and trailer fields).
 MAX_HEADERS = 100
+#: The most interim (1xx) answers accepted before the final one.
+MAX_INTERIM = 10
+#: How long a read on the main thread blocks at most before it looks for a
+#: pending `KeyboardInterrupt` (seconds).
+INTERRUPT_SLICE = 0.1
+#: Bytes asked of the socket at once.
+_RECV_SIZE = 65536
 
 
 class ResponseError(ValueError):
@@ -109,17 +127,98 @@ class Headers:
         return f"Headers({dict(self._fields.values())!r})"
 
 
+class _Reader:
+    """A buffered reader over a socket whose every `recv` is bounded by
+    the owner's absolute deadline (see the module docstring).
+
+    `io.BufferedReader` over `socket.makefile()` cannot do this: a socket
+    file is unusable after one timeout, and its timeout is per read."""
+
+    __slots__ = ("_sock", "_buf", "_pos", "_owner")
+
+    def __init__(self, sock: socket.socket, owner: Response) -> None:
+        self._sock = sock
+        self._buf = b""
+        self._pos = 0
+        self._owner = owner
+
+    def _recv(self) -> bytes:
+        sock = self._sock
+        sliced = threading.get_ident() == threading.main_thread().ident
+        while True:
+            deadline = self._owner.deadline
+            if deadline is None:
+                wait: float | None = INTERRUPT_SLICE if sliced else None
+            else:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    raise TimeoutError("the response did not arrive before the deadline")
+                if sliced and wait > INTERRUPT_SLICE:
+                    wait = INTERRUPT_SLICE
+            sock.settimeout(wait)
+            try:
+                return sock.recv(_RECV_SIZE)
+            except TimeoutError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                # A slice ended on the main thread: a pending interrupt is
+                # raised here, at the loop's next bytecode; else read on.
+
+    def readline(self, limit: int) -> bytes:
+        """A line (with its LF) of at most `limit` bytes; shorter at EOF."""
+        buf, pos = self._buf, self._pos
+        end = buf.find(b"\n", pos, pos + limit)
+        if end >= 0:
+            self._pos = end + 1
+            return buf[pos:end + 1]
+        parts = [buf[pos:]]
+        size = len(parts[0])
+        self._buf, self._pos = b"", 0
+        while size < limit:
+            data = self._recv()
+            if not data:
+                break
+            end = data.find(b"\n", 0, limit - size)
+            if end >= 0:
+                parts.append(data[:end + 1])
+                self._buf, self._pos = data, end + 1
+                break
+            take = data[:limit - size]
+            parts.append(take)
+            size += len(take)
+            if len(take) < len(data):
+                self._buf, self._pos = data, len(take)
+        return b"".join(parts)
+
+    def read1(self, amt: int) -> bytes:
+        """At most `amt` bytes, after at most one `recv`; b"" at EOF."""
+        buf, pos = self._buf, self._pos
+        if pos < len(buf):
+            end = min(pos + amt, len(buf))
+            self._pos = end
+            return buf[pos:end]
+        data = self._recv()
+        if len(data) > amt:
+            self._buf, self._pos = data, amt
+            return data[:amt]
+        self._buf, self._pos = b"", 0
+        return data
+
+
 class Response:
     """One response read from `sock` (see the module docstring).
 
     `begin()` reads the head; the body is then read by the caller. A
     response to a request whose body the server may skip (`head_only`)
-    has no body.
+    has no body. `deadline` bounds all the reads (None: only a shutdown
+    from another thread stops them); it may be moved at any time, for
+    instance to None when a stream outlives its request's deadline.
     """
 
-    def __init__(self, sock: socket.socket, *, head_only: bool = False) -> None:
+    def __init__(self, sock: socket.socket, *, head_only: bool = False, deadline: float | None = None) -> None:
         self._sock = sock
-        self._fp: IO[bytes] | None = sock.makefile("rb")
+        self.deadline = deadline
+        self._fp: _Reader | None = _Reader(sock, self)
         self._head_only = head_only
         self.status = 0
         self.reason = ""
@@ -132,11 +231,15 @@ class Response:
         self.will_close = False
 
     def begin(self) -> None:
+        interim = 0
         while True:
             self._read_status()
             self._read_headers()
             if self.status >= 200 or self.status == 101:
                 break
+            interim += 1
+            if interim > MAX_INTERIM:
+                raise ResponseError(f"the server sent more than {MAX_INTERIM} interim (1xx) answers")
             self.headers = Headers()  # 1xx interim answer: its head is dropped
         connection = (self.headers.get("connection") or "").lower()
         self.will_close = "close" in connection
@@ -211,7 +314,10 @@ class Response:
                 if not chunk:
                     return b"".join(chunks)
                 chunks.append(chunk)
-        out = bytearray()
+        first = self.read1(amt)
+        if len(first) >= amt or not first:
+            return first
+        out = bytearray(first)
         while len(out) < amt:
             chunk = self.read1(amt - len(out))
             if not chunk:
@@ -228,19 +334,19 @@ class Response:
         if self._chunked:
             return self._read_chunked(fp, amt)
         if self._length is not None:
-            data = fp.read1(min(amt, self._length))  # type: ignore[attr-defined]
+            data = fp.read1(min(amt, self._length))
             if not data:
                 raise ResponseError(f"the response body ended {self._length} bytes short")
             self._length -= len(data)
             if self._length == 0:
                 self._finish()
-            return bytes(data)
-        data = fp.read1(amt)  # type: ignore[attr-defined]
+            return data
+        data = fp.read1(amt)
         if not data:
             self._finish()
-        return bytes(data)
+        return data
 
-    def _read_chunked(self, fp: IO[bytes], amt: int) -> bytes:
+    def _read_chunked(self, fp: _Reader, amt: int) -> bytes:
         if self._chunk_left is None:
             line = self._line()
             size = line.split(b";", 1)[0].strip()
@@ -251,11 +357,10 @@ class Response:
             except ValueError:
                 raise ResponseError(f"invalid chunk size line {line[:40]!r}") from None
             if self._chunk_left == 0:
-                while self._line() not in (b"\r\n", b"\n", b""):
-                    pass  # trailer fields: not used
+                self._skip_trailers()
                 self._finish()
                 return b""
-        data = fp.read1(min(amt, self._chunk_left))  # type: ignore[attr-defined]
+        data = fp.read1(min(amt, self._chunk_left))
         if not data:
             raise ResponseError("the response body ended inside a chunk")
         self._chunk_left -= len(data)
@@ -263,7 +368,15 @@ class Response:
             if self._line() not in (b"\r\n", b"\n"):
                 raise ResponseError("a chunk is not followed by CRLF")
             self._chunk_left = None
-        return bytes(data)
+        return data
+
+    def _skip_trailers(self) -> None:
+        """Trailer fields are not used; a server sending them without end is
+        refused rather than followed."""
+        for _ in range(MAX_HEADERS + 1):
+            if self._line() in (b"\r\n", b"\n", b""):
+                return
+        raise ResponseError(f"the response has more than {MAX_HEADERS} trailer fields")
 
     def _finish(self) -> None:
         self._done = True
@@ -280,6 +393,4 @@ class Response:
 
     def close(self) -> None:
         """Drop the reader (the socket stays open: it belongs to the connection)."""
-        fp, self._fp = self._fp, None
-        if fp is not None:
-            fp.close()
+        self._fp = None

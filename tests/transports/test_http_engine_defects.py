@@ -307,7 +307,7 @@ def interrupt_once(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...], *, a
 @pytest.mark.parametrize("point,names,after,delay", [
     ("connect", ("connect", "connect_ex"), False, 0.0),
     ("send", ("sendall",), False, 0.0),
-    ("read", ("recv_into",), False, 0.0),
+    ("read", ("recv", "recv_into"), False, 0.0),
     ("close after a timeout", ("close",), True, 2.0),
 ])
 def test_an_interrupt_at_any_point_gives_the_slot_back(raw_server, monkeypatch, point, names, after, delay):
