@@ -6,6 +6,11 @@
 
 It holds no logic the library lacks: it parses arguments, calls `Client`,
 and prints. Errors print one line to stderr and exit non-zero.
+
+Whatever a server sends is printed with its control characters shown as
+escapes (`\\x1b`), not sent to the terminal: a server's text must not set
+the window title, clear the screen or overwrite what was printed. Only
+newlines and tabs pass through.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO, cast
 
 from . import connect
 from .client import Client
@@ -24,6 +29,40 @@ from .types import CallToolResult, Progress, TextContent, WireModel
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+#: C0 controls but tab and newline, DEL, and the C1 controls (0x9b is a CSI
+#: on many terminals), each to its visible escape.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+#: The same characters in JSON output, as JSON escapes (the value is unchanged).
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in _CONTROLS}
+
+
+def neutralise(text: str) -> str:
+    r"""`text` with terminal control characters made visible; newlines and
+    tabs are kept, and CRLF line ends become plain newlines.
+
+    Example::
+
+        >>> neutralise("\x1b[2Jhello\r\n")
+        '\\x1b[2Jhello\n'
+    """
+    return text.replace("\r\n", "\n").translate(_CONTROLS)
+
+
+class _Neutralised:
+    """A text stream that neutralises control characters in what is written."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.raw = stream
+
+    def write(self, text: str) -> int:
+        return self.raw.write(neutralise(text))
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
 
 
 def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -44,7 +83,9 @@ class ProgressBar:
     """A one-line progress bar on a stream; redrawn in place on a terminal."""
 
     def __init__(self, stream: TextIO, width: int = 30) -> None:
-        self.stream = stream
+        # The bar draws with escapes of its own: it writes to the terminal
+        # itself, and neutralises the server's message.
+        self.stream = stream.raw if isinstance(stream, _Neutralised) else stream
         self.width = width
         self.tty = stream.isatty()
         self.drawn = False
@@ -57,7 +98,7 @@ class ProgressBar:
             count = f"{progress.progress:g}/{progress.total:g}"
         else:
             bar, count = "[" + "?" * self.width + "]", f"{progress.progress:g}"
-        line = f"{bar} {count}" + (f" {progress.message}" if progress.message else "")
+        line = neutralise(f"{bar} {count}" + (f" {progress.message}" if progress.message else ""))
         if self.tty:
             self.stream.write("\r\x1b[2K" + line)
         else:
@@ -112,7 +153,12 @@ def _dump(value: Any, out: TextIO) -> None:
         value = value.to_wire()
     elif isinstance(value, list):
         value = [v.to_wire() if isinstance(v, WireModel) else v for v in value]
-    out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    out.write(_json_text(value) + "\n")
+
+
+def _json_text(value: Any) -> str:
+    # json.dumps escapes C0 controls itself, but not DEL and C1 ones.
+    return json.dumps(value, indent=2, ensure_ascii=False).translate(_JSON_CONTROLS)
 
 
 def _table(rows: Sequence[tuple[str, str]], out: TextIO, empty: str) -> None:
@@ -135,7 +181,7 @@ def _print_call_result(result: CallToolResult, out: TextIO, err: TextIO) -> int:
             target.write(f"<{block.type} content>\n")
         printed = True
     if not printed and result.structured_content is not None:
-        target.write(json.dumps(result.structured_content, indent=2, ensure_ascii=False) + "\n")
+        target.write(_json_text(result.structured_content) + "\n")
     return EXIT_ERROR if result.is_error else 0
 
 
@@ -269,8 +315,10 @@ def _auth(args: argparse.Namespace, err: TextIO) -> Any:
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
          connect_fn: Callable[..., Client] = connect) -> int:
     """Run the CLI; returns the exit status."""
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
+    # Everything printed may hold a server's text (results, descriptions,
+    # error messages, form prompts, an authorization URL).
+    out = cast(TextIO, _Neutralised(stdout or sys.stdout))
+    err = cast(TextIO, _Neutralised(stderr or sys.stderr))
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in argv:

@@ -21,6 +21,7 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │   │   └── SessionExpired      404 for an initialize-era session
     │   └── AuthorizationError      getting a token (OAuth) failed
     │       ├── AuthorizationRequired  a person must authorize and none can be reached
+    │       ├── EndpointNotAllowed  a server named an address it may not send the client to
     │       └── OAuthError          the authorization server answered with an OAuth error
     ├── RequestTimeout              no answer in time (also a TimeoutError)
     ├── ProtocolError               the server broke a rule of the protocol

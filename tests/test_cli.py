@@ -220,3 +220,82 @@ def test_a_bearer_token_from_the_environment(monkeypatch):
 def test_oauth_options_need_url_and_oauth(argv):
     code, _, err = run(*argv)
     assert code == 2 and "go with" in err
+
+
+# -- a server's text cannot drive the terminal ---------------------------------------------------
+
+# Escape sequences a hostile server might send: set the window title, clear
+# the screen, recolour, a C1 CSI (0x9b), BEL, a bare CR (overwrites the line), DEL.
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x9b31m\rover\x7f"
+CONTROLS = [chr(c) for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))]
+
+
+def hostile_server():
+    from mcp_sync.testing import Server
+
+    server = Server(name="evil" + HOSTILE, version="1" + HOSTILE, instructions="be nice" + HOSTILE)
+
+    @server.tool(description="lists" + HOSTILE)
+    def shout(args, ctx):
+        ctx.progress(1, 2, message="step" + HOSTILE)
+        return "line one\tkept\r\nline two" + HOSTILE
+
+    @server.tool(description="structured", output_schema={"type": "object"})
+    def data(args, ctx):
+        return {"text": "x" + HOSTILE}
+
+    @server.resource("evil://page", "page" + HOSTILE, description="a page" + HOSTILE, mime_type="text/plain")
+    def page():
+        return "page" + HOSTILE
+
+    @server.prompt("p", description="prompt" + HOSTILE)
+    def p(args):
+        return "rendered" + HOSTILE
+
+    return server
+
+
+def run_hostile(*argv):
+    import mcp_sync
+
+    server = hostile_server()
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err, connect_fn=lambda target, **options: mcp_sync.connect(server, **options))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("argv", [
+    ["tools"], ["call", "shout"], ["call", "data"], ["call", "nope" + HOSTILE], ["resources"], ["read", "evil://page"],
+    ["prompts"], ["prompt", "p"], ["discover"], ["--protocol", "2025-11-25", "discover"],
+])
+def test_a_servers_control_characters_are_neutralised(argv):
+    code, out, err = run_hostile(*argv)
+    printed = out + err
+    assert "pwned" in printed, printed  # the text is still shown
+    leaked = sorted({c for c in printed if c in CONTROLS})
+    assert leaked == [], (leaked, printed)
+
+
+def test_newlines_and_tabs_are_kept_and_escapes_shown_visibly():
+    code, out, err = run_hostile("call", "shout")
+    assert code == 0
+    assert out.startswith("line one\tkept\nline two\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mred\\x9b31m\\x0dover\\x7f")
+    assert "step\\x1b]0;pwned" in err  # the progress message
+
+
+def test_json_output_stays_json_with_the_same_values():
+    code, out, _ = run_hostile("--json", "call", "data")
+    assert code == 0 and not any(c in CONTROLS for c in out.replace("\n", ""))
+    assert json.loads(out)["structuredContent"] == {"text": "x" + HOSTILE}
+
+
+def test_a_terminal_progress_bar_still_redraws_in_place():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    bar = ProgressBar(stream, width=4)
+    bar(Progress(progress=1, total=2, message="half" + HOSTILE))
+    assert stream.getvalue().startswith("\r\x1b[2K[##..] 1/2 half\\x1b]0;pwned")
+    assert stream.getvalue().count("\x1b") == 1  # only the bar's own

@@ -21,7 +21,9 @@ The OAuth client is made of such providers (imported on first use, so
 - `ClientCredentials`, `JwtBearer`, `EnterpriseManaged`: grants without a
   person (see `mcp_sync.auth.grants`);
 - `MemoryStorage`, `FileStorage`, or your own `TokenStorage`;
-- `DPoP` and `SigningKey` (`pip install 'mcp-sync[jwt]'` for keys).
+- `DPoP` and `SigningKey` (`pip install 'mcp-sync[jwt]'` for keys);
+- `EndpointNotAllowed`: raised when a server names a URL on an address it
+  may not make the client reach (see `mcp_sync.auth.network`).
 
 Example::
 
@@ -45,6 +47,7 @@ __all__ = [
     "OAuth", "AuthorizationStart", "TokenFlow", "ClientCredentials", "JwtBearer", "EnterpriseManaged",
     "RedirectHandler", "LoopbackRedirect", "PasteRedirect", "HeadlessRedirect",
     "TokenStorage", "MemoryStorage", "FileStorage", "Tokens", "ClientInfo", "DPoP", "SigningKey",
+    "EndpointNotAllowed",
 ]
 
 #: Where each lazily imported name lives.
@@ -54,6 +57,7 @@ _LAZY = {
     "RedirectHandler": "redirect", "LoopbackRedirect": "redirect", "PasteRedirect": "redirect",
     "HeadlessRedirect": "redirect", "TokenStorage": "storage", "MemoryStorage": "storage",
     "FileStorage": "storage", "Tokens": "tokens", "ClientInfo": "tokens", "DPoP": "dpop", "SigningKey": "jwt",
+    "EndpointNotAllowed": "network",
 }
 
 
@@ -73,6 +77,7 @@ if TYPE_CHECKING:
     from .flow import TokenFlow
     from .grants import ClientCredentials, EnterpriseManaged, JwtBearer
     from .jwt import SigningKey
+    from .network import EndpointNotAllowed
     from .oauth import AuthorizationStart, OAuth
     from .redirect import HeadlessRedirect, LoopbackRedirect, PasteRedirect, RedirectHandler
     from .storage import FileStorage, MemoryStorage, TokenStorage

@@ -1,21 +1,42 @@
-"""HTTP to authorization servers and metadata endpoints, size-limited.
+"""HTTP to authorization servers and metadata endpoints: bounded in size and time.
 
 Every answer is read with a byte limit (a metadata document or token
 response has no reason to be large, and an endless one must not exhaust
 memory), redirects are never followed (RFC 8414 and RFC 9728 documents
 are fetched from exactly the URL the spec names), and a body must be a
 JSON object to count as one.
+
+Bounds, whatever the server does:
+
+- Size: the client asks for `identity`; a body encoded anyway with gzip
+  or deflate is decoded under the same limit (a small "gzip bomb" never
+  grows past it), any other coding is refused.
+- Time: `timeout` is a total for one request, from connecting to the last
+  byte. `requests` only bounds each socket read, so a server sending one
+  byte every 100 ms would hold a request for as long as it likes; here a
+  watchdog shuts the request's sockets down when its deadline passes. An
+  `AuthHTTP.budget()` bounds a group of requests (one authorization) too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import logging
-from collections.abc import Mapping
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
 import requests
+import requests.adapters
+import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..errors import AuthorizationError
 
@@ -23,6 +44,250 @@ log = logging.getLogger("mcp_sync.auth")
 
 #: Metadata documents and token responses larger than this are refused.
 DEFAULT_MAX_BYTES = 256 * 1024
+
+_READ_SIZE = 65536
+
+#: What a request may fail with below this module (turned into AuthorizationError).
+_FAILURES = (requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError)
+
+
+# -- the watchdog ----------------------------------------------------------------------------------
+
+
+class _Watch:
+    """The deadline of one request: shuts its sockets down when it passes,
+    which ends any read blocked on them (TLS included)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.expired = False
+        self._lock = threading.Lock()
+        # Duplicates of the sockets' descriptors, owned here: shutting one
+        # down ends the connection, and closing it never touches a
+        # descriptor number the process may have reused meanwhile.
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def add(self, sock: socket.socket) -> None:
+        try:
+            dup = socket.fromfd(sock.fileno(), sock.family, sock.type)
+        except (OSError, ValueError, AttributeError):
+            # No duplicate (a closed socket; a platform without fromfd):
+            # this request keeps the per-read timeout only.
+            return
+        with self._lock:
+            self._sockets.append(dup)
+            expired = self.expired
+        if expired:
+            _shut(dup)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        self._timer.join()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            sock.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by its owner
+
+
+_active = threading.local()
+
+
+def _watch_socket(sock: socket.socket | None) -> None:
+    watch: _Watch | None = getattr(_active, "watch", None)
+    if watch is not None and sock is not None:
+        watch.add(sock)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    """Hands every socket it opens, or reuses, to the current request's watch."""
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _watch_socket(sock)  # before TLS: a trickled handshake is bounded too
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch_socket(self.sock)  # a kept-alive connection from the pool
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _watch_socket(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch_socket(self.sock)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+_POOLS: dict[str, type[HTTPConnectionPool]] = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+
+class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _POOLS
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if type(manager) is urllib3.ProxyManager:  # SOCKS managers have pools of their own
+            manager.pool_classes_by_scheme = _POOLS
+        return manager
+
+
+def new_session() -> requests.Session:
+    """A session whose requests the watchdog can end at their deadline."""
+    session = requests.Session()
+    adapter = _WatchedAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+# -- one request -------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RawAnswer:
+    """Status, lower-cased headers and the (decoded) body of one answer."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+def fetch(
+    method: str,
+    url: str,
+    *,
+    timeout: float,
+    verify: bool | str = True,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    truncate: bool = False,
+    session: requests.Session | None = None,
+    headers: Mapping[str, str] | None = None,
+    data: Mapping[str, str] | None = None,
+    json_body: Mapping[str, Any] | None = None,
+    why_late: str | None = None,
+    label: str | None = None,
+) -> RawAnswer:
+    """One request, done within `timeout` seconds in total, its body read
+    to at most `max_bytes` (past that: an error, or with `truncate` the
+    first `max_bytes`). Redirects are not followed. Raises
+    `AuthorizationError` for every failure, naming the request `label`
+    (default: the method and URL); `why_late` replaces the message's
+    reason when the time runs out."""
+    label = label or f"{method} {url}"
+    sent = {"Accept-Encoding": "identity", **(headers or {})}
+    own = session is None
+    active = session if session is not None else new_session()
+    watch = _Watch(time.monotonic() + timeout)
+    _active.watch = watch
+    try:
+        with active.request(
+            method, url, data=dict(data) if data is not None else None,
+            json=dict(json_body) if json_body is not None else None, headers=sent,
+            timeout=(timeout, timeout), verify=verify, allow_redirects=False, stream=True,
+        ) as response:
+            # A session of the caller's has no watched pool: watch the
+            # socket now, for the body at least.
+            connection = getattr(response.raw, "connection", None)
+            _watch_socket(getattr(connection, "sock", None))
+            body = _read_body(response, label, max_bytes, truncate)
+            return RawAnswer(response.status_code, {k.lower(): v for k, v in response.headers.items()}, body)
+    except _FAILURES as exc:
+        if watch.expired:
+            raise AuthorizationError(
+                f"{label} did not complete within {why_late or f'{timeout:g} s (timeout)'}"
+            ) from None
+        # The exception text can hold the URL but never a form value.
+        raise AuthorizationError(f"{label} failed: {type(exc).__name__}") from None
+    finally:
+        _active.watch = None
+        watch.stop()
+        if own:
+            active.close()
+
+
+def _read_body(response: requests.Response, label: str, limit: int, truncate: bool) -> bytes:
+    declared = response.headers.get("content-length")
+    too_large = f"the answer to {label} is larger than {limit} bytes"
+    # ASCII digits only: "²".isdigit() is True, but int("²") raises ValueError.
+    if (not truncate and declared is not None and declared.isascii() and declared.isdigit()
+            and int(declared) > limit):
+        raise AuthorizationError(too_large)
+    decoder = _decoder(response.headers.get("content-encoding"), label)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        data = response.raw.read(_READ_SIZE, decode_content=False)
+        if not data:
+            break
+        for piece in _decode(decoder, data, limit - size + 1, label):
+            size += len(piece)
+            chunks.append(piece)
+    body = b"".join(chunks)
+    if len(body) > limit:
+        if not truncate:
+            raise AuthorizationError(too_large)
+        body = body[:limit]
+    return body
+
+
+def _decoder(coding: str | None, label: str) -> Any:
+    name = (coding or "identity").strip().lower()
+    if name in ("", "identity"):
+        return None
+    if name in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(32 + zlib.MAX_WBITS)  # a gzip or zlib header, detected
+    raise AuthorizationError(f"the answer to {label} is encoded with {coding!r}, which the client does not decode")
+
+
+def _decode(decoder: Any, data: bytes, room: int, label: str) -> Iterator[bytes]:
+    """The decoded bytes of `data`, never more than `room` in all (the
+    caller stops at its limit, so a bomb is never expanded further)."""
+    if decoder is None:
+        yield data
+        return
+    try:
+        while room > 0:
+            piece = decoder.decompress(data, room)
+            data = decoder.unconsumed_tail
+            if not piece and not data:
+                return
+            room -= len(piece)
+            yield piece
+    except zlib.error:
+        raise AuthorizationError(f"the answer to {label} is not validly compressed") from None
+
+
+# -- the client of the OAuth flows -----------------------------------------------------------------
 
 
 @attrs.frozen
@@ -41,7 +306,8 @@ class Answer:
 
 
 class AuthHTTP:
-    """A `requests.Session` wrapper for the OAuth flow's own requests."""
+    """The OAuth flow's own requests: each bounded by `timeout` in total
+    and by `max_bytes`, and a group of them by a `budget()`."""
 
     def __init__(
         self,
@@ -58,9 +324,38 @@ class AuthHTTP:
         # closes it: the flow talks to an authorization server a few times
         # an hour, and a kept-alive socket would outlive the client.
         self._session = session
+        # Per thread: the providers are shared between threads, and each
+        # authorization runs on the thread that needs it.
+        self._local = threading.local()
 
     def close(self) -> None:
         """Nothing is kept open between requests; kept for symmetry."""
+
+    @contextlib.contextmanager
+    def budget(self, seconds: float) -> Iterator[None]:
+        """Bound every request made inside (on this thread) to end within
+        `seconds` from now, together. Nested budgets keep the outer one."""
+        if getattr(self._local, "deadline", None) is not None:
+            yield
+            return
+        self._local.seconds = seconds
+        self._local.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._local.deadline = None
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """Stop the budget's clock (while a person authorizes): the requests
+        after it get the whole budget again."""
+        deadline = getattr(self._local, "deadline", None)
+        self._local.deadline = None
+        try:
+            yield
+        finally:
+            if deadline is not None:
+                self._local.deadline = time.monotonic() + self._local.seconds
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None) -> Answer:
         return self._request("GET", url, headers=headers)
@@ -84,44 +379,25 @@ class AuthHTTP:
         json_body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
-        sent = {"Accept": "application/json", **(headers or {})}
-        session = self._session or requests.Session()
-        try:
-            with session.request(
-                method, url, data=dict(form) if form is not None else None,
-                json=dict(json_body) if json_body is not None else None, headers=sent,
-                timeout=self.timeout, verify=self.verify, allow_redirects=False, stream=True,
-            ) as response:
-                body = self._read(response, url)
-                answer_headers = {k.lower(): v for k, v in response.headers.items()}
-                status = response.status_code
-        except requests.RequestException as exc:
-            # The exception text can hold the URL but never a form value.
-            raise AuthorizationError(f"{method} {url} failed: {type(exc).__name__}") from None
-        finally:
-            if self._session is None:
-                session.close()
+        timeout, why_late = self.timeout, None
+        deadline = getattr(self._local, "deadline", None)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            budget = f"{self._local.seconds:g} s, the authorization_timeout of the whole authorization"
+            if left <= 0:
+                raise AuthorizationError(f"{method} {url} was not sent: the authorization took longer than {budget}")
+            if left < timeout:
+                timeout, why_late = left, budget
+        raw = fetch(method, url, timeout=timeout, verify=self.verify, max_bytes=self.max_bytes,
+                    session=self._session, headers={"Accept": "application/json", **(headers or {})},
+                    data=form, json_body=json_body, why_late=why_late)
         parsed: Any = None
-        if body:
+        if raw.body:
             try:
-                parsed = json.loads(body)
+                parsed = json.loads(raw.body)
             except (ValueError, RecursionError):
                 # RecursionError: deeply nested arrays ("[[[[...") fit well
                 # within the size limit and exhaust the parser's stack.
                 parsed = None
-        log.debug("%s %s -> %s", method, url, status)
-        return Answer(status, answer_headers, parsed if isinstance(parsed, dict) else None, url)
-
-    def _read(self, response: requests.Response, url: str) -> bytes:
-        declared = response.headers.get("content-length")
-        # ASCII digits only: "²".isdigit() is True, but int("²") raises ValueError.
-        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
-            raise AuthorizationError(f"the answer from {url} is larger than {self.max_bytes} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_content(65536):
-            size += len(chunk)
-            if size > self.max_bytes:
-                raise AuthorizationError(f"the answer from {url} is larger than {self.max_bytes} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        log.debug("%s %s -> %s", method, url, raw.status)
+        return Answer(raw.status, raw.headers, parsed if isinstance(parsed, dict) else None, url)

@@ -40,6 +40,7 @@ from . import discovery
 from ._http import DEFAULT_MAX_BYTES, Answer, AuthHTTP
 from .dpop import DPoP, is_use_dpop_nonce
 from .jwt import SigningKey, client_assertion
+from .network import EndpointNotAllowed, NetworkPolicy
 from .storage import MemoryStorage, TokenStorage
 from .tokens import ClientInfo, Tokens, oauth_error, tokens_from_answer
 
@@ -80,8 +81,10 @@ class FlowOptions(TypedDict, total=False):
     authorization_server: str | None
     dpop: bool | DPoP
     timeout: float
+    authorization_timeout: float
     verify: bool | str
     max_response_bytes: int
+    allow_private_network: bool
 
 
 def _as_list(value: str | Iterable[str] | None, what: str) -> list[str] | None:
@@ -115,8 +118,20 @@ class TokenFlow:
       one from the protected resource metadata.
     - `dpop`: True (or a `DPoP` holding your key) to bind tokens to a key
       with DPoP proofs (RFC 9449).
-    - `timeout`, `verify`: for the requests to authorization servers.
+    - `timeout`: the most one request to an authorization server or
+      metadata URL may take, in seconds, from sending to the last byte of
+      the answer (30 by default).
+    - `authorization_timeout`: the most all the requests of one
+      authorization may take together (discovery, registration, token
+      requests; 120 s by default). The time a person spends in the browser
+      does not count.
+    - `verify`: TLS verification for those requests (as in `requests`).
     - `max_response_bytes`: the size limit for metadata and token answers.
+    - `allow_private_network`: let the MCP server (and its authorization
+      server) send the client to loopback, private and link-local
+      addresses of another kind than its own (see `mcp_sync.auth.network`;
+      off by default: a remote server could aim the client at your machine
+      or network).
     """
 
     #: Whether obtaining tokens needs a person (the authorization code flow).
@@ -131,9 +146,14 @@ class TokenFlow:
         authorization_server: str | None = None,
         dpop: bool | DPoP = False,
         timeout: float = 30.0,
+        authorization_timeout: float = 120.0,
         verify: bool | str = True,
         max_response_bytes: int = DEFAULT_MAX_BYTES,
+        allow_private_network: bool = False,
     ) -> None:
+        for name, value in (("timeout", timeout), ("authorization_timeout", authorization_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive number of seconds")
         if storage is not None and not isinstance(storage, TokenStorage):
             raise TypeError("storage must have load(), save() and delete() (see mcp_sync.auth.TokenStorage)")
         if authorization_server is not None:
@@ -146,6 +166,8 @@ class TokenFlow:
         self._authorization_server = authorization_server
         self._dpop: DPoP | None = DPoP() if dpop is True else (dpop or None)
         self._http = AuthHTTP(timeout=timeout, verify=verify, max_bytes=max_response_bytes)
+        self._authorization_timeout = float(authorization_timeout)
+        self._network = NetworkPolicy(allow_private_network=allow_private_network)
         self._lock = threading.RLock()
         self._tokens: Tokens | None = None
         self._loaded = False
@@ -205,7 +227,7 @@ class TokenFlow:
         """Act on a 401 or 403 from the MCP server. True: retry the request
         with `auth_headers()`. False: the failure stands. Raises
         `AuthorizationError` when authorization itself fails."""
-        with self._lock:
+        with self._lock, self._http.budget(self._authorization_timeout):
             if self._dpop is not None and is_use_dpop_nonce(status, headers):
                 return self._dpop.nonce_from(self.server_url, headers)
             challenge = discovery.find_challenge(headers.get("www-authenticate"))
@@ -223,7 +245,7 @@ class TokenFlow:
         """Obtain tokens now, without waiting for the server's 401: discover
         from the well-known metadata and run this grant. Returns the tokens
         (also kept in storage)."""
-        with self._lock:
+        with self._lock, self._http.budget(self._authorization_timeout):
             self._discover(None)
             return self._obtain_and_keep(self._initial_scopes(None))
 
@@ -273,7 +295,8 @@ class TokenFlow:
             self._note_use()
             tokens = self._load()
             if tokens is not None and tokens.expired():
-                tokens = self._renew(tokens)
+                with self._http.budget(self._authorization_timeout):
+                    tokens = self._renew(tokens)
             return tokens
 
     def _note_use(self) -> None:
@@ -419,16 +442,18 @@ class TokenFlow:
 
     def _check_metadata_url(self, url: str) -> str:
         # The challenge may name any URL; fetch it only over HTTPS, or from
-        # the MCP server's own origin, or a loopback address.
+        # the MCP server's own origin, or a loopback address; and only on
+        # an address the server may send the client to.
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 -- parsing the port is what validates it
         except ValueError:
             raise AuthorizationError(f"the challenge's resource_metadata is not a valid URL: {url!r}") from None
         server = urlsplit(self.server_url)
-        if parts.scheme == "https" or (parts.scheme, parts.netloc) == (server.scheme, server.netloc):
-            return url
-        return discovery.check_endpoint_url(url, "the resource_metadata URL")
+        if parts.scheme != "https" and (parts.scheme, parts.netloc) != (server.scheme, server.netloc):
+            discovery.check_endpoint_url(url, "the resource_metadata URL")
+        self._network.check(url, named_by=self.server_url, what="the resource_metadata URL of the server's challenge")
+        return url
 
     def _choose_issuer(self, prm: Mapping[str, Any]) -> str:
         servers = prm.get("authorization_servers")
@@ -446,6 +471,8 @@ class TokenFlow:
     def _discover_issuer(self, issuer: str, previous: Discovery | None, *, prm: dict[str, Any] | None = None,
                          resource: str | None = None) -> Discovery:
         discovery.check_endpoint_url(issuer, "the authorization server (issuer)")
+        if issuer != self._authorization_server:  # one you configured is yours, not the server's choice
+            self._network.check(issuer, named_by=self.server_url, what="the authorization server")
         problems: list[str] = []
         for url in discovery.authorization_server_metadata_urls(issuer):
             answer = self._http.get(url)
@@ -454,7 +481,9 @@ class TokenFlow:
                 continue
             try:
                 discovery.check_issuer(answer.json, issuer)
-                metadata = self._check_metadata(answer.json)
+                metadata = self._check_metadata(answer.json, issuer)
+            except EndpointNotAllowed:
+                raise  # a hostile document: the next well-known URL is no better
             except AuthorizationError as exc:
                 # Never use a document that fails validation; another
                 # well-known URL may still hold a valid one.
@@ -467,12 +496,15 @@ class TokenFlow:
             return Discovery(prm, resource, issuer, metadata)
         raise AuthorizationError(f"no usable metadata for the authorization server {issuer}: {'; '.join(problems)}")
 
-    def _check_metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
-        """The fields the flows rely on: valid endpoint URLs and lists."""
-        discovery.check_endpoint_url(metadata.get("token_endpoint"), "the token_endpoint")
-        for field in ("authorization_endpoint", "registration_endpoint"):
-            if metadata.get(field) is not None:
-                discovery.check_endpoint_url(metadata[field], f"the {field}")
+    def _check_metadata(self, metadata: dict[str, Any], issuer: str) -> dict[str, Any]:
+        """The fields the flows rely on: valid endpoint URLs and lists. The
+        endpoints the client uses (requests, or hands to a browser) must be
+        on addresses the authorization server may send it to; the others
+        (`jwks_uri`, `revocation_endpoint`, ...) are never fetched."""
+        for field in ("token_endpoint", "authorization_endpoint", "registration_endpoint"):
+            if field == "token_endpoint" or metadata.get(field) is not None:
+                url = discovery.check_endpoint_url(metadata.get(field), f"the {field}")
+                self._network.check(url, named_by=issuer, what=f"the {field}")
         for field in ("scopes_supported", "token_endpoint_auth_methods_supported", "grant_types_supported",
                       "code_challenge_methods_supported", "response_types_supported"):
             value = metadata.get(field)

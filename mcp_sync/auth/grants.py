@@ -14,9 +14,14 @@ All of them discover the authorization server from the MCP server's 401
 like `OAuth` does, obtain a token again shortly before it expires, and
 never need a redirect. Their secrets are never in `repr`, logs or errors.
 
+A client secret is sent only to the authorization server it was issued
+by: give its issuer as `authorization_server=` (without it, the MCP
+server would choose who receives the secret).
+
 Example, a Django back end calling tools as itself::
 
-    auth = ClientCredentials(client_id="reports", client_secret=settings.MCP_SECRET)
+    auth = ClientCredentials(client_id="reports", client_secret=settings.MCP_SECRET,
+                             authorization_server="https://auth.example.com")
     client = mcp_sync.connect("https://mcp.example.com/mcp", auth=auth)
 """
 
@@ -81,6 +86,14 @@ class _MachineFlow(TokenFlow):
             raise ValueError("client_id must be a non-empty string")
         if (client_secret is not None or private_key is not None) and client_id is None:
             raise ValueError("client credentials need the client_id they belong to")
+        if client_secret is not None and options.get("authorization_server") is None:
+            # Otherwise the secret would go to whichever authorization
+            # server the MCP server names: the server would choose who
+            # learns it. (A private_key_jwt assertion names its audience.)
+            raise ValueError(
+                "a client_secret is sent only to the authorization server the client is registered with: "
+                "name it with authorization_server='https://auth.example.com' (its issuer URL)"
+            )
         if token_endpoint_auth_method not in (None, "client_secret_basic", "client_secret_post", "private_key_jwt", "none"):
             raise ValueError(f"unknown token_endpoint_auth_method {token_endpoint_auth_method!r}")
         self._client_id = client_id
@@ -92,6 +105,11 @@ class _MachineFlow(TokenFlow):
         if self._client_id is None:
             return None
         issuer = self._discovery.issuer if self._discovery else ""
+        if self._client_secret is not None and issuer != self._authorization_server:
+            raise AuthorizationError(
+                f"not sending the client secret to {issuer or 'an unknown authorization server'}: "
+                f"the client is registered with {self._authorization_server}"
+            )
         return ClientInfo(self._client_id, issuer, client_secret=self._client_secret,
                           auth_method=self._auth_method_setting, kind="pre-registered")
 
@@ -128,11 +146,14 @@ class ClientCredentials(_MachineFlow):
     """The client credentials grant: this program is the client and acts
     as itself. Authenticate with `client_secret` or with `private_key` (a
     `SigningKey` or a PEM string; `private_key_jwt`, whose assertion's
-    audience is the authorization server's issuer).
+    audience is the authorization server's issuer). A `client_secret`
+    needs `authorization_server=`, the issuer it is registered with: it
+    is never sent to another one.
 
     Example::
 
-        auth = ClientCredentials(client_id="nightly-report", client_secret=os.environ["MCP_SECRET"])
+        auth = ClientCredentials(client_id="nightly-report", client_secret=os.environ["MCP_SECRET"],
+                                 authorization_server="https://auth.example.com")
         key_auth = ClientCredentials(client_id="svc", private_key=open("svc.pem").read())
     """
 
@@ -213,7 +234,8 @@ class EnterpriseManaged(_MachineFlow):
 
         auth = EnterpriseManaged(
             id_token=session["id_token"], idp_token_endpoint="https://idp.example.com/oauth2/token",
-            idp_client_id="mcp-app", client_id="mcp-app-at-tools", client_secret=settings.TOOLS_SECRET)
+            idp_client_id="mcp-app", client_id="mcp-app-at-tools", client_secret=settings.TOOLS_SECRET,
+            authorization_server="https://auth.example.com")
     """
 
     #: Declared by `connect()`: the enterprise-managed authorization extension.

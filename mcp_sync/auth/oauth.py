@@ -71,7 +71,9 @@ class OAuth(TokenFlow):
     for a person. A token provider: pass it as `auth=` to `connect()`.
 
     Arguments (besides those of `TokenFlow`: `server_url`, `scopes`,
-    `storage`, `authorization_server`, `dpop`, `timeout`, `verify`):
+    `storage`, `authorization_server`, `dpop`, `timeout`,
+    `authorization_timeout`, `verify`, `max_response_bytes`,
+    `allow_private_network`):
 
     - `redirect`: how to reach the person (`LoopbackRedirect()` for
       scripts, `PasteRedirect()` for notebooks). Without one, a call that
@@ -79,9 +81,13 @@ class OAuth(TokenFlow):
       `start()`/`finish()` with `redirect_uri` instead.
     - `redirect_uri`: the redirect URI when there is no handler (web apps).
     - `client_id`, `client_secret`, `client_issuer`: a pre-registered
-      client. It is used only with the authorization server `client_issuer`
-      names (or, without it, the first one this provider meets); another
-      authorization server gets its own registration.
+      client. It is used only with the authorization server whose issuer
+      `client_issuer` names (default: `authorization_server`); another
+      authorization server gets its own registration. A `client_secret`
+      needs one of the two, so that it is never sent to an authorization
+      server the MCP server chose; a client without a secret and without
+      either is bound to the first authorization server this provider
+      meets.
     - `token_endpoint_auth_method`: force one (`client_secret_basic`,
       `client_secret_post`, `private_key_jwt`, `none`).
     - `private_key`: a `SigningKey` or PEM for `private_key_jwt`.
@@ -127,6 +133,15 @@ class OAuth(TokenFlow):
             check_redirect_uri(redirect_uri)
         if client_secret is not None and client_id is None:
             raise ValueError("client_secret needs the client_id it belongs to")
+        client_issuer = client_issuer if client_issuer is not None else options.get("authorization_server")
+        if client_secret is not None and client_issuer is None:
+            # Otherwise the secret would go to whichever authorization
+            # server the MCP server names: the server would choose who
+            # learns it.
+            raise ValueError(
+                "a client_secret is sent only to the authorization server the client is registered with: "
+                "name it with client_issuer='https://auth.example.com' (its issuer URL)"
+            )
         if token_endpoint_auth_method is not None and token_endpoint_auth_method not in (
             "client_secret_basic", "client_secret_post", "private_key_jwt", "none"
         ):
@@ -163,7 +178,7 @@ class OAuth(TokenFlow):
             start = oauth.start()
             return HttpResponseRedirect(start.url)
         """
-        with self._lock:
+        with self._lock, self._http.budget(self._authorization_timeout):
             if self._discovery is None:
                 self._discover(self._last_challenge)
             wanted = list(scopes.split() if isinstance(scopes, str) else scopes) if scopes is not None else None
@@ -179,7 +194,7 @@ class OAuth(TokenFlow):
 
             oauth.finish(request.build_absolute_uri())
         """
-        with self._lock:
+        with self._lock, self._http.budget(self._authorization_timeout):
             tokens, scopes = self._complete(callback_url, None)
             self._requested = scopes
             self._refresh_retry = None
@@ -201,7 +216,8 @@ class OAuth(TokenFlow):
                 "or in a web app send the user to oauth.start().url and call oauth.finish(callback_url)"
             )
         start = self._begin(scopes)
-        callback = self._redirect.authorize(start.url)
+        with self._http.pause():  # a person's time is not the network's
+            callback = self._redirect.authorize(start.url)
         tokens, _ = self._complete(callback, start.state)
         return tokens
 
@@ -331,7 +347,8 @@ class OAuth(TokenFlow):
         if self._client_id is None:
             return None
         if self._client_issuer is None:
-            # Bind the credentials to the first authorization server met.
+            # A client without a secret (none can have been given without
+            # an issuer): bind it to the first authorization server met.
             self._client_issuer = issuer
         if self._client_issuer != issuer:
             return None

@@ -42,9 +42,13 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from ..errors import AuthorizationError, AuthorizationRequired
+from ._http import fetch
 from .discovery import is_loopback
 
 __all__ = ["RedirectHandler", "LoopbackRedirect", "PasteRedirect", "HeadlessRedirect", "check_redirect_uri"]
+
+#: How much of a page without a redirect `HeadlessRedirect` reads, for its error message.
+_PREVIEW_BYTES = 4096
 
 
 @runtime_checkable
@@ -235,6 +239,9 @@ class HeadlessRedirect:
     the `Location` header, without following it. For authorization servers
     that approve at once (test servers, pre-consented automation).
 
+    `timeout` bounds the whole request (connecting, the answer's head and
+    the little of its body that is read), not each socket read.
+
     Example::
 
         oauth = OAuth(redirect=HeadlessRedirect())
@@ -258,20 +265,18 @@ class HeadlessRedirect:
         return self._redirect_uri
 
     def authorize(self, authorization_url: str) -> str:
-        session = self._session or requests.Session()
-        try:
-            response = session.get(authorization_url, allow_redirects=False, timeout=self.timeout, verify=self.verify)
-            response.close()
-        except requests.RequestException as exc:
-            raise AuthorizationError(f"the authorization request failed: {type(exc).__name__}") from None
-        finally:
-            if self._session is None:
-                session.close()
-        location = response.headers.get("location")
-        if response.status_code not in (301, 302, 303, 307, 308) or not location:
-            preview = html.unescape(response.text[:200]) if response.text else ""
+        # `timeout` is a total for the request and the body is read only
+        # as far as the preview needs: a page that trickles or never ends
+        # (or a small gzip bomb) cannot hold the flow or fill memory.
+        answer = fetch("GET", authorization_url, timeout=self.timeout, verify=self.verify,
+                       max_bytes=_PREVIEW_BYTES, truncate=True, session=self._session,
+                       headers={"Accept": "text/html, */*"}, label="the authorization request")
+        location = answer.headers.get("location")
+        if answer.status not in (301, 302, 303, 307, 308) or not location:
+            text = answer.body.decode("utf-8", "replace")
+            preview = html.unescape(text)[:200] if text else ""
             raise AuthorizationRequired(
-                f"the authorization server answered HTTP {response.status_code} without a redirect; "
+                f"the authorization server answered HTTP {answer.status} without a redirect; "
                 f"a person must authorize (use LoopbackRedirect or PasteRedirect){': ' + preview if preview else ''}"
             )
         return urljoin(authorization_url, location)

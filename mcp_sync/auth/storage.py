@@ -34,8 +34,10 @@ Example, a store on Django's cache::
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -44,6 +46,9 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import AuthorizationError
 
 __all__ = ["TokenStorage", "MemoryStorage", "FileStorage"]
+
+#: Open the file itself, never what a symbolic link points to (0 where the platform lacks it).
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @runtime_checkable
@@ -102,6 +107,10 @@ class FileStorage:
     serializes changes; across processes the last writer wins, which is
     safe (every value can be obtained again) but may cost a re-login.
 
+    Like ssh with keys, it refuses (with `AuthorizationError`) a file owned
+    by another user, one its group or other users may write, and a
+    symbolic link (never followed, for reading or writing).
+
     Example::
 
         oauth = OAuth(redirect=LoopbackRedirect(),
@@ -114,17 +123,60 @@ class FileStorage:
 
     def _read(self) -> dict[str, Any]:
         try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
+            if not _NOFOLLOW and os.path.islink(self.path):
+                raise OSError(errno.ELOOP, "a symbolic link")  # no O_NOFOLLOW here: look first
+            fd = os.open(self.path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             return {}
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise AuthorizationError(
+                    f"the token file {self.path} is a symbolic link; refusing to follow it (it could lead the "
+                    "tokens anywhere): give the path of the file itself"
+                ) from None
+            raise AuthorizationError(f"the token file {self.path} cannot be read: {type(exc).__name__}") from None
+        try:
+            self._check_safe(os.fstat(fd))
+        except BaseException as exc:
+            os.close(fd)
+            if isinstance(exc, OSError):
+                raise AuthorizationError(f"the token file {self.path} cannot be read: {type(exc).__name__}") from None
+            raise
+        try:
+            with os.fdopen(fd, encoding="utf-8") as f:
+                data = json.load(f)
         except (OSError, ValueError) as exc:
             raise AuthorizationError(f"the token file {self.path} cannot be read: {type(exc).__name__}") from None
         if not isinstance(data, dict):
             raise AuthorizationError(f"the token file {self.path} does not hold a JSON object")
         return data
 
+    def _check_safe(self, info: os.stat_result) -> None:
+        """Refuse a file another user could have written (as ssh does for
+        keys): it could hold tokens or a client registration of theirs."""
+        if not stat.S_ISREG(info.st_mode):
+            raise AuthorizationError(f"the token file {self.path} is not a regular file; refusing it")
+        if os.name == "nt":
+            return  # owners and modes are not POSIX ones there
+        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+            raise AuthorizationError(
+                f"the token file {self.path} is owned by another user (uid {info.st_uid}); refusing it, as ssh "
+                "refuses such keys: remove it, or use a file of your own"
+            )
+        writers = "other users" if info.st_mode & stat.S_IWOTH else "its group" if info.st_mode & stat.S_IWGRP else None
+        if writers is not None:
+            raise AuthorizationError(
+                f"the token file {self.path} is writable by {writers} (mode {stat.S_IMODE(info.st_mode):04o}); "
+                f"refusing it, as ssh refuses such keys: chmod 600 {self.path}"
+            )
+
     def _write(self, data: Mapping[str, Any]) -> None:
+        try:
+            self._replace(data)
+        except OSError as exc:
+            raise AuthorizationError(f"the token file {self.path} cannot be written: {type(exc).__name__}") from None
+
+    def _replace(self, data: Mapping[str, Any]) -> None:
         folder = os.path.dirname(self.path)
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=".tokens-", dir=folder)

@@ -83,7 +83,7 @@ def test_client_credentials_with_a_secret_uses_an_advertised_method(serve, adver
     secret = "p@ss:w+rd %"  # form-urlencoded inside Basic (RFC 6749 §2.3.1)
     auth = serve(AuthServer(clients={"m2m:1": secret}, auth_methods=advertised))
     mcp = serve(ProtectedMCP(auth, challenge_scope="tools:read"))
-    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m:1", secret)) as client:
+    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m:1", secret, authorization_server=auth.issuer)) as client:
         assert client.call_tool("echo", {"text": "hi"}).text == "hi"
     assert auth.client_auth == [("m2m:1", expected)]
     assert auth.authorization_requests == 0 and auth.token_requests == 1
@@ -102,7 +102,7 @@ def test_client_credentials_with_a_secret_uses_an_advertised_method(serve, adver
 def test_client_credentials_honours_a_forced_auth_method(serve):
     auth = serve(AuthServer(clients={"m2m": "s"}, auth_methods=["client_secret_basic", "client_secret_post"]))
     mcp = serve(ProtectedMCP(auth))
-    provider = ClientCredentials("m2m", "s", token_endpoint_auth_method="client_secret_post")
+    provider = ClientCredentials("m2m", "s", authorization_server=auth.issuer, token_endpoint_auth_method="client_secret_post")
     with mcp_sync.connect(mcp.url, auth=provider) as client:
         client.list_tools()
     assert auth.client_auth == [("m2m", "client_secret_post")]
@@ -134,7 +134,7 @@ def test_client_credentials_with_private_key_jwt(serve, as_pem):
 def test_client_credentials_obtains_a_new_token_after_the_server_expires_it(serve):
     auth = serve(AuthServer(clients={"m2m": "s"}))
     mcp = serve(ProtectedMCP(auth))
-    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s")) as client:
+    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", authorization_server=auth.issuer)) as client:
         client.list_tools()
         [first] = auth.issued
         auth.expire_all()
@@ -148,7 +148,7 @@ def test_client_credentials_obtains_a_new_token_after_the_server_expires_it(serv
 def test_client_credentials_renews_an_expiring_token_before_sending_it(serve, monkeypatch):
     auth = serve(AuthServer(clients={"m2m": "s"}))
     mcp = serve(ProtectedMCP(auth))
-    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s")) as client:
+    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", authorization_server=auth.issuer)) as client:
         client.list_tools()
         sent = len(mcp_posts(mcp))
 
@@ -167,7 +167,7 @@ def test_client_credentials_renews_an_expiring_token_before_sending_it(serve, mo
 def test_a_short_lived_token_is_not_fetched_again_for_every_request(serve):
     auth = serve(AuthServer(clients={"m2m": "s"}, access_token_lifetime=20))  # under the 30 s margin
     mcp = serve(ProtectedMCP(auth))
-    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s")) as client:
+    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", authorization_server=auth.issuer)) as client:
         for _ in range(3):
             client.list_tools()
     assert auth.token_requests == 1
@@ -176,7 +176,7 @@ def test_a_short_lived_token_is_not_fetched_again_for_every_request(serve):
 def test_client_credentials_with_a_wrong_secret_raises_oauth_error(serve):
     auth = serve(AuthServer(clients={"m2m": "the-right-one"}))
     mcp = serve(ProtectedMCP(auth))
-    provider = ClientCredentials("m2m", "WRONG-SECRET-VALUE")
+    provider = ClientCredentials("m2m", "WRONG-SECRET-VALUE", authorization_server=auth.issuer)
     with pytest.raises(mcp_sync.OAuthError) as caught:
         mcp_sync.connect(mcp.url, auth=provider)
     err = caught.value
@@ -192,7 +192,7 @@ def test_two_client_identities_sharing_a_storage_keep_their_own_tokens(serve):
     mcp = serve(ProtectedMCP(auth))
     storage = MemoryStorage()
     for client_id, secret in (("reader", "s1"), ("admin", "s2"), ("reader", "s1")):
-        with mcp_sync.connect(mcp.url, auth=ClientCredentials(client_id, secret, storage=storage)) as client:
+        with mcp_sync.connect(mcp.url, auth=ClientCredentials(client_id, secret, storage=storage, authorization_server=auth.issuer)) as client:
             client.list_tools()
         token = mcp.seen_tokens[-1].removeprefix("Bearer ")
         assert auth.issued[token].client_id == client_id  # never the other identity's token
@@ -208,7 +208,7 @@ def test_two_client_identities_sharing_a_storage_keep_their_own_tokens(serve):
 def test_client_credentials_scopes(serve, challenge_scope, supported, explicit, sent):
     auth = serve(AuthServer(clients={"m2m": "s"}))
     mcp = serve(ProtectedMCP(auth, challenge_scope=challenge_scope, scopes_supported=supported))
-    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", scopes=explicit)) as client:
+    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", authorization_server=auth.issuer, scopes=explicit)) as client:
         client.list_tools()
     [form] = token_forms(auth)
     assert form.get("scope") == sent
@@ -227,7 +227,7 @@ def test_malformed_urls_in_metadata_are_authorization_errors(serve, where, probl
     else:
         auth.metadata_override = {**auth.metadata, "token_endpoint": "http://127.0.0.1:99999/token"}
     with pytest.raises(AuthorizationError, match=problem) as caught:
-        mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s"))
+        mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", authorization_server=auth.issuer))
     assert not isinstance(caught.value, mcp_sync.AuthenticationError) and auth.token_requests == 0
 
 
@@ -258,7 +258,7 @@ def test_jwt_bearer_with_client_authentication(serve):
     auth = serve(AuthServer(jwt_clients={"workload": key.public_key()}, clients={"app": "s"}))
     mcp = serve(ProtectedMCP(auth))
     with mcp_sync.connect(mcp.url, auth=JwtBearer(workload_assertion(key, auth, "a1"), client_id="app",
-                                                  client_secret="s")) as client:
+                                                  client_secret="s", authorization_server=auth.issuer)) as client:
         client.list_tools()
     assert auth.client_auth == [("app", "client_secret_basic")]
     assert token_forms(auth)[0]["grant_type"] == JWT_BEARER
@@ -319,8 +319,8 @@ def test_jwt_bearer_an_assertion_that_is_not_a_jwt_is_refused_before_sending(ser
 # -- EnterpriseManaged ------------------------------------------------------------------------------
 
 
-def enterprise(idp, **changes):
-    options = dict(id_token="the-id-token", idp_token_endpoint=idp.token_endpoint, idp_client_id="app",
+def enterprise(idp, auth, **changes):
+    options = dict(authorization_server=auth.issuer, id_token="the-id-token", idp_token_endpoint=idp.token_endpoint, idp_client_id="app",
                    idp_client_secret="idp-secret", client_id="app", client_secret="as-secret")
     options.update(changes)
     return EnterpriseManaged(**options)
@@ -330,7 +330,7 @@ def test_enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_a_token(se
     idp = serve(AuthServer(idp_id_tokens={"the-id-token": "alice"}, clients={"app": "idp-secret"}))
     auth = serve(AuthServer(trusted_idps=[idp], clients={"app": "as-secret"}))
     mcp = serve(ProtectedMCP(auth))
-    with mcp_sync.connect(mcp.url, auth=enterprise(idp)) as client:
+    with mcp_sync.connect(mcp.url, auth=enterprise(idp, auth)) as client:
         assert client.call_tool("echo", {"text": "hi"}).text == "hi"
     [exchange] = idp.requests_to("/token")
     assert exchange.form == {"grant_type": TOKEN_EXCHANGE, "requested_token_type": ID_JAG_TYPE,
@@ -352,7 +352,7 @@ def test_enterprise_managed_idp_refusal_names_the_identity_provider_step(serve):
     auth = serve(AuthServer(trusted_idps=[idp], clients={"app": "as-secret"}))
     mcp = serve(ProtectedMCP(auth))
     with pytest.raises(mcp_sync.OAuthError) as caught:
-        mcp_sync.connect(mcp.url, auth=enterprise(idp))
+        mcp_sync.connect(mcp.url, auth=enterprise(idp, auth))
     assert caught.value.error == "invalid_grant" and "identity provider" in str(caught.value)
     assert "the-id-token" not in str(caught.value) and "idp-secret" not in str(caught.value)
     assert idp.token_requests == 1 and auth.token_requests == 0
@@ -363,7 +363,7 @@ def test_enterprise_managed_an_untrusting_authorization_server_refuses_the_id_ja
     auth = serve(AuthServer(clients={"app": "as-secret"}))  # trusts no IdP
     mcp = serve(ProtectedMCP(auth))
     with pytest.raises(mcp_sync.OAuthError) as caught:
-        mcp_sync.connect(mcp.url, auth=enterprise(idp))
+        mcp_sync.connect(mcp.url, auth=enterprise(idp, auth))
     assert caught.value.error == "invalid_grant" and "ID-JAG grant" in str(caught.value)
     assert idp.token_requests == 1 and auth.token_requests == 1
 
@@ -392,7 +392,7 @@ def test_client_credentials_with_dpop(serve):
     auth = serve(AuthServer(clients={"m2m": "s"}, dpop=True))
     mcp = serve(ProtectedMCP(auth, dpop=True))
     dpop = DPoP(SigningKey.generate("ES256"))
-    provider = ClientCredentials("m2m", "s", dpop=dpop)
+    provider = ClientCredentials("m2m", "s", authorization_server=auth.issuer, dpop=dpop)
     with mcp_sync.connect(mcp.url, auth=provider) as client:
         client.list_tools()
         client.call_tool("echo", {"text": "x"})
@@ -410,7 +410,7 @@ def test_dpop_nonces_at_the_authorization_server_and_the_mcp_server(serve):
     auth = serve(AuthServer(clients={"m2m": "s"}, dpop_nonce=True))
     mcp = serve(ProtectedMCP(auth, dpop_nonce=True))
     dpop = DPoP()
-    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", dpop=dpop)) as client:
+    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", authorization_server=auth.issuer, dpop=dpop)) as client:
         client.list_tools()
         client.list_tools()
     # The token endpoint: once without a nonce (400 use_dpop_nonce), once with it.
@@ -429,7 +429,7 @@ def test_dpop_nonces_at_the_authorization_server_and_the_mcp_server(serve):
 def test_a_server_that_always_wants_a_new_nonce_is_retried_a_bounded_number_of_times(serve):
     auth = serve(AuthServer(clients={"m2m": "s"}, dpop=True))
     mcp = serve(ProtectedMCP(auth, dpop_nonce=True))
-    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", dpop=True)) as client:
+    with mcp_sync.connect(mcp.url, auth=ClientCredentials("m2m", "s", authorization_server=auth.issuer, dpop=True)) as client:
         client.list_tools()
         before = len(mcp_posts(mcp))
         rotate_then_check = mcp.http.gate
@@ -664,5 +664,5 @@ def test_a_malformed_resource_metadata_url_in_the_challenge_is_an_authorization_
 
     server = serve(HTTPServer(demo_server(), gate=gate))
     with pytest.raises(AuthorizationError) as caught:
-        mcp_sync.connect(server.url, auth=ClientCredentials("m2m", "s"))
+        mcp_sync.connect(server.url, auth=ClientCredentials("m2m", "s", authorization_server="https://auth.example.com"))
     assert not isinstance(caught.value, mcp_sync.AuthenticationError)

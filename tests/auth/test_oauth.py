@@ -86,12 +86,21 @@ def basic_client_id(headers: dict[str, str]) -> str | None:
     return unquote_plus(base64.b64decode(value[6:]).decode().partition(":")[0])
 
 
+def basic_credentials_text(headers: dict[str, str]) -> str:
+    """The decoded `id:secret` of a Basic Authorization header ("" without one)."""
+    value = headers.get("authorization", "")
+    if value[:6].lower() != "basic ":
+        return ""
+    return unquote_plus(base64.b64decode(value[6:]).decode())
+
+
 def everything_sent(auth: AuthServer) -> str:
-    """All an authorization server received, as one string to search."""
+    """All an authorization server received, as one string to search (a
+    Basic header decoded, so a secret in it is found)."""
     parts = []
     for r in auth.requests:
         parts += [r.path, json.dumps(r.query), json.dumps(r.headers), r.body.decode("latin-1"),
-                  basic_client_id(r.headers) or ""]
+                  basic_credentials_text(r.headers)]
     return "\n".join(parts)
 
 
@@ -334,7 +343,7 @@ def test_client_metadata_url_falls_back_to_registration_without_server_support(s
 def test_pre_registered_client_authenticates_with_basic(serve):
     auth = serve(AuthServer(clients={"app": "s3cret:/+%"}))
     mcp = serve(ProtectedMCP(auth))
-    use(mcp, OAuth(redirect=HeadlessRedirect(), client_id="app", client_secret="s3cret:/+%"))
+    use(mcp, OAuth(redirect=HeadlessRedirect(), client_id="app", client_secret="s3cret:/+%", client_issuer=auth.issuer))
     assert auth.requests_to("/register") == [] and auth.registered == {}
     assert [q["client_id"] for q in authorize_queries(auth)] == ["app"]
     [token] = auth.requests_to("/token")
@@ -363,7 +372,7 @@ def test_token_endpoint_authentication_follows_the_advertised_method(serve, meth
 def test_pre_registered_client_uses_post_when_only_post_is_advertised(serve):
     auth = serve(AuthServer(clients={"app": "s3cret"}, auth_methods=["client_secret_post"]))
     mcp = serve(ProtectedMCP(auth))
-    use(mcp, OAuth(redirect=HeadlessRedirect(), client_id="app", client_secret="s3cret"))
+    use(mcp, OAuth(redirect=HeadlessRedirect(), client_id="app", client_secret="s3cret", client_issuer=auth.issuer))
     assert auth.client_auth == [("app", "client_secret_post")]
 
 
@@ -394,7 +403,7 @@ def test_pre_registered_credentials_stay_with_their_authorization_server(serve):
     old = serve(AuthServer(clients={"app": "s3cret"}))
     new = serve(AuthServer(clients={"app": "other-secret"}))
     mcp = serve(ProtectedMCP(old))
-    oauth = OAuth(redirect=HeadlessRedirect(), client_id="app", client_secret="s3cret")
+    oauth = OAuth(redirect=HeadlessRedirect(), client_id="app", client_secret="s3cret", client_issuer=old.issuer)
     with mcp_sync.connect(mcp.url, auth=oauth) as client:
         client.list_tools()
         mcp.switch_to(new)

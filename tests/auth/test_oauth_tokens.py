@@ -622,7 +622,7 @@ def test_secrets_never_reach_reprs_logs_or_errors(serve, caplog):
     assert len(codes) == 4 and len(auth.issued) == 4 and len(refresh_tokens) == 4
     assert None not in secrets and len(secrets) == 4 + 4 + 1 + 1 + 4 + 4
     texts = [repr(oauth), repr(oauth.tokens), repr(client_info), repr(start), repr(storage),
-             repr(OAuth(client_id="app", client_secret="pre-registered-s3cret"))]
+             repr(OAuth(client_id="app", client_secret="pre-registered-s3cret", client_issuer=auth.issuer))]
     texts += [str(exc) for exc in errors] + [repr(exc) for exc in errors]
     texts += [record.getMessage() for record in caplog.records] + [caplog.text]
     for text in texts:

@@ -90,7 +90,21 @@ SCENARIOS: dict[str, Callable[[mcp_sync.Client, dict[str, Any]], None]] = {
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
-def authorization(scenario: str, context: dict[str, Any]) -> Any:
+def issuer_of(url: str) -> str:
+    """The authorization server a service is configured with. A client
+    secret is only ever sent to its own issuer, so a service names it; here
+    it is read from the server's protected resource metadata (RFC 9728)."""
+    import requests
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    answer = requests.get(f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}",
+                          timeout=10)
+    answer.raise_for_status()
+    return str(answer.json()["authorization_servers"][0])
+
+
+def authorization(scenario: str, context: dict[str, Any], url: str) -> Any:
     """The token provider for an auth scenario (None for the others).
 
     Every choice the suite checks (discovery order, scopes, client
@@ -103,7 +117,8 @@ def authorization(scenario: str, context: dict[str, Any]) -> Any:
     dpop = scenario in ("auth/dpop", "auth/dpop-nonce")
     if scenario == "auth/client-credentials-basic":
         return auth.ClientCredentials(context["client_id"], context["client_secret"],
-                                      token_endpoint_auth_method="client_secret_basic")
+                                      token_endpoint_auth_method="client_secret_basic",
+                                      authorization_server=issuer_of(url))
     if scenario == "auth/client-credentials-jwt":
         key = auth.SigningKey.from_pem(context["private_key_pem"], context.get("signing_algorithm"))
         return auth.ClientCredentials(context["client_id"], private_key=key)
@@ -114,6 +129,7 @@ def authorization(scenario: str, context: dict[str, Any]) -> Any:
             id_token=context["idp_id_token"], idp_token_endpoint=context["idp_token_endpoint"],
             idp_client_id=context.get("idp_client_id"), client_id=context["client_id"],
             client_secret=context.get("client_secret"),
+            authorization_server=issuer_of(url) if context.get("client_secret") else None,
         )
     # The authorization code flow; the suite's authorization servers
     # redirect at once, so the redirect is read from the Location header.
@@ -141,7 +157,7 @@ def main(argv: list[str]) -> int:
         # Forms are answered with their schema's defaults (SEP-1034).
         handlers = {"form": mcp_sync.handlers.defaults_form}
         with mcp_sync.connect(url, protocol=version, timeout=30, input_handlers=handlers,
-                              auth=authorization(scenario, context)) as client:
+                              auth=authorization(scenario, context, url)) as client:
             run(client, context)
     except mcp_sync.McpError as exc:
         log.error("scenario %r failed: %s: %s", scenario, type(exc).__name__, exc)
