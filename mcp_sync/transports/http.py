@@ -495,6 +495,10 @@ class HTTPTransport(Transport):
             raise ConnectError(f"POST to {self._target.url}: no connection was free within {bound:g} s") from None
         except (OSError, ValueError) as exc:
             raise ConnectError(f"POST to {self._target.url} failed: {exc}") from exc
+        except (TransportError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            raise ConnectError(f"POST to {self._target.url} failed: {type(exc).__name__}: {exc}") from exc
         finally:
             self._forget(exchange)
         if response.status >= 300:
@@ -541,6 +545,15 @@ class HTTPTransport(Transport):
                 # thread: it reports the timeout itself; deliver nothing.
                 exchange.stop.set()
             self._fail(exchange, ConnectError(f"POST to {self._target.url} failed: {exc}"))
+        except Exception as exc:
+            # Anything else (RecursionError from a pathological answer, a
+            # bug) fails this request, never the thread silently: a caller
+            # with no timeout would otherwise wait forever.
+            log.warning("request %r failed unexpectedly", exchange.request_id, exc_info=True)
+            if exchange.on_caller and self._closing:
+                raise ConnectionClosed("the connection was closed") from None
+            self._fail(exchange, InvalidMessage(
+                f"the answer to request {exchange.request_id!r} could not be read: {type(exc).__name__}: {exc}"))
 
     def _fail(self, exchange: Exchange, error: TransportError) -> None:
         if exchange.stop.is_set() or self._closing:
@@ -800,10 +813,12 @@ class HTTPTransport(Transport):
                 last_id = parser.last_event_id or last_id
                 retry_ms = parser.retry_ms if parser.retry_ms is not None else retry_ms
                 failures = 0 if got_any else failures + 1
-            except (TransportError, EventTooLarge, OSError, ValueError) as exc:
+            except Exception as exc:  # the stream is retried, never left dead silently
                 if self._closing or exchange.stop.is_set():
                     return
-                log.debug("the GET stream failed: %s", exc)
+                expected = isinstance(exc, (TransportError, EventTooLarge, OSError, ValueError))
+                log.log(logging.DEBUG if expected else logging.WARNING, "the GET stream failed: %s", exc,
+                        exc_info=not expected)
                 failures += 1
             finally:
                 exchange.release(reusable=False)  # a stream's connection is its own
