@@ -48,6 +48,7 @@ from .types import (
     Resource,
     ResourceTemplate,
     Tool,
+    tools_from_wire,
 )
 
 log = logging.getLogger("mcp_sync.client")
@@ -165,7 +166,8 @@ class TypedCalls:
         items = result.get(key)
         if not isinstance(items, list):
             raise InvalidResult(f"{method}: the result has no {key!r} list")
-        typed = [item_type.from_wire(item) for item in items]
+        # One bad tool definition is left out with a warning (see tools_from_wire).
+        typed = tools_from_wire(items) if kind == "tools" else [item_type.from_wire(item) for item in items]
         if kind == "tools":
             typed = self.catalog.usable(typed)
         next_cursor = result.get("nextCursor")

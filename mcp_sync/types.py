@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar, TypeVar, Union
 
 import attrs
 
 from .errors import InvalidResult, ToolError
+from .protocol.schemas import check_depth
 
 T = TypeVar("T", bound="WireModel")
+
+# The client's logger: leaving a tool out is something the client does.
+log = logging.getLogger("mcp_sync.client")
 
 __all__ = [
     "WireModel", "Implementation", "Tool", "TextContent", "ImageContent", "AudioContent",
@@ -56,7 +61,8 @@ class WireModel:
         if type(raw) is not dict and not isinstance(raw, Mapping):
             raise InvalidResult(f"{cls.__name__}: expected an object, got {type(raw).__name__}")
         for name in cls._required:
-            if name not in raw:
+            # null is no value: a tool named null is as nameless as one without a name.
+            if raw.get(name) is None:
                 raise InvalidResult(f"{cls.__name__}: missing required field {name!r}")
         fields, known = _wire_fields(cls)
         kwargs: dict[str, Any] = {}
@@ -116,6 +122,15 @@ def _object(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _schema(value: Any) -> dict[str, Any]:
+    """A tool schema: an object nested at most `MAX_SCHEMA_DEPTH` deep, so
+    that nothing the client does with it (validation, the `x-mcp-header`
+    walk, copies) can run out of stack."""
+    schema = _object(value)
+    check_depth(schema)
+    return schema
+
+
 def _string(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
@@ -139,19 +154,47 @@ class Implementation(WireModel):
 
 @attrs.frozen
 class Tool(WireModel):
-    """A tool definition from `list_tools()`. Pass it to `call_tool()`."""
+    """A tool definition from `list_tools()`. Pass it to `call_tool()`.
+
+    `from_wire` raises `InvalidResult` for a definition without a string
+    `name`, or whose `inputSchema` or `outputSchema` is not an object or is
+    nested deeper than `mcp_sync.protocol.schemas.MAX_SCHEMA_DEPTH` (64).
+    """
 
     _required = ("name",)
     name: str = _wire("name", _string, "")
     title: str | None = _wire("title")
     description: str | None = _wire("description")
-    input_schema: dict[str, Any] | None = _wire("inputSchema", _object)
-    output_schema: dict[str, Any] | None = _wire("outputSchema", _object)
+    input_schema: dict[str, Any] | None = _wire("inputSchema", _schema)
+    output_schema: dict[str, Any] | None = _wire("outputSchema", _schema)
     annotations: dict[str, Any] | None = _wire("annotations", _object)
     icons: list[dict[str, Any]] | None = _wire("icons")
     meta: dict[str, Any] | None = _wire("_meta", _object)
     extra: dict[str, Any] = _raw_field()
     raw: dict[str, Any] = _raw_field()
+
+
+def tools_from_wire(items: Sequence[Any]) -> list[Tool]:
+    """The tools of a `tools/list` result, leaving out the ones that cannot
+    be used.
+
+    One bad definition (no name, a schema that is not an object or is
+    nested too deeply; see `Tool`) must not cost the user every other tool:
+    it is left out and a warning on the ``mcp_sync.client`` logger names it
+    and says why, as for a tool with an invalid `x-mcp-header` annotation.
+
+        >>> [t.name for t in tools_from_wire([{"name": "echo"}, {"title": "no name"}])]
+        ['echo']
+    """
+    tools: list[Tool] = []
+    for index, item in enumerate(items):
+        try:
+            tools.append(Tool.from_wire(item))
+        except InvalidResult as exc:
+            name = item.get("name") if isinstance(item, Mapping) else None
+            label = repr(name[:100]) if isinstance(name, str) else f"#{index} of the list"
+            log.warning("leaving out tool %s: %s", label, exc)
+    return tools
 
 
 # -- content ------------------------------------------------------------------------

@@ -24,7 +24,13 @@ and yields `HeaderParam`s, each the exact chain of `properties` keys leading
 to an annotated property. A tool whose schema breaks any `x-mcp-header`
 constraint raises `InvalidHeaderAnnotation`, and the spec tells the client to
 leave that tool out of the list. At call time `param_headers` just follows
-the recorded paths.
+the recorded paths. The walk keeps its own stack rather than recursing, so
+a schema nested thousands deep is walked like any other.
+
+Errors: a malformed header value from the server raises `InvalidHeaderValue`
+(an `mcp_sync.InvalidMessage`, and a `ValueError`); a tool schema breaking
+a rule, `InvalidHeaderAnnotation` (a `ValueError`, which the client turns
+into leaving the tool out).
 """
 
 from __future__ import annotations
@@ -32,9 +38,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ..errors import InvalidMessage
 
 __all__ = [
     "MAX_SAFE_INTEGER",
@@ -44,6 +53,7 @@ __all__ = [
     "SENTINEL_SUFFIX",
     "HeaderParam",
     "InvalidHeaderAnnotation",
+    "InvalidHeaderValue",
     "check_user_headers",
     "decode_header_value",
     "encode_header_value",
@@ -91,6 +101,19 @@ _METHODS_WITH_NAME = {"tools/call": "name", "prompts/get": "name", "resources/re
 # -- value encoding -------------------------------------------------------
 
 
+class InvalidHeaderValue(InvalidMessage, ValueError):
+    """A header value that is not well formed: characters no header may
+    hold, or a Base64 sentinel value that does not decode to UTF-8 text.
+
+    An `InvalidMessage` (the server sent it) and, as before, a `ValueError`.
+
+        >>> decode_header_value("=?base64?not base64?=")
+        Traceback (most recent call last):
+        ...
+        mcp_sync.protocol.headers.InvalidHeaderValue: malformed Base64 sentinel value '=?base64?not base64?=': Only base64 data is allowed
+    """
+
+
 def _is_plain_safe(value: str) -> bool:
     """Visible ASCII and SP only, with no leading or trailing space.
 
@@ -134,23 +157,35 @@ def decode_header_value(value: str) -> str:
 
     A value matching the sentinel pattern is Base64-decoded (strictly: the
     standard alphabet with padding, and the bytes must be UTF-8); any other
-    value is returned as is. Raises `ValueError` for a malformed sentinel
-    value or for characters no header value may contain (anything but
-    visible ASCII, space and tab).
+    value is returned as is. Raises `InvalidHeaderValue` (a `ValueError`)
+    for a malformed sentinel value or for characters no header value may
+    contain (anything but visible ASCII, space and tab), whatever the text.
     """
     if not isinstance(value, str):
         raise TypeError(f"header value must be a string, not {type(value).__name__}")
     if _FIELD_VALUE_CHARS.fullmatch(value) is None:
-        raise ValueError(f"header value {value!r} contains characters not allowed in a header")
+        raise InvalidHeaderValue(f"header value {_show(value)} contains characters not allowed in a header")
     if not _looks_like_sentinel(value):
         return value
     if len(value) < len(SENTINEL_PREFIX) + len(SENTINEL_SUFFIX):
-        raise ValueError(f"malformed Base64 sentinel value {value!r}")
+        raise InvalidHeaderValue(f"malformed Base64 sentinel value {_show(value)}")
     payload = value[len(SENTINEL_PREFIX) : -len(SENTINEL_SUFFIX)]
     try:
         return base64.b64decode(payload, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError) as exc:
-        raise ValueError(f"malformed Base64 sentinel value {value!r}: {exc}") from None
+        raise InvalidHeaderValue(f"malformed Base64 sentinel value {_show(value)}: {exc}") from None
+
+
+# Values quoted in error messages: bounded in length and depth, whatever
+# the server sent (a schema may put a list nested 900 deep where a header
+# name belongs).
+_short_repr = reprlib.Repr()
+_short_repr.maxlevel = 3
+_short_repr.maxstring = _short_repr.maxother = 100
+
+
+def _show(value: object) -> str:
+    return _short_repr.repr(value)
 
 
 def param_header_value(value: object) -> str | None:
@@ -261,7 +296,7 @@ def _where(path: tuple[str, ...]) -> str:
 
 def _check_name(name: object, location: str) -> str:
     if not isinstance(name, str):
-        raise InvalidHeaderAnnotation(f"x-mcp-header at {location} is not a string: {name!r}")
+        raise InvalidHeaderAnnotation(f"x-mcp-header at {location} is not a string: {_show(name)}")
     if not name:
         raise InvalidHeaderAnnotation(f"x-mcp-header at {location} is empty")
     if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
@@ -282,11 +317,11 @@ def _check_type(schema: Mapping[str, Any], location: str) -> None:
     declared = schema["type"]
     types = [declared] if isinstance(declared, str) else declared
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types) or len(set(types)) != len(types):
-        raise InvalidHeaderAnnotation(f"x-mcp-header at {location}: malformed 'type' {declared!r}")
+        raise InvalidHeaderAnnotation(f"x-mcp-header at {location}: malformed 'type' {_show(declared)}")
     non_null = [t for t in types if t != "null"]
     if len(non_null) != 1 or non_null[0] not in _PRIMITIVE_TYPES:
         raise InvalidHeaderAnnotation(
-            f"x-mcp-header at {location} is on a property of type {declared!r};"
+            f"x-mcp-header at {location} is on a property of type {_show(declared)};"
             " only string, integer or boolean (optionally with null) are allowed"
         )
 
@@ -319,8 +354,7 @@ def header_params(input_schema: Mapping[str, Any] | None) -> tuple[HeaderParam, 
     """
     if not isinstance(input_schema, Mapping):
         return ()
-    found: list[HeaderParam] = []
-    _walk(input_schema, (), True, "", found)
+    found = _annotations(input_schema)
     seen: dict[str, HeaderParam] = {}
     for param in found:
         other = seen.get(param.name.lower())
@@ -333,43 +367,65 @@ def header_params(input_schema: Mapping[str, Any] | None) -> tuple[HeaderParam, 
     return tuple(found)
 
 
-def _walk(schema: Mapping[str, Any], path: tuple[str, ...], reachable: bool, via: str, found: list[HeaderParam]) -> None:
-    """Visit one subschema. `reachable`: reached from the root by `properties` only."""
-    if _ANNOTATION in schema:
-        location = _where(path)
-        if not reachable:
-            raise InvalidHeaderAnnotation(
-                f"x-mcp-header {schema[_ANNOTATION]!r} is not statically reachable: found under {via!r}"
-                f" (only chains of 'properties' are allowed)"
-            )
-        if not path:
-            raise InvalidHeaderAnnotation("x-mcp-header on the schema root: it must annotate a property")
-        name = _check_name(schema[_ANNOTATION], location)
-        _check_type(schema, location)
-        found.append(HeaderParam(path=path, name=name))
+# One value still to visit: the value, its chain of `properties` keys, whether
+# it is reached from the root by `properties` only, and the keyword it was
+# found under when not.
+_Visit = tuple[object, tuple[str, ...], bool, str]
+
+
+def _annotations(root: Mapping[str, Any]) -> list[HeaderParam]:
+    """Every annotation under `root`, in schema order (depth first, as
+    written); raises `InvalidHeaderAnnotation` at the first broken rule.
+
+    An explicit stack, not recursion: the schema comes from the server, and
+    its depth must not decide whether the client can read it.
+    """
+    found: list[HeaderParam] = []
+    stack: list[_Visit] = [(root, (), True, "")]
+    while stack:
+        value, path, reachable, via = stack.pop()
+        if isinstance(value, list):
+            # Items of a list are never statically reachable.
+            stack.extend((item, (), False, via) for item in reversed(value))
+        elif isinstance(value, Mapping):
+            if _ANNOTATION in value:
+                found.append(_annotation(value, path, reachable, via))
+            stack.extend(reversed(_children(value, path, reachable, via)))
+    return found
+
+
+def _annotation(schema: Mapping[str, Any], path: tuple[str, ...], reachable: bool, via: str) -> HeaderParam:
+    """The annotation on one subschema, checked."""
+    if not reachable:
+        raise InvalidHeaderAnnotation(
+            f"x-mcp-header {_show(schema[_ANNOTATION])} is not statically reachable: found under {via!r}"
+            f" (only chains of 'properties' are allowed)"
+        )
+    if not path:
+        raise InvalidHeaderAnnotation("x-mcp-header on the schema root: it must annotate a property")
+    location = _where(path)
+    name = _check_name(schema[_ANNOTATION], location)
+    _check_type(schema, location)
+    return HeaderParam(path=path, name=name)
+
+
+def _children(schema: Mapping[str, Any], path: tuple[str, ...], reachable: bool, via: str) -> list[_Visit]:
+    """The values inside one subschema that may hold annotations, in order."""
+    children: list[_Visit] = []
     for keyword, value in schema.items():
         if keyword == _ANNOTATION or keyword in _DATA_KEYWORDS:
             continue
         if keyword == "properties" and isinstance(value, Mapping):
             for prop, sub in value.items():
                 if isinstance(sub, Mapping):
-                    _walk(sub, path + (str(prop),), reachable, via, found)
+                    children.append((sub, path + (str(prop),), reachable, via))
                 else:
-                    _search(sub, via or "properties", found)
+                    children.append((sub, (), False, via or "properties"))
         elif keyword in _SCHEMA_MAP_KEYWORDS and isinstance(value, Mapping):
-            for sub in value.values():
-                _search(sub, keyword, found)
+            children.extend((sub, (), False, keyword) for sub in value.values())
         else:
-            _search(value, keyword, found)
-
-
-def _search(value: object, via: str, found: list[HeaderParam]) -> None:
-    """Look for annotations inside a value that is not statically reachable."""
-    if isinstance(value, Mapping):
-        _walk(value, (), False, via, found)
-    elif isinstance(value, list):
-        for item in value:
-            _search(item, via, found)
+            children.append((value, (), False, keyword))
+    return children
 
 
 def param_headers(params: Sequence[HeaderParam], arguments: Mapping[str, Any] | None) -> dict[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,24 @@ JSONRPC = "2.0"
 
 # Compact separators: messages go on the wire once, and stdio forbids newlines.
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# For text UTF-8 cannot carry (a lone surrogate, which a server may send as
+# "\ud800"): escaped, it goes back exactly as it came.
+_ascii_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+# The parser, by name so tests can stand in for it.
+_loads = json.loads
+# What a malformed message can make the parser raise: nesting deeper than
+# the interpreter's recursion limit (RecursionError), bytes that are not
+# text (UnicodeError, a ValueError), a number too long to convert
+# (ValueError), and OverflowError for good measure. All are the server's
+# fault, so all become InvalidMessage; nothing else is caught.
+_PARSE_ERRORS = (ValueError, RecursionError, OverflowError)
+
+# Previews of a decoded message in error messages: bounded in size and in
+# depth, so a huge or deeply nested message costs little and cannot recurse.
+_preview_repr = reprlib.Repr()
+_preview_repr.maxlevel = 4
+_preview_repr.maxdict = _preview_repr.maxlist = 8
+_preview_repr.maxstring = _preview_repr.maxother = 80
 
 
 class Kind(enum.Enum):
@@ -54,16 +73,29 @@ def error_response(request_id: Any, code: int, message: str, data: Any = None) -
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    """One message as compact UTF-8 JSON, without a line end."""
-    return _encoder.encode(message).encode("utf-8")
+    """One message as compact UTF-8 JSON, without a line end.
+
+    A string holding a lone surrogate (UTF-8 has no form for one; a server
+    may send one as a JSON escape, in a cursor say) makes the whole message
+    ASCII with escapes, which every JSON parser reads back to the same text.
+    """
+    text = _encoder.encode(message)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ascii_encoder.encode(message).encode("ascii")
 
 
 def decode(data: bytes | str) -> dict[str, Any]:
-    """Parse one message; anything but a JSON object raises `InvalidMessage`."""
+    """Parse one message; anything but a JSON object raises `InvalidMessage`.
+
+    Whatever the bytes (garbage, invalid UTF-8, nesting 100,000 deep, a
+    number of 10,000 digits), `InvalidMessage` is the only error.
+    """
     try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidMessage(f"not JSON: {_preview(data)} ({exc})") from None
+        value = _loads(data)
+    except _PARSE_ERRORS as exc:
+        raise InvalidMessage(f"not JSON: {_preview(data)} ({_reason(exc)})") from None
     if not isinstance(value, dict):
         raise InvalidMessage(f"not a JSON-RPC message (a JSON {type(value).__name__}): {_preview(data)}")
     return value
@@ -96,9 +128,17 @@ def is_valid_id(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
 
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)[:200]
+
+
 def _preview(data: Any, limit: int = 200) -> str:
-    text = data if isinstance(data, str) else (
-        data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else repr(data)
-    )
-    text = text.rstrip("\r\n")
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+    if isinstance(data, (str, bytes, bytearray)):
+        # Only the head is decoded: a preview of 16 MB costs no more than one of 200 bytes.
+        head = data[: limit + 1]
+        text = head if isinstance(head, str) else bytes(head).decode("utf-8", "replace")
+        text = text.rstrip("\r\n")
+        return text if len(text) <= limit else text[:limit] + f"... ({len(data)} {'chars' if isinstance(data, str) else 'bytes'})"
+    return _preview_repr.repr(data)[:limit]

@@ -5,6 +5,14 @@ canonical JSON) and reused for every call; compiling per call would cost
 more than the call. The dialect follows `$schema`, defaulting to 2020-12 as
 the spec requires. References are never fetched from the network: a `$ref`
 that is not inside the schema fails validation instead of passing silently.
+
+Depth. jsonschema recurses, several frames per level of schema, so a schema
+nested a few hundred deep (or an instance that deep under a recursive
+`$ref`) would raise `RecursionError`. A schema nested deeper than
+`MAX_SCHEMA_DEPTH` is refused before any work (`nesting_depth` measures it
+without recursing; `mcp_sync.types.Tool` applies the same limit), and a
+`RecursionError` that still happens is reported as a validation problem,
+never raised.
 """
 
 from __future__ import annotations
@@ -20,6 +28,11 @@ if TYPE_CHECKING:
     import referencing
 
 _MAX_ERRORS = 5
+
+#: The deepest JSON nesting a tool's `inputSchema` or `outputSchema` may have
+#: (``{"type": "object"}`` is 1 deep; each `properties` level adds 2). Real
+#: schemas stay far below it; deeper ones are what a hostile server sends.
+MAX_SCHEMA_DEPTH = 64
 
 # jsonschema is imported on first use, not with the package: most programs
 # never validate a schema, and the import costs about 30 ms.
@@ -38,6 +51,59 @@ def _empty_registry() -> referencing.Registry[Any]:
     return referencing.Registry(retrieve=_no_retrieve)  # type: ignore[call-arg]
 
 
+def nesting_depth(value: Any, limit: int | None = None) -> int:
+    """How deeply `value` nests objects and arrays: 0 for a scalar, 1 for
+    ``{}`` or ``[]``, 2 for ``{"a": []}``, and so on.
+
+    Uses its own stack, so any depth is measured without recursing. With
+    `limit`, the walk stops as soon as the depth is known to exceed it and
+    returns ``limit + 1``.
+
+        >>> nesting_depth({"type": "object", "properties": {"a": {"type": "string"}}})
+        3
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > deepest:
+            deepest = depth
+            if limit is not None and deepest > limit:
+                return limit + 1
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (Mapping, list, tuple)))
+    return deepest
+
+
+class SchemaTooDeep(ValueError):
+    """A schema nested deeper than `MAX_SCHEMA_DEPTH` (see `check_depth`)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"the schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
+
+
+def check_depth(schema: Any) -> None:
+    """Raise `SchemaTooDeep` (a `ValueError`) when `schema` nests deeper
+    than `MAX_SCHEMA_DEPTH`. The walk stops as soon as it is past that
+    depth: a chain 100,000 deep costs what one 65 deep does.
+
+        >>> check_depth({"type": "object"})
+        >>> check_depth({"not": {"not": {"not": {}}}})
+    """
+    if nesting_depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        raise SchemaTooDeep()
+
+
+def _short(text: str, limit: int = 500) -> str:
+    """A problem message of bounded size: jsonschema's quote the instance."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 class SchemaCache:
     """Compiled validators by schema, bounded (least recently used goes). Thread-safe."""
 
@@ -47,14 +113,28 @@ class SchemaCache:
         self._validators: collections.OrderedDict[str, Any] = collections.OrderedDict()
 
     def validator(self, schema: Mapping[str, Any]) -> Any:
-        key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        """The compiled validator of `schema`. Raises jsonschema's
+        `SchemaError` for an invalid schema and `SchemaTooDeep` for one
+        nested deeper than `MAX_SCHEMA_DEPTH`."""
+        try:
+            key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        except RecursionError:
+            raise SchemaTooDeep() from None
         with self._lock:
             found = self._validators.get(key)
             if found is not None:
                 self._validators.move_to_end(key)
                 return found
+        # Checked once per schema, before jsonschema recurses through it.
+        check_depth(schema)
         import jsonschema
+        import jsonschema.exceptions
         import jsonschema.validators
+
+        dialect = schema.get("$schema")
+        if dialect is not None and not isinstance(dialect, str):
+            # jsonschema would look it up in a dict: a list raises TypeError.
+            raise jsonschema.exceptions.SchemaError(f"$schema must be a string, not {type(dialect).__name__}")
 
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(schema)
@@ -68,7 +148,10 @@ class SchemaCache:
     def errors(self, schema: Mapping[str, Any], instance: Any) -> list[str]:
         """Validation problems of `instance` against `schema` ([] when valid).
 
-        An invalid schema or an unresolvable `$ref` is reported as a problem.
+        An invalid schema, an unresolvable `$ref`, a schema nested deeper
+        than `MAX_SCHEMA_DEPTH`, or a schema and instance too deep to
+        validate with the interpreter's recursion limit are reported as a
+        problem: whatever the server sent, this never raises.
         """
         import jsonschema.exceptions
         import referencing.exceptions
@@ -78,14 +161,27 @@ class SchemaCache:
             found = []
             for error in validator.iter_errors(instance):
                 where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-                found.append(f"{where}: {error.message}")
+                found.append(_short(f"{where}: {error.message}"))
                 if len(found) >= _MAX_ERRORS:
                     break
             return found
         except jsonschema.exceptions.SchemaError as exc:
-            return [f"the outputSchema itself is invalid: {exc.message}"]
+            return [_short(f"the outputSchema itself is invalid: {exc.message}")]
         except referencing.exceptions.Unresolvable as exc:
-            return [f"the outputSchema has a $ref that cannot be resolved locally: {exc}"]
+            return [_short(f"the outputSchema has a $ref that cannot be resolved locally: {exc}")]
+        except SchemaTooDeep as exc:
+            return [f"the schema cannot be used: {exc}"]
+        except RecursionError:
+            # A recursive `$ref` follows the instance down: the depth of the
+            # instance, not of the schema, ran out the stack.
+            return ["the schema and the value are nested too deeply to validate"]
+        except Exception as exc:
+            # The schema is the server's, and jsonschema and referencing
+            # fail on some malformed ones with whatever the failing step
+            # raised (`{"$schema": "http://["}`: ValueError from urlsplit).
+            # A schema the validator cannot run is unusable: a problem,
+            # so the result is refused rather than the call crashing.
+            return [_short(f"the schema cannot be used: {type(exc).__name__}: {exc}")]
 
     def __len__(self) -> int:
         with self._lock:

@@ -28,7 +28,14 @@ Two places where we go beyond (or against) the standard, on purpose:
   event. With `max_event_bytes` set, the parser raises `EventTooLarge` once
   the data of the event being built, or a single field value, is known to
   exceed the limit (measured in UTF-8 bytes; see `SSEParser`). Whether it
-  raises never depends on how the stream was chunked.
+  raises never depends on how the stream was chunked, and a line or event
+  trickled in tiny pieces costs about as much memory as one sent at once.
+* Reconnection time. A `retry` value above `MAX_RETRY_MS` (one hour) is
+  taken as `MAX_RETRY_MS`: a server cannot make the client wait for ever,
+  nor hand it a number too large to turn into seconds.
+
+Malformed input never raises: a field the standard says to ignore is
+ignored. The only error is `EventTooLarge`, an `mcp_sync.MessageTooLarge`.
 """
 
 from __future__ import annotations
@@ -37,11 +44,19 @@ import codecs
 import re
 from dataclasses import dataclass
 
-__all__ = ["Event", "EventTooLarge", "SSEParser"]
+from ..errors import MessageTooLarge
+
+__all__ = ["MAX_RETRY_MS", "Event", "EventTooLarge", "SSEParser"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _BOM = "\ufeff"
 _MAX_RETRY_DIGITS = 1000
+#: The longest reconnection time a stream may set, in milliseconds (one hour).
+MAX_RETRY_MS = 3_600_000
+# Pieces of one line, or data lines of one event, kept apart before they are
+# joined: a stream trickled in tiny pieces would otherwise cost one string
+# object (about 50 bytes) per byte or two it sent.
+_JOIN_EVERY = 64
 
 
 @dataclass(frozen=True)
@@ -60,15 +75,16 @@ class Event:
     id: str | None
 
 
-class EventTooLarge(Exception):
+class EventTooLarge(MessageTooLarge):
     """An event's data, or a single line, grew beyond `max_event_bytes`.
 
-    The parser cannot continue after this: drop the stream.
+    The parser cannot continue after this: drop the stream. It is a
+    `MessageTooLarge`, so callers that do not catch it still see an
+    `McpError`.
     """
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"server-sent event larger than {limit} bytes")
-        self.limit = limit
+        super().__init__(f"server-sent event larger than {limit} bytes", limit=limit)
 
 
 def _nbytes(text: str) -> int:
@@ -86,7 +102,8 @@ class SSEParser:
     * `retry_ms` -- the reconnection time from the latest valid `retry`
       field (it takes effect at once, not at dispatch), None if the stream
       never sent one. A value needs at least one ASCII digit and only ASCII
-      digits; one of more than 1000 significant digits is ignored.
+      digits; one of more than 1000 significant digits is ignored, and one
+      above `MAX_RETRY_MS` counts as `MAX_RETRY_MS`.
     * `comments_seen` -- how many comment lines (lines starting with ":")
       were seen; servers send these as keep-alives.
 
@@ -111,9 +128,11 @@ class SSEParser:
     _at_start: bool
     _skip_lf: bool
     _partial: list[str]
+    _partial_joined: int
     _partial_bytes: int
     _partial_name_bytes: int | None
     _data: list[str]
+    _data_joined: int
     _data_bytes: int
     _event_type: str
     _id_buffer: str | None
@@ -192,11 +211,10 @@ class SSEParser:
         self._at_start = True  # no text decoded yet: a BOM may follow
         self._skip_lf = False  # the last line ended with a CR: a LF right after it is part of that line end
         # The unterminated line, kept as parts so a long line is joined once.
-        self._partial = []
-        self._partial_bytes = 0
-        self._partial_name_bytes = None  # UTF-8 bytes before the first colon, once seen
+        self._reset_partial()
         # The event being built.
         self._data = []
+        self._data_joined = 0  # see _compact
         self._data_bytes = 0
         self._event_type = ""
         self._id_buffer = self.last_event_id
@@ -205,8 +223,9 @@ class SSEParser:
 
     def _reset_partial(self) -> None:
         self._partial = []
+        self._partial_joined = 0  # see _compact
         self._partial_bytes = 0
-        self._partial_name_bytes = None
+        self._partial_name_bytes = None  # UTF-8 bytes before the first colon, once seen
 
     def _feed_text(self, text: str, events: list[Event]) -> None:
         if not text:
@@ -245,6 +264,8 @@ class SSEParser:
             if colon >= 0:
                 self._partial_name_bytes = self._partial_bytes + _nbytes(rest[:colon])
         self._partial.append(rest)
+        if len(self._partial) - self._partial_joined >= _JOIN_EVERY:
+            self._partial_joined = _compact(self._partial, self._partial_joined, "")
         self._partial_bytes += _nbytes(rest)
         limit = self.max_event_bytes
         if limit is None:
@@ -279,6 +300,8 @@ class SSEParser:
         if field == "data":
             self._data_bytes += _nbytes(value) + (1 if self._data else 0)
             self._data.append(value)
+            if len(self._data) - self._data_joined >= _JOIN_EVERY:
+                self._data_joined = _compact(self._data, self._data_joined, "\n")
             if limit is not None and self._data_bytes > limit:
                 raise EventTooLarge(limit)
         elif field == "event":
@@ -291,7 +314,7 @@ class SSEParser:
             # Absurdly long numbers are ignored rather than converted
             # (int() refuses over 4300 digits on recent Pythons anyway).
             if len(digits) <= _MAX_RETRY_DIGITS:
-                self.retry_ms = int(digits)
+                self.retry_ms = min(int(digits), MAX_RETRY_MS)
         # Any other field is ignored.
 
     def _dispatch(self, events: list[Event]) -> None:
@@ -301,5 +324,18 @@ class SSEParser:
                 Event(event=self._event_type or "message", data="\n".join(self._data), id=self.last_event_id)
             )
         self._data = []
+        self._data_joined = 0
         self._data_bytes = 0
         self._event_type = ""
+
+
+def _compact(parts: list[str], joined: int, separator: str) -> int:
+    """Join `parts[joined:]` (`_JOIN_EVERY` of them) into one part; return
+    the new count of parts already joined.
+
+    Each piece is copied once here and once more when the whole is joined,
+    and the list holds one object per `_JOIN_EVERY` pieces, so memory stays
+    within about twice the text however small the pieces.
+    """
+    parts[joined:] = [separator.join(parts[joined:])]
+    return joined + 1

@@ -257,9 +257,11 @@ class Response:
         length = self.headers.get("content-length")
         if length is not None:
             values = {part.strip() for part in length.split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit() or not next(iter(values)).isascii():
-                raise ResponseError(f"invalid Content-Length {length!r}")
-            self._length = int(next(iter(values)))
+            value = next(iter(values))
+            # 18 digits: any real length, and `int()` never meets its digit limit.
+            if len(values) != 1 or not value.isascii() or not value.isdigit() or len(value) > 18:
+                raise ResponseError(f"invalid Content-Length {length[:40]!r}")
+            self._length = int(value)
             if self._length == 0:
                 self._finish()
             return
@@ -277,7 +279,7 @@ class Response:
         if not line:
             raise ResponseError("the server closed the connection without answering")
         parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not (parts[1].isdigit() and len(parts[1]) == 3):
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not (parts[1].isascii() and parts[1].isdigit() and len(parts[1]) == 3):
             raise ResponseError(f"not an HTTP/1.x status line: {line[:80]!r}")
         self.status = int(parts[1])
         self.reason = parts[2] if len(parts) > 2 else ""
