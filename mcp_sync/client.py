@@ -571,6 +571,7 @@ class Client:
                 cache.invalidate(cache_server, payload)
             subscription._on_event(kind, payload)
 
+        self._held.subscriptions.add(subscription)
         subscription.id = conn.subscribe("subscriptions/listen", params, on_event)
         if not subscription.acknowledged.wait(wait):
             subscription.close()
@@ -645,6 +646,7 @@ class Client:
         subscription.acknowledged.set()
         with held.lock:
             held.initialize_era_subscriptions.add(subscription)
+            held.subscriptions.add(subscription)
         return subscription
 
     def __enter__(self) -> Client:
@@ -1178,6 +1180,9 @@ class _Held:
         self.closed = False
         self.dispatcher = dispatcher
         self.initialize_era_subscriptions: set[Subscription] = set()
+        # Every open subscription, both eras, held weakly: only to end them
+        # in a fork child (the streams are the parent's).
+        self.subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
 
     def release(self) -> None:
         """Close everything; idempotent, from any thread."""
@@ -1195,9 +1200,14 @@ class _Held:
 
     def after_fork(self) -> None:
         """In a fork child: forget the parent's connections and threads
-        without IO. A subscription of the parent's session gets nothing
-        more here (the session is the parent's)."""
+        without IO. The subscriptions the child inherited end at once with
+        `SubscriptionBroken` (their streams are the parent's): a child that
+        iterates one learns to listen again instead of waiting for ever."""
         self.lock = threading.Lock()
+        for subscription in list(self.subscriptions):
+            subscription._orphan(ConnectionClosed(
+                "the subscription belongs to the parent process (os.fork()); listen again in this one"))
+        self.subscriptions = weakref.WeakSet()
         for conn in (self.conn, *self.starting):
             if conn is not None:
                 conn.discard()

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Union
 import attrs
 
 from .connection import SUBSCRIPTION_ID
-from .errors import ConnectionClosed, McpError
+from .errors import ConnectionClosed, McpError, RequestTimeout
 from .notifications import OVERFLOW_POLICIES, Notification
 
 
@@ -116,11 +116,20 @@ class Subscription:
         self._events.append(event)
         self._cond.notify()
 
+    def _orphan(self, error: McpError) -> None:
+        """In a fork child: end the stream with `error`. The condition is
+        replaced first: a parent thread may have held its lock at the fork."""
+        self._cond = threading.Condition()
+        if self._end is None:
+            self._end = SubscriptionBroken(error)
+        self.acknowledged = threading.Event()
+        self.acknowledged.set()
+
     # -- the consumer's side ------------------------------------------------------------------
 
     def next(self, timeout: float | None = None) -> SubscriptionEvent:
-        """The next event; `TimeoutError` after `timeout` seconds;
-        `StopIteration` once the end was taken."""
+        """The next event; `RequestTimeout` (a `TimeoutError`) after
+        `timeout` seconds; `StopIteration` once the end was taken."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
@@ -133,7 +142,7 @@ class Subscription:
                     return self._end
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"no subscription event within {timeout:g} s")
+                    raise RequestTimeout(f"no subscription event within {timeout:g} s", timeout=timeout)
                 self._cond.wait(remaining)
 
     def __iter__(self) -> Iterator[SubscriptionEvent]:

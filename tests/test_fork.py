@@ -129,3 +129,33 @@ def test_a_child_that_only_closes_leaves_the_parent_working():
                 os._exit(code)
         assert _reap([pid]) == [OK]
         _calls_in_parent(client)
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_a_subscription_inherited_by_a_child_ends_there_and_goes_on_in_the_parent(protocol):
+    """The stream is the parent's: in the child the subscription ends at once
+    with `SubscriptionBroken` (not silence until a timeout), and the child
+    can listen again on its own connection."""
+    with HTTPServer(demo_server()) as httpd:
+        client = mcp_sync.connect(httpd.url, protocol=protocol)
+        try:
+            sub = client.listen(tools_list_changed=True)
+            pid = os.fork()
+            if pid == 0:
+                code = RAISED
+                try:
+                    event = sub.next(timeout=5)
+                    broken = isinstance(event, mcp_sync.SubscriptionBroken) and "parent process" in str(event.error)
+                    again = client.listen(tools_list_changed=True)
+                    code = OK if broken and again.accepted is not None else WRONG_ANSWER
+                    again.close()
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == OK, status
+            # The parent's subscription is untouched: a change still reaches it.
+            assert not sub.ended
+            client.call_tool("echo", {"text": "still here"})
+            sub.close()
+        finally:
+            client.close()

@@ -5,12 +5,25 @@ line by line, parses and hands each message to the sink (it never runs user
 code and never writes), and the *stderr drain*, which forwards the server's
 stderr to the `mcp_sync.server.stderr` logger and keeps the last lines so
 that a crash can explain itself. Writers (any caller thread) share stdin
-under one lock.
+under one lock; each message is written whole or the connection fails.
+
+The server runs in a process group of its own (a session of its own on
+POSIX): the SIGINT that Ctrl-C in a terminal, or Jupyter's "Interrupt
+kernel", sends to the client's whole group reaches the client only, and the
+server with whatever it started can be ended as one group.
+
+On POSIX the write end of stdin is non-blocking, so that a server that does
+not read cannot hold a caller past its deadline: a message that cannot
+start by then is not written (`RequestTimeout`), one cut off by then fails
+the connection (half a message must never be followed by another).
 
 When stdout ends, or a line is not JSON or is longer than `max_line_bytes`,
 the reader reports one `TransportError` to the sink and stops; the engine
 fails every pending call with it. `close()` follows the spec's shutdown
-order: close stdin, wait, SIGTERM, wait, SIGKILL, then reap and join.
+order, for the server's whole process group: close stdin, wait, SIGTERM,
+wait, SIGKILL; it returns within `3 x shutdown_timeout + 1 s` whatever
+the server's children do (a pipe still held by a process that left the group
+is left to the reader threads, which close it when they end).
 `start()` and `close()` share a lock, so a close racing a (re)start either
 prevents it or stops what it started. In a child after `os.fork()`,
 `discard()` only drops the child's copies of the pipes: the server stays the
@@ -22,16 +35,21 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import select
+import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import IO, Any
 
 from ..errors import (
     ConnectError,
     ConnectionClosed,
     InvalidMessage,
     MessageTooLarge,
+    RequestTimeout,
     ServerExited,
     TransportError,
 )
@@ -43,6 +61,14 @@ log = logging.getLogger("mcp_sync.transport.stdio")
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_LINES = 20
+
+#: A writer waiting for room in the server's stdin, or for the write lock,
+#: wakes this often: to see that `close()` began, and (on the main thread)
+#: to let a simulated Ctrl-C (`_thread.interrupt_main()`) land.
+_WRITE_SLICE = 0.1
+#: How long `close()` waits for the reader threads once the server's group
+#: is gone (after its three `shutdown_timeout` steps at most).
+_JOIN_SLACK = 0.5
 
 #: Pipes of servers inherited across `os.fork()`, whose descriptors
 #: `discard()` closed: kept so that their file objects are never closed (or
@@ -59,7 +85,15 @@ class Stdio(Target):
 
     `env` is added to (not substituted for) this process's environment unless
     `inherit_env=False`. `max_line_bytes` bounds one incoming message;
-    `shutdown_timeout` is how long `close()` waits at each step of shutdown.
+    `shutdown_timeout` is how long `close()` waits at each step of shutdown
+    (end of input, SIGTERM, SIGKILL), so it returns within three times that
+    plus a second.
+
+    The server runs in a process group (POSIX: a session) of its own, so
+    Ctrl-C in a terminal or Jupyter's "Interrupt kernel" interrupts the
+    client's call, not the server, and `close()` ends whatever the server
+    started along with it. The server has no controlling terminal: it
+    cannot prompt on `/dev/tty`.
     """
 
     def __init__(
@@ -105,9 +139,17 @@ class StdioTransport(Transport):
         self._close_lock = threading.Lock()
         self._closing = False
         self._closed = False
+        #: Set once a message was cut off: nothing may be written after it.
+        self._broken: TransportError | None = None
         self._reader: threading.Thread | None = None
         self._drain: threading.Thread | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        # Who closes stdout and stderr: `close()`, unless it gave up waiting
+        # for the thread reading it (a process outside the server's group
+        # holds the pipe); then that thread does, when it ends.
+        self._pipes_lock = threading.Lock()
+        self._pipes_left = False
+        self._pipes_done: list[IO[bytes]] = []
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -127,10 +169,15 @@ class StdioTransport(Transport):
                 self._proc = subprocess.Popen(
                     [target.command, *target.args],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    env=env, cwd=target.cwd, close_fds=True,
+                    env=env, cwd=target.cwd, close_fds=True, **_own_process_group(),
                 )
             except OSError as exc:
                 raise ConnectError(f"cannot start server {target.command!r}: {exc}") from exc
+            if sys.platform != "win32":
+                assert self._proc.stdin is not None
+                # Writes then never block: a deadline, or close(), can end a
+                # write to a server that stopped reading.
+                os.set_blocking(self._proc.stdin.fileno(), False)
             self._sink = sink
             name = os.path.basename(target.command)
             self._drain = threading.Thread(target=self._drain_stderr, name=f"mcp-sync-stderr-{name}", daemon=True)
@@ -147,6 +194,7 @@ class StdioTransport(Transport):
         self._closing = self._closed = True
         self._write_lock = threading.Lock()
         self._close_lock = threading.Lock()
+        self._pipes_lock = threading.Lock()
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -160,75 +208,243 @@ class StdioTransport(Transport):
         _ORPHANS.append(proc)
 
     def close(self) -> None:
+        """End the server and everything it started (its process group),
+        join the reader threads, close the pipes. Returns within
+        `3 x shutdown_timeout + 1 s`, whatever the server's children do.
+        If interrupted (Ctrl-C), the group is killed before the interrupt
+        propagates; a later `close()` finishes the rest."""
         with self._close_lock:
             self._closing = True
             if self._closed:
                 return
             proc = self._proc
             if proc is not None:
-                self._stop_process(proc)
-            for thread in (self._reader, self._drain):
-                if thread is not None and thread is not threading.current_thread():
-                    thread.join()
-            if proc is not None:
-                for stream in (proc.stdin, proc.stdout, proc.stderr):
-                    if stream is not None:
-                        try:
-                            stream.close()
-                        except OSError:
-                            pass
+                try:
+                    self._stop_process(proc)
+                except BaseException:
+                    self._kill(proc)
+                    raise
+                # The group is gone: the pipes end at once unless a process
+                # that left the group holds them, and then waiting is useless.
+                self._join_readers(time.monotonic() + _JOIN_SLACK)
+                self._close_pipes(proc)
             self._closed = True
 
     def _stop_process(self, proc: subprocess.Popen[bytes]) -> None:
+        """The spec's shutdown order, for the server's whole group: end of
+        input, SIGTERM, SIGKILL, at most `shutdown_timeout` for each."""
         grace = self._target.shutdown_timeout
-        # A writer stuck on a full pipe holds the write lock; then the server
-        # is not reading, so skip the polite step and terminate it.
+        polite_until = time.monotonic() + grace
+        # A writer waiting for room sees `_closing` within a slice and lets go.
         if self._write_lock.acquire(timeout=grace):
             try:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-            except OSError:
-                pass
+                _close_quietly(proc.stdin)
             finally:
                 self._write_lock.release()
-            try:
-                proc.wait(timeout=grace)
+            if self._wait_group(proc, polite_until - time.monotonic()):
                 return
-            except subprocess.TimeoutExpired:
-                pass
-        log.debug("server %s did not exit after stdin closed; terminating", self._target.command)
-        proc.terminate()
+        log.debug("server %s did not exit after stdin closed, or left processes behind; terminating",
+                  self._target.command)
+        self._terminate(proc)
+        if self._wait_group(proc, grace):
+            return
+        log.warning("server %s (or a process it started) ignored SIGTERM; killing it", self._target.command)
+        self._kill(proc)
+        # SIGKILL cannot be ignored: wait for the server itself only (an
+        # orphan nobody reaps would keep the group "alive" as a zombie).
         try:
             proc.wait(timeout=grace)
-            return
         except subprocess.TimeoutExpired:
-            pass
-        log.warning("server %s ignored SIGTERM; killing it", self._target.command)
-        proc.kill()
-        proc.wait()
+            log.warning("server %s did not die %g s after SIGKILL", self._target.command, grace)
+
+    def _wait_group(self, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+        """Wait at most `timeout` for the server to exit (it is reaped) and
+        its process group to be empty. True when both happened."""
+        until = time.monotonic() + max(timeout, 0.0)
+        pause = 0.001
+        while True:
+            if proc.poll() is not None and not _group_alive(proc):
+                return True
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                return False
+            # No call waits for a process group to empty: poll, briefly.
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, 0.05)
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        self._end(proc, kill=False)
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        self._end(proc, kill=True)
+
+    def _end(self, proc: subprocess.Popen[bytes], *, kill: bool) -> None:
+        """SIGTERM (or SIGKILL) to the server's group; on Windows, which has
+        no group signal to send, TerminateProcess on the server only."""
+        try:
+            if sys.platform != "win32":
+                _signal_group(proc, signal.SIGKILL if kill else signal.SIGTERM)
+            elif kill:
+                proc.kill()
+            else:
+                proc.terminate()
+        except OSError as exc:
+            log.debug("could not signal server %s: %s", self._target.command, exc)
+
+    def _join_readers(self, until: float) -> None:
+        """Wait (until `until`) for the reader and the stderr drain, which end
+        once every holder of the pipes is gone."""
+        for thread in (self._reader, self._drain):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(max(until - time.monotonic(), 0.05))
+
+    def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
+        if self._write_lock.acquire(timeout=2 * _WRITE_SLICE):
+            try:
+                _close_quietly(proc.stdin)
+            finally:
+                self._write_lock.release()
+        with self._pipes_lock:
+            self._pipes_left = True  # from now on a thread that ends closes its own pipe
+            done = list(self._pipes_done)
+        for stream, thread in ((proc.stdout, self._reader), (proc.stderr, self._drain)):
+            if thread is None or any(stream is d for d in done):
+                _close_quietly(stream)
+            elif thread is not threading.current_thread():
+                log.warning("a process that left the process group of server %s still holds its %s; "
+                            "the pipe is closed when that process ends", self._target.command,
+                            "stdout" if stream is proc.stdout else "stderr")
+
+    def _pipe_done(self, stream: IO[bytes] | None) -> None:
+        """Called by the reader and the drain as they end."""
+        if stream is None:
+            return
+        with self._pipes_lock:
+            self._pipes_done.append(stream)
+            left = self._pipes_left
+        if left:  # close() has returned without this pipe: it is ours to close
+            _close_quietly(stream)
 
     # -- sending -------------------------------------------------------------
 
-    def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None, *,
+             deadline: float | None = None) -> None:
+        """Write one message as one line; messages from many threads are
+        written one at a time, each whole.
+
+        `deadline` (a `time.monotonic()` value; None waits as long as it
+        takes) bounds the wait for a server that does not read its stdin:
+        `RequestTimeout` when it passes before the message could start
+        (nothing was written, the connection stays usable); `ConnectionClosed`
+        when it passes mid-message, which fails the connection, as does an
+        interrupt mid-message. Any write ends once `close()` begins. On
+        Windows a write waits until the server reads and `deadline` is not
+        applied.
+        """
         data = jsonrpc.encode(message) + b"\n"
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise ConnectionClosed("the stdio transport is not started")
-        with self._write_lock:
+        if not self._lock_for_writing(deadline):
+            raise _no_room(message)
+        try:
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
-            try:
-                proc.stdin.write(data)
-                proc.stdin.flush()
-            except (BrokenPipeError, ValueError, OSError) as exc:
-                raise self._exit_error(f"cannot write to the server: {exc}") from exc
+            if self._broken is not None:
+                raise _copy(self._broken)
+            if sys.platform == "win32":
+                try:
+                    proc.stdin.write(data)
+                    proc.stdin.flush()
+                except (ValueError, OSError) as exc:
+                    raise self._exit_error(f"cannot write to the server: {exc}") from exc
+            else:
+                self._write_whole(proc.stdin.fileno(), data, deadline, message)
+        finally:
+            self._write_lock.release()
+
+    def exchange(
+        self, message: Mapping[str, Any], headers: Mapping[str, str] | None, deadline: float | None,
+    ) -> float:
+        """Write a caller's request under the call's deadline (see `send()`).
+        A request that could not start by then was not sent: this returns,
+        and the caller's own wait reports the timeout."""
+        try:
+            self.send(message, headers, deadline=deadline)
+        except RequestTimeout:
+            pass
+        return 0.0
+
+    def _lock_for_writing(self, deadline: float | None) -> bool:
+        """Take the write lock, waiting at most until `deadline`: False if
+        it passed. Waits in slices, so close() and Ctrl-C are seen."""
+        while True:
+            wait = _WRITE_SLICE
+            if deadline is not None:
+                wait = min(wait, max(deadline - time.monotonic(), 0.0))
+            if self._write_lock.acquire(timeout=wait):
+                return True
+            if self._closing:
+                raise ConnectionClosed("the connection is closed")
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def _write_whole(self, fd: int, data: bytes, deadline: float | None, message: Mapping[str, Any]) -> None:
+        """Write `data` to the non-blocking `fd` (with the write lock held),
+        waiting for room until `deadline`. A message cut off (deadline,
+        interrupt, close, a dead server) breaks the transport for good."""
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                try:
+                    written += os.write(fd, view[written:])
+                    continue
+                except BlockingIOError:
+                    pass
+                except OSError as exc:  # EPIPE: the server closed its stdin or exited
+                    raise self._exit_error(f"cannot write to the server: {exc}") from exc
+                if self._closing:
+                    raise ConnectionClosed("the connection is closed")
+                wait = _WRITE_SLICE
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        if written == 0:
+                            raise _no_room(message)
+                        raise ConnectionClosed(
+                            f"the server did not read its input: a message was cut off after {written} of "
+                            f"{len(data)} bytes at the call's deadline; the connection cannot be used any more")
+                    wait = min(wait, remaining)
+                _wait_writable(fd, wait)
+        except BaseException as exc:
+            if 0 < written < len(data):
+                self._break(exc if isinstance(exc, TransportError) else ConnectionClosed(
+                    f"a message to the server was cut off after {written} of {len(data)} bytes "
+                    f"({type(exc).__name__}); the connection cannot be used any more"))
+            raise
+
+    def _break(self, error: TransportError) -> None:
+        """Half a message went out: nothing may follow it. Fail the
+        connection (unless it is closing anyway)."""
+        self._broken = error
+        sink = self._sink
+        if sink is not None and not self._closing:
+            sink.transport_failed(error)
 
     # -- reading ---------------------------------------------------------------
 
     def _read_stdout(self) -> None:
         proc = self._proc
+        assert proc is not None
+        try:
+            self._read_lines(proc)
+        finally:
+            self._pipe_done(proc.stdout)
+
+    def _read_lines(self, proc: subprocess.Popen[bytes]) -> None:
         sink = self._sink
-        assert proc is not None and proc.stdout is not None and sink is not None
+        assert proc.stdout is not None and sink is not None
         limit = self._target.max_line_bytes
         readline = proc.stdout.readline
         error: TransportError
@@ -295,10 +511,15 @@ class StdioTransport(Transport):
         assert proc is not None and proc.stderr is not None
         name = self._target.command
         readline = proc.stderr.readline
-        for raw in iter(lambda: readline(65536), b""):
-            text = raw.decode("utf-8", "replace").rstrip("\r\n")
-            self._stderr_tail.append(text)
-            stderr_logger.info("[%s] %s", name, text)
+        try:
+            for raw in iter(lambda: readline(65536), b""):
+                text = raw.decode("utf-8", "replace").rstrip("\r\n")
+                self._stderr_tail.append(text)
+                stderr_logger.info("[%s] %s", name, text)
+        except (OSError, ValueError) as exc:
+            log.debug("reading the stderr of server %s failed: %s", name, exc)
+        finally:
+            self._pipe_done(proc.stderr)
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -310,3 +531,74 @@ class StdioTransport(Transport):
 
     def describe(self) -> str:
         return f"stdio server {self._target.command!r}"
+
+
+def _own_process_group() -> dict[str, Any]:
+    """`Popen` options that start the server in a process group of its own
+    (a session, on POSIX): the SIGINT a terminal's Ctrl-C or Jupyter's
+    "Interrupt kernel" sends to the client's group must not reach it."""
+    if sys.platform == "win32":
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Send `signum` to the server's process group, and to the server itself
+    (it may have left the group). The group is only signalled while it has
+    members or the server is unreaped: its id cannot be reused then."""
+    if sys.platform == "win32":  # no groups to signal there (see `_terminate`)
+        proc.send_signal(signum)
+        return
+    if proc.poll() is None or _group_alive(proc):
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            pass
+    proc.send_signal(signum)  # a no-op once the server was reaped
+
+
+def _wait_writable(fd: int, seconds: float) -> None:
+    """Wait at most `seconds` for room in the pipe `fd` (POSIX only: on
+    Windows writes block and never come here)."""
+    if sys.platform == "win32":
+        raise NotImplementedError("pipes cannot be polled on Windows")
+    poller = select.poll()  # not select(): it fails on descriptors above 1023
+    poller.register(fd, select.POLLOUT)
+    poller.poll(seconds * 1000)
+
+
+def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    """Is any process left in the server's group (the server's pid is its
+    id)? Windows: only the server itself is known."""
+    if sys.platform == "win32":
+        return proc.poll() is None
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a member that is not ours to signal; it is still there
+    return True
+
+
+def _no_room(message: Mapping[str, Any]) -> RequestTimeout:
+    method = message.get("method")
+    return RequestTimeout(f"{method or 'a message'}: the server did not read its input in time; nothing was sent",
+                          method=method if isinstance(method, str) else None)
+
+
+def _copy(error: TransportError) -> TransportError:
+    """A fresh instance of `error` for another thread (threads must not share
+    one: raising it from many tangles its traceback)."""
+    new = error.__class__.__new__(error.__class__, *error.args)
+    new.__dict__.update(error.__dict__)
+    new.args = error.args
+    return new
+
+
+def _close_quietly(stream: IO[bytes] | None) -> None:
+    if stream is not None:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
