@@ -439,6 +439,15 @@ class StdioTransport(Transport):
         assert proc is not None
         try:
             self._read_lines(proc)
+        except Exception as exc:
+            # A bug or a failure nobody foresaw must fail the connection
+            # (every waiting call gets it), never end the reader silently
+            # with the connection still looking healthy.
+            log.error("the stdio reader failed unexpectedly", exc_info=True)
+            sink = self._sink
+            if not self._closing and sink is not None:
+                sink.transport_failed(ConnectionClosed(
+                    f"reading the server's stdout failed unexpectedly: {type(exc).__name__}: {exc}"))
         finally:
             self._pipe_done(proc.stdout)
 

@@ -1,0 +1,55 @@
+"""No stdio reader dies silently: an unexpected failure while it reads or
+routes a line fails the connection (every waiting call gets an `McpError`
+at once, even one with no timeout), and a stateless client starts its
+server again on the next call.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+import mcp_sync
+from mcp_sync.protocol import jsonrpc
+from mcp_sync.transports import stdio as stdio_transport
+from tests.conftest import demo_command
+
+
+def poison(monkeypatch: pytest.MonkeyPatch, marker: bytes) -> None:
+    real = jsonrpc.decode
+
+    def decode(data: Any) -> Any:
+        if marker in (data.encode() if isinstance(data, str) else bytes(data)):
+            raise RuntimeError("a failure nobody foresaw")
+        return real(data)
+
+    monkeypatch.setattr(stdio_transport.jsonrpc, "decode", decode)
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_an_unexpected_reader_failure_fails_every_waiting_call(monkeypatch, protocol):
+    with mcp_sync.connect(demo_command(), protocol=protocol) as client:
+        poison(monkeypatch, b"poison-marker")
+        errors: list[BaseException] = []
+
+        def wait_long() -> None:
+            try:
+                client.call_tool("sleep", {"seconds": 30}, timeout=None)
+            except BaseException as exc:  # noqa: BLE001 (inspected below)
+                errors.append(exc)
+
+        waiter = threading.Thread(target=wait_long, daemon=True)
+        waiter.start()
+        with pytest.raises(mcp_sync.ConnectionClosed, match="RuntimeError"):
+            client.call_tool("echo", {"text": "poison-marker"}, timeout=None)
+        waiter.join(10)
+        assert not waiter.is_alive(), "a waiting call was left hanging"
+        assert len(errors) == 1 and isinstance(errors[0], mcp_sync.McpError), errors
+        monkeypatch.undo()
+        if protocol == "2026-07-28":  # a stateless connection starts its server again
+            assert client.call_tool("echo", {"text": "again"}, timeout=10).text == "again"
+        else:
+            with pytest.raises(mcp_sync.McpError):
+                client.call_tool("echo", {"text": "again"}, timeout=10)
