@@ -346,7 +346,11 @@ class Dispatcher:
             self._emit(message)
 
     def _emit(self, message: dict[str, Any]) -> None:
-        notification = Notification.from_wire(message)
+        try:
+            notification = Notification.from_wire(message)
+        except Exception:  # a malformed one must not end the dispatcher thread
+            log.warning("dropped a malformed notification: %.200r", message, exc_info=True)
+            return
         for callback, kinds in self._callbacks:
             if kinds is not None and notification.method not in kinds:
                 continue

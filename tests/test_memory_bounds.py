@@ -409,3 +409,32 @@ def test_peak_memory_stays_bounded_while_a_server_floods_during_a_call(mode):
     # Once per burst, not once per message: each source warns when a burst
     # starts and when it ends, and a burst lasts at least a second.
     assert out["warnings"] <= 6 + 2 * out["seconds"], out
+
+
+def test_an_unexpected_failure_on_one_notification_does_not_end_the_dispatcher(monkeypatch):
+    from mcp_sync import notifications
+
+    real = notifications.Notification.from_wire.__func__
+
+    def from_wire(cls, message):
+        if message.get("params", {}).get("poison"):
+            raise RecursionError("a failure nobody foresaw")
+        return real(cls, message)
+
+    monkeypatch.setattr(notifications.Notification, "from_wire", classmethod(from_wire))
+    dispatcher = notifications.Dispatcher()
+    seen: list[str] = []
+    got = threading.Event()
+
+    def on_note(note):
+        seen.append(note.params.get("level"))
+        got.set()
+
+    dispatcher.add_callback(on_note)
+    try:
+        dispatcher.put({"jsonrpc": "2.0", "method": "notifications/message", "params": {"poison": True}})
+        dispatcher.put({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}})
+        assert got.wait(5), "the dispatcher thread stopped"
+        assert seen == ["info"]
+    finally:
+        dispatcher.close()
