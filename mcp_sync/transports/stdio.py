@@ -473,6 +473,11 @@ class StdioTransport(Transport):
                 break
             if line.isspace():
                 continue
+            if not line.endswith(b"\n"):
+                # EOF inside a message: the server went away mid-write; say
+                # so (exit code, stderr) rather than blame the half line.
+                error = self._exit_error("the server exited in the middle of a message")
+                break
             try:
                 message = jsonrpc.decode(line)
             except InvalidMessage as exc:
