@@ -17,6 +17,7 @@ HTTP = "http"
 #: client name -> the transports it runs over.
 CLIENTS: dict[str, tuple[str, ...]] = {
     "mcp_sync": (STDIO, HTTP),
+    "mcp_sync_nostats": (STDIO, HTTP),
     "raw_inline": (STDIO,),
     "raw_reader": (STDIO,),
     "raw_http": (HTTP,),
@@ -24,7 +25,7 @@ CLIENTS: dict[str, tuple[str, ...]] = {
     "official_async": (STDIO, HTTP),
 }
 #: Clients that may be shared by many threads (raw_inline has one reader: its caller).
-THREAD_SAFE = {"mcp_sync", "raw_reader", "raw_http", "official_sync", "official_async"}
+THREAD_SAFE = {"mcp_sync", "mcp_sync_nostats", "raw_reader", "raw_http", "official_sync", "official_async"}
 
 
 class McpSync:
@@ -43,6 +44,12 @@ class McpSync:
     def echo(self, text: str) -> str:
         return self._client.call_tool("echo", {"text": text}).text
 
+    def without_stats(self) -> McpSync:
+        """The same client with its metrics recorder replaced by one that
+        does nothing: the baseline that prices `stats()` within one run."""
+        self._client._metrics = _NoMetrics()  # type: ignore[assignment]
+        return self
+
     def blob(self, n: int) -> int:
         return len(self._client.call_tool("blob", {"n": n}).text)
 
@@ -50,10 +57,20 @@ class McpSync:
         self._client.close()
 
 
+class _NoMetrics:
+    def record(self, method: str, outcome: str, seconds: float) -> None:
+        pass
+
+    def count(self, name: str, n: int = 1) -> None:
+        pass
+
+
 def open_sync(name: str, transport: str, target: list[str] | str) -> Any:
     """Open a synchronous client (every client but official_async)."""
     if name == "mcp_sync":
         return McpSync(transport, target)
+    if name == "mcp_sync_nostats":
+        return McpSync(transport, target).without_stats()
     if name == "raw_inline":
         from .floors import RawStdioInline
         assert isinstance(target, list)

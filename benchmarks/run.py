@@ -171,6 +171,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
           value(results, "seq", "raw_http/http", "p50_us"), 1.5, True)
     ratio("HTTP 32 threads calls/s / http.client", value(results, "threads32", "mcp_sync/http", "calls_s"),
           value(results, "threads32", "raw_http/http", "calls_s"), 0.7, False)
+    # What stats() costs: the same client with and without its recorder.
+    ratio("stdio p50 with stats() / without", value(results, "seq", "mcp_sync/stdio", "p50_us"),
+          value(results, "seq", "mcp_sync_nostats/stdio", "p50_us"), 1.02, True)
     for transport in (STDIO, HTTP):
         for case, label in (("seq", "1 caller"), ("threads8", "8 threads")):
             ratio(f"{transport} {label} calls/s / official from sync",

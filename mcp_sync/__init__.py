@@ -34,6 +34,7 @@ from .errors import (
     MissingClientCapability,
     NoInputHandler,
     OAuthError,
+    Overloaded,
     OutputValidationError,
     PaginationError,
     ProtocolError,
@@ -50,9 +51,11 @@ from .errors import (
 )
 from .notifications import Notification, NotificationStream
 from .connection import Drops
+from .metrics import MethodStats, Stats
+from .status import Reconnect, Status, StatusChange
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
-from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded
+from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
 from .transports import HTTP, Custom, Memory, MessageSink, Stdio, Target, Transport
 from .types import (
     AudioContent,
@@ -101,5 +104,6 @@ __all__ = [
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
     "handlers", "Notification", "NotificationStream", "Drops", "ResultCache", "StaleResult",
-    "Subscription", "SubscriptionEnded", "SubscriptionBroken",
+    "Status", "StatusChange", "Reconnect", "Stats", "MethodStats", "Overloaded",
+    "Subscription", "SubscriptionEnded", "SubscriptionBroken", "SubscriptionResumed",
 ]

@@ -297,6 +297,15 @@ class ResultCache:
             self._entries.clear()
             self._bytes = 0
 
+    def clear_server(self, server: str) -> int:
+        """Drop every entry of one server (after a reconnect: the server may
+        have changed while it was away). Returns how many were dropped."""
+        with self._lock:
+            doomed = [slot for slot in self._entries if slot[0] == server]
+            for slot in doomed:
+                self._bytes -= len(self._entries.pop(slot).text)
+        return len(doomed)
+
 
 #: Every cache alive in this process, for `_after_fork_in_child` (weakly:
 #: a cache nobody uses any more is not kept for it).

@@ -29,6 +29,7 @@ first use in the era already settled (`_after_fork`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -36,7 +37,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 import attrs
@@ -52,11 +53,14 @@ from .errors import (
     InputHandlerError,
     InvalidResult,
     McpError,
+    Overloaded,
     RequestTimeout,
     ServerError,
     SessionExpired,
+    TransportError,
     UnsupportedMethod,
     UnsupportedProtocolVersion,
+    copy_error,
     server_error_from_wire,
 )
 from .notifications import Dispatcher, Notification, NotificationStream
@@ -75,6 +79,10 @@ from .options import (
 from .protocol import inputs, versions
 from .protocol.meta import merge_meta, validate_trace_context
 from .protocol.versions import Dialect, FallBack, UseStateless
+from .admission import Admission
+from .keepalive import Keepalive
+from .metrics import Metrics, Stats
+from .status import SAFE_TO_RETRY, Reconnect, Status, StatusChange, StatusMonitor
 from .subscriptions import Subscription, SubscriptionBroken
 from .transports import Target, Transport, resolve_target
 from .types import (
@@ -142,6 +150,11 @@ def connect(
     handler_timeout: float | None = None,
     cache: bool | ResultCache = False,
     stale_if_error: bool = False,
+    reconnect: bool | Reconnect = True,
+    keepalive: float | None = None,
+    keepalive_failures: int = 3,
+    max_in_flight: int | None = None,
+    max_queued: int | None = None,
     **http_options: Any,
 ) -> Client:
     """Connect to an MCP server and settle the protocol version.
@@ -168,9 +181,17 @@ def connect(
     expired entry answers when the refetch fails with a transport error
     (the result's `stale` is then True).
 
-    With `restart=True` (the default), a stateless (2026-07-28) connection
-    whose server went away is opened again by the next request, as the spec
-    asks of stdio clients; the calls that were in flight still fail.
+    A connection that fails is opened again by the next call (`reconnect`:
+    True for the defaults, a `Reconnect(...)` for the backoff, False to stay
+    failed; `restart=False` turns every reopening off): a stdio server is
+    started again, an initialize-era session is set up again. The calls in
+    flight fail (`ConnectionClosed.may_have_executed` says whether the server
+    got them); only the calls safe to repeat are sent again. `client.status`
+    and `on_status()` report it. `keepalive=SECONDS` checks an idle
+    connection every so often and reconnects after `keepalive_failures`
+    failed checks. `max_in_flight` bounds the calls on the wire at once;
+    `max_queued` how many may wait for a slot (beyond: `Overloaded`).
+    See docs/resilience.md.
 
     Example::
 
@@ -192,6 +213,8 @@ def connect(
         max_total_timeout=max_total_timeout, restart=restart, input_handlers=input_handlers,
         max_input_rounds=max_input_rounds, max_server_requests=max_server_requests,
         handler_timeout=handler_timeout, cache=cache, stale_if_error=stale_if_error,
+        reconnect=reconnect, keepalive=keepalive, keepalive_failures=keepalive_failures,
+        max_in_flight=max_in_flight, max_queued=max_queued,
     )
     client = Client(resolved, options)
     try:
@@ -200,6 +223,210 @@ def connect(
         client.close()
         raise
     return client
+
+
+#: Whether this thread's call holds an admission slot (`Client._send`).
+_in_slot = threading.local()
+
+#: How long a wait on the main thread blocks at most before it lets a
+#: pending `_thread.interrupt_main()` land.
+_MAIN_SLICE = 0.1
+
+
+def _left(timeout: float | None, deadline: float | None) -> float | None:
+    """The call's `timeout`, or less once part of it went to waiting for a
+    slot or a reconnect (over 10 ms: the deadline is the call's, absolute)."""
+    if timeout is None or deadline is None:
+        return timeout
+    remaining = deadline - time.monotonic()
+    return timeout if remaining > timeout - 0.01 else max(remaining, 0.001)
+
+
+def _bounded(timeout: float | None, deadline: float | None) -> float | None:
+    """`timeout`, but never past `deadline` (None: no bound from it)."""
+    if deadline is None:
+        return timeout
+    remaining = max(deadline - time.monotonic(), 0.001)
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+def _acquire_until(lock: threading.Lock, deadline: float | None) -> bool:
+    """Take `lock`, waiting until `deadline` at most (in slices on the main
+    thread, so an interrupt lands)."""
+    main = threading.current_thread() is threading.main_thread()
+    while True:
+        if deadline is None:
+            wait = _MAIN_SLICE if main else -1.0
+        else:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return lock.acquire(blocking=False)
+            if main:
+                wait = min(wait, _MAIN_SLICE)
+        if lock.acquire(timeout=wait):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
+
+#: The longest `close()` waits for the thread reconnecting for subscriptions.
+CLOSE_JOIN_SECONDS = 2.0
+
+
+def _pause(stop: threading.Event, seconds: float) -> None:
+    """Wait `seconds`, or until `stop` is set; in slices on the main thread
+    (see `_acquire_until`)."""
+    end = time.monotonic() + seconds
+    main = threading.current_thread() is threading.main_thread()
+    while not stop.is_set():
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        stop.wait(min(left, _MAIN_SLICE) if main else left)
+
+
+def _failure_notice(client: Client) -> Callable[[TransportError], None]:
+    """Told by a connection when it fails (on its reader thread): when
+    subscriptions are open and the client may reconnect, start the thread
+    that reconnects for them now rather than at the next call."""
+    ref = weakref.ref(client)
+
+    def on_failed(error: TransportError) -> None:
+        owner = ref()
+        if owner is None or owner._closed:
+            return
+        conn = owner._conn
+        # The status says so now, not at the next call.
+        may_reconnect = conn is not None and owner._may_restart(conn)
+        owner._held.status.set(Status.RECONNECTING if may_reconnect else Status.FAILED, error)
+        # Reconnect now (not at the next call) when something waits for the
+        # connection without calling: an open subscription, or a keepalive
+        # (a web process's health endpoint reads the status).
+        if not len(owner._held.subscriptions) and owner._held.keepalive is None:
+            return
+        if conn is not None and owner._reconnect_policy is not None and may_reconnect:
+            for subscription in list(owner._held.subscriptions):
+                subscription._interrupt()
+            owner._heal_soon()
+
+    return on_failed
+
+
+def _heal(ref: weakref.ReferenceType[Client]) -> None:
+    """The `mcp-sync-reconnect` thread: reconnect (with the client's backoff)
+    and open every interrupted subscription again on the new connection,
+    until they are all open again or reconnecting gave up (then they end
+    with `SubscriptionBroken`). It holds the client only during a round, so
+    a client dropped meanwhile is still collected (and closed)."""
+    client = ref()
+    if client is None:
+        return
+    held = client._held
+    del client
+    try:
+        while True:
+            wait = _heal_round(ref)
+            if wait is None:
+                with held.lock:
+                    if not held.heal_again or held.closed:
+                        held.healer = None
+                        return
+                    held.heal_again = False
+                continue
+            held.closed_event.wait(wait)  # the backoff, without holding the client
+    except BaseException:  # a thread of ours never dies silently
+        log.exception("reconnecting for the open subscriptions failed unexpectedly")
+        with held.lock:
+            held.healer = None
+
+
+def _heal_round(ref: weakref.ReferenceType[Client]) -> float | None:
+    """One round of `_heal`: None when there is nothing more to do, else
+    how long to wait before the next round."""
+    client = ref()
+    if client is None or client._closed:
+        return None
+    held = client._held
+    try:
+        # Bounded, so that the client is let go between attempts.
+        conn = client._live_connection(time.monotonic() + _HEAL_ROUND_SECONDS)
+    except RequestTimeout:
+        return max(client._retry_at - time.monotonic(), 0.05)
+    except McpError as exc:
+        if not client._closed:
+            log.warning("reconnecting for the open subscriptions failed: %s", exc)
+        for subscription in list(held.subscriptions):
+            if subscription.interrupted:
+                subscription._on_event("broken", exc)
+        return None
+    reopened = []
+    for subscription in list(held.subscriptions):
+        reopen = subscription._reopen
+        if not subscription.interrupted or reopen is None:
+            continue
+        try:
+            reopen(conn)
+            reopened.append(subscription)
+        except ConnectionClosed:
+            pass  # the new connection failed already: round again
+        except Exception as exc:
+            log.warning("a subscription could not be opened again: %s", exc)
+            error = exc if isinstance(exc, McpError) else ConnectionClosed(f"opening it again failed: {exc}")
+            subscription._on_event("broken", error)
+
+    def settled(sub: Subscription) -> bool:
+        return sub._resumed_event.is_set() or sub.ended
+
+    # The server acknowledging the streams opened again proves the new
+    # connection alive, as a response to a call would. Looked at in slices:
+    # a connection that fails meanwhile (a server that dies at start) ends
+    # the wait at once.
+    limit = time.monotonic() + client.probe_timeout
+    while (reopened and conn.failure is None and not client._closed and time.monotonic() < limit
+           and not all(settled(sub) for sub in reopened)):
+        held.closed_event.wait(0.05)
+    if reopened and all(sub._resumed_event.is_set() for sub in reopened):
+        client._alive()
+    if conn.failure is not None and any(sub.interrupted for sub in list(held.subscriptions)):
+        return 0.0  # round again
+    return None
+
+
+#: The longest one round of `_heal` waits for a reconnect before it lets go
+#: of the client (and looks again).
+_HEAL_ROUND_SECONDS = 1.0
+
+
+def _keepalive_hooks(client: Client) -> tuple[Callable[[float], None], Callable[[McpError], None]]:
+    """The keepalive's check of an idle connection (`ping` in the initialize
+    era, `server/discover` in 2026-07-28) and what to do once the checks
+    failed: fail that connection (its calls get the error; the client then
+    reconnects at once when reconnecting is on). Both hold the client
+    weakly: the keepalive thread must not keep a dropped client."""
+    ref = weakref.ref(client)
+    probed: list[Connection | None] = [None]  # the connection the checks ran on
+
+    def probe(timeout: float) -> None:
+        owner = ref()
+        if owner is None or owner._closed:
+            return
+        probed[0] = owner._conn
+        if owner._require_dialect().stateless:
+            owner.discover(timeout=timeout)
+        else:
+            owner.ping(timeout=timeout)
+
+    def on_dead(error: McpError) -> None:
+        owner = ref()
+        conn = probed[0]
+        if owner is None or owner._closed or conn is None or conn is not owner._conn:
+            return  # replaced meanwhile: the new connection was not checked yet
+        # Failing it starts the reconnect (`_failure_notice`), off this thread.
+        conn.transport_failed(ConnectionClosed(
+            f"the connection looks dead: {owner.options.keepalive_failures} keepalive checks failed "
+            f"({error})"))
+
+    return probe, on_dead
 
 
 def _send_through(client: Client) -> SendFn:
@@ -274,6 +501,15 @@ class Client:
         self._session: InitializeResult | None = None
         self._catalog = ToolCatalog()
         self._calls = TypedCalls(_send_through(self), self._catalog)
+        # Reconnecting (see `_live_connection`): the policy, and where the
+        # current run of attempts stands (under `_restart_lock`).
+        self._reconnect_policy = Reconnect.coerce(options.reconnect) if options.restart else None
+        self._delays: Iterator[float] | None = None
+        self._retry_at = 0.0
+        self._attempts = 0
+        self._gave_up: McpError | None = None
+        self._metrics = Metrics()
+        self._held.admission = Admission(options.max_in_flight, options.max_queued)
         # Closes what the client holds if it is dropped unclosed; it holds
         # `_held`, never the client, or the client could never be collected.
         self._finalizer = weakref.finalize(self, _release_unclosed, self._held, repr(target))
@@ -310,6 +546,7 @@ class Client:
             on_log=self._log_server_message,
             max_server_requests=self.max_server_requests, handler_timeout=self.handler_timeout,
             drops=self._held.dispatcher.drops,
+            on_failed=_failure_notice(self),
         )
         transport.request_timeout = self.timeout
         held = self._held
@@ -351,8 +588,13 @@ class Client:
         with self._restart_lock:
             conn = self._connect(None)
         self._after_connect(conn)
+        self._held.status.set(Status.READY)
+        interval = self.options.keepalive
+        if interval is not None:
+            probe, on_dead = _keepalive_hooks(self)
+            self._held.keepalive = Keepalive(interval, self.options.keepalive_failures, probe=probe, on_dead=on_dead)
 
-    def _connect(self, era: Dialect | None) -> Connection:
+    def _connect(self, era: Dialect | None, deadline: float | None = None) -> Connection:
         """Start a connection, settle its era, publish it. With `era` None
         the era is found (`server/discover` probe, falling back to
         `initialize`); else it is the one settled before (a restart, or a
@@ -365,7 +607,7 @@ class Client:
             elif era.stateless:
                 conn.transport.negotiated(era.version, True)
             else:
-                self._initialize(conn, era.version)
+                self._initialize(conn, era.version, deadline)
         except BaseException:
             self._abandon_connection(conn, "the connection could not be set up")
             raise
@@ -402,11 +644,12 @@ class Client:
             self._initialize(conn, initialize_era[0])
         return conn
 
-    def _after_connect(self, conn: Connection) -> None:
-        """What a new initialize-era session needs once callers can use it."""
+    def _after_connect(self, conn: Connection, deadline: float | None = None) -> None:
+        """What a new initialize-era session needs once callers can use it
+        (within the deadline of the call that reconnected)."""
         if self._session is not None and self.log_level is not None and not self._require_dialect().stateless:
             try:
-                self.request("logging/setLevel", {"level": self.log_level})
+                self.request("logging/setLevel", {"level": self.log_level}, timeout=_bounded(self.timeout, deadline))
             except ServerError as exc:
                 log.warning("the server refused logging/setLevel: %s", exc)
 
@@ -426,9 +669,9 @@ class Client:
                 self._discovered = DiscoverResult.from_wire(verdict.discover_result)
         return verdict
 
-    def _initialize(self, conn: Connection, version: str) -> None:
+    def _initialize(self, conn: Connection, version: str, deadline: float | None = None) -> None:
         session = handshake.initialize(
-            conn, version, self.allowed_versions, self._identity(), timeout=self.timeout,
+            conn, version, self.allowed_versions, self._identity(), timeout=_bounded(self.timeout, deadline),
             on_log=self._log_server_message,
             on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
         )
@@ -464,6 +707,9 @@ class Client:
         self._restart_lock = threading.Lock()
         self._session_lock = threading.Lock()
         self._catalog.after_fork()
+        self._metrics.after_fork()
+        # The child's connection is its own: a fresh run of the reconnect policy.
+        self._attempts, self._delays, self._retry_at, self._gave_up = 0, None, 0.0, None
         self._held.after_fork()
         self._reopen_after_fork = True
 
@@ -484,6 +730,51 @@ class Client:
             stop()
         """
         return self._dispatcher.add_callback(callback, methods=None if methods is None else set(methods))
+
+    @property
+    def status(self) -> Status:
+        """Where the connection stands: "connecting", "ready",
+        "reconnecting", "failed" (reconnecting gave up) or "closed". A `str`
+        enum; reading it is free, from any thread.
+
+        Example::
+
+            healthy = client.status == "ready"
+        """
+        return self._held.status.status
+
+    def on_status(self, callback: Callable[[StatusChange], Any]) -> Callable[[], None]:
+        """Call `callback(change)` for every status change from now on, in
+        order, on the client's notification thread (never the reader);
+        `change.old`, `change.new`, `change.cause` (the error, or None).
+        A callback that raises is logged; the others still run. Returns a
+        function that removes the callback.
+
+        Example::
+
+            stop = client.on_status(lambda c: print(c.old, "->", c.new, c.cause))
+        """
+        return self._held.status.on_status(callback)
+
+    def stats(self) -> Stats:
+        """A snapshot of what the client counted since `connect()`: requests
+        by method and outcome with latency percentiles, timeouts,
+        reconnects, shed calls, dropped notifications (see `Stats`).
+
+        Example::
+
+            stats = client.stats()
+            print(stats.requests_total, stats.requests["tools/call"].p99)
+        """
+        stats = self._metrics.snapshot(self.dropped.as_dict())
+        conn = self._conn
+        if conn is None:
+            return stats
+        # The live connection's own counts; those of the connections it
+        # replaced were added to the metrics when they were replaced.
+        transport = conn.transport
+        return attrs.evolve(stats, bytes_sent=stats.bytes_sent + transport.bytes_sent,
+                            bytes_received=stats.bytes_received + transport.bytes_received)
 
     @property
     def dropped(self) -> Drops:
@@ -557,22 +848,49 @@ class Client:
         conn = self._live_connection()
         params = {"notifications": wanted,
                   "_meta": dialect.request_meta(self._capabilities(), self.client_info, self.log_level)}
+        # The connection the stream is open on now (a reconnect moves it).
+        current = [conn]
 
         def cancel(sub: Subscription) -> None:
             if sub.id is not None:
-                conn.unsubscribe(sub.id)
+                current[0].unsubscribe(sub.id)
 
         subscription = Subscription(cancel, max_buffer, overflow)
-        # Held by the engine's reader: it must not reach the client.
+        # Held by the engine's reader: it must not reach the client strongly.
         cache, cache_server = self.cache, self._cache_server
+        client_ref = weakref.ref(self)
 
-        def on_event(kind: str, payload: Any) -> None:
-            if kind == "notification" and cache is not None:
-                cache.invalidate(cache_server, payload)
-            subscription._on_event(kind, payload)
+        def events_of(stream_conn: Connection) -> Callable[[str, Any], None]:
+            """The events of the stream opened on `stream_conn`; once the
+            subscription moved to another connection, the old stream's late
+            events (its "broken", above all) are not about it any more."""
 
+            def on_event(kind: str, payload: Any) -> None:
+                if stream_conn is not current[0]:
+                    return
+                if kind == "notification" and cache is not None:
+                    cache.invalidate(cache_server, payload)
+                if kind == "broken" and subscription.accepted is not None:
+                    client = client_ref()
+                    if (client is not None and not client._closed and client._reconnect_policy is not None
+                            and client._may_restart(stream_conn)):
+                        # Not the end: the client opens it again (`_heal`).
+                        subscription._interrupt()
+                        client._heal_soon()
+                        return
+                subscription._on_event(kind, payload)
+
+            return on_event
+
+        def reopen(new: Connection) -> None:
+            current[0] = new
+            subscription.id = new.subscribe("subscriptions/listen", params, events_of(new))
+            if subscription.ended:  # closed by its user meanwhile
+                new.unsubscribe(subscription.id)
+
+        subscription._reopen = reopen
         self._held.subscriptions.add(subscription)
-        subscription.id = conn.subscribe("subscriptions/listen", params, on_event)
+        subscription.id = conn.subscribe("subscriptions/listen", params, events_of(conn))
         if not subscription.acknowledged.wait(wait):
             subscription.close()
             raise RequestTimeout(f"subscriptions/listen: no acknowledgement within {wait:g} s",
@@ -642,6 +960,17 @@ class Client:
                 subscription._on_event("notification", note.raw)
 
         stop.append(self._dispatcher.add_callback(deliver, methods=methods | {"notifications/resources/updated"}))
+
+        def reopen(new: Connection) -> None:
+            # A new session has no subscriptions: ask for the resources again.
+            client = client_ref()
+            if client is None:
+                return
+            for uri in uris:
+                client.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+            subscription._resumed()
+
+        subscription._reopen = reopen
         subscription.accepted = accepted
         subscription.acknowledged.set()
         with held.lock:
@@ -980,6 +1309,65 @@ class Client:
         # A progress token is asked for when progress resets the timeout,
         # even with no callback to show it.
         wants_progress = progress is not None or reset_on_progress
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._closed:
+            # Nothing to admit: the connection (or its absence) says why.
+            return self._send_mending(call, method, timeout, deadline, wants_progress, on_progress,
+                                      reset_on_progress, max_total, params_meta, option_meta, trace_meta)
+        keepalive = self._held.keepalive
+        if keepalive is not None:
+            keepalive.busy()
+        started = time.monotonic()
+        outcome = "error"
+        admission = self._held.admission
+        assert admission is not None
+        try:
+            if getattr(_in_slot, "held", False):
+                # A request made on behalf of a call that holds a slot (the
+                # setLevel after a reconnect, a header refresh): it must not
+                # wait for a second slot, which could be its own.
+                result = self._send_mending(call, method, timeout, deadline, wants_progress, on_progress,
+                                            reset_on_progress, max_total, params_meta, option_meta, trace_meta)
+            else:
+                with admission.slot(deadline):
+                    _in_slot.held = True
+                    try:
+                        result = self._send_mending(call, method, timeout, deadline, wants_progress, on_progress,
+                                                    reset_on_progress, max_total, params_meta, option_meta,
+                                                    trace_meta)
+                    finally:
+                        _in_slot.held = False
+            outcome = "ok"
+            if keepalive is not None:
+                keepalive.touch()
+            return result
+        except RequestTimeout:
+            outcome = "timeout"
+            raise
+        except Overloaded:
+            outcome = "shed"
+            raise
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+            raise
+        finally:
+            if keepalive is not None:
+                keepalive.idle()
+            if outcome == "shed":
+                self._metrics.count("shed")  # refused before anything was sent: not a request
+            else:
+                self._metrics.record(method, outcome, time.monotonic() - started)
+                dialect = self._dialect
+                if outcome in ("timeout", "interrupted") and dialect is not None and dialect.may_cancel(method):
+                    self._metrics.count("cancellations")  # the engine told the server it gave up
+
+    def _send_mending(
+        self, call: Call, method: str, timeout: float | None, deadline: float | None, wants_progress: bool,
+        on_progress: Callable[[dict[str, Any]], None] | None, reset_on_progress: bool, max_total: float | None,
+        params_meta: Mapping[str, Any] | None, option_meta: Mapping[str, Any] | None,
+        trace_meta: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """`_send`'s loop: send, and mend what can be mended (see `_send`)."""
         mended: set[str] = set()
         while True:
             dialect = self._require_dialect()  # again after a re-discovery
@@ -995,14 +1383,15 @@ class Client:
                 params["_meta"] = meta
             # A request without params sends none, as the schemas allow.
             wire_params = params if (params or call.params is not None) else None
-            conn = self._live_connection()
+            conn = self._live_connection(deadline)
             session_generation = self._session_generation
+            pending = None
             try:
                 pending = conn.send_request(method, wire_params, progress=wants_progress,
                                             cancellable=dialect.may_cancel(method),
                                             headers=call.headers() if call.headers is not None else None)
                 response = conn.wait(
-                    pending, timeout=timeout, on_progress=on_progress,
+                    pending, timeout=_left(timeout, deadline), on_progress=on_progress,
                     reset_timeout_on_progress=reset_on_progress,
                     max_total_timeout=max_total, on_log=self._log_server_message,
                     on_server_request=lambda message: self._answer_server_request(message, call.handlers, conn),
@@ -1013,6 +1402,34 @@ class Client:
                 mended.add("session")
                 self._renew_session(conn, session_generation)
                 continue
+            except ConnectionClosed as closed:
+                if self._closed:
+                    raise
+                if (closed.may_have_executed is False and "reconnect" not in mended
+                        and self._may_restart(conn)):
+                    # Nothing of this request reached the server (its pipe
+                    # was gone): it may be sent on a new connection. The
+                    # connection's failure is a copy without the flag, so
+                    # that the other callers' errors never carry it.
+                    failure = copy_error(closed)
+                    failure.__dict__.pop("may_have_executed", None)
+                    conn.transport_failed(failure)
+                    mended.add("reconnect")
+                    continue
+                if conn.failure is None:
+                    raise  # the call was refused before it was sent
+                # The connection failed under the call.
+                if method in SAFE_TO_RETRY and "reconnect" not in mended and self._may_restart(conn):
+                    mended.add("reconnect")
+                    log.info("%s: the connection failed; sending it again on a new one", method)
+                    continue
+                sent = pending is not None and pending.unsent is None
+                closed.may_have_executed = sent
+                if sent and closed.args:
+                    closed.args = (f"{closed.args[0]} (the request had been sent: it may have run on the server; "
+                                   f"it is not sent again)", *closed.args[1:])
+                raise
+            self._alive()
             error = response.get("error")
             if error is not None:
                 exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
@@ -1031,11 +1448,13 @@ class Client:
             dialect.result_type(result)  # an unknown resultType is invalid
             return result
 
-    def _live_connection(self) -> Connection:
+    def _live_connection(self, deadline: float | None = None) -> Connection:
         """The connection to use. Opens a new one, in the era already
-        settled, when the server went away and the era allows a restart
-        (stateless: no session is lost), or on first use in a child after
-        `os.fork()`."""
+        settled, when the connection failed and reconnecting is on (for a
+        stateless stdio connection even with `reconnect=False`: the spec
+        asks a stdio client to start its server again), or on first use in a
+        child after `os.fork()`. One thread reconnects; the others wait for
+        it up to their own `deadline`."""
         conn = self._conn
         if conn is not None and not self._reopen_after_fork and (
                 conn.failure is None or not self._may_restart(conn)):
@@ -1049,23 +1468,129 @@ class Client:
         if self._reopen_after_fork and not isinstance(self._target, Target):
             raise ConnectionClosed("this client's transport was opened in the parent process, before "
                                    "os.fork(), and cannot be reopened: connect() again in this process")
-        with self._restart_lock:
+        if not _acquire_until(self._restart_lock, deadline):
+            raise RequestTimeout("the connection is being re-established and was not ready before the "
+                                 "call's deadline")
+        try:
             current = self._conn
-            if current is not conn and current is not None and not self._reopen_after_fork:
+            if (current is not conn and current is not None and current.failure is None
+                    and not self._reopen_after_fork):
                 return current  # another thread reconnected already
             if self._reopen_after_fork:
                 log.info("reconnecting: the client was inherited across os.fork()")
+                new = self._connect(self._require_dialect())
             else:
-                assert conn is not None
-                log.warning("the server went away; starting it again: %s", conn.failure)
-                conn.close("restarting after the server went away")
-            new = self._connect(self._require_dialect())
-        self._after_connect(new)
+                assert current is not None
+                new = self._reconnect(current, deadline)
+        finally:
+            self._restart_lock.release()
+        self._after_connect(new, deadline)
+        self._held.status.set(Status.READY)
+        if self._held.keepalive is not None:
+            self._held.keepalive.reset()
+        if any(subscription.interrupted for subscription in list(self._held.subscriptions)):
+            self._heal_soon()  # open them again, off this caller's thread
         return new
 
+    def _heal_soon(self) -> None:
+        """Start the thread that reconnects and opens the interrupted
+        subscriptions again, unless it runs already. Only starts a thread:
+        callable from the reader."""
+        held = self._held
+        with held.lock:
+            if held.closed:
+                return
+            if held.healer is not None:
+                held.heal_again = True  # it looks again before it ends
+                return
+            held.heal_again = False
+            held.healer = threading.Thread(target=_heal, args=(weakref.ref(self),), name="mcp-sync-reconnect",
+                                           daemon=True)
+            held.healer.start()
+
+    def _reconnect(self, failed: Connection, deadline: float | None) -> Connection:
+        """Open a connection in place of `failed`, waiting out the backoff
+        of the reconnect policy (never past `deadline`). Called with
+        `_restart_lock` held; the attempts of successive callers make one
+        run of the policy, which ends with a connection or with `failed`."""
+        if self._gave_up is not None:
+            raise ConnectionClosed(f"reconnecting gave up: {self._gave_up}")
+        cause: McpError | None = failed.failure
+        failed.close("reconnecting after the connection failed")
+        self._metrics.add_bytes(sent=failed.transport.bytes_sent, received=failed.transport.bytes_received)
+        self._held.status.set(Status.RECONNECTING, cause)
+        for subscription in list(self._held.subscriptions):
+            subscription._interrupt()
+        policy = self._reconnect_policy
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise RequestTimeout("the connection is being re-established and was not ready before the "
+                                     "call's deadline")
+            if self._attempts > 0 and self._retry_at == 0.0:
+                # The previous attempt connected but was not proven alive
+                # (or failed): back off before this one, or give up.
+                if self._delays is None:
+                    # Without a policy (reconnect=False) a stateless stdio
+                    # server is still started again, at once, every time.
+                    self._delays = policy.delays() if policy is not None else itertools.repeat(0.0)
+                delay = next(self._delays, None)
+                if delay is None:
+                    error = cause if cause is not None else ConnectionClosed("the connection failed")
+                    self._gave_up = error
+                    self._held.status.set(Status.FAILED, error)
+                    log.error("reconnecting gave up after %d attempts: %s", self._attempts, error)
+                    for subscription in list(self._held.subscriptions):
+                        if subscription.interrupted:
+                            subscription._on_event("broken", ConnectionClosed(f"reconnecting gave up: {error}"))
+                    raise ConnectionClosed(f"reconnecting gave up after {self._attempts} attempts: {error}")
+                self._retry_at = time.monotonic() + delay
+            wait = self._retry_at - time.monotonic()
+            if wait > 0:
+                if deadline is not None and time.monotonic() + wait > deadline:
+                    raise RequestTimeout(f"the connection is being re-established; the next attempt is in "
+                                         f"{wait:.2f} s, after the call's deadline")
+                _pause(self._held.closed_event, wait)
+            if self._closed:
+                raise ConnectionClosed("the client is closed")
+            self._retry_at = 0.0
+            self._attempts += 1
+            log.warning("the connection failed; reconnecting (attempt %d): %s", self._attempts, cause)
+            era = self._require_dialect()
+            try:
+                new = self._connect(era, deadline)
+            except McpError as exc:
+                if self._closed or policy is None:
+                    raise  # without a policy: one attempt per call, never a loop
+                cause = exc
+                continue
+            if not era.stateless:  # the handshake was answered: it is alive
+                self._attempts, self._delays, self._retry_at = 0, None, 0.0
+            # The attempts are forgotten only once the new connection has
+            # answered something (`_alive`): a server that starts and dies at
+            # once must meet the backoff, not a hot loop.
+            self._metrics.count("reconnects")
+            if self.cache is not None:
+                self.cache.clear_server(self._cache_server)
+            return new
+
+    def _alive(self) -> None:
+        """A response arrived: the connection works, so the next failure
+        starts a fresh run of the reconnect policy."""
+        if self._attempts and self._restart_lock.acquire(blocking=False):
+            try:
+                self._attempts, self._delays, self._retry_at = 0, None, 0.0
+            finally:
+                self._restart_lock.release()
+
     def _may_restart(self, conn: Connection) -> bool:
-        return (self.restart and self._require_dialect().stateless and isinstance(self._target, Target)
-                and conn.transport.restarts_server)
+        """Whether a failed connection is opened again by the next call."""
+        if not self.restart or not isinstance(self._target, Target):
+            return False
+        if self._reconnect_policy is not None:
+            return True
+        # Without a reconnect policy, only what the spec asks of a stdio
+        # client: start a stateless server again.
+        return self._require_dialect().stateless and conn.transport.restarts_server
 
     def _renew_session(self, conn: Connection, generation: int) -> None:
         """The server ended our initialize-era session (HTTP 404): start a new
@@ -1075,12 +1600,16 @@ class Client:
                 return  # another call renewed it already
             dialect = self._require_dialect()
             log.info("the session expired; initializing a new one")
+            status = self._held.status
+            status.set(Status.RECONNECTING, SessionExpired("the server ended the session (HTTP 404)", status=404))
             self._session = handshake.initialize(
                 conn, dialect.version, self.allowed_versions, self._identity(), timeout=self.timeout,
                 on_log=self._log_server_message,
                 on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
             )
             self._session_generation += 1
+            self._metrics.count("reconnects")
+            status.set(Status.READY)
 
     def _rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
         """After a -32022 on a ready stateless connection: settle the version again."""
@@ -1179,6 +1708,16 @@ class _Held:
         self.starting: set[Connection] = set()
         self.closed = False
         self.dispatcher = dispatcher
+        # Status callbacks run on the dispatcher's thread, never the reader's.
+        self.status = StatusMonitor(dispatcher.call_soon)
+        self.keepalive: Keepalive | None = None
+        self.admission: Admission | None = None
+        # Set by release(): ends a reconnect's backoff wait at once.
+        self.closed_event = threading.Event()
+        # The thread that reconnects for open subscriptions (`_heal`), and
+        # whether it must look again before it ends (under `lock`).
+        self.healer: threading.Thread | None = None
+        self.heal_again = False
         self.initialize_era_subscriptions: set[Subscription] = set()
         # Every open subscription, both eras, held weakly: only to end them
         # in a fork child (the streams are the parent's).
@@ -1191,9 +1730,21 @@ class _Held:
             conns = [self.conn, *self.starting]
             self.starting = set()
             subscriptions, self.initialize_era_subscriptions = self.initialize_era_subscriptions, set()
+        # Closed is announced before the dispatcher stops, so its callbacks
+        # hear it; the connection is closed before the keepalive, so a
+        # probe in progress ends at once.
+        self.status.set(Status.CLOSED)
+        self.closed_event.set()
+        if self.admission is not None:
+            self.admission.close(ConnectionClosed("the client was closed"))
         for conn in conns:
             if conn is not None:
                 conn.close()
+        if self.keepalive is not None:
+            self.keepalive.close()
+        healer = self.healer
+        if healer is not None and healer is not threading.current_thread():
+            healer.join(CLOSE_JOIN_SECONDS)
         self.dispatcher.close()
         for subscription in subscriptions:
             subscription._on_event("closed", ConnectionClosed("the client was closed"))
@@ -1204,6 +1755,8 @@ class _Held:
         `SubscriptionBroken` (their streams are the parent's): a child that
         iterates one learns to listen again instead of waiting for ever."""
         self.lock = threading.Lock()
+        self.closed_event = threading.Event()
+        self.healer = None
         for subscription in list(self.subscriptions):
             subscription._orphan(ConnectionClosed(
                 "the subscription belongs to the parent process (os.fork()); listen again in this one"))
@@ -1217,6 +1770,11 @@ class _Held:
         # The dispatcher's thread was not copied; a fresh lock and queue, and
         # its thread is started again by the next callback or stream.
         self.dispatcher.after_fork()
+        self.status.after_fork()
+        if self.admission is not None:
+            self.admission.after_fork()
+        if self.keepalive is not None:
+            self.keepalive.after_fork()
 
 
 def _release_unclosed(held: _Held, description: str) -> None:

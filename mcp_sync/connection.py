@@ -63,6 +63,7 @@ from .errors import (
     RequestTimeout,
     ServerError,
     TransportError,
+    copy_error,
 )
 from .handler_pool import HandlerPool
 from .outbox import Sender
@@ -103,14 +104,7 @@ ServerRequestHandler = Callable[[dict[str, Any]], Any]
 NotificationHandler = Callable[[dict[str, Any]], None]
 
 
-def _clone(exc: McpError) -> McpError:
-    """A fresh copy of an exception, so that threads never share one (raising
-    the same instance from many threads tangles its traceback)."""
-    new = exc.__class__.__new__(exc.__class__, *exc.args)
-    new.__dict__.update(exc.__dict__)
-    new.args = exc.args
-    new.__cause__ = exc.__cause__
-    return new
+_clone = copy_error
 
 
 class Drops:
@@ -435,8 +429,12 @@ class Connection:
         max_server_requests: int = 16,
         handler_timeout: float | None = None,
         drops: Drops | None = None,
+        on_failed: Callable[[TransportError], None] | None = None,
     ) -> None:
         self.transport = transport
+        # Told once when the transport fails (on the thread that noticed:
+        # it must only hand the news on, never do IO).
+        self._on_failed = on_failed
         # The transport does a caller's exchange on the caller's thread (it
         # overrides `exchange()`): `wait()` sends, as it knows the deadline.
         self._exchanges = type(transport).exchange is not Transport.exchange
@@ -831,6 +829,11 @@ class Connection:
             pending.inbox.put(CLOSED, error)
         for on_event in subscriptions:
             on_event("broken", error)
+        if self._on_failed is not None:
+            try:
+                self._on_failed(error)
+            except Exception:  # the reader must survive it
+                log.exception("the connection's failure callback raised")
 
     def request_failed(self, request_id: int | str, error: TransportError) -> None:
         """One request's own channel failed (per-request transports): only its

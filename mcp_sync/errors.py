@@ -24,6 +24,7 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │       ├── EndpointNotAllowed  a server named an address it may not send the client to
     │       └── OAuthError          the authorization server answered with an OAuth error
     ├── RequestTimeout              no answer in time (also a TimeoutError)
+    ├── Overloaded                  too many calls already waiting; nothing was sent
     ├── ProtocolError               the server broke a rule of the protocol
     │   ├── VersionNegotiationError no protocol version both sides speak
     │   ├── InvalidResult           a result the client cannot accept
@@ -46,7 +47,7 @@ error from the peer. Bad arguments from the caller raise the ordinary
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "McpError",
@@ -70,6 +71,7 @@ __all__ = [
     "AuthorizationRequired",
     "OAuthError",
     "RequestTimeout",
+    "Overloaded",
     "ProtocolError",
     "VersionNegotiationError",
     "InvalidResult",
@@ -225,7 +227,15 @@ class TransportError(McpError):
 
 
 class ConnectionClosed(TransportError):
-    """The connection is closed: by `close()`, or because the server went away."""
+    """The connection is closed: by `close()`, or because the server went away.
+
+    `may_have_executed` is set on the error a call gets when its connection
+    failed under it: True when the request had been sent (the server may
+    have run it; it is not repeated for you), False when it had not. None
+    when it does not apply (a call made after the connection was closed).
+    """
+
+    may_have_executed: bool | None = None
 
 
 class ServerExited(ConnectionClosed):
@@ -326,6 +336,29 @@ class RequestTimeout(McpError, TimeoutError):
         self.method = method
         self.timeout = timeout
         self.max_total_timeout = max_total_timeout
+        super().__init__(message)
+
+
+class Overloaded(McpError):
+    """The call was refused at once, before anything was sent: `max_in_flight`
+    calls were in flight and `max_queued` calls were already waiting for a
+    slot (or for the connection to come back). Safe to retry later.
+
+    `max_in_flight` and `max_queued` are the limits that were reached
+    (`max_in_flight` is None when only calls waiting for a reconnect are
+    bounded).
+
+    Example::
+
+        try:
+            client.call_tool("search", {"q": "mcp"})
+        except mcp_sync.Overloaded:
+            return 503          # shed the request; the client stays healthy
+    """
+
+    def __init__(self, message: str, *, max_in_flight: int | None = None, max_queued: int | None = None) -> None:
+        self.max_in_flight = max_in_flight
+        self.max_queued = max_queued
         super().__init__(message)
 
 
@@ -465,3 +498,18 @@ class ToolError(McpError):
     def __init__(self, message: str, *, result: Any) -> None:
         self.result = result
         super().__init__(message)
+
+
+_E = TypeVar("_E", bound=McpError)
+
+
+def copy_error(exc: _E) -> _E:
+    """A fresh copy of an error, attributes included, so that threads never
+    share one (raising the same instance from many threads tangles its
+    traceback). Works for the classes whose constructor takes keywords,
+    which `copy.copy` cannot rebuild."""
+    new = exc.__class__.__new__(exc.__class__, *exc.args)
+    new.__dict__.update(exc.__dict__)
+    new.args = exc.args
+    new.__cause__ = exc.__cause__
+    return new

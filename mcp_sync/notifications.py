@@ -19,6 +19,12 @@ warning is logged when the dropping starts and once more, with the count,
 when the listeners have caught up. A `list_changed` is never lost that way:
 the oldest of each kind is set aside instead (at most three, one per kind)
 and goes out first, as it came first.
+
+The client's own events (a change of connection status) run on the same
+thread through `call_soon()`, so user callbacks never run on the reader nor
+on the thread that noticed the event. Those functions wait in a queue of
+their own, bounded like the notifications' and served first: there are few
+of them, and they must not wait behind a flood from the server.
 """
 
 from __future__ import annotations
@@ -151,13 +157,15 @@ class _Queue:
     notifications, the current burst of drops, the unlistened count, and
     whether the dispatcher is ending. The bound is the dispatcher's."""
 
-    __slots__ = ("items", "set_aside", "cond", "burst", "unlistened", "ending")
+    __slots__ = ("items", "set_aside", "calls", "cond", "burst", "unlistened", "ending")
 
     def __init__(self) -> None:
         self.items: collections.deque[dict[str, Any]] = collections.deque()
         # list_changed notifications the bound pushed out of `items`: one per
         # kind, older than everything in `items`.
         self.set_aside: dict[str, dict[str, Any]] = {}
+        # Functions from `call_soon()`, served before `items`.
+        self.calls: collections.deque[Callable[[], None]] = collections.deque()
         self.cond = threading.Condition(threading.Lock())
         self.burst = 0       # dropped since the queue was last empty
         self.unlistened = 0  # not queued: nobody listens to their kind
@@ -280,6 +288,43 @@ class Dispatcher:
                 log.warning("notifications come faster than the listeners take them; the oldest are dropped "
                             "beyond %d waiting until they catch up", self.max_queued)
 
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run `fn()` on the dispatcher thread, after the functions already
+        waiting there and before the waiting notifications; never on the
+        caller's thread, and never blocks. Starts the thread if needed.
+
+        Example::
+
+            dispatcher = Dispatcher()
+            done = threading.Event()
+            dispatcher.call_soon(done.set)
+            done.wait(5)
+            dispatcher.close()
+
+        A function that raises is logged; the thread goes on. Beyond
+        `max_queued` waiting functions the oldest is dropped with a warning.
+        Once the dispatcher is closed, `fn` is dropped: what was queued before
+        `close()` still runs.
+        """
+        if not callable(fn):
+            raise TypeError("call_soon needs a callable")
+        # Start the thread first: a `close()` after this point either sees
+        # the function queued (and runs it before ending) or refuses it below.
+        self._ensure_thread()
+        q = self._queue
+        dropped = None
+        with q.cond:
+            if self._closed or q.ending:
+                log.debug("the dispatcher is closed; dropped %r", fn)
+                return
+            if len(q.calls) >= self.max_queued:
+                dropped = q.calls.popleft()
+            q.calls.append(fn)
+            q.cond.notify()
+        if dropped is not None:
+            log.warning("more than %d functions wait for the dispatcher thread; dropped the oldest, %r",
+                        self.max_queued, dropped)
+
     @property
     def queued(self) -> int:
         """Notifications waiting for the dispatcher thread now."""
@@ -298,13 +343,15 @@ class Dispatcher:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
 
-    def _take(self, timeout: float | None) -> dict[str, Any] | None:
-        """The next notification; None when the dispatcher ends; `queue.Empty`
-        after `timeout`."""
+    def _take(self, timeout: float | None) -> dict[str, Any] | Callable[[], None] | None:
+        """The next function from `call_soon()` or notification; None when the
+        dispatcher ends; `queue.Empty` after `timeout`."""
         q = self._queue
         with q.cond:
-            if not q.items and not q.set_aside and not q.ending:
+            if not q.calls and not q.items and not q.set_aside and not q.ending:
                 q.cond.wait(timeout)
+            if q.calls:
+                return q.calls.popleft()
             if q.set_aside:
                 message = q.set_aside.pop(next(iter(q.set_aside)))
             elif q.items:
@@ -337,6 +384,9 @@ class Dispatcher:
                 continue
             if message is None:
                 return
+            if not isinstance(message, dict):
+                self._call(message)
+                continue
             method = message.get("method")
             if method in LIST_CHANGED:
                 if method in windows:
@@ -344,6 +394,13 @@ class Dispatcher:
                     continue
                 windows[str(method)] = time.monotonic() + COALESCE_WINDOW
             self._emit(message)
+
+    @staticmethod
+    def _call(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception:  # the user's callback must not end the dispatcher thread
+            log.exception("a function run on the dispatcher thread raised")
 
     def _emit(self, message: dict[str, Any]) -> None:
         try:

@@ -16,6 +16,7 @@ import attrs
 
 from .cache import ResultCache
 from .protocol import versions
+from .status import Reconnect
 from .types import Progress
 
 DEFAULT_TIMEOUT = 30.0
@@ -104,6 +105,11 @@ class ClientOptions:
     handler_timeout: float | None = None
     cache: bool | ResultCache = False
     stale_if_error: bool = False
+    reconnect: bool | Reconnect = True
+    keepalive: float | None = None
+    keepalive_failures: int = 3
+    max_in_flight: int | None = None
+    max_queued: int | None = None
     allowed_versions: tuple[str, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -125,6 +131,14 @@ class ClientOptions:
         check_timeout("handler_timeout", self.handler_timeout)
         if not isinstance(self.cache, (bool, ResultCache)):
             raise TypeError("cache must be True, False or a ResultCache")
+        Reconnect.coerce(self.reconnect)  # raises TypeError for anything else
+        check_timeout("keepalive", self.keepalive)
+        check_positive_int("keepalive_failures", self.keepalive_failures)
+        if self.max_in_flight is not None:
+            check_positive_int("max_in_flight", self.max_in_flight)
+        if self.max_queued is not None and (isinstance(self.max_queued, bool) or not isinstance(self.max_queued, int)
+                                            or self.max_queued < 0):
+            raise ValueError(f"max_queued must be None or an integer >= 0 (0: never wait), not {self.max_queued!r}")
         # A one-shot iterable would be used up by the check: keep the tuple.
         object.__setattr__(self, "allowed_versions", versions.allowed_versions(self.protocol))
 

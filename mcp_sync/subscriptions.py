@@ -40,12 +40,29 @@ class SubscriptionEnded:
 
 @attrs.frozen
 class SubscriptionBroken:
-    """The subscription's stream broke, or the client closed; `error` says how."""
+    """The subscription ended for good: the client closed, reconnecting gave
+    up (or is off), or the server refused to open it again; `error` says how."""
 
     error: McpError
 
 
-SubscriptionEvent = Union[Notification, SubscriptionEnded, SubscriptionBroken]
+@attrs.frozen
+class SubscriptionResumed:
+    """The connection failed and the client reconnected: the subscription
+    is open again on the new connection. Notifications the server sent in
+    the `gap` (seconds) were lost; read again what you depend on.
+
+    Example::
+
+        for event in sub:
+            if isinstance(event, mcp_sync.SubscriptionResumed):
+                tools = client.list_tools()   # catch up on what the gap hid
+    """
+
+    gap: float
+
+
+SubscriptionEvent = Union[Notification, SubscriptionEnded, SubscriptionBroken, SubscriptionResumed]
 
 
 class Subscription:
@@ -81,6 +98,12 @@ class Subscription:
         self.acknowledged = threading.Event()
         self.error_response: dict[str, Any] | None = None
         self.dropped = 0
+        # Reconnecting: how the client opens this subscription again on a
+        # new connection (set by the client), and since when it is cut off.
+        self._reopen: Callable[[Any], None] | None = None
+        self._interrupted_at: float | None = None
+        self._resumed_event = threading.Event()  # set while not interrupted
+        self._resumed_event.set()
 
     # -- the reading thread's side ------------------------------------------------------
 
@@ -89,11 +112,14 @@ class Subscription:
             if self._end is not None:
                 return
             if kind == "notification":
-                if payload.get("method") == "notifications/subscriptions/acknowledged" and self.accepted is None:
-                    params = payload.get("params") or {}
-                    notifications = params.get("notifications")
-                    self.accepted = dict(notifications) if isinstance(notifications, dict) else {}
-                    self.acknowledged.set()
+                if payload.get("method") == "notifications/subscriptions/acknowledged":
+                    if self.accepted is None:
+                        params = payload.get("params") or {}
+                        notifications = params.get("notifications")
+                        self.accepted = dict(notifications) if isinstance(notifications, dict) else {}
+                        self.acknowledged.set()
+                    else:  # the acknowledgement of a stream opened again
+                        self._resumed_locked()
                     return
                 self._push(_notification(payload))
             elif kind == "end" and "error" in payload:
@@ -115,6 +141,32 @@ class Subscription:
             self._events.popleft()
         self._events.append(event)
         self._cond.notify()
+
+    @property
+    def interrupted(self) -> bool:
+        """True while the connection is being re-established under it."""
+        return self._interrupted_at is not None and self._end is None
+
+    def _interrupt(self) -> None:
+        """The connection failed and the client will reconnect: keep the
+        iterator open; the gap starts now (kept from the first failure)."""
+        with self._cond:
+            if self._end is None and self._interrupted_at is None:
+                self._interrupted_at = time.monotonic()
+                self._resumed_event.clear()
+
+    def _resumed(self) -> None:
+        """Open again on a new connection: tell the consumer of the gap."""
+        with self._cond:
+            self._resumed_locked()
+
+    def _resumed_locked(self) -> None:
+        if self._end is not None or self._interrupted_at is None:
+            return
+        gap = time.monotonic() - self._interrupted_at
+        self._interrupted_at = None
+        self._push(SubscriptionResumed(gap))
+        self._resumed_event.set()
 
     def _orphan(self, error: McpError) -> None:
         """In a fork child: end the stream with `error`. The condition is

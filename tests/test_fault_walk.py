@@ -201,13 +201,10 @@ def test_a_stdio_fault_that_kills_the_connection_fails_every_pending_call(fault,
         assert len(hostile_call_ids(record)) == PENDING  # all three were in flight when it struck
         for outcome in outcomes:
             expect(outcome, error, TIMEOUT + SLACK, match)
-        if protocol == STATELESS:
-            # No session to lose: the next call starts the server again.
-            echo_works(client)
-            assert pid_of(client) != first
-        else:
-            # The session died with the process: every later call says why, at once.
-            expect(attempt(lambda: client.call_tool("echo", {"text": "x"}, timeout=TIMEOUT)), error, FAST, match)
+        # The next call reconnects: a new server process (and, in the
+        # initialize era, a new handshake).
+        echo_works(client)
+        assert pid_of(client) != first
     finally:
         close(client)
 
@@ -437,3 +434,14 @@ def test_an_http_server_that_drops_every_connection_fails_every_pending_call(ups
             echo_works(client)
         finally:
             close(client)
+
+
+def test_without_reconnect_an_initialize_era_connection_killed_by_a_fault_stays_failed(tmp_path):
+    target = Stdio(sys.executable, [HOSTILE_STDIO, "--fault", "death_mid_call"], shutdown_timeout=0.5)
+    client = mcp_sync.connect(target, protocol="2025-11-25", reconnect=False, timeout=5)
+    try:
+        expect(attempt(lambda: client.call_tool("hostile", {}, timeout=TIMEOUT)), ServerExited, TIMEOUT + SLACK)
+        # The session died with the process: every later call says why, at once.
+        expect(attempt(lambda: client.call_tool("echo", {"text": "x"}, timeout=TIMEOUT)), ServerExited, FAST)
+    finally:
+        close(client)

@@ -342,6 +342,15 @@ class Count(logging.Handler):
 logging.getLogger("mcp_sync").addHandler(Count())
 
 def peak_mb():
+    # VmHWM is this process image's own high-water mark: ru_maxrss keeps the
+    # forking parent's across exec on Linux (a big test runner would count).
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 class TooBig(Exception):

@@ -72,6 +72,13 @@ class Transport(abc.ABC):
     #: `start()`, for transports that bound work of their own (a DELETE).
     request_timeout: float | None = None
 
+    #: Bytes of messages written to and read from the server so far, for
+    #: `Client.stats()`; a transport that does not count leaves them at 0.
+    #: The bundled ones count message bytes (stdio lines, HTTP bodies and
+    #: SSE streams), not framing such as HTTP heads.
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
     @abc.abstractmethod
     def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
         """Send one message. Thread-safe. Raises `TransportError` on failure.

@@ -226,6 +226,7 @@ class HTTPTransport(Transport):
         self._tls: ssl.SSLContext | None = None
         self._tls_lock = threading.Lock()
         self._dialer = Dialer(target.host.strip("[]"), target.port, None, target.connect_timeout)
+        self._count_lock = threading.Lock()
         #: Request exchanges: keep-alive connections, at most `pool_size`.
         self._pool = Pool(self._dial, target.pool_size)
         #: One-way POSTs: a budget of their own, so they never wait for a
@@ -301,6 +302,7 @@ class HTTPTransport(Transport):
         socket (idle, in use, the GET stream), with no IO: no shutdown, no
         DELETE, no lock (a parent thread may have held one at the fork), no
         join (the threads were not copied). The transport is closed after."""
+        self._count_lock = threading.Lock()
         self._closing = True
         self._closed = True
         self._sink = None
@@ -440,6 +442,8 @@ class HTTPTransport(Transport):
             else:  # no copy of a large body just to join it to the head
                 sock.sendall(head)
                 sock.sendall(body)
+            if body:
+                self._count(sent=len(body))
             response = Response(sock, deadline=deadline)
             exchange.set_response(response)
             response.begin()
@@ -703,6 +707,7 @@ class HTTPTransport(Transport):
         try:
             while True:
                 chunk = response.read1(_READ_CHUNK)
+                self._count(received=len(chunk))
                 events = parser.feed(chunk) if chunk else parser.close()
                 for event in events:
                     if not event.data.strip():
@@ -801,6 +806,7 @@ class HTTPTransport(Transport):
                 got_any = False
                 while True:
                     chunk = response.read1(_READ_CHUNK)
+                    self._count(received=len(chunk))
                     for event in parser.feed(chunk) if chunk else parser.close():
                         if not event.data.strip():
                             continue
@@ -827,7 +833,19 @@ class HTTPTransport(Transport):
 
     # -- bodies ------------------------------------------------------------------------------------
 
+    def _count(self, sent: int = 0, received: int = 0) -> None:
+        """Bytes of message bodies, for `Client.stats()`; exchanges run on
+        many threads, so the sums are kept under a lock."""
+        with self._count_lock:
+            self.bytes_sent += sent
+            self.bytes_received += received
+
     def _read_body(self, response: Response, limit: int, *, truncate: bool = False) -> bytes:
+        data = self._read_body_bytes(response, limit, truncate=truncate)
+        self._count(received=len(data))
+        return data
+
+    def _read_body_bytes(self, response: Response, limit: int, *, truncate: bool = False) -> bytes:
         length = response.headers.get("content-length")
         if not truncate and length is not None and length.isdigit() and int(length) > limit:
             response.shutdown()

@@ -35,6 +35,9 @@ class MemoryTransport(Transport):
         self._session: ServerSession | None = None
         self._sink: MessageSink | None = None
         self._lock = threading.Lock()
+        # Its own lock: `_lock` is held by start() while the server may
+        # already be sending.
+        self._count_lock = threading.Lock()
         self._closed = False
 
     def start(self, sink: MessageSink) -> None:
@@ -48,17 +51,23 @@ class MemoryTransport(Transport):
         if self._closed or self._sink is None:
             return
         try:
-            copy = json.loads(jsonrpc.encode(message))
+            text = jsonrpc.encode(message)
+            copy = json.loads(text)
         except (TypeError, ValueError) as exc:
             self._sink.transport_failed(InvalidMessage(f"the in-process server sent an unencodable message: {exc}"))
             return
+        with self._count_lock:
+            self.bytes_received += len(text)
         self._sink.deliver(copy)
 
     def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
         session = self._session
         if self._closed or session is None:
             raise ConnectionClosed("the in-process connection is closed")
-        session.receive(json.loads(jsonrpc.encode(message)))
+        text = jsonrpc.encode(message)
+        with self._count_lock:
+            self.bytes_sent += len(text)
+        session.receive(json.loads(text))
 
     def close(self) -> None:
         with self._lock:
@@ -72,6 +81,7 @@ class MemoryTransport(Transport):
         """In a child after `os.fork()`: forget the session without closing
         it (its threads, and the session itself, are the parent's)."""
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
         self._closed = True
         self._session = None
 

@@ -360,6 +360,7 @@ class StdioTransport(Transport):
                     raise self._exit_error(f"cannot write to the server: {exc}") from exc
             else:
                 self._write_whole(proc.stdin.fileno(), data, deadline, message)
+            self.bytes_sent += len(data)  # under the write lock
         finally:
             self._write_lock.release()
 
@@ -403,7 +404,11 @@ class StdioTransport(Transport):
                 except BlockingIOError:
                     pass
                 except OSError as exc:  # EPIPE: the server closed its stdin or exited
-                    raise self._exit_error(f"cannot write to the server: {exc}") from exc
+                    error = self._exit_error(f"cannot write to the server: {exc}")
+                    if written == 0 and isinstance(error, ConnectionClosed):
+                        # Nothing of it left: the client may send it elsewhere.
+                        error.may_have_executed = False
+                    raise error from exc
                 if self._closing:
                     raise ConnectionClosed("the connection is closed")
                 wait = _WRITE_SLICE
@@ -460,6 +465,7 @@ class StdioTransport(Transport):
         while True:
             try:
                 line = readline(limit + 1)
+                self.bytes_received += len(line)  # the reader's own counter
             except (OSError, ValueError) as exc:
                 error = ConnectionClosed(f"reading the server's stdout failed: {exc}")
                 break

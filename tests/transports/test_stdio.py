@@ -73,7 +73,7 @@ def test_a_stateless_server_that_died_is_started_again_by_the_next_call(tmp_path
         assert client._conn.transport.pid != first_pid
 
 
-def test_no_restart_when_disabled_or_in_the_initialize_era(tmp_path):
+def test_no_restart_when_disabled_or_without_reconnect_in_the_initialize_era(tmp_path):
     marker = tmp_path / "crashed"
     with mcp_sync.connect(scripted("--mode", "exit-once", "--marker", str(marker)), protocol=STATELESS,
                           restart=False) as client:
@@ -82,11 +82,22 @@ def test_no_restart_when_disabled_or_in_the_initialize_era(tmp_path):
         with pytest.raises(mcp_sync.ServerExited):
             client.call_tool("echo", {"text": "x"})
     marker.unlink()
+    with mcp_sync.connect(scripted("--mode", "exit-once", "--marker", str(marker)), protocol="2025-11-25",
+                          reconnect=False) as client:
+        with pytest.raises(mcp_sync.ServerExited):
+            client.call_tool("echo", {"text": "x"})
+        with pytest.raises(mcp_sync.ServerExited):
+            client.call_tool("echo", {"text": "x"})
+
+
+def test_an_initialize_era_server_that_died_is_started_again_with_a_new_handshake(tmp_path):
+    marker = tmp_path / "crashed"
     with mcp_sync.connect(scripted("--mode", "exit-once", "--marker", str(marker)), protocol="2025-11-25") as client:
-        with pytest.raises(mcp_sync.ServerExited):
+        with pytest.raises(mcp_sync.ServerExited) as info:
             client.call_tool("echo", {"text": "x"})
-        with pytest.raises(mcp_sync.ServerExited):
-            client.call_tool("echo", {"text": "x"})
+        assert info.value.may_have_executed is True  # it reached the server, which died on it
+        assert client.call_tool("echo", {"text": "again"}).text == "again"
+        assert client.protocol_version == "2025-11-25"
 
 
 def test_server_closing_stdout_fails_the_call(no_leaks):

@@ -1,0 +1,372 @@
+"""A client's connection status, the events that announce its changes, and
+the reconnect policy.
+
+Owns the status state machine and nothing else: it does not know how a
+connection fails or is made again, nor which thread runs the callbacks (the
+owner passes a `run` function; the client passes its dispatcher's
+`call_soon`, so callbacks never run on the reader nor on the thread that
+noticed the change). Pure bookkeeping, no IO: `set()` never blocks on a
+callback and never raises for a transition it refuses, because it is called
+from engine threads that must not die; its result says whether the change
+happened, which is how racing threads (a reader and the keepalive both
+noticing a dead peer, a reconnect finishing while `close()` runs) agree on a
+single winner.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Callable
+
+import attrs
+
+from .errors import McpError
+
+__all__ = ["Status", "StatusChange", "StatusMonitor", "Reconnect", "SAFE_TO_RETRY"]
+
+log = logging.getLogger("mcp_sync.status")
+
+
+class Status(str, enum.Enum):
+    """Where a client's connection stands. A `str`, so it compares equal to
+    its value and serialises as one: ``client.status == "ready"``.
+
+    Example::
+
+        if client.status is Status.RECONNECTING:
+            print("the server went away; calls wait for it to come back")
+    """
+
+    CONNECTING = "connecting"
+    READY = "ready"
+    RECONNECTING = "reconnecting"
+    CLOSED = "closed"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The transitions `StatusMonitor.set()` accepts (see its docstring).
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.CONNECTING: frozenset({Status.READY, Status.FAILED, Status.CLOSED}),
+    Status.READY: frozenset({Status.RECONNECTING, Status.FAILED, Status.CLOSED}),
+    Status.RECONNECTING: frozenset({Status.READY, Status.FAILED, Status.CLOSED}),
+    Status.FAILED: frozenset({Status.RECONNECTING, Status.CLOSED}),
+    Status.CLOSED: frozenset(),
+}
+
+#: The most changes waiting for their callbacks; beyond, the oldest is dropped.
+MAX_PENDING_CHANGES = 100
+
+
+@attrs.frozen
+class StatusChange:
+    """One change of status: from `old` to `new`, because of `cause` (the
+    error that ended the connection or made reconnecting give up; None for a
+    change the client made on its own), at `at` (`time.time()`).
+
+    Example::
+
+        def on_change(change: StatusChange) -> None:
+            print(f"{change.old} -> {change.new}", change.cause or "")
+    """
+
+    old: Status
+    new: Status
+    cause: McpError | None = None
+    at: float = attrs.field(factory=time.time)
+
+
+StatusCallback = Callable[[StatusChange], object]
+
+
+class StatusMonitor:
+    """The current `Status`, its changes, and the callbacks that hear of them.
+
+    The transitions it accepts::
+
+        connecting ─────> ready <─────────> reconnecting
+             │              │                │      ^
+             │              v                v      │
+             └──────────> failed ───────────────────┘
+                 (any status but closed) ──> closed      (final)
+
+    - `failed` is reached when the first connection could not be made, when
+      reconnecting gave up, or when a ready connection died and reconnecting
+      is off. It is not final: trying again (`failed -> reconnecting`) is
+      allowed, so a process is never dead for good while the client is open.
+    - Setting the current status again is ignored; so is any other
+      transition not drawn above (for example anything after `closed`): the
+      caller learns it from the result of `set()`.
+
+    Example::
+
+        monitor = StatusMonitor(run=lambda fn: fn())
+        remove = monitor.on_status(lambda change: print(change.old, "->", change.new))
+        monitor.set(Status.READY)                 # prints: connecting -> ready
+        assert monitor.wait_for({Status.READY}, timeout=1) is Status.READY
+        remove()
+
+    Callbacks are run through `run` (which should run its function on
+    another thread, later, in the order given), in the order of the
+    transitions, each with its `StatusChange`; one that raises is logged and
+    the others still run. A callback hears only of changes made after it was
+    added, and none once it is removed.
+    """
+
+    def __init__(self, run: Callable[[Callable[[], None]], None]) -> None:
+        if not callable(run):
+            raise TypeError("run must be callable")
+        self._run = run
+        self._status = Status.CONNECTING
+        self._last: StatusChange | None = None
+        self._init_sync()
+
+    def _init_sync(self) -> None:
+        # What `_cond` guards: the status (written only under it, read
+        # without it), the callbacks, the pending changes and `_scheduled`.
+        self._cond = threading.Condition(threading.Lock())
+        self._seq = 0  # number of changes so far
+        # (callback, number of changes when it was added)
+        self._callbacks: tuple[tuple[StatusCallback, int], ...] = ()
+        self._pending: collections.deque[tuple[int, StatusChange]] = collections.deque()
+        self._scheduled = False  # a `_deliver` is queued with `run`
+        self._dropped = 0
+
+    @property
+    def status(self) -> Status:
+        """The current status (a plain read: any thread, no lock)."""
+        return self._status
+
+    @property
+    def last_change(self) -> StatusChange | None:
+        """The latest change (with its cause and time), or None before the first."""
+        return self._last
+
+    def set(self, new: Status | str, cause: McpError | None = None) -> bool:
+        """Move to `new` because of `cause`; whether it moved. Thread-safe and
+        never blocks on a callback: the callbacks are handed to `run`."""
+        new = Status(new)
+        if cause is not None and not isinstance(cause, McpError):
+            raise TypeError(f"cause must be an McpError or None, not {type(cause).__name__}")
+        with self._cond:
+            old = self._status
+            if new is old:
+                return False
+            if new not in TRANSITIONS[old]:
+                log.debug("status change %s -> %s refused", old, new)
+                return False
+            change = StatusChange(old=old, new=new, cause=cause)
+            self._status = new
+            self._last = change
+            self._seq += 1
+            self._cond.notify_all()
+            schedule = self._queue_change(change)
+        if schedule:
+            self._schedule()
+        return True
+
+    def _queue_change(self, change: StatusChange) -> bool:
+        """(Under `_cond`.) Keep `change` for its callbacks; whether a
+        delivery must be scheduled. Only one is queued with `run` at a time,
+        so a slow callback holds at most one entry of the owner's queue."""
+        if not self._callbacks:
+            return False  # nobody to tell, and nothing to start a thread for
+        if len(self._pending) >= MAX_PENDING_CHANGES:
+            self._pending.popleft()
+            self._dropped += 1
+            if self._dropped == 1:
+                log.warning("status callbacks are behind; the oldest status changes are dropped")
+        self._pending.append((self._seq, change))
+        if self._scheduled:
+            return False
+        self._scheduled = True
+        return True
+
+    def _schedule(self) -> None:
+        try:
+            self._run(self._deliver)
+        except Exception:
+            # The changes stay pending: the next change schedules them again.
+            log.exception("could not schedule the status callbacks")
+            with self._cond:
+                self._scheduled = False
+
+    def _deliver(self) -> None:
+        """Run on `run`'s thread: every pending change, in order."""
+        while True:
+            with self._cond:
+                if not self._pending:
+                    self._scheduled = False
+                    if self._dropped:
+                        log.warning("%d status changes were dropped while the status callbacks were behind",
+                                    self._dropped)
+                        self._dropped = 0
+                    return
+                seq, change = self._pending.popleft()
+                callbacks = self._callbacks
+            for callback, since in callbacks:
+                if since >= seq:
+                    continue  # added after this change was made
+                if not self._still_added(callback, since):
+                    continue  # removed while an earlier callback ran
+                try:
+                    callback(change)
+                except Exception:
+                    log.exception("a status callback raised")
+
+    def _still_added(self, callback: StatusCallback, since: int) -> bool:
+        return any(cb is callback and s == since for cb, s in self._callbacks)
+
+    def on_status(self, callback: StatusCallback) -> Callable[[], None]:
+        """Call `callback(change)` for every later change; returns a function
+        that removes it (calling that twice is harmless)."""
+        if not callable(callback):
+            raise TypeError("the status callback must be callable")
+        with self._cond:
+            entry = (callback, self._seq)
+            self._callbacks = self._callbacks + (entry,)
+
+        def remove() -> None:
+            with self._cond:
+                self._callbacks = tuple(e for e in self._callbacks if e is not entry)
+
+        return remove
+
+    def wait_for(self, statuses: Status | str | Iterable[Status | str], timeout: float | None = None) -> Status | None:
+        """Wait until the status is one of `statuses` (or `timeout` seconds,
+        None for no limit); the status reached, or None on timeout.
+
+        Example::
+
+            if monitor.wait_for({Status.READY, Status.FAILED, Status.CLOSED}, timeout=5) is not Status.READY:
+                ...  # not usable within 5 s
+        """
+        wanted = _statuses(statuses)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or math.isnan(timeout) or timeout < 0):
+            raise ValueError("timeout must be a number of seconds >= 0, or None")
+        with self._cond:
+            reached = self._cond.wait_for(lambda: self._status in wanted, timeout)
+            return self._status if reached else None
+
+    def after_fork(self) -> None:
+        """In a fork child: the lock may have been held by a thread that does
+        not exist here, and the delivery queued with `run` is gone with the
+        parent's thread. Fresh synchronisation; callbacks are kept."""
+        callbacks = self._callbacks
+        self._init_sync()
+        self._callbacks = callbacks
+
+
+def _statuses(statuses: Status | str | Iterable[Status | str]) -> frozenset[Status]:
+    if isinstance(statuses, str):  # also a Status
+        return frozenset({Status(statuses)})
+    found = frozenset(Status(s) for s in statuses)
+    if not found:
+        raise ValueError("wait_for needs at least one status")
+    return found
+
+
+def _positive_finite(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{attribute.name} must be a finite number of seconds > 0, not {value!r}")
+
+
+def _to_seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a delay must be a number of seconds, not {value!r}")
+    return float(value)
+
+
+def _max_attempts(instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_attempts must be an int or None, not {value!r}")
+    if value < 1:
+        raise ValueError("max_attempts must be at least 1 (to turn reconnecting off, pass reconnect=False)")
+
+
+@attrs.frozen
+class Reconnect:
+    """How a client reconnects after its connection failed: at most
+    `max_attempts` attempts (None: until it succeeds or the client is
+    closed), waiting before each a full-jitter exponential backoff: a random
+    time between 0 and ``min(max_delay, initial_delay * 2**n)`` for the n-th
+    attempt (from 0), or that cap itself with ``jitter=False``.
+
+    The defaults suit a long-lived web process: never give up, start at
+    0.5 s, never wait more than 30 s. Jitter keeps many processes that lost
+    the same server from coming back at the same instant.
+
+    Example::
+
+        client = mcp_sync.connect(url, reconnect=Reconnect(max_attempts=5, max_delay=10))
+        list(Reconnect(max_attempts=4, jitter=False).delays())   # [0.5, 1.0, 2.0, 4.0]
+    """
+
+    max_attempts: int | None = attrs.field(default=None, validator=_max_attempts)
+    initial_delay: float = attrs.field(default=0.5, converter=_to_seconds, validator=_positive_finite)
+    max_delay: float = attrs.field(default=30.0, converter=_to_seconds, validator=_positive_finite)
+    jitter: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_delay < self.initial_delay:
+            raise ValueError(f"max_delay ({self.max_delay:g}) must be at least initial_delay "
+                             f"({self.initial_delay:g})")
+
+    def delays(self, rng: random.Random | None = None) -> Iterator[float]:
+        """The wait before each attempt, one per attempt: endless when
+        `max_attempts` is None. `rng` draws the jitter (for repeatable tests)."""
+        uniform = rng.uniform if rng is not None else random.uniform
+        cap = self.initial_delay
+        attempt = 0
+        while self.max_attempts is None or attempt < self.max_attempts:
+            yield uniform(0.0, cap) if self.jitter else cap
+            attempt += 1
+            # Doubled step by step rather than 2**n: n is unbounded, and the
+            # cap stays a float that cannot overflow.
+            cap = min(self.max_delay, cap * 2)
+
+    @classmethod
+    def coerce(cls, value: bool | Reconnect | None) -> Reconnect | None:
+        """What `connect(reconnect=value)` means: True for the defaults,
+        False or None for no reconnecting, or the `Reconnect` given.
+
+        Example::
+
+            assert Reconnect.coerce(True) == Reconnect()
+            assert Reconnect.coerce(False) is None
+        """
+        if value is True:
+            return cls()
+        if value is False or value is None:
+            return None
+        if isinstance(value, Reconnect):
+            return value
+        raise TypeError(f"reconnect must be True, False or a mcp_sync.Reconnect, not {value!r}")
+
+
+#: Methods safe to send again after a reconnect when their first attempt may
+#: have reached the server: they only read, so running them twice changes
+#: nothing. Anything else (a tool call above all) is never repeated blindly.
+SAFE_TO_RETRY: frozenset[str] = frozenset({
+    "ping",
+    "server/discover",
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+    "resources/read",
+    "prompts/get",
+    "completion/complete",
+})

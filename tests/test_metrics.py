@@ -1,0 +1,304 @@
+"""The metrics recorder behind `client.stats()` (issue 14, "Metrics out of
+the box"): the fixed-memory histogram's percentiles stay within their
+documented error bound against an exact computation, the recorder counts
+exactly under many threads, its memory is bounded whatever method names it
+is given, and its snapshots are frozen and JSON-ready.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import threading
+import time
+import tracemalloc
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_sync.metrics import COUNTERS, OTHER, OUTCOMES, Histogram, Metrics, MethodStats, Stats
+
+LOW = 10e-6  # the histogram's smallest bucket bound, as documented
+RATIO = 1.2  # the documented worst relative overestimate (1 + 20 %)
+HIGH = Histogram.BOUNDS[-2]  # the top of the range where that bound holds
+QS = (0, 1, 10, 25, 50, 75, 90, 95, 99, 99.9, 100)
+
+
+def exact_percentile(samples: list[float], q: float) -> float:
+    """The nearest-rank percentile: the smallest sample with at least q % of
+    the samples at or below it (no histogram, no numpy)."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(q * len(ordered) / 100))
+    return ordered[rank - 1]
+
+
+def check_bound(samples: list[float], q: float, got: float | None) -> None:
+    exact = exact_percentile(samples, q)
+    assert got is not None
+    assert exact <= got <= max(samples), (q, exact, got)
+    if LOW <= exact <= HIGH:
+        assert got <= exact * RATIO * (1 + 1e-12), (q, exact, got)
+    elif exact < LOW:
+        assert got <= LOW, (q, exact, got)
+    # The defining property, independent of how the rank is computed: at
+    # least q % of the samples lie at or below the answer.
+    assert sum(1 for s in samples if s <= got) >= q * len(samples) / 100 * (1 - 1e-12)
+
+
+def histogram_of(samples: list[float]) -> Histogram:
+    h = Histogram()
+    for s in samples:
+        h.add(s)
+    return h
+
+
+# -- Histogram ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_percentiles_within_the_documented_bound_on_random_samples(seed: int) -> None:
+    rng = random.Random(seed)
+    shapes = [
+        lambda: rng.lognormvariate(math.log(0.005), 1.5),  # typical latencies, 10 µs .. seconds
+        lambda: rng.uniform(0, 2.0),
+        lambda: rng.choice([3e-6, 0.001, 0.001, 0.25, 2000.0]),  # ties, below and above the range
+        lambda: 10 ** rng.uniform(-7, 3.5),  # log-uniform over every bucket and both ends
+    ]
+    samples = [shapes[seed % len(shapes)]() for _ in range(rng.choice([1, 7, 100, 5000]))]
+    h = histogram_of(samples)
+    assert h.count == len(samples)
+    assert h.max == max(samples) and h.min == min(samples)
+    for q in QS:
+        check_bound(samples, q, h.percentile(q))
+    assert h.percentile(100) == max(samples)
+    assert h.percentile(0) == min(samples)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    samples=st.lists(st.floats(min_value=0, max_value=5000, allow_nan=False), min_size=1, max_size=60),
+    q=st.floats(min_value=0, max_value=100),
+)
+def test_percentile_bound_holds_for_any_samples(samples: list[float], q: float) -> None:
+    check_bound(samples, q, histogram_of(samples).percentile(q))
+
+
+def test_a_sample_on_a_bucket_bound_is_never_underestimated() -> None:
+    # Where the logarithm is an ulp off, a value exactly on a bound (or just
+    # above it) could land one bucket low and be reported below itself.
+    for bound in Histogram.BOUNDS[1:-1]:
+        for value in (bound, math.nextafter(bound, math.inf), math.nextafter(bound, 0)):
+            samples = [0.0, value, 5000.0]  # the median is `value`
+            check_bound(samples, 50, histogram_of(samples).percentile(50))
+
+
+def test_histogram_rejects_impossible_durations_and_answers_none_when_empty() -> None:
+    h = Histogram()
+    assert h.count == 0 and h.percentile(50) is None and h.max is None and h.min is None
+    for bad in (-0.001, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            h.add(bad)
+    assert h.count == 0
+    for bad_q in (-1, 100.5, math.nan):
+        with pytest.raises(ValueError):
+            h.percentile(bad_q)
+
+
+def test_histogram_memory_does_not_grow_with_samples() -> None:
+    rng = random.Random(1)
+    h = Histogram()
+    for _ in range(1000):
+        h.add(rng.uniform(0, 10))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100_000):
+            h.add(rng.uniform(0, 10))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # 100 000 kept floats would be >= 800 KB; a fixed list of counts grows
+    # only by the int objects of its (at most 104) counts.
+    assert grown < 8 * 1024, grown
+    assert h.count == 101_000
+
+
+# -- Metrics --------------------------------------------------------------------------------
+
+
+def test_counts_are_exact_under_16_threads() -> None:
+    metrics = Metrics()
+    threads_n, per_thread = 16, 5000
+    # Many names, each first met by all threads at once: creating a method's
+    # entry is where a missing lock loses counts even under the GIL.
+    methods = [f"tools/{n}" for n in range(250)]
+    start = threading.Barrier(threads_n)
+
+    def work(worker: int) -> None:
+        start.wait(timeout=10)
+        for i in range(per_thread):
+            metrics.record(methods[i % 250], OUTCOMES[(i + worker) % 5], 0.001 * (i % 7))
+            if i % 10 == 0:
+                metrics.add_bytes(sent=3, received=5)
+            if i % 100 == 0:
+                metrics.count("shed")
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often, so that a missing lock shows
+    try:
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(threads_n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in threads)
+
+    stats = metrics.snapshot()
+    total = threads_n * per_thread
+    assert stats.requests_total == total, f"{total - stats.requests_total} records lost"
+    assert set(stats.requests) == set(methods)
+    for name in methods:
+        m = stats.requests[name]
+        assert m.count == total // 250
+        assert sum(m.outcomes.values()) == m.count
+    assert sum(stats.requests[name].outcomes["timeout"] for name in methods) == total // 5
+    assert stats.timeouts == total // 5
+    assert stats.bytes_sent == 3 * total // 10 and stats.bytes_received == 5 * total // 10
+    assert stats.shed == total // 100
+
+
+def test_distinct_methods_are_bounded_and_the_rest_counted_as_other() -> None:
+    metrics = Metrics(max_methods=8)
+    for i in range(1000):
+        metrics.record(f"custom/{i}", "ok", 0.002)
+    stats = metrics.snapshot()
+    assert len(stats.requests) == 9
+    assert stats.requests[OTHER].count == 992
+    assert stats.requests_total == 1000
+    # A tracked method keeps its own entry after the bound is reached.
+    metrics.record("custom/0", "error", 0.5)
+    assert metrics.snapshot().requests["custom/0"].outcomes["error"] == 1
+
+
+def test_default_bound_keeps_memory_flat_for_arbitrary_method_names() -> None:
+    metrics = Metrics()
+    for i in range(300):
+        metrics.record(f"warmup/{i}", "ok", 0.001)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(20_000):
+            metrics.record(f"flood/{i}", "ok", 0.001)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(metrics.snapshot().requests) == 257
+    assert grown < 16 * 1024, grown  # 20 000 entries would be megabytes
+
+
+def test_snapshot_is_frozen_and_unaffected_by_later_records() -> None:
+    metrics = Metrics()
+    metrics.record("tools/call", "ok", 0.010)
+    stats = metrics.snapshot()
+    metrics.record("tools/call", "timeout", 30.0)
+    metrics.record("ping", "ok", 0.001)
+    metrics.count("reconnects")
+
+    assert stats.requests_total == 1 and stats.timeouts == 0 and stats.reconnects == 0
+    assert set(stats.requests) == {"tools/call"}
+    assert stats.requests["tools/call"].max == 0.010
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        stats.reconnects = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        stats.requests["ping"] = stats.requests["tools/call"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        stats.requests["tools/call"].outcomes["ok"] = 7  # type: ignore[index]
+    assert metrics.snapshot().requests_total == 3
+
+
+def test_as_dict_is_json_serialisable_and_complete() -> None:
+    metrics = Metrics()
+    metrics.record("tools/call", "ok", 0.004)
+    metrics.record("tools/call", "cancelled", 0.2)
+    metrics.count("cancellations", 2)
+    metrics.add_bytes(sent=10)
+    stats = metrics.snapshot(dropped={"notifications": 2, "progress": 1, "logs": 0, "refused_requests": 4})
+    data = json.loads(json.dumps(stats.as_dict(), allow_nan=False))
+    assert set(data) == {field.name for field in attrs.fields(Stats)}
+    assert data["notifications_dropped"] == 7 and data["cancellations"] == 2 and data["bytes_sent"] == 10
+    call = data["requests"]["tools/call"]
+    assert set(call) == {field.name for field in attrs.fields(MethodStats)}
+    assert call["count"] == 2 and call["outcomes"] == {"ok": 1, "error": 0, "timeout": 0,
+                                                        "cancelled": 1, "interrupted": 0}
+    assert call["max"] == 0.2 and 0.004 <= call["p50"] <= 0.004 * RATIO
+    assert json.loads(json.dumps(Metrics().snapshot().as_dict()))["requests"] == {}
+
+
+def test_timeouts_have_one_source_the_recorded_outcome() -> None:
+    metrics = Metrics()
+    metrics.record("tools/call", "timeout", 5.0)
+    metrics.record("resources/read", "timeout", 5.0)
+    assert metrics.snapshot().timeouts == 2
+    with pytest.raises(ValueError, match="outcome 'timeout'"):
+        metrics.count("timeouts")
+    assert set(COUNTERS) == {"reconnects", "shed", "cancellations"}
+
+
+def test_bad_arguments_raise_value_error_and_count_nothing() -> None:
+    metrics = Metrics()
+    with pytest.raises(ValueError):
+        metrics.record("ping", "okay", 0.1)
+    with pytest.raises(ValueError):
+        metrics.record("ping", "ok", -1.0)
+    with pytest.raises(ValueError):
+        metrics.record("ping", "ok", math.nan)
+    with pytest.raises(ValueError):
+        metrics.count("reconnects", -1)
+    with pytest.raises(ValueError):
+        metrics.add_bytes(sent=-5)
+    with pytest.raises(ValueError):
+        Metrics(max_methods=0)
+    stats = metrics.snapshot()
+    assert stats.requests_total == 0 and stats.reconnects == 0 and stats.bytes_sent == 0
+    assert stats.requests == {}  # not even an empty entry for "ping"
+
+
+def test_since_uptime_and_reset() -> None:
+    before = time.time()
+    metrics = Metrics()
+    metrics.record("ping", "ok", 0.001)
+    metrics.count("reconnects")
+    first = metrics.snapshot(dropped=None)
+    assert before <= first.since <= time.time() and first.uptime >= 0
+    assert first.notifications_dropped == 0
+
+    metrics.reset()
+    after = metrics.snapshot()
+    assert after.since >= first.since
+    assert after.requests == {} and after.requests_total == 0 and after.reconnects == 0
+    assert metrics.snapshot().uptime >= after.uptime
+
+
+def test_after_fork_gives_a_fresh_lock_and_fresh_counts() -> None:
+    metrics = Metrics()
+    metrics.record("ping", "ok", 0.001)
+    # A parent thread holding the lock at fork time does not exist in the child.
+    assert metrics._lock.acquire(timeout=1)
+    metrics.after_fork()
+    done = threading.Event()
+
+    def use() -> None:
+        metrics.record("ping", "ok", 0.002)
+        done.set()
+
+    t = threading.Thread(target=use, daemon=True)
+    t.start()
+    assert done.wait(timeout=5), "record() blocked on the lock held at fork time"
+    t.join(timeout=5)
+    assert metrics.snapshot().requests["ping"].count == 1

@@ -1,0 +1,154 @@
+"""The client's resilience features end to end: overload shedding observed
+at the server, a keepalive that finds a dead peer and reconnects, and the
+metrics of `stats()`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+import mcp_sync
+from mcp_sync.status import Status
+from mcp_sync.testing import Server
+from tests.conftest import demo_command, wait_until
+
+
+def counting_server():
+    """A server whose `work` tool records how many calls run at once."""
+    server = Server()
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+    gate = threading.Event()
+
+    @server.tool
+    def work(args, ctx):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        gate.wait(0.05)
+        with lock:
+            state["now"] -= 1
+        return str(args.get("n"))
+
+    return server, state
+
+
+def test_64_threads_against_max_in_flight_8_never_put_more_than_8_on_the_wire():
+    server, state = counting_server()
+    with mcp_sync.connect(server, max_in_flight=8, max_queued=64) as client:
+        answers: dict[int, str] = {}
+
+        def call(n: int) -> None:
+            answers[n] = client.call_tool("work", {"n": n}, timeout=30).text
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(64)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert answers == {n: str(n) for n in range(64)}
+        assert state["peak"] <= 8, state
+        stats = client.stats()
+        assert stats.requests["tools/call"].outcomes["ok"] == 64
+        assert stats.shed == 0
+
+
+def test_calls_beyond_max_queued_are_shed_at_once_and_counted():
+    server, state = counting_server()
+    with mcp_sync.connect(server, max_in_flight=2, max_queued=2) as client:
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def call(n: int) -> None:
+            try:
+                client.call_tool("work", {"n": n}, timeout=30)
+                result = "ok"
+            except mcp_sync.Overloaded:
+                result = "shed"
+            with lock:
+                outcomes.append(result)
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(32)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(outcomes) == 32
+        assert state["peak"] <= 2
+        assert outcomes.count("shed") > 0
+        assert client.stats().shed == outcomes.count("shed")
+        assert client.stats().requests["tools/call"].count == outcomes.count("ok")
+
+
+def test_the_keepalive_finds_a_stopped_server_and_reconnects():
+    with mcp_sync.connect(demo_command(), protocol="2025-11-25", keepalive=0.2, keepalive_failures=2,
+                          reconnect=mcp_sync.Reconnect(initial_delay=0.01, max_delay=0.05)) as client:
+        changes: list[tuple[str, str]] = []
+        client.on_status(lambda change: changes.append((change.old.value, change.new.value)))
+        old = client._conn.transport.pid
+        os.kill(old, signal.SIGSTOP)  # alive but deaf: only a probe can tell
+        try:
+            assert wait_until(lambda: client._conn.transport.pid not in (None, old)
+                              and client.status is Status.READY, 15), (client.status, changes)
+        finally:
+            try:
+                os.kill(old, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert ("ready", "reconnecting") in changes
+        assert client.call_tool("echo", {"text": "back"}).text == "back"
+        assert client.stats().reconnects >= 1
+
+
+def test_no_keepalive_thread_outlives_close():
+    before = {t.name for t in threading.enumerate()}
+    client = mcp_sync.connect(demo_command(), keepalive=0.1)
+    assert any(t.name == "mcp-sync-keepalive" for t in threading.enumerate())
+    client.close()
+    assert wait_until(lambda: not any(t.name == "mcp-sync-keepalive" for t in threading.enumerate()), 5)
+    assert "mcp-sync-keepalive" not in before
+
+
+def test_stats_count_outcomes_and_latency_per_method():
+    with mcp_sync.connect(mcp_sync.testing.demo_server()) as client:
+        for i in range(5):
+            client.call_tool("echo", {"text": str(i)})
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.call_tool("sleep", {"seconds": 2}, timeout=0.1)
+        stats = client.stats()
+        calls = stats.requests["tools/call"]
+        assert calls.outcomes["ok"] == 5 and calls.outcomes["timeout"] == 1
+        assert stats.timeouts == 1
+        assert calls.p50 is not None and calls.max is not None and calls.max >= 0.1
+        assert stats.as_dict()["requests_total"] == stats.requests_total
+        assert stats.cancellations == 1  # the timed-out call was cancelled on the server
+        assert stats.bytes_sent > 0 and stats.bytes_received > 0
+
+
+@pytest.mark.parametrize("where", ["stdio", "http"])
+def test_stats_count_the_bytes_of_messages_and_keep_them_across_a_reconnect(where):
+    from mcp_sync.testing import HTTPServer
+
+    httpd = HTTPServer(mcp_sync.testing.demo_server()).start() if where == "http" else None
+    target = httpd.url if httpd is not None else demo_command()
+    try:
+        with mcp_sync.connect(target, protocol="2025-11-25",
+                              reconnect=mcp_sync.Reconnect(initial_delay=0.01, max_delay=0.05)) as client:
+            before = client.stats()
+            client.call_tool("echo", {"text": "x" * 10_000})
+            after = client.stats()
+            assert after.bytes_sent - before.bytes_sent >= 10_000
+            assert after.bytes_received - before.bytes_received >= 10_000
+            if httpd is None:
+                conn = client._conn
+                os.kill(conn.transport.pid, signal.SIGKILL)
+                assert wait_until(lambda: conn.failure is not None, 10)
+                client.call_tool("echo", {"text": "y"})
+                assert client.stats().bytes_sent > after.bytes_sent  # the old connection's bytes are kept
+    finally:
+        if httpd is not None:
+            httpd.close()
