@@ -574,6 +574,10 @@ class Client:
         with held.lock:
             held.starting.discard(conn)
             if not held.closed:
+                old = held.conn
+                if old is not None and old is not conn:
+                    # Its bytes stay counted in `stats()` once it is replaced.
+                    self._metrics.add_bytes(sent=old.transport.bytes_sent, received=old.transport.bytes_received)
                 held.conn = conn
                 self._reopen_after_fork = False
                 # Kept across a fork (the connection is not): the child's
@@ -767,6 +771,9 @@ class Client:
             print(stats.requests_total, stats.requests["tools/call"].p99)
         """
         stats = self._metrics.snapshot(self.dropped.as_dict())
+        admission = self._held.admission
+        if admission is not None:
+            stats = attrs.evolve(stats, in_flight=admission.in_flight, queued=admission.queued)
         conn = self._conn
         if conn is None:
             return stats
@@ -1515,9 +1522,19 @@ class Client:
         run of the policy, which ends with a connection or with `failed`."""
         if self._gave_up is not None:
             raise ConnectionClosed(f"reconnecting gave up: {self._gave_up}")
+        admission = self._held.admission
+        assert admission is not None
+        # New calls wait for the connection in the admission queue, bounded
+        # by `max_queued` (beyond it: `Overloaded`), not on the lock.
+        admission.pause()
+        try:
+            return self._reconnect_paused(failed, deadline)
+        finally:
+            admission.resume()
+
+    def _reconnect_paused(self, failed: Connection, deadline: float | None) -> Connection:
         cause: McpError | None = failed.failure
         failed.close("reconnecting after the connection failed")
-        self._metrics.add_bytes(sent=failed.transport.bytes_sent, received=failed.transport.bytes_received)
         self._held.status.set(Status.RECONNECTING, cause)
         for subscription in list(self._held.subscriptions):
             subscription._interrupt()

@@ -231,7 +231,9 @@ class Stats:
       `shed`: calls refused with `Overloaded`;
     - `notifications_dropped`: everything the client dropped to stay within
       its memory bounds (the total of `client.dropped`);
-    - `bytes_sent`, `bytes_received`: on the wire, as the transports count.
+    - `bytes_sent`, `bytes_received`: on the wire, as the transports count;
+    - `in_flight`, `queued`: calls on the wire, and calls waiting for a slot
+      (`max_in_flight`) or for the connection to come back, at the snapshot.
 
     Example (a health endpoint)::
 
@@ -252,6 +254,8 @@ class Stats:
     notifications_dropped: int
     bytes_sent: int
     bytes_received: int
+    in_flight: int = 0
+    queued: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data that `json.dumps` accepts (numbers, strings, None)."""

@@ -152,3 +152,57 @@ def test_stats_count_the_bytes_of_messages_and_keep_them_across_a_reconnect(wher
     finally:
         if httpd is not None:
             httpd.close()
+
+
+def test_an_expired_http_session_is_set_up_again_and_reported():
+    from mcp_sync.testing import HTTPServer
+
+    with HTTPServer(mcp_sync.testing.demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, protocol="2025-11-25") as client:
+            changes: list[tuple[str, str]] = []
+            client.on_status(lambda change: changes.append((change.old.value, change.new.value)))
+            first = client._conn.transport.session_id
+            httpd.expire_sessions()
+            assert client.call_tool("echo", {"text": "again"}).text == "again"
+            assert client._conn.transport.session_id != first
+            assert client.stats().reconnects == 1
+            assert wait_until(lambda: changes[-2:] == [("ready", "reconnecting"), ("reconnecting", "ready")], 5), \
+                changes
+
+
+def test_calls_waiting_for_a_reconnect_are_bounded_by_max_queued(tmp_path):
+    """While one call reconnects (the backoff makes it slow), new calls wait
+    in the admission queue: beyond `max_queued` they fail at once."""
+    slow = mcp_sync.Reconnect(initial_delay=1.5, max_delay=1.5, jitter=False)
+    with mcp_sync.connect(demo_command(), protocol="2025-11-25", reconnect=slow, max_in_flight=8,
+                          max_queued=2, timeout=10) as client:
+        conn = client._conn
+        os.kill(conn.transport.pid, signal.SIGSTOP)
+        os.kill(conn.transport.pid, signal.SIGKILL)
+        assert wait_until(lambda: conn.failure is not None, 10)
+        # A first reconnect that is not proven alive makes the next one back off.
+        client._attempts = 1
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def call() -> None:
+            try:
+                client.call_tool("echo", {"text": "x"})
+                result = "ok"
+            except mcp_sync.Overloaded:
+                result = "shed"
+            with lock:
+                outcomes.append(result)
+
+        first = threading.Thread(target=call)
+        first.start()
+        assert wait_until(lambda: client.status is Status.RECONNECTING and client.stats().in_flight == 1, 5)
+        others = [threading.Thread(target=call) for _ in range(5)]
+        for thread in others:
+            thread.start()
+        assert wait_until(lambda: len(outcomes) >= 3, 5), outcomes  # three shed at once
+        assert outcomes.count("shed") == 3 and client.stats().queued == 2
+        for thread in [first, *others]:
+            thread.join(15)
+        assert outcomes.count("ok") == 3 and outcomes.count("shed") == 3
+        assert client.stats().shed == 3

@@ -379,6 +379,8 @@ class StdioTransport(Transport):
     def _lock_for_writing(self, deadline: float | None) -> bool:
         """Take the write lock, waiting at most until `deadline`: False if
         it passed. Waits in slices, so close() and Ctrl-C are seen."""
+        if self._write_lock.acquire(blocking=False):  # the common case: nobody writing
+            return True
         while True:
             wait = _WRITE_SLICE
             if deadline is not None:
