@@ -206,3 +206,22 @@ def test_calls_waiting_for_a_reconnect_are_bounded_by_max_queued(tmp_path):
             thread.join(15)
         assert outcomes.count("ok") == 3 and outcomes.count("shed") == 3
         assert client.stats().shed == 3
+
+
+def test_a_dropped_get_stream_is_opened_again_and_notifications_arrive():
+    from mcp_sync.testing import HTTPServer
+
+    with HTTPServer(mcp_sync.testing.demo_server(), retry_ms=50) as httpd:
+        with mcp_sync.connect(httpd.url, protocol="2025-11-25") as client:
+            got: list[str] = []
+            client.on_notification(lambda note: got.append(note.method))
+
+            def delivered() -> bool:
+                before = len(got)
+                return httpd.notify("notifications/tools/list_changed") == 1 and \
+                    wait_until(lambda: len(got) > before, 2)
+
+            assert wait_until(delivered, 10)
+            assert httpd.end_get_streams() == 1
+            assert wait_until(delivered, 10), "no notification after the GET stream was dropped"
+            assert client.status is Status.READY

@@ -32,7 +32,7 @@ OAuth in front of the server (`tests/auth/authserver.py`).
 
 Test knobs (thread-safe): `requests` (the requests received, as
 `RecordedRequest`: the newest `max_records`, 1000 by default), `canned()` (raw answers instead of serving),
-`expire_sessions()`, `drop_after_first_event()`, `notify()` (a message
+`expire_sessions()`, `drop_after_first_event()`, `end_get_streams()`, `notify()` (a message
 related to no request, on each session's GET stream), `sessions`,
 `connections` and `wait_for()` (wait until a predicate over those holds).
 `close()` stops the listener, ends every session and stream, shuts every
@@ -321,6 +321,21 @@ class HTTPServer:
             raise RuntimeError("drop_after_first_event needs sse_ids=True")
         with self._lock:
             self._drops += times
+
+    def end_get_streams(self) -> int:
+        """End every live legacy session's standalone GET stream, as a server
+        restarting its streams (or a proxy cutting idle ones) would; the
+        sessions stay. Returns how many were ended."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        ended = 0
+        for session in sessions:
+            with session.lock:
+                stream = session.standalone
+            if stream is not None:
+                stream.end("the test server ended the GET stream")
+                ended += 1
+        return ended
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> int:
         """Send a notification related to no request to every live legacy
