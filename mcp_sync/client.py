@@ -1619,6 +1619,9 @@ class Client:
             log.info("the session expired; initializing a new one")
             status = self._held.status
             status.set(Status.RECONNECTING, SessionExpired("the server ended the session (HTTP 404)", status=404))
+            # The session's subscriptions went with it.
+            for subscription in list(self._held.subscriptions):
+                subscription._interrupt()
             self._session = handshake.initialize(
                 conn, dialect.version, self.allowed_versions, self._identity(), timeout=self.timeout,
                 on_log=self._log_server_message,
@@ -1627,6 +1630,8 @@ class Client:
             self._session_generation += 1
             self._metrics.count("reconnects")
             status.set(Status.READY)
+        if any(subscription.interrupted for subscription in list(self._held.subscriptions)):
+            self._heal_soon()  # subscribe again in the new session
 
     def _rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
         """After a -32022 on a ready stateless connection: settle the version again."""

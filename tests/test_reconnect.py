@@ -348,3 +348,29 @@ def test_a_call_that_reached_the_server_is_never_resent_when_another_call_found_
         assert isinstance(error, mcp_sync.ConnectionClosed), error
         assert error.may_have_executed is True
         assert record.read_text().count("hold ran") == 1  # never sent twice
+
+
+def test_an_http_subscription_survives_the_server_going_away_and_coming_back():
+    """Initialize era: the session went with the old server; the next call
+    sets up a new one (404) and the subscription is opened in it again. (A
+    2026-07-28 server that shuts down ends its subscriptions itself:
+    `SubscriptionEnded`.)"""
+    protocol = "2025-11-25"
+    httpd = HTTPServer(demo_server()).start()
+    port = httpd.port
+    try:
+        with mcp_sync.connect(httpd.url, protocol=protocol, reconnect=FAST, timeout=5) as client:
+            sub = client.listen(tools_list_changed=True)
+            httpd.close()
+            httpd = HTTPServer(demo_server(), port=port).start()
+            # The session is gone with the old server: a call finds out (404).
+            assert client.call_tool("echo", {"text": "x"}).text == "x"
+            event = next_event(sub, (mcp_sync.SubscriptionResumed, mcp_sync.SubscriptionBroken), timeout=15)
+            assert isinstance(event, mcp_sync.SubscriptionResumed), event
+            # Once the new session's GET stream is open, a change reaches the subscriber.
+            assert wait_until(lambda: httpd.notify("notifications/tools/list_changed") == 1, 15)
+            note = next_event(sub, (mcp_sync.Notification, mcp_sync.SubscriptionBroken), timeout=10)
+            assert isinstance(note, mcp_sync.Notification) and note.method == "notifications/tools/list_changed"
+            sub.close()
+    finally:
+        httpd.close()

@@ -37,9 +37,13 @@ def counting_server():
     return server, state
 
 
-def test_64_threads_against_max_in_flight_8_never_put_more_than_8_on_the_wire():
+@pytest.mark.parametrize("where", ["in-process", "http"])
+def test_64_threads_against_max_in_flight_8_never_put_more_than_8_on_the_wire(where):
+    from mcp_sync.testing import HTTPServer
+
     server, state = counting_server()
-    with mcp_sync.connect(server, max_in_flight=8, max_queued=64) as client:
+    httpd = HTTPServer(server).start() if where == "http" else None
+    with mcp_sync.connect(httpd.url if httpd else server, max_in_flight=8, max_queued=64) as client:
         answers: dict[int, str] = {}
 
         def call(n: int) -> None:
@@ -55,6 +59,8 @@ def test_64_threads_against_max_in_flight_8_never_put_more_than_8_on_the_wire():
         stats = client.stats()
         assert stats.requests["tools/call"].outcomes["ok"] == 64
         assert stats.shed == 0
+    if httpd is not None:
+        httpd.close()
 
 
 def test_calls_beyond_max_queued_are_shed_at_once_and_counted():
