@@ -8,6 +8,8 @@ process holds exactly one client's code.
 
 from __future__ import annotations
 
+import statistics
+import time
 from typing import Any
 
 LIMIT = 64 * 1024 * 1024
@@ -17,7 +19,6 @@ HTTP = "http"
 #: client name -> the transports it runs over.
 CLIENTS: dict[str, tuple[str, ...]] = {
     "mcp_sync": (STDIO, HTTP),
-    "mcp_sync_nostats": (STDIO, HTTP),
     "raw_inline": (STDIO,),
     "raw_reader": (STDIO,),
     "raw_http": (HTTP,),
@@ -25,7 +26,7 @@ CLIENTS: dict[str, tuple[str, ...]] = {
     "official_async": (STDIO, HTTP),
 }
 #: Clients that may be shared by many threads (raw_inline has one reader: its caller).
-THREAD_SAFE = {"mcp_sync", "mcp_sync_nostats", "raw_reader", "raw_http", "official_sync", "official_async"}
+THREAD_SAFE = {"mcp_sync", "raw_reader", "raw_http", "official_sync", "official_async"}
 
 
 class McpSync:
@@ -44,11 +45,25 @@ class McpSync:
     def echo(self, text: str) -> str:
         return self._client.call_tool("echo", {"text": text}).text
 
-    def without_stats(self) -> McpSync:
-        """The same client with its metrics recorder replaced by one that
-        does nothing: the baseline that prices `stats()` within one run."""
-        self._client._metrics = _NoMetrics()  # type: ignore[assignment]
-        return self
+    def stats_cost(self, batches: int, size: int) -> dict[str, float]:
+        """What `stats()` costs, paired: batches of calls alternate between
+        the client's metrics recorder and one that does nothing, on the same
+        client and server; the medians of client CPU per call of each."""
+        real, none = self._client._metrics, _NoMetrics()
+        cpu_us: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(200):
+            self.echo(f"warm-{i}")
+        try:
+            for batch in range(batches):
+                recording = batch % 2 == 0
+                self._client._metrics = real if recording else none  # type: ignore[assignment]
+                started = time.process_time()
+                for i in range(size):
+                    self.echo(f"s-{i}")
+                cpu_us[recording].append((time.process_time() - started) / size * 1e6)
+        finally:
+            self._client._metrics = real
+        return {"cpu_with_us": statistics.median(cpu_us[True]), "cpu_without_us": statistics.median(cpu_us[False])}
 
     def blob(self, n: int) -> int:
         return len(self._client.call_tool("blob", {"n": n}).text)
@@ -69,8 +84,6 @@ def open_sync(name: str, transport: str, target: list[str] | str) -> Any:
     """Open a synchronous client (every client but official_async)."""
     if name == "mcp_sync":
         return McpSync(transport, target)
-    if name == "mcp_sync_nostats":
-        return McpSync(transport, target).without_stats()
     if name == "raw_inline":
         from .floors import RawStdioInline
         assert isinstance(target, list)

@@ -22,7 +22,7 @@ from typing import Any
 from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "memory", "threads_alive")
+CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "memory", "threads_alive", "stats_cost")
 BLOB_SIZE = 10_000_000
 
 
@@ -109,6 +109,11 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                 repeat = 1
             elif case == "threads_alive":
                 repeat = 1
+            elif case == "stats_cost":
+                if client != "mcp_sync":
+                    continue
+                spec.update(batches=20, size=max(args.calls // 5, 200))
+                repeat = 1
             runs.append((client, transport, spec, repeat))
     return runs
 
@@ -123,6 +128,7 @@ COLUMNS = {
     "memory": [("rss_first_mb", "RSS@first MB", 1), ("rss_total_mb", "RSS@total MB", 1),
                ("growth_mb", "growth MB", 2), ("total", "calls", 0)],
     "threads_alive": [("threads", "threads", 0), ("threads_left_after_close", "left after close", 0)],
+    "stats_cost": [("cpu_with_us", "cpu us/call with stats", 1), ("cpu_without_us", "cpu us/call without", 1)],
 }
 
 
@@ -171,9 +177,12 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
           value(results, "seq", "raw_http/http", "p50_us"), 1.5, True)
     ratio("HTTP 32 threads calls/s / http.client", value(results, "threads32", "mcp_sync/http", "calls_s"),
           value(results, "threads32", "raw_http/http", "calls_s"), 0.7, False)
-    # What stats() costs: the same client with and without its recorder.
-    ratio("stdio p50 with stats() / without", value(results, "seq", "mcp_sync/stdio", "p50_us"),
-          value(results, "seq", "mcp_sync_nostats/stdio", "p50_us"), 1.02, True)
+    # What stats() costs: client CPU per call with and without its recorder,
+    # in alternating batches on one client (paired, so noise cancels).
+    for transport in (STDIO, HTTP):
+        ratio(f"{transport} client CPU with stats() / without", value(results, "stats_cost", f"mcp_sync/{transport}",
+                                                                     "cpu_with_us"),
+              value(results, "stats_cost", f"mcp_sync/{transport}", "cpu_without_us"), 1.02, True)
     for transport in (STDIO, HTTP):
         for case, label in (("seq", "1 caller"), ("threads8", "8 threads")):
             ratio(f"{transport} {label} calls/s / official from sync",

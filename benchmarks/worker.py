@@ -263,6 +263,8 @@ def run_sync(spec: dict[str, Any], server: Server) -> dict[str, Any]:
         elif case == "threads_alive":
             client.echo("one call")
             result = {"threads": threading.active_count() - before}
+        elif case == "stats_cost":
+            result = client.stats_cost(spec["batches"], spec["size"])
         else:
             raise ValueError(f"unknown case {case!r}")
     finally:
