@@ -116,8 +116,13 @@ class HTTP(Target):
       and values with CR, LF or NUL, are refused).
     - `auth`: a bearer token string, a function returning one, or a token
       provider (see `mcp_sync.auth`); refreshed once after a 401.
-    - `verify`: True (system CAs), False (no verification), or a CA bundle path.
-    - `cert`: a client certificate file, or a (certificate, key) pair.
+    - `verify`: True (system CAs, or the bundle `REQUESTS_CA_BUNDLE` or
+      `SSL_CERT_FILE` names), False (no verification), a CA bundle path (a
+      file or a directory), or an `ssl.SSLContext` used as is (for example
+      `truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)` for the system's
+      trust store).
+    - `cert`: a client certificate for mutual TLS: a PEM file holding the
+      certificate and its key, or a (certificate, key) pair of paths.
     - `connect_timeout`: seconds to open a TCP/TLS connection.
     - `max_response_bytes`: the most one JSON body or one SSE event may hold.
     - `pool_size`: the most requests in flight at once (each holds a
@@ -135,8 +140,8 @@ class HTTP(Target):
         *,
         headers: Mapping[str, str] | None = None,
         auth: Any = None,
-        verify: bool | str = True,
-        cert: str | tuple[str, str] | None = None,
+        verify: bool | str | os.PathLike[str] | ssl.SSLContext = True,
+        cert: str | os.PathLike[str] | tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
         connect_timeout: float = 10.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         pool_size: int = 32,
@@ -155,8 +160,7 @@ class HTTP(Target):
         for name, value in (("connect_timeout", connect_timeout), ("session_close_timeout", session_close_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds")
-        if not isinstance(verify, (bool, str)):
-            raise TypeError("verify must be True, False or a CA bundle path")
+        verify, cert = _check_tls_options(verify, cert)
         self.url = url
         self.scheme = parsed.scheme
         self.host = parsed.host
@@ -167,8 +171,8 @@ class HTTP(Target):
         attach = getattr(self.auth, "attach", None)
         if attach is not None:
             attach(url)  # an OAuth provider learns the server it authorizes for
-        self.verify = verify
-        self.cert = cert
+        self.verify: bool | str | ssl.SSLContext = verify
+        self.cert: str | tuple[str, str] | None = cert
         self.connect_timeout = float(connect_timeout)
         self.max_response_bytes = max_response_bytes
         self.pool_size = pool_size
@@ -187,17 +191,20 @@ class HTTP(Target):
         return host if self.port == default else f"{host}:{self.port}"
 
     def tls_context(self) -> ssl.SSLContext:
-        """A client TLS context with urllib3's defaults and these options."""
+        """The client TLS context: the caller's `ssl.SSLContext` as is, or
+        one with urllib3's defaults and these options."""
+        if isinstance(self.verify, ssl.SSLContext):
+            return self.verify  # the caller's trust decisions, untouched
         verify = self.verify is not False
         context = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE)
         if verify:
-            if isinstance(self.verify, str):
-                if os.path.isdir(self.verify):
-                    context.load_verify_locations(capath=self.verify)
-                else:
-                    context.load_verify_locations(cafile=self.verify)
-            else:
+            bundle = self.verify if isinstance(self.verify, str) else _environment_ca_bundle()
+            if bundle is None:
                 context.load_default_certs()
+            elif os.path.isdir(bundle):
+                context.load_verify_locations(capath=bundle)
+            else:
+                context.load_verify_locations(cafile=bundle)
             context.check_hostname = True
         if self.cert is not None:
             cert_file, key_file = (self.cert, None) if isinstance(self.cert, str) else self.cert
@@ -212,6 +219,44 @@ class HTTP(Target):
     def __repr__(self) -> str:
         return f"HTTP({self.url!r})"
 
+
+
+def _check_tls_options(verify: Any, cert: Any) -> tuple[bool | str | ssl.SSLContext, str | tuple[str, str] | None]:
+    """`verify` and `cert` checked and normalised (paths as `str`), so a
+    mistake fails at construction rather than at the first request."""
+    if isinstance(verify, os.PathLike):
+        verify = os.fspath(verify)
+    if not isinstance(verify, (bool, str, ssl.SSLContext)):
+        raise TypeError("verify must be True, False, a CA bundle path or an ssl.SSLContext")
+    if isinstance(verify, str) and not os.path.exists(verify):
+        raise ValueError(f"verify names a CA bundle that does not exist: {verify!r}")
+    if cert is None:
+        return verify, None
+    if isinstance(verify, ssl.SSLContext):
+        # Loading the certificate would change the caller's context behind its back.
+        raise ValueError("cert= cannot be combined with an ssl.SSLContext: load the certificate into "
+                         "the context (context.load_cert_chain(...))")
+    if isinstance(cert, (str, os.PathLike)):
+        paths: tuple[str, ...] = (os.fspath(cert),)
+    elif isinstance(cert, tuple) and len(cert) == 2 and all(isinstance(p, (str, os.PathLike)) for p in cert):
+        paths = (os.fspath(cert[0]), os.fspath(cert[1]))
+    else:
+        raise TypeError("cert must be a PEM file path or a (certificate, key) pair of paths")
+    for path in paths:
+        if not os.path.isfile(path):
+            raise ValueError(f"cert names a file that does not exist: {path!r}")
+    return verify, paths[0] if len(paths) == 1 else (paths[0], paths[1])
+
+
+def _environment_ca_bundle() -> str | None:
+    """The CA bundle the environment names, as `requests` (REQUESTS_CA_BUNDLE)
+    and OpenSSL (SSL_CERT_FILE) read it, so a deployment configured for
+    either (a corporate CA, a proxy that intercepts TLS) works unchanged."""
+    for name in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
 
 
 class HTTPTransport(Transport):

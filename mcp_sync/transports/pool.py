@@ -54,6 +54,15 @@ IDLE_THREAD_SECONDS = 30.0
 THREAD_JOIN_SECONDS = 5.0
 
 
+#: OpenSSL's reasons for a peer whose first bytes are not a TLS record.
+_NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "RECORD_LAYER_FAILURE",
+                              "UNKNOWN_PROTOCOL", "PACKET_LENGTH_TOO_LONG", "UNEXPECTED_RECORD"})
+
+
+class TLSError(OSError):
+    """A TLS handshake failed; the message says why (certificate, not TLS, ...)."""
+
+
 class Stopped(ConnectionClosed):
     """The exchange was aborted (cancelled, timed out, or the transport closed)."""
 
@@ -272,12 +281,32 @@ class Dialer:
         try:
             exchange.track(wrapped)  # the plain socket object is detached now
             wrapped.settimeout(max(limit - time.monotonic(), 0.001))
-            wrapped.do_handshake()  # an abort shuts the socket down under it
+            try:
+                wrapped.do_handshake()  # an abort shuts the socket down under it
+            except OSError as exc:
+                if exchange.stop.is_set():
+                    raise
+                raise TLSError(self._tls_failure(exc)) from exc
             exchange.check()
         except BaseException:
             wrapped.close()
             raise
         return wrapped
+
+    def _tls_failure(self, exc: OSError) -> str:
+        """What a failed handshake means, in words a user can act on."""
+        where = f"TLS handshake with {self.host}:{self.port} failed"
+        reason = getattr(exc, "reason", None)
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return f"{where}: certificate verify failed: {exc.verify_message}"
+        if reason in _NOT_TLS_REASONS:
+            return f"{where}: the server answered with something that is not TLS (is it plain HTTP? try http://)"
+        if isinstance(exc, socket.timeout):
+            # A plain-HTTP server waiting for the end of a request head says nothing at all.
+            return f"{where}: no answer before the timeout (is it a plain-HTTP server? try http://)"
+        if isinstance(exc, ssl.SSLError) and reason is not None:
+            return f"{where}: {reason}: {exc}"
+        return f"{where}: {exc}"
 
 
 class Pool:
