@@ -103,7 +103,10 @@ def initialize(
     version, then `notifications/initialized`. Returns the session."""
     params = {
         "protocolVersion": version,
-        "capabilities": identity.capabilities,
+        # A capability the revision lacks is not declared (elicitation
+        # before 2025-06-18). When negotiating down, `version` is the newest
+        # asked for, so nothing is dropped then.
+        "capabilities": versions.dialect_for(version).declarable_capabilities(identity.capabilities),
         "clientInfo": identity.client_info,
     }
     pending = conn.send_request("initialize", params, cancellable=False)

@@ -66,6 +66,16 @@ def _install_checker() -> None:
 
         cls.send = checked
 
+        # The revision a connection negotiated (an older one after a
+        # negotiation down) is the schema its later messages are checked by.
+        original_negotiated = cls.negotiated
+
+        def negotiated(self, version, stateless, _original=original_negotiated):
+            _checker.negotiated(self, version)
+            return _original(self, version, stateless)
+
+        cls.negotiated = negotiated
+
 
 _install_checker()
 

@@ -2,7 +2,11 @@
 
 The revision is read from the message itself where it says it (the
 stateless `_meta` version, `initialize`'s `protocolVersion`) and otherwise
-taken from the last such message on the same transport.
+taken from the version the transport was told it negotiated (`negotiated`),
+or else from the last such message on the same transport. The negotiated
+version matters for the initialize era: a client asks for the newest
+revision it speaks and the server may settle on an older one, whose schema
+then applies to everything sent after `initialize`.
 """
 
 import json
@@ -14,6 +18,8 @@ import jsonschema
 import jsonschema.validators
 
 _META_VERSION = "io.modelcontextprotocol/protocolVersion"
+#: Revisions whose schema must be present: a missing one is a failure, not a skip.
+REQUIRED = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
 
 class SchemaChecker:
@@ -53,6 +59,10 @@ class SchemaChecker:
                 self._validators[key] = found
         return found
 
+    def negotiated(self, transport, version):
+        """`transport` settled on `version`: later messages follow its schema."""
+        self._transport_version[transport] = version
+
     def version_of(self, transport, message):
         params = message.get("params") or {}
         meta = params.get("_meta") or {}
@@ -60,17 +70,19 @@ class SchemaChecker:
         if version is None and message.get("method") == "initialize":
             version = params.get("protocolVersion")
         if version is not None:
-            self._transport_version[transport] = version
+            if transport is not None:
+                self._transport_version[transport] = version
             return version
-        return self._transport_version.get(transport)
+        return self._transport_version.get(transport) if transport is not None else None
 
-    def check(self, transport, message):
-        """None when valid, else a description of the problem."""
-        version = self.version_of(transport, message)
+    def check(self, transport, message, version=None):
+        """None when valid, else a description of the problem. `version`
+        overrides the revision found from the message and the transport."""
+        version = version or self.version_of(transport, message)
         if version is None:
             return f"no protocol version known for {message}"
         if not (self._folder / version / "schema.json").exists():
-            return None if version not in ("2026-07-28", "2025-11-25", "2025-06-18") else f"missing schema {version}"
+            return None if version not in REQUIRED else f"missing schema {version}"
         schema, methods = self._load(version)
         defs = schema["$defs"] if "$defs" in schema else schema["definitions"]
         method = message.get("method")

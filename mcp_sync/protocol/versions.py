@@ -20,7 +20,9 @@ import attrs
 from ..errors import InvalidResult, VersionNegotiationError
 
 STATELESS_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-INITIALIZE_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18")
+#: Newest first: negotiation offers the first one allowed, and servers of
+#: SDK releases still in wide use answer with 2025-03-26 or 2024-11-05.
+INITIALIZE_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 #: Every version this client speaks, newest first.
 SUPPORTED_VERSIONS: tuple[str, ...] = STATELESS_VERSIONS + INITIALIZE_VERSIONS
 
@@ -39,6 +41,11 @@ _INITIALIZE_ONLY = frozenset({
     "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
 })
 _RESULT_TYPES = frozenset({"complete", "input_required"})
+# Client capabilities that appeared after 2024-11-05, with the first revision
+# that has them (a server of an older one could misread or reject them).
+_CAPABILITY_SINCE = {"elicitation": "2025-06-18"}
+# `MCP-Protocol-Version` on every HTTP request after initialize came with 2025-06-18.
+_VERSION_HEADER_SINCE = "2025-06-18"
 
 
 @attrs.frozen
@@ -51,10 +58,33 @@ class Dialect:
         True
         >>> dialect_for("2025-06-18").defines("ping")
         True
+        >>> dialect_for("2025-03-26").protocol_version_header
+        False
     """
 
     version: str
     stateless: bool
+
+    @property
+    def protocol_version_header(self) -> bool:
+        """Whether HTTP requests after the handshake carry `MCP-Protocol-Version`
+        (2025-06-18 on; older servers never heard of it)."""
+        return self._has_since(_VERSION_HEADER_SINCE)
+
+    def declarable_capabilities(self, capabilities: Mapping[str, Any]) -> dict[str, Any]:
+        """`capabilities` without those this revision does not define, so a
+        client never declares what the server's revision lacks.
+
+        Example::
+
+            >>> dialect_for("2025-03-26").declarable_capabilities({"elicitation": {}, "roots": {}})
+            {'roots': {}}
+        """
+        return {k: v for k, v in capabilities.items() if self._has_since(_CAPABILITY_SINCE.get(k))}
+
+    def _has_since(self, first: str | None) -> bool:
+        # Revisions are ISO dates, so string order is release order.
+        return first is None or self.version >= first
 
     def defines(self, method: str) -> bool:
         """Whether this revision defines `method` (unknown methods pass: they

@@ -72,7 +72,7 @@ from ..errors import (
     SessionExpired,
     TransportError,
 )
-from ..protocol import jsonrpc
+from ..protocol import jsonrpc, versions
 from ..protocol.headers import check_user_headers, standard_headers
 from ..protocol.sse import EventTooLarge, SSEParser
 from .base import MessageSink, Target, Transport
@@ -445,7 +445,8 @@ class HTTPTransport(Transport):
     def _base_headers(self, *, session: bool) -> dict[str, str]:
         headers = dict(self._target.headers)
         if session:
-            if self._version is not None:
+            # Revisions before 2025-06-18 had no such header.
+            if self._version is not None and versions.dialect_for(self._version).protocol_version_header:
                 headers["MCP-Protocol-Version"] = self._version
             if self._session_id is not None:
                 headers["Mcp-Session-Id"] = self._session_id

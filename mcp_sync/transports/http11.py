@@ -228,6 +228,7 @@ class Response:
         self._chunked = False
         self._chunk_left: int | None = None  # bytes left of the current chunk; None: read a size line
         self._done = False
+        self._http10 = False
         self.will_close = False
 
     def begin(self) -> None:
@@ -242,7 +243,8 @@ class Response:
                 raise ResponseError(f"the server sent more than {MAX_INTERIM} interim (1xx) answers")
             self.headers = Headers()  # 1xx interim answer: its head is dropped
         connection = (self.headers.get("connection") or "").lower()
-        self.will_close = "close" in connection
+        # HTTP/1.0 closes after each response unless it says keep-alive.
+        self.will_close = "close" in connection or (self._http10 and "keep-alive" not in connection)
         if self._head_only or 100 <= self.status < 200 or self.status in (204, 304):
             self._finish()
             return
@@ -283,6 +285,7 @@ class Response:
             raise ResponseError(f"not an HTTP/1.x status line: {line[:80]!r}")
         self.status = int(parts[1])
         self.reason = parts[2] if len(parts) > 2 else ""
+        self._http10 = parts[0] == "HTTP/1.0"
 
     def _read_headers(self) -> None:
         count = 0

@@ -19,12 +19,12 @@ def error(code, data=None):
 
 
 def test_allowed_versions_default_and_order():
-    assert versions.allowed_versions(None) == ("2026-07-28", "2025-11-25", "2025-06-18")
+    assert versions.allowed_versions(None) == ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
     assert versions.allowed_versions(["2025-06-18", "2026-07-28"]) == ("2026-07-28", "2025-06-18")
     assert versions.allowed_versions("2025-11-25") == ("2025-11-25",)
 
 
-@pytest.mark.parametrize("bad", ["2024-11-05", "", [], ["2026-07-28", "nope"], [5]])
+@pytest.mark.parametrize("bad", ["2024-10-07", "", [], ["2026-07-28", "nope"], [5]])
 def test_allowed_versions_rejects_unknown(bad):
     with pytest.raises(ValueError):
         versions.allowed_versions(bad)
@@ -128,8 +128,8 @@ def test_discover_listing_nothing_shared_is_an_error():
 def test_check_negotiated():
     assert versions.check_negotiated({"protocolVersion": "2025-06-18"}, "2025-11-25", ALL) == "2025-06-18"
     with pytest.raises(VersionNegotiationError) as info:
-        versions.check_negotiated({"protocolVersion": "2024-11-05"}, "2025-11-25", ALL)
-    assert info.value.negotiated == "2024-11-05" and info.value.requested == "2025-11-25"
+        versions.check_negotiated({"protocolVersion": "2024-10-07"}, "2025-11-25", ALL)
+    assert info.value.negotiated == "2024-10-07" and info.value.requested == "2025-11-25"
     with pytest.raises(VersionNegotiationError):
         versions.check_negotiated({"protocolVersion": "2025-06-18"}, "2025-11-25", ("2025-11-25",))
     with pytest.raises(VersionNegotiationError):

@@ -189,3 +189,17 @@ def test_an_answer_saying_connection_close_makes_the_next_request_open_a_new_con
             for n in range(4):
                 assert client.call_tool("echo", {"text": str(n)}).text == str(n)
     assert len(connects) == 4
+
+
+@pytest.mark.parametrize("head,closes", [
+    (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", True),  # 1.0 closes by default
+    (b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", False),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", False),
+    (b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", True),
+])
+def test_an_http10_answer_without_keep_alive_is_not_reused(wire, head, closes):
+    """A connection an HTTP/1.0 server closes after its answer must not go
+    back to the pool (the next request would find it closed)."""
+    response = answer(wire, head)
+    assert response.read(10) == b"ok"
+    assert response.will_close is closes

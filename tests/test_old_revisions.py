@@ -1,0 +1,235 @@
+"""The initialize-era revisions older than 2025-06-18: 2025-03-26 and 2024-11-05.
+
+Servers built on SDK releases still in wide use answer `initialize` with one
+of these; the client must accept them when negotiating down from its default
+list and when pinned with `protocol=`. Every message the client sends here is
+checked against the schema of the negotiated revision by the autouse fixture
+in `tests/conftest.py` (stdio); the HTTP test checks what it receives itself.
+"""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import mcp_sync
+from mcp_sync.protocol import versions
+from mcp_sync.types import AudioContent, CallToolResult, Tool
+from tests.conftest import scripted
+from tests.schema_check import SchemaChecker
+
+OLD = ["2025-03-26", "2024-11-05"]
+SCHEMAS = SchemaChecker(Path(__file__).parent / "schemas")
+
+
+def received(record):
+    return [json.loads(line.partition(" ")[2]) for line in record.read_text().splitlines()]
+
+
+# -- stdio ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", OLD)
+def test_negotiated_down_from_the_default_list(tmp_path, version):
+    # The server knows only `version`: it refuses the probe (-32601) and
+    # answers initialize (asked with the newest initialize-era version) with its own.
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--versions", version, "--record", str(record))) as client:
+        assert client.protocol_version == version
+        assert client.stateless is False
+        assert [t.name for t in client.list_tools()] == ["echo"]
+        assert client.call_tool("echo", {"text": "hi"}).content[0].text == "hi"
+    sent = received(record)
+    initialize = next(m for m in sent if m.get("method") == "initialize")
+    assert initialize["params"]["protocolVersion"] == versions.INITIALIZE_VERSIONS[0]
+    assert [m.get("method") for m in sent][-3:] == ["notifications/initialized", "tools/list", "tools/call"]
+    # What follows initialize is sent under the negotiated revision: its schema applies.
+    for message in sent[sent.index(initialize) + 1:]:
+        assert SCHEMAS.check(None, message, version=version) is None
+
+
+@pytest.mark.parametrize("version", OLD)
+def test_pinned(tmp_path, version, validate_sent_messages):
+    record = tmp_path / "record"
+    checked = validate_sent_messages.checked
+    with mcp_sync.connect(scripted("--versions", version, "--record", str(record)), protocol=version) as client:
+        assert client.protocol_version == version
+        assert [t.name for t in client.list_tools()] == ["echo"]
+        assert client.call_tool("echo", {"text": "pinned"}).content[0].text == "pinned"
+    sent = received(record)
+    # A pin to an initialize-era version skips the probe and asks for exactly that version.
+    assert [m.get("method") for m in sent] == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
+    assert sent[0]["params"]["protocolVersion"] == version
+    # The pinned initialize names `version`, so every message was checked
+    # against that revision's schema (and not skipped as unknown).
+    assert validate_sent_messages.checked - checked == 4
+
+
+def test_pinned_old_revision_declares_no_elicitation(tmp_path):
+    # Elicitation only exists from 2025-06-18 on; a 2025-03-26 initialize
+    # must not declare a capability the revision lacks.
+    record = tmp_path / "record"
+    with mcp_sync.connect(
+        scripted("--versions", "2025-03-26", "--record", str(record)), protocol="2025-03-26",
+        client_capabilities={"elicitation": {}, "roots": {"listChanged": True}},
+    ) as client:
+        assert client.protocol_version == "2025-03-26"
+    capabilities = received(record)[0]["params"]["capabilities"]
+    assert "elicitation" not in capabilities
+    assert capabilities["roots"] == {"listChanged": True}
+
+
+def test_an_old_answer_outside_the_pin_is_still_refused():
+    with pytest.raises(mcp_sync.errors.VersionNegotiationError):
+        mcp_sync.connect(scripted("--answer-version", "2024-11-05"), protocol=["2025-06-18", "2025-03-26"])
+
+
+# -- versions.py ------------------------------------------------------------------
+
+
+def test_old_revisions_are_offered_after_the_newer_ones():
+    assert versions.SUPPORTED_VERSIONS == ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+    assert versions.allowed_versions(["2024-11-05", "2025-03-26", "2026-07-28"]) == (
+        "2026-07-28", "2025-03-26", "2024-11-05")
+    for version in OLD:
+        dialect = versions.dialect_for(version)
+        assert not dialect.stateless
+        assert dialect.defines("ping") and dialect.defines("logging/setLevel")
+        assert not dialect.defines("server/discover")
+        assert dialect.request_meta({}, {"name": "c", "version": "1"}, "info") == {}
+
+
+@pytest.mark.parametrize(("version", "header"), [
+    ("2026-07-28", True), ("2025-11-25", True), ("2025-06-18", True), ("2025-03-26", False), ("2024-11-05", False),
+])
+def test_protocol_version_header_only_where_the_revision_has_it(version, header):
+    assert versions.dialect_for(version).protocol_version_header is header
+
+
+@pytest.mark.parametrize("version", OLD)
+def test_capabilities_a_revision_lacks_are_dropped(version):
+    declared = versions.dialect_for(version).declarable_capabilities(
+        {"elicitation": {"form": {}}, "sampling": {}, "roots": {"listChanged": False}, "experimental": {"x": {}}})
+    assert declared == {"sampling": {}, "roots": {"listChanged": False}, "experimental": {"x": {}}}
+    newer = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
+    assert versions.dialect_for("2025-11-25").declarable_capabilities(newer) == newer
+
+
+# -- results shaped by the old revisions --------------------------------------------
+
+
+def test_old_results_parse():
+    # 2024-11-05: no title, no outputSchema, no annotations, no structuredContent.
+    tool = Tool.from_wire({"name": "echo", "description": "d", "inputSchema": {"type": "object"}})
+    assert tool.name == "echo" and tool.title is None and tool.output_schema is None
+    result = CallToolResult.from_wire({"content": [{"type": "text", "text": "x"}], "isError": False})
+    assert result.structured_content is None and result.content[0].text == "x"
+    # 2025-03-26: audio content and tool annotations.
+    audio = CallToolResult.from_wire({"content": [{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]})
+    assert isinstance(audio.content[0], AudioContent) and audio.content[0].mime_type == "audio/wav"
+    annotated = Tool.from_wire({"name": "rm", "inputSchema": {"type": "object"},
+                                "annotations": {"destructiveHint": True, "title": "Remove"}})
+    assert annotated.annotations == {"destructiveHint": True, "title": "Remove"}
+
+
+# -- Streamable HTTP (2025-03-26) -------------------------------------------------------
+
+
+class _OldHTTPServer(ThreadingHTTPServer):
+    """A 2025-03-26 Streamable HTTP server on loopback: answers with JSON
+    bodies and records each POST's headers and message."""
+
+    daemon_threads = True
+
+    def __init__(self, version):
+        super().__init__(("127.0.0.1", 0), _OldHandler)
+        self.version = version
+        self.posts = []
+
+
+class _OldHandler(BaseHTTPRequestHandler):
+    server: _OldHTTPServer
+    protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.posts.append((dict(self.headers), message))
+        if "id" not in message:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        method = message["method"]
+        if method == "initialize":
+            body = {"protocolVersion": self.server.version, "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "old", "version": "1"}}
+        elif method == "tools/list":
+            body = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+        elif method == "tools/call":
+            body = {"content": [{"type": "text", "text": message["params"]["arguments"]["text"]}]}
+        else:
+            self._reply({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no"}}, None)
+            return
+        self._reply({"jsonrpc": "2.0", "id": message["id"], "result": body},
+                    "s-1" if method == "initialize" else None)
+
+    def _reply(self, message, session):
+        data = json.dumps(message).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if session:
+            self.send_header("Mcp-Session-Id", session)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_DELETE(self):
+        self.do_GET()
+
+
+@pytest.fixture
+def old_http():
+    servers = []
+
+    def start(version):
+        server = _OldHTTPServer(version)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("pin", [False, True])
+def test_streamable_http_2025_03_26(old_http, pin):
+    server = old_http("2025-03-26")
+    url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    protocol = "2025-03-26" if pin else versions.INITIALIZE_VERSIONS
+    with mcp_sync.connect(url, protocol=protocol) as client:
+        assert client.protocol_version == "2025-03-26"
+        assert [t.name for t in client.list_tools()] == ["echo"]
+        assert client.call_tool("echo", {"text": "http"}).content[0].text == "http"
+    posts = server.posts
+    assert [m.get("method") for _, m in posts] == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
+    for headers, message in posts:
+        # Checked against the revision the message is sent under: initialize
+        # names its own, everything after it is 2025-03-26.
+        under = None if message["method"] == "initialize" else "2025-03-26"
+        assert SCHEMAS.check(None, message, version=under) is None
+        if under is not None:
+            assert headers.get("Mcp-Session-Id") == "s-1"
+            # 2025-03-26 has no MCP-Protocol-Version header (added in 2025-06-18).
+            assert "MCP-Protocol-Version" not in headers, message["method"]
