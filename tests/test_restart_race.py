@@ -164,7 +164,11 @@ def test_callers_wait_for_a_restart_instead_of_using_it_unstarted():
         assert not any(t.is_alive() for t in threads)
     not_started = [e for e in errors if "not started" in str(e)]
     assert not not_started, f"{len(not_started)} calls saw an unstarted connection: {not_started[0]}"
-    assert all(isinstance(e, mcp_sync.TransportError) for e in errors), errors[:3]
+    # A call in flight when the server died fails with a transport error; a
+    # call that waited for the restart longer than its own timeout (a slow
+    # machine) gets RequestTimeout: callers wait only up to their deadline.
+    unexpected = [e for e in errors if not isinstance(e, (mcp_sync.TransportError, mcp_sync.RequestTimeout))]
+    assert not unexpected, [f"{type(e).__name__}: {e}" for e in unexpected[:3]]
 
 
 def test_callers_never_see_a_restarted_connection_before_it_started():
