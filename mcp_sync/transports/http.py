@@ -54,6 +54,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -88,6 +89,9 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 DEFAULT_RETRY_MS = 1000
 _READ_CHUNK = 65536
 _ERROR_BODY_PREVIEW = 500
+
+#: The most redirects (307/308, same origin) one request follows.
+MAX_REDIRECTS = 5
 
 #: The bound of a one-way POST when the client has no timeout.
 _ONE_WAY_SECONDS = 30.0
@@ -266,6 +270,10 @@ class HTTPTransport(Transport):
     def __init__(self, target: HTTP) -> None:
         self._target = target
         self._head = RequestHead(target.path, target.authority, _USER_AGENT)
+        # Where requests go: the target's URL until the server redirects
+        # (307/308 on the same origin, see `_follow`).
+        self._path = target.path
+        self._url = target.url
         self._auth = Authorization(target.auth, target.url)
         self._sink: MessageSink | None = None
         self._tls: ssl.SSLContext | None = None
@@ -474,6 +482,7 @@ class HTTPTransport(Transport):
         only an abort stops them)."""
         flow = self._auth.flow(method, headers)
         sent = next(flow)
+        redirects: list[str] = []  # the paths redirected from, for this request
         while True:
             conn = exchange.pool.acquire(exchange, exchange.deadline)
             sock = conn.sock
@@ -493,6 +502,11 @@ class HTTPTransport(Transport):
             response = Response(sock, deadline=deadline)
             exchange.set_response(response)
             response.begin()
+            if response.status in (307, 308) and self._follow(response, redirects):
+                # Sent again, method and body kept, to the new path (the
+                # connection was given back for reuse by `_follow`).
+                self._done(exchange, response)
+                continue
             if response.status not in (401, 403) or not self._auth.enabled:
                 return response
             started = time.monotonic()
@@ -510,6 +524,37 @@ class HTTPTransport(Transport):
                     response.deadline = exchange.deadline
             self._drain(response)
             self._done(exchange, response)
+
+    def _follow(self, response: Response, redirects: list[str]) -> bool:
+        """A 307 or 308: follow it when it stays on this origin (method and
+        body kept, at most `MAX_REDIRECTS` hops, no loop), and keep using the
+        new path for every later request of this transport. A redirect to
+        another origin is not followed: the caller gets the status error,
+        which names the `Location`."""
+        location = response.headers.get("location")
+        if not location:
+            return False
+        target = urllib.parse.urljoin(self._url, location)
+        parts = urllib.parse.urlsplit(target)
+        default = 443 if parts.scheme == "https" else 80
+        if (parts.scheme, parts.hostname, parts.port or default) != (self._target.scheme, self._target.host.strip("[]"),
+                                                                      self._target.port):
+            return False
+        path = parts.path or "/"
+        if parts.query:
+            path = f"{path}?{parts.query}"
+        if len(redirects) >= MAX_REDIRECTS or path in redirects:
+            self._drain(response)
+            raise HTTPStatusError(
+                f"{self._url} redirected in a loop or more than {MAX_REDIRECTS} times (last to {location})",
+                status=response.status, body="", headers={k.lower(): v for k, v in response.headers.items()})
+        redirects.append(self._path)
+        self._drain(response)
+        log.info("following the server's redirect (%d) from %s to %s", response.status, self._url, target)
+        self._path, self._url = path, urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path,
+                                                                parts.query, ""))
+        self._head = RequestHead(path, self._target.authority, _USER_AGENT)
+        return True
 
     @staticmethod
     def _done(exchange: Exchange, response: Response) -> None:
@@ -665,7 +710,10 @@ class HTTPTransport(Transport):
         status = response.status
         text = body.decode("utf-8", "replace")[:_ERROR_BODY_PREVIEW]
         headers = {k.lower(): v for k, v in response.headers.items()}
-        where = f"{self._target.url} answered HTTP {status}"
+        where = f"{self._url} answered HTTP {status}"
+        if 300 <= status < 400 and response.headers.get("location"):
+            where += (f" (a redirect to {response.headers.get('location')} that was not followed: only 307 and 308 "
+                      "on the same origin are)")
         detail = f": {text}" if text.strip() else ""
         if status in (401, 403):
             return AuthenticationError(f"{where} (authentication required or refused){detail}",
