@@ -27,6 +27,19 @@ def scripted(*args: str) -> list[str]:
     return [sys.executable, SCRIPTED, *args]
 
 
+def process_alive(pid: int) -> bool:
+    """Is `pid` running? A zombie (dead, not yet reaped by whoever adopted it) is not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return not os.path.isdir("/proc")  # gone meanwhile; without /proc, kill() is all we know
+
+
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01) -> bool:
     """Poll `predicate` until it is true or `timeout` runs out; its result.
 

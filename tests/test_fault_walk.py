@@ -54,7 +54,7 @@ from mcp_sync.errors import (
 from mcp_sync.testing import HTTPServer, demo_server
 from tests.conftest import wait_until
 from tests.servers.hostile_http import FAULTS as HTTP_FAULTS
-from tests.servers.hostile_http import HostileFront
+from tests.servers.hostile_http import HostileFront, wait_for_hangup
 from tests.servers.hostile_stdio import FAULTS as STDIO_FAULTS
 
 HOSTILE_STDIO = str(Path(__file__).parent / "servers" / "hostile_stdio.py")
@@ -310,13 +310,7 @@ def reset_before_answering(front: HostileFront, sock: socket.socket, message: di
 
 
 def hang_before_headers(front: HostileFront, sock: socket.socket, message: dict[str, Any]) -> None:
-    sock.settimeout(0.05)
-    while not front.stopping.is_set():
-        try:
-            if sock.recv(1) == b"":
-                raise ConnectionResetError("the client hung up")
-        except socket.timeout:
-            continue
+    wait_for_hangup(front, sock)
 
 
 def html_500(front: HostileFront, sock: socket.socket, message: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command, wait_until
+from tests.conftest import demo_command, process_alive, wait_until
 
 SEED = int(os.environ.get("MCP_SYNC_STRESS_SEED", "20261201"))
 ROUNDS = int(os.environ.get("MCP_SYNC_STRESS_ROUNDS", "1"))
@@ -46,19 +46,6 @@ class Interrupted(KeyboardInterrupt):
 def connection_of(client):
     held = getattr(client, "_held", None)
     return held.conn if held is not None else client._conn
-
-
-def process_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purposes only once reaped; /proc tells.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def worker(client, rng, me, era, related, problems):

@@ -326,16 +326,22 @@ class HTTPServer:
         """End every live legacy session's standalone GET stream, as a server
         restarting its streams (or a proxy cutting idle ones) would; the
         sessions stay. Returns how many were ended."""
+        streams = self._standalone_streams()
+        for stream in streams:
+            stream.end("the test server ended the GET stream")
+        return len(streams)
+
+    def _standalone_streams(self) -> list[Any]:
+        """The live legacy sessions' standalone GET streams, now."""
         with self._lock:
             sessions = list(self._sessions.values())
-        ended = 0
+        streams = []
         for session in sessions:
             with session.lock:
                 stream = session.standalone
             if stream is not None:
-                stream.end("the test server ended the GET stream")
-                ended += 1
-        return ended
+                streams.append(stream)
+        return streams
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> int:
         """Send a notification related to no request to every live legacy
@@ -344,15 +350,7 @@ class HTTPServer:
         message: JSONDict = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        with self._lock:
-            sessions = list(self._sessions.values())
-        taken = 0
-        for session in sessions:
-            with session.lock:
-                stream = session.standalone
-            if stream is not None and stream.push(dict(message)):
-                taken += 1
-        return taken
+        return sum(1 for stream in self._standalone_streams() if stream.push(dict(message)))
 
     @property
     def sessions(self) -> int:

@@ -68,8 +68,8 @@ def endless_trailers(front: HostileFront, sock: socket.socket, message: dict[str
         n += 1
 
 
-def hang_after_headers(front: HostileFront, sock: socket.socket, message: dict[str, Any]) -> None:
-    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+def wait_for_hangup(front: HostileFront, sock: socket.socket) -> None:
+    """Send nothing more; raise once the client closes the connection."""
     sock.settimeout(STEP)
     while not front.stopping.is_set():
         try:
@@ -77,6 +77,11 @@ def hang_after_headers(front: HostileFront, sock: socket.socket, message: dict[s
                 raise ConnectionResetError("the client hung up")
         except socket.timeout:
             continue
+
+
+def hang_after_headers(front: HostileFront, sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+    wait_for_hangup(front, sock)
 
 
 def trickle_sse(front: HostileFront, sock: socket.socket, message: dict[str, Any]) -> None:

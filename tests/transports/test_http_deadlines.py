@@ -17,6 +17,7 @@ import pytest
 import mcp_sync
 from mcp_sync.errors import McpError, RequestTimeout
 from mcp_sync.testing import HTTPServer, demo_server
+from tests.conftest import wait_until
 from tests.servers.hostile_http import FAULTS, HostileFront
 
 ERAS = ["2026-07-28", "2025-11-25"]
@@ -43,7 +44,7 @@ def test_a_call_times_out_on_time_whatever_the_server_trickles(upstream, fault, 
             # The server is told: its answer's connection is closed.
             assert front.hung_up.wait(5), f"{fault}: the client kept the hostile connection open"
             if protocol != "2026-07-28":
-                assert _eventually(lambda: "notifications/cancelled" in front.methods)
+                assert wait_until(lambda: "notifications/cancelled" in front.methods, 5)
             # The client is still usable.
             assert client.list_tools()
 
@@ -117,14 +118,11 @@ def test_endless_interim_answers_are_refused_even_without_a_deadline(upstream, p
 
 
 def test_a_session_id_that_is_not_visible_ascii_is_refused(upstream):
-    from tests.servers import hostile_http
-
     def bad_session(front, sock, message):
         body = (b'{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25",'
                 b'"capabilities":{},"serverInfo":{"name":"x","version":"1"}}}' % str(message["id"]).encode())
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: a b\x7f\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        hostile_http.hang_after_headers.__call__  # noqa: B018 (the module is used)
         front.stopping.wait(5)
 
     with HostileFront(upstream.url, {"initialize": bad_session}) as front:
@@ -149,11 +147,3 @@ def test_an_encoded_answer_is_refused_not_decoded(upstream):
                 client.call_tool("echo", {"text": "x"}, timeout=5)
             assert client.list_tools()
 
-
-def _eventually(check, timeout: float = 5.0) -> bool:
-    limit = time.monotonic() + timeout
-    while time.monotonic() < limit:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()

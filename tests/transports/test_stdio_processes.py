@@ -28,7 +28,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import Stdio
-from tests.conftest import demo_command, wait_until
+from tests.conftest import demo_command, process_alive, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
 
@@ -144,19 +144,6 @@ def test_interrupting_one_clients_call_leaves_another_clients_server_and_call_al
 # -- close() and grandchildren ---------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    """Is `pid` running? A zombie (dead, not yet reaped by whoever adopted it) is not."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return not os.path.isdir("/proc")  # gone meanwhile; without /proc, kill() is all we know
-
-
 def _close_within(client, bound: float) -> float:
     """close() on a thread; the seconds it took, or fails the test after `bound` + 5 s."""
     done = threading.Event()
@@ -202,8 +189,8 @@ def test_close_ends_a_grandchild_that_holds_stdout_and_ignores_sigterm(tmp_path)
         bound = 3 * 0.5 + 1
         took = _close_within(client, bound)
         assert took <= bound, f"close() took {took:.2f} s"
-        assert wait_until(lambda: not _alive(grandchild), timeout=10), "the grandchild survived close()"
-        assert not _alive(server)
+        assert wait_until(lambda: not process_alive(grandchild), timeout=10), "the grandchild survived close()"
+        assert not process_alive(server)
     finally:
         _kill(grandchild)
 
@@ -215,7 +202,7 @@ def test_close_is_bounded_when_a_process_outside_the_group_holds_stdout(tmp_path
         bound = 3 * 0.5 + 1
         took = _close_within(client, bound)
         assert took <= bound, f"close() took {took:.2f} s"
-        assert _alive(grandchild)  # out of reach, as a daemon is meant to be
+        assert process_alive(grandchild)  # out of reach, as a daemon is meant to be
     finally:
         _kill(grandchild)
     # Once the pipe's last holder is gone, the reader and the stderr drain
