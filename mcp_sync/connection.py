@@ -59,7 +59,6 @@ from . import router as routes
 from .errors import (
     ConnectionClosed,
     InvalidMessage,
-    McpError,
     RequestTimeout,
     ServerError,
     TransportError,
