@@ -32,7 +32,7 @@ THREAD_SAFE = {"mcp_sync", "raw_reader", "raw_http", "official_sync", "official_
 class McpSync:
     """mcp_sync as a user would call it: connect once, call tools by name."""
 
-    def __init__(self, transport: str, target: list[str] | str) -> None:
+    def __init__(self, transport: str, target: list[str] | str, *, compress: bool = True) -> None:
         import mcp_sync
 
         # The 10 MB blob answers with about 20 MB (the text in content and in
@@ -40,7 +40,7 @@ class McpSync:
         if isinstance(target, list):
             self._client = mcp_sync.connect(mcp_sync.Stdio(target[0], target[1:], max_line_bytes=LIMIT))
         else:
-            self._client = mcp_sync.connect(target, max_response_bytes=LIMIT)
+            self._client = mcp_sync.connect(target, max_response_bytes=LIMIT, compress=compress)
 
     def echo(self, text: str) -> str:
         return self._client.call_tool("echo", {"text": text}).text
@@ -67,6 +67,10 @@ class McpSync:
 
     def blob(self, n: int) -> int:
         return len(self._client.call_tool("blob", {"n": n}).text)
+
+    def received(self) -> int:
+        """Bytes received so far, on the wire (compressed when they came so)."""
+        return int(self._client.stats().bytes_received)
 
     def close(self) -> None:
         self._client.close()

@@ -22,7 +22,8 @@ from typing import Any
 from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "memory", "threads_alive", "stats_cost")
+CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "blob_gzip", "memory", "threads_alive",
+         "stats_cost")
 BLOB_SIZE = 10_000_000
 
 
@@ -99,6 +100,12 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                 spec.update(case="threads", threads=int(case[len("threads"):]), calls=args.calls)
             elif case == "blob":
                 spec["size"] = BLOB_SIZE
+            elif case == "blob_gzip":
+                # Paired in one worker: compression on and off, taking turns.
+                if client != "mcp_sync" or transport != HTTP:
+                    continue
+                spec.update(size=BLOB_SIZE, rounds=args.repeat)
+                repeat = 1
             elif case == "memory":
                 if client in ("raw_inline", "official_async"):
                     continue
@@ -125,6 +132,10 @@ COLUMNS = {
     "threads8": [("calls_s", "calls/s", 0)],
     "threads32": [("calls_s", "calls/s", 0)],
     "blob": [("seconds", "s", 3), ("peak_rss_mb", "peak RSS MB", 1), ("rss_before_mb", "RSS before MB", 1)],
+    # No target: the ratios show what compression does (same run, same worker).
+    "blob_gzip": [("seconds_gzip", "s gzip", 3), ("seconds_identity", "s identity", 3),
+                  ("time_ratio", "time gzip/identity", 2), ("wire_mb_gzip", "wire MB gzip", 2),
+                  ("wire_mb_identity", "wire MB identity", 1), ("wire_ratio", "wire gzip/identity", 4)],
     "memory": [("rss_first_mb", "RSS@first MB", 1), ("rss_total_mb", "RSS@total MB", 1),
                ("growth_mb", "growth MB", 2), ("total", "calls", 0)],
     "threads_alive": [("threads", "threads", 0), ("threads_left_after_close", "left after close", 0)],

@@ -17,6 +17,11 @@ blob answers cached per n, and a raw-socket HTTP/1.1 server instead of
 almost nothing (sessions, headers, argument schemas): benchmark clients are
 trusted. Most of what a call still costs it is the kernel waking it up.
 
+With --gzip (HTTP) it answers in gzip a client that accepts it, for
+bodies over 1 KiB: the body's parts as gzip members (RFC 1952 allows a
+series), the large blob part compressed once and cached, so the server's
+cost stays out of what is measured.
+
 With --stats PATH (or BENCH_SERVER_STATS=PATH) it writes {"requests",
 "tool_calls", "cpu_s", "wall_s"} there on exit (stdin EOF, SIGTERM or
 SIGINT), so a harness can tell the server's own CPU from the client's.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import itertools
 import json
 import os
@@ -204,6 +210,17 @@ def _header(head: bytes, name: bytes) -> bytes | None:
     return head[i + len(name):j if j >= 0 else len(head)].strip()
 
 
+#: --gzip: compress answers for clients that accept gzip.
+_GZIP = False
+
+
+@functools.lru_cache(maxsize=8)
+def _gzipped(part: bytes) -> bytes:
+    """One gzip member per part: a blob's large part is the same object
+    every time (`_blob_body` caches it), so it is compressed once."""
+    return gzip.compress(part, 6)
+
+
 def _serve_connection(sock: socket.socket) -> None:
     buf = b""
     try:
@@ -252,6 +269,10 @@ def _serve_connection(sock: socket.socket) -> None:
                     if session:
                         extra += f"Mcp-Session-Id: {os.urandom(16).hex()}\r\n"
                     extra += "Content-Type: application/json\r\n"
+                    accepts = _header(head, b"\r\naccept-encoding:") or b""
+                    if _GZIP and b"gzip" in accepts and sum(map(len, parts)) > 1024:
+                        parts = [_gzipped(part) if len(part) > 65536 else gzip.compress(part, 6) for part in parts]
+                        extra += "Content-Encoding: gzip\r\n"
                     sock.sendall(_head(status, sum(map(len, parts)), extra) + parts[0])
                     for part in parts[1:]:  # a blob's large middle part, not copied
                         sock.sendall(part)
@@ -309,15 +330,17 @@ def _write_stats(path: str, started: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until stdin ends or SIGTERM/SIGINT; then write the stats if asked."""
-    global _requests, _tool_calls
+    global _requests, _tool_calls, _GZIP
     started = time.monotonic()
     parser = argparse.ArgumentParser(description="A minimal MCP server for benchmarking MCP clients.")
     parser.add_argument("transport", choices=("stdio", "http"))
     parser.add_argument("--port", type=int, default=0, help="HTTP port (default 0: any free port)")
+    parser.add_argument("--gzip", action="store_true", help="HTTP: gzip answers over 1 KiB for clients that accept it")
     parser.add_argument("--stats", default=os.environ.get("BENCH_SERVER_STATS"),
                         help="write the stats JSON here on exit (default: $BENCH_SERVER_STATS)")
     args = parser.parse_args(argv)
     _requests, _tool_calls = itertools.count(), itertools.count()
+    _GZIP = args.gzip
     previous = {}
     if threading.current_thread() is threading.main_thread():  # signals can only be set there
         for sig in (signal.SIGTERM, signal.SIGINT):  # both unwind to the finally below

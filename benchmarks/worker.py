@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,7 @@ class Server:
     """The benchmark server for one measurement; its CPU cost is read from
     the stats file it writes on exit."""
 
-    def __init__(self, transport: str) -> None:
+    def __init__(self, transport: str, *, gzip: bool = False) -> None:
         fd, self.stats_path = tempfile.mkstemp(prefix="bench-server-", suffix=".json")
         os.close(fd)
         os.unlink(self.stats_path)
@@ -51,6 +52,8 @@ class Server:
         self.target: list[str] | str = self.argv
         if transport == "http":
             argv = [sys.executable, str(SERVER), "http", "--port", "0", "--stats", self.stats_path]
+            if gzip:
+                argv.append("--gzip")
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             assert self.proc.stdout is not None
             self.target = self.proc.stdout.readline().strip()
@@ -134,6 +137,36 @@ def blob(client: Any, size: int) -> dict[str, Any]:
     if received != size:
         raise RuntimeError(f"blob of {received} characters, asked for {size}")
     return {"seconds": seconds, "rss_before_mb": before["rss_mb"], **memory()}
+
+
+def blob_gzip(target: str, size: int, rounds: int) -> dict[str, Any]:
+    """The 10 MB result with compression and without, paired: two clients
+    of one process on one gzip-capable server, taking turns, medians."""
+    from .clients import HTTP, McpSync
+
+    clients = {True: McpSync(HTTP, target, compress=True), False: McpSync(HTTP, target, compress=False)}
+    seconds: dict[bool, list[float]] = {True: [], False: []}
+    wire: dict[bool, int] = {}
+    try:
+        for client in clients.values():
+            client.echo("warm")
+            client.blob(size)  # the server compresses the blob once, here
+        for _ in range(rounds):
+            for compress, client in clients.items():
+                before = client.received()
+                started = time.perf_counter()
+                received = client.blob(size)
+                seconds[compress].append(time.perf_counter() - started)
+                wire[compress] = client.received() - before
+                if received != size:
+                    raise RuntimeError(f"blob of {received} characters, asked for {size}")
+    finally:
+        for client in clients.values():
+            client.close()
+    timed = {compress: statistics.median(samples) for compress, samples in seconds.items()}
+    return {"seconds_gzip": timed[True], "seconds_identity": timed[False], "time_ratio": timed[True] / timed[False],
+            "wire_mb_gzip": wire[True] / 1e6, "wire_mb_identity": wire[False] / 1e6,
+            "wire_ratio": wire[True] / wire[False], **memory()}
 
 
 def growth(client: Any, first: int, total: int) -> dict[str, Any]:
@@ -229,10 +262,13 @@ def cold(spec: dict[str, Any], server: Server) -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    server = Server(spec["transport"])
+    server = Server(spec["transport"], gzip=spec["case"] == "blob_gzip")
     try:
         if spec["case"] == "cold":
             result = cold(spec, server)
+        elif spec["case"] == "blob_gzip":
+            assert isinstance(server.target, str)
+            result = blob_gzip(server.target, spec["size"], spec["rounds"])
         elif spec["client"] == "official_async":
             result = run_async(spec, server)
         else:

@@ -12,12 +12,13 @@ See the README and docs/ for the threading model and the error model.
 from . import handlers
 from ._version import __version__
 from .cache import ResultCache, StaleResult
-from .client import DEFAULT_TIMEOUT, Client, ClientOptions, RequestOptions, connect
+from .client import DEFAULT_TIMEOUT, Client, ClientOptions, RequestOptions, connect, forget_eras
 from .errors import (
     AuthenticationError,
     AuthorizationError,
     AuthorizationRequired,
     ConnectError,
+    ConfigError,
     ConnectionClosed,
     HeaderMismatch,
     HTTPStatusError,
@@ -40,6 +41,7 @@ from .errors import (
     ProtocolError,
     RequestTimeout,
     ResourceNotFound,
+    RoutingError,
     ServerError,
     ServerExited,
     SessionExpired,
@@ -50,13 +52,15 @@ from .errors import (
     VersionNegotiationError,
 )
 from .notifications import Notification, NotificationStream
+from .config import ServerConfig, config_locations, connect_configured, find_config, load_config
+from .group import ClientGroup, GroupItem, Listing
 from .connection import Drops
 from .metrics import MethodStats, Stats
 from .status import Reconnect, Status, StatusChange
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
 from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
-from .transports import HTTP, Custom, Memory, MessageSink, Stdio, Target, Transport
+from .transports import HTTP, SSE, Custom, Memory, MessageSink, Stdio, Target, Transport
 from .types import (
     AudioContent,
     BlobResourceContents,
@@ -84,10 +88,10 @@ from .types import (
 )
 
 __all__ = [
-    "__version__", "connect", "Client", "ClientOptions", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
+    "__version__", "connect", "forget_eras", "Client", "ClientOptions", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
     "jsonrpc",
     # transports
-    "Stdio", "HTTP", "Memory", "Custom", "Target", "Transport", "MessageSink",
+    "Stdio", "HTTP", "SSE", "Memory", "Custom", "Target", "Transport", "MessageSink",
     # types
     "AudioContent", "BlobResourceContents", "CallToolResult", "CompleteResult", "DiscoverResult",
     "EmbeddedResource", "GetPromptResult", "ImageContent", "Implementation", "InitializeResult",
@@ -106,4 +110,7 @@ __all__ = [
     "handlers", "Notification", "NotificationStream", "Drops", "ResultCache", "StaleResult",
     "Status", "StatusChange", "Reconnect", "Stats", "MethodStats", "Overloaded",
     "Subscription", "SubscriptionEnded", "SubscriptionBroken", "SubscriptionResumed",
+    # config files and groups
+    "load_config", "ServerConfig", "config_locations", "find_config", "connect_configured", "ConfigError",
+    "ClientGroup", "GroupItem", "Listing", "RoutingError",
 ]

@@ -84,6 +84,10 @@ class ToolCatalog:
         # Set when a connection is published: whether its transport mirrors
         # tool parameters into headers (Streamable HTTP, 2026-07-28).
         self.mirrors_headers = False
+        # Set likewise: whether its revision has structured tool output
+        # (2025-06-18 on). Before, an `outputSchema` an out-of-spec server
+        # lists is not one the revision knows, so output is not checked.
+        self.structured_output = True
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -233,7 +237,8 @@ class TypedCalls:
         )
         definition = known[0]
         result = CallToolResult.from_wire(raw)
-        if definition is not None and definition.output_schema is not None and not result.is_error:
+        if (definition is not None and definition.output_schema is not None and not result.is_error
+                and catalog.structured_output):
             catalog.check_output(name, definition.output_schema, result)
         return result
 

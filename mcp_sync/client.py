@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import attrs
 
-from . import handshake, multiround
+from . import era_memory, handshake, multiround
 from ._version import __version__
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, SendFn, ToolCatalog, TypedCalls
@@ -50,6 +50,7 @@ from .connection import Connection, Drops, new_id_counter
 from .errors import (
     ConnectionClosed,
     HeaderMismatch,
+    HTTPStatusError,
     InputHandlerError,
     InvalidResult,
     McpError,
@@ -60,6 +61,7 @@ from .errors import (
     TransportError,
     UnsupportedMethod,
     UnsupportedProtocolVersion,
+    VersionNegotiationError,
     copy_error,
     server_error_from_wire,
 )
@@ -84,7 +86,11 @@ from .keepalive import Keepalive
 from .metrics import Metrics, Stats
 from .status import SAFE_TO_RETRY, Reconnect, Status, StatusChange, StatusMonitor
 from .subscriptions import Subscription, SubscriptionBroken
-from .transports import Target, Transport, resolve_target
+from .transports import HTTP, SSE, Memory, Stdio, Target, Transport, resolve_target
+from .transports.http import HTTPTransport
+from .transports.memory import MemoryTransport
+from .transports.sse import SSETransport
+from .transports.stdio import StdioTransport
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -231,6 +237,30 @@ _in_slot = threading.local()
 #: How long a wait on the main thread blocks at most before it lets a
 #: pending `_thread.interrupt_main()` land.
 _MAIN_SLICE = 0.1
+
+
+def forget_eras(target: Any = None) -> None:
+    """Forget the protocol era remembered for a server (`target`, as
+    `connect()` takes it), or for every server when `target` is None.
+
+    `connect()` remembers, for the life of the process, each server that
+    settled on the initialize era (keyed by its stdio command line or its
+    HTTP origin and path), and connects to it again without the
+    `server/discover` probe, which some such servers never answer. A server
+    upgraded in place is noticed by itself (its `initialize` fails and the
+    era is settled again); this is for tests and for forcing a new probe.
+
+    Example::
+
+        mcp_sync.forget_eras(["python", "server.py"])
+        mcp_sync.forget_eras()  # every server
+    """
+    if target is None:
+        era_memory.forget()
+        return
+    resolved = resolve_target(target)
+    if isinstance(resolved, Target):
+        era_memory.forget(resolved.server_key())
 
 
 def _left(timeout: float | None, deadline: float | None) -> float | None:
@@ -583,6 +613,7 @@ class Client:
                 # Kept across a fork (the connection is not): the child's
                 # first call builds its headers before it reconnects.
                 self._catalog.mirrors_headers = conn.transport.mirrors_headers
+                self._catalog.structured_output = self._dialect is None or self._dialect.structured_output
                 return
         conn.close("the client was closed while connecting")
         raise ConnectionClosed("the client is closed")
@@ -624,11 +655,46 @@ class Client:
         allowed = self.allowed_versions
         stateless = [v for v in allowed if versions.dialect_for(v).stateless]
         initialize_era = [v for v in allowed if not versions.dialect_for(v).stateless]
+        if isinstance(self._target, SSE):
+            stateless = self._over_sse(initialize_era)
+        key = self._target.server_key() if isinstance(self._target, Target) else None
+        remembered = era_memory.recall(key)
+        if stateless and initialize_era and remembered is not None:
+            # Settled on the initialize era before in this process: no probe
+            # (a server that swallows it would cost `probe_timeout` again).
+            original = self._target
+            try:
+                if remembered == "sse" and type(original) is HTTP and original.sse_fallback:
+                    # It chose the HTTP+SSE transport before: no refused POSTs this time.
+                    self._abandon_connection(conn, "using the HTTP+SSE transport the server chose before")
+                    self._target = SSE.from_http(original)
+                    conn = self._start_connection()
+                conn = self._initialize_or_fall_back(conn, initialize_era[0])
+                era_memory.remember(key, "sse" if isinstance(self._target, SSE) else "initialize")
+                return conn
+            except (ServerError, VersionNegotiationError, HTTPStatusError) as exc:
+                # The server changed since (upgraded in place): settle afresh.
+                self._target = original
+                log.info("%s no longer takes initialize (%s); settling its protocol era again", self._target, exc)
+                era_memory.forget(key)
+                self._abandon_connection(conn, "settling the protocol era again")
+                conn = self._start_connection()
+                try:
+                    return self._settle_era(conn)
+                except BaseException:
+                    self._abandon_connection(conn, "the connection could not be set up")
+                    raise
         if stateless and initialize_era:
             verdict = self._probe(conn, stateless[0])
             if isinstance(verdict, UseStateless):
                 return conn
-            log.info("falling back to initialize: %s", verdict.reason)
+            if verdict.silent:
+                # The whole probe_timeout went by: say so where a user looks,
+                # once per server and process (the era is remembered below).
+                log.warning("%s did not answer server/discover within %.3g s (probe_timeout); treating it as an "
+                            "initialize-era server for the rest of this process", self._target, self.probe_timeout)
+            else:
+                log.info("falling back to initialize: %s", verdict.reason)
             if isinstance(self._target, Target) and conn.transport.restarts_server:
                 # The probe may already have been processed under the older
                 # lifecycle rules, so start the server afresh.
@@ -639,13 +705,15 @@ class Client:
                 except BaseException:
                     self._abandon_connection(conn, "the connection could not be set up")
                     raise
+                era_memory.remember(key, "initialize")
                 return conn
-            self._initialize(conn, initialize_era[0])
+            conn = self._initialize_or_fall_back(conn, initialize_era[0])
+            era_memory.remember(key, "sse" if isinstance(self._target, SSE) else "initialize")
         elif stateless:
             self._dialect = versions.dialect_for(stateless[0])
             conn.transport.negotiated(self._dialect.version, True)
         else:
-            self._initialize(conn, initialize_era[0])
+            conn = self._initialize_or_fall_back(conn, initialize_era[0])
         return conn
 
     def _after_connect(self, conn: Connection, deadline: float | None = None) -> None:
@@ -682,6 +750,52 @@ class Client:
         self._session = session
         self._declared = self._capabilities()
         self._dialect = versions.dialect_for(session.protocol_version)
+
+    def _over_sse(self, initialize_era: list[str]) -> list[str]:
+        """The stateless versions to probe over HTTP+SSE: none, as the
+        transport only carries the initialize era (so no `server/discover`
+        probe, which some of its servers never answer)."""
+        if not initialize_era:
+            raise VersionNegotiationError(
+                "the HTTP+SSE transport carries only initialize-era protocol versions (2025-11-25 and older), "
+                "and none of them is allowed", requested=list(self.allowed_versions))
+        return []
+
+    def _initialize_or_fall_back(self, conn: Connection, version: str) -> Connection:
+        """`initialize` on `conn`; when a Streamable HTTP URL refuses its POST
+        with 400, 404 or 405, try the old HTTP+SSE transport at the same URL,
+        as the 2025-03-26 revision's backwards-compatibility rules say, and
+        keep it (reconnects use it too) if the server offers it. Returns the
+        connection to keep."""
+        try:
+            self._initialize(conn, version)
+            return conn
+        except HTTPStatusError as exc:
+            target = self._target
+            if (type(target) is not HTTP or not target.sse_fallback or type(exc) is not HTTPStatusError
+                    or exc.status not in (400, 404, 405)):
+                raise
+            refusal = exc
+        sse = SSE.from_http(target)
+        self._abandon_connection(conn, "trying the HTTP+SSE transport")
+        self._target = sse
+        try:
+            new = self._start_connection()
+        except McpError as exc:
+            self._target = target
+            raise HTTPStatusError(f"{refusal} (the HTTP+SSE fallback failed too: {exc})", status=refusal.status,
+                                  body=refusal.body, headers=refusal.headers) from exc
+        except BaseException:
+            self._target = target
+            raise
+        log.info("%s refused the Streamable HTTP POST (HTTP %d) and serves the HTTP+SSE transport: using it",
+                 target.url, refusal.status)
+        try:
+            self._initialize(new, version)
+        except BaseException:
+            self._abandon_connection(new, "the connection could not be set up")
+            raise
+        return new
 
     def _capabilities(self, handlers: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the client declares: what its handlers imply, merged with
@@ -994,6 +1108,28 @@ class Client:
     # -- what was settled --------------------------------------------------------------
 
     @property
+    def transport_kind(self) -> str:
+        """The transport in use: "stdio", "streamable-http", "sse" (the old
+        HTTP+SSE transport, given as `SSE(url)` or chosen by the automatic
+        fallback of a URL), "memory" (in-process) or "custom".
+
+        Example::
+
+            client = mcp_sync.connect("http://127.0.0.1:8000/sse")
+            print(client.transport_kind)  # "sse" for an HTTP+SSE-only server
+        """
+        target = self._target
+        if isinstance(target, (SSE, SSETransport)):
+            return "sse"
+        if isinstance(target, (HTTP, HTTPTransport)):
+            return "streamable-http"
+        if isinstance(target, (Stdio, StdioTransport)):
+            return "stdio"
+        if isinstance(target, (Memory, MemoryTransport)):
+            return "memory"
+        return "custom"
+
+    @property
     def protocol_version(self) -> str:
         """The protocol version in use, e.g. ``"2026-07-28"``."""
         return self._require_dialect().version
@@ -1007,6 +1143,19 @@ class Client:
     def session(self) -> InitializeResult | None:
         """What `initialize` returned (initialize era only; else None)."""
         return self._session
+
+    @property
+    def session_id(self) -> str | None:
+        """The HTTP session id the server gave (`Mcp-Session-Id`, initialize
+        era over Streamable HTTP), or None: no session, or another transport.
+
+        Example::
+
+            with mcp_sync.connect(url, protocol="2025-11-25") as client:
+                log.info("MCP session %s", client.session_id)
+        """
+        conn = self._held.conn
+        return None if conn is None else getattr(conn.transport, "session_id", None)
 
     @property
     def server_info(self) -> Implementation | None:
@@ -1200,6 +1349,8 @@ class Client:
         -32020 (header mismatch) `refresh_headers()` is called once, to learn
         what the server expects, and the round is sent again."""
         extra_handlers = check_input_handlers(options.get("input_handlers"))
+        if extra_handlers:
+            self._check_declarable(extra_handlers)
         # Read-only below: the client's own mapping serves when nothing is added.
         handlers = {**self.input_handlers, **extra_handlers} if extra_handlers else self.input_handlers
         max_rounds = options.get("max_input_rounds", self.max_input_rounds)
@@ -1224,6 +1375,21 @@ class Client:
             input_responses=responses, request_state=state, schemas=self._catalog.schemas,
             max_total_timeout=options.get("max_total_timeout", self.max_total_timeout),
         )
+
+    def _check_declarable(self, handlers: Mapping[str, Any]) -> None:
+        """In the initialize era, capabilities are fixed by `initialize`: a
+        per-call handler for a kind the client did not declare would only
+        meet the server's -32021, so it is refused before anything is sent."""
+        dialect = self._dialect
+        if dialect is None or dialect.stateless:
+            return
+        missing = sorted(kind for kind in handlers if not inputs.declared(kind, self._declared))
+        if missing:
+            raise ValueError(
+                f"this connection settled on protocol {dialect.version} (initialize era), where the client's "
+                f"capabilities are fixed at connect(): it did not declare {', '.join(missing)}, so a per-call "
+                f"handler for it cannot be used; pass input_handlers={{{', '.join(repr(k) + ': ...' for k in missing)}}} "
+                "to connect() instead")
 
     def _send_once(self, call: Call) -> dict[str, Any]:
         """One round's result (which may be `input_required`), from the

@@ -24,6 +24,12 @@ message goes (`router.py` has the rules) and carries the answer out:
 - to the `on_notification` hook, which only queues for the client's
   dispatcher thread.
 
+A JSON-RPC batch (a list, as `jsonrpc.parse` returns it; revision
+2025-03-26 lets a server send one) is split here, so every transport gets
+it: each item is routed as if it had come alone, in order, and invalid
+items fail the channel as an invalid message does, once the valid ones are
+routed.
+
 Who writes: a caller writes its own request (on its own thread). Everything
 else (cancellations, answers to server requests, refusals) goes through the
 sender's bounded queue, so neither a reader nor a caller that gave up ever
@@ -751,7 +757,38 @@ class Connection:
 
     # -- the reader side (MessageSink) ---------------------------------------------
 
-    def deliver(self, message: dict[str, Any], related_to: int | str | None = None) -> None:
+    def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None) -> None:
+        if isinstance(message, list):
+            self._deliver_batch(message, related_to)
+            return
+        invalid = self._route(message, related_to)
+        if invalid is not None:
+            self.transport_failed(InvalidMessage(f"the server sent an invalid message: {invalid}"))
+
+    def _deliver_batch(self, batch: list[Any], related_to: int | str | None) -> None:
+        """A JSON-RPC batch (revision 2025-03-26 lets a server send one): each
+        item is routed as if it had come alone, in order. Invalid items are
+        reported the way an invalid message is (the channel fails) only once
+        every valid item has been routed, so a response in the same batch
+        still reaches its caller first (it precedes the failure in its inbox)."""
+        try:
+            jsonrpc.check_batch(batch)
+        except InvalidMessage as exc:
+            self.transport_failed(InvalidMessage(f"the server sent an invalid batch: {exc}"))
+            return
+        invalid: list[str] = []
+        for index, item in enumerate(batch):
+            reason = self._route(item, related_to)
+            if reason is not None:
+                invalid.append(f"item {index}: {reason}")
+        if invalid:
+            self.transport_failed(InvalidMessage(
+                f"the server sent a batch (a JSON list) of {len(batch)} messages, {len(invalid)} of them "
+                f"invalid: {invalid[0]}"))
+
+    def _route(self, message: Any, related_to: int | str | None) -> str | None:
+        """Route one message and carry the route out; the reason when it is
+        not a valid JSON-RPC message (the caller decides how to report it)."""
         with self._lock:  # once per message: this is the hot path
             dest, owner, event, payload = self._router.receive(message, related_to)
             if dest is routes.CALL:
@@ -759,7 +796,7 @@ class Connection:
                 # nothing more can land in its inbox unseen.
                 overflow = owner.inbox.put(event, payload)
                 if overflow is None:
-                    return
+                    return None
         if dest is routes.CALL:
             self._overflowed(owner, event, payload, overflow)
         elif dest is routes.SUBSCRIPTION:
@@ -774,7 +811,7 @@ class Connection:
         elif dest is routes.CLIENT_LOG:
             self._client_log(payload)
         elif dest is routes.INVALID:
-            self.transport_failed(InvalidMessage(f"the server sent an invalid message: {event}"))
+            return str(event)
         elif payload.get("method") == "notifications/cancelled":
             # Withdrawn by the server: its handler timeout is moot.
             self._sender.cancel(("handler timeout", (payload.get("params") or {}).get("requestId")))
@@ -783,6 +820,7 @@ class Connection:
             log.warning("the server sent an error about no request: %s", payload.get("error"))
         else:
             log.debug("dropped %s", event)
+        return None
 
     def _overflowed(self, pending: Pending, event: str, payload: Any, overflow: str | None) -> None:
         """A call's inbox was full (outside the lock: this refuses and logs)."""

@@ -36,7 +36,9 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │   ├── InputHandlerError       a handler failed or answered something invalid
     │   ├── InputRoundsExceeded     still asking after max_input_rounds
     │   └── MalformedInputRequest   an input_required result that cannot be answered
-    └── ToolError                   raised by CallToolResult.raise_for_error()
+    ├── ToolError                   raised by CallToolResult.raise_for_error()
+    ├── ConfigError                 a server config file that cannot be used
+    └── RoutingError                a ClientGroup cannot tell which server a name is for
 
 Only `ServerError` and its subclasses stand for something the server sent;
 every other class is decided locally, so a local failure never looks like an
@@ -84,6 +86,8 @@ __all__ = [
     "InputRoundsExceeded",
     "MalformedInputRequest",
     "ToolError",
+    "ConfigError",
+    "RoutingError",
     "server_error_from_wire",
 ]
 
@@ -497,6 +501,28 @@ class ToolError(McpError):
 
     def __init__(self, message: str, *, result: Any) -> None:
         self.result = result
+        super().__init__(message)
+
+
+class ConfigError(McpError, ValueError):
+    """A server config file (or mapping) that cannot be used: bad JSON, an
+    unknown server name, an entry with neither `command` nor `url`, an
+    unknown `type`, a missing environment variable. The message names the
+    file and the server. See `mcp_sync.load_config()`."""
+
+
+class RoutingError(McpError, LookupError):
+    """A `ClientGroup` cannot tell which server a name belongs to: no server
+    offers it (`candidates` is empty), or several do (`candidates` lists the
+    qualified names to choose from).
+
+    Attributes:
+        candidates (list[str]): The qualified names (for a resource, the
+            server names) to choose from; empty when no server offers it.
+    """
+
+    def __init__(self, message: str, *, candidates: list[str] | None = None) -> None:
+        self.candidates = list(candidates or [])
         super().__init__(message)
 
 

@@ -101,13 +101,15 @@ def initialize(
 ) -> InitializeResult:
     """The initialize handshake: `initialize`, a check of the negotiated
     version, then `notifications/initialized`. Returns the session."""
+    dialect = versions.dialect_for(version)
     params = {
         "protocolVersion": version,
         # A capability the revision lacks is not declared (elicitation
-        # before 2025-06-18). When negotiating down, `version` is the newest
-        # asked for, so nothing is dropped then.
-        "capabilities": versions.dialect_for(version).declarable_capabilities(identity.capabilities),
-        "clientInfo": identity.client_info,
+        # before 2025-06-18), nor a clientInfo field (title). When
+        # negotiating down, `version` is the newest asked for, so nothing
+        # is dropped then.
+        "capabilities": dialect.declarable_capabilities(identity.capabilities),
+        "clientInfo": dialect.client_info(identity.client_info),
     }
     pending = conn.send_request("initialize", params, cancellable=False)
     response = conn.wait(pending, timeout=timeout, on_log=on_log, on_server_request=on_server_request)

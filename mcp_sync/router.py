@@ -7,6 +7,9 @@ beyond routing. It is plain data in, a route out, so every rule below is
 tested on plain data (`tests/test_router.py`, with hypothesis); the engine
 (`connection.py`) holds its lock around every call and carries the route out.
 
+It routes one message at a time: the engine splits a JSON-RPC batch and
+hands its items here one by one (an item that is not an object is INVALID).
+
 The rules, in the order they are tried:
 
 - A response goes to the call or subscription with its id, which leaves the

@@ -94,6 +94,16 @@ _install_checker()
 
 
 @pytest.fixture(autouse=True)
+def fresh_era_memory():
+    # The era a server settled on is remembered for the process; each test
+    # starts as a new process would, whatever an earlier test connected to.
+    from mcp_sync import era_memory
+
+    era_memory.forget()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def validate_sent_messages():
     first = len(_failures)
     yield _checker

@@ -1,6 +1,7 @@
 """The public API against the bundled demo server (in-process and over stdio)."""
 
 import logging
+import re
 import threading
 
 import pytest
@@ -411,6 +412,13 @@ def test_reset_timeout_on_progress_works_without_a_callback():
 def test_bad_targets(target, exc):
     with pytest.raises(exc):
         mcp_sync.connect(target)
+
+
+def test_a_command_line_as_one_string_gets_a_hint_that_splits_it():
+    with pytest.raises(TypeError, match=re.escape("e.g. ['python', 'server.py', '--port', '8080']")):
+        mcp_sync.connect("python server.py --port 8080")
+    with pytest.raises(mcp_sync.ConnectError, match=re.escape("separate strings: ['python', 'server.py']")):
+        mcp_sync.connect(["python server.py"])
 
 
 def test_custom_target_and_bare_transport():

@@ -113,6 +113,19 @@ def test_per_request_handlers_win_and_add_capabilities():
         assert client.call_tool("summarize", {"text": "x"}, input_handlers={"sampling": sampling}).text == "a short summary"
 
 
+def test_in_the_initialize_era_a_per_call_handler_needs_its_kind_declared_at_connect():
+    with mcp_sync.connect(demo_server(), protocol="2025-11-25", input_handlers={"form": form_answer("Client")}) as client:
+        # Declared at connect: a per-call handler for it is accepted (on a
+        # shared pipe the client's own answers, see test_concurrent_callers...).
+        assert client.call_tool("book_table", {"date": "fri"},
+                                input_handlers={"form": form_answer("Call", 5)}).text.startswith("Booked for")
+        sent_before = client.stats().bytes_sent
+        with pytest.raises(ValueError, match=r"did not declare sampling.*pass input_handlers=\{'sampling': \.\.\.\} to connect\(\)"):
+            client.call_tool("summarize", {"text": "x"}, input_handlers={"sampling": sampling})
+        assert client.stats().bytes_sent == sent_before  # refused before anything was sent
+        assert client.call_tool("book_table", {"date": "fri"}).text == "Booked for 3 under Client"
+
+
 def test_answer_input_false_and_answering_by_hand():
     with mcp_sync.connect(demo_server(), input_handlers={"form": form_answer()}) as client:
         with pytest.raises(mcp_sync.InputRequired) as info:

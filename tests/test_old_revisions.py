@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 import mcp_sync
+import mcp_sync.testing
 from mcp_sync.protocol import versions
 from mcp_sync.types import AudioContent, CallToolResult, Tool
-from tests.conftest import scripted
+from tests.conftest import demo_command, scripted
 from tests.schema_check import SchemaChecker
 
 OLD = ["2025-03-26", "2024-11-05"]
@@ -233,3 +234,193 @@ def test_streamable_http_2025_03_26(old_http, pin):
             assert headers.get("Mcp-Session-Id") == "s-1"
             # 2025-03-26 has no MCP-Protocol-Version header (added in 2025-06-18).
             assert "MCP-Protocol-Version" not in headers, message["method"]
+
+
+# -- the test server pinned to an old revision: everything the client sends ----------
+
+
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "short."}, "model": "m"}
+ROOTS = {"roots": [{"uri": "file:///work", "name": "work"}]}
+
+
+@pytest.fixture
+def sent_methods(monkeypatch):
+    """Every message the stdio and memory transports send, in order (the
+    schema checker of conftest validates each against the revision)."""
+    from mcp_sync.transports.memory import MemoryTransport
+    from mcp_sync.transports.stdio import StdioTransport
+
+    sent = []
+    for cls in (StdioTransport, MemoryTransport):
+        def send(self, message, *args, _original=cls.send, **kwargs):
+            sent.append(message)
+            return _original(self, message, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "send", send)
+    return sent
+
+
+def _old_target(kind, version):
+    if kind == "memory":
+        return mcp_sync.testing.demo_server(versions=[version])
+    return demo_command("--versions", version)
+
+
+@pytest.mark.parametrize("kind", ["memory", "stdio"])
+@pytest.mark.parametrize("version", OLD)
+def test_every_request_kind_at_an_old_revision(kind, version, sent_methods, validate_sent_messages):
+    # tools, progress, structured output's absence, resources, prompts,
+    # completion, logging/setLevel, ping, cancellation, and answers to
+    # roots/list and sampling/createMessage: each message checked against
+    # the schema of `version` by the conftest checker.
+    checked = validate_sent_messages.checked
+    handlers = {"roots": lambda params: ROOTS, "sampling": lambda params: SAMPLED,
+                "form": lambda params: {"action": "decline"}}
+    with mcp_sync.connect(_old_target(kind, version), protocol=version, input_handlers=handlers,
+                          log_level="info", client_info={"name": "c", "version": "1", "title": "The C"}) as client:
+        assert client.protocol_version == version
+        tools = {t.name: t for t in client.list_tools()}
+        assert all(t.title is None and t.output_schema is None for t in tools.values())
+        # Tool annotations came with 2025-03-26.
+        assert (tools["echo"].annotations is not None) is (version == "2025-03-26")
+        seen = []
+        assert client.call_tool("countdown", {"steps": 2, "delay": 0}, progress=seen.append).text == "liftoff"
+        assert [p.progress for p in seen] == [1, 2]
+        weather = client.call_tool("weather", {"city": "Oslo"})
+        assert weather.structured_content is None and weather.content
+        assert client.call_tool("show_roots", {}).text == "file:///work"
+        assert client.call_tool("summarize", {"text": "long"}).text == "short."
+        assert client.call_tool("log", {"level": "warning", "message": "hi"}).text == "logged"
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.call_tool("sleep", {"seconds": 5}, timeout=0.2)
+        assert client.list_resources() and client.list_resource_templates()
+        assert client.read_resource("demo://readme").contents
+        prompts = client.list_prompts()
+        assert all(p.title is None for p in prompts)
+        assert client.get_prompt("greet", {"name": "Ada"}).messages
+        assert client.complete({"type": "ref/prompt", "name": "greet"}, "style", "f").values is not None
+        client.request("logging/setLevel", {"level": "debug"})
+        client.ping()
+    methods = [m.get("method") for m in sent_methods]
+    for method in ("initialize", "notifications/initialized", "logging/setLevel", "tools/list", "tools/call",
+                   "notifications/cancelled", "resources/list", "resources/templates/list", "resources/read",
+                   "prompts/list", "prompts/get", "completion/complete", "ping"):
+        assert method in methods, method
+    answers = [m for m in sent_methods if "method" not in m]
+    assert {"roots", "model"} <= {key for m in answers for key in m.get("result", {})}, answers
+    initialize = sent_methods[0]
+    # Pinned: the revision's own shapes, no elicitation, no clientInfo title.
+    assert initialize["params"]["clientInfo"] == {"name": "c", "version": "1"}
+    assert set(initialize["params"]["capabilities"]) == {"roots", "sampling"}
+    assert validate_sent_messages.checked - checked == len(sent_methods)
+
+
+@pytest.mark.parametrize("version", OLD)
+def test_elicitation_is_not_offered_to_an_old_server(version):
+    # The client has a form handler, yet declares no elicitation: the
+    # server's tool learns that the client lacks the capability.
+    server = mcp_sync.testing.demo_server(versions=[version])
+    with mcp_sync.connect(server, protocol=version,
+                          input_handlers={"form": lambda params: {"action": "accept", "content": {}}}) as client:
+        result = client.call_tool("book_table", {"date": "today"})
+    assert result.is_error and "elicitation" in result.text
+
+
+def test_client_info_title_is_kept_where_the_revision_has_it(tmp_path):
+    record = tmp_path / "record"
+    info = {"name": "c", "version": "1", "title": "The C"}
+    with mcp_sync.connect(scripted("--versions", "2025-06-18", "--record", str(record)), protocol="2025-06-18",
+                          client_info=info):
+        pass
+    assert received(record)[0]["params"]["clientInfo"] == info
+    for version in OLD:
+        assert versions.dialect_for(version).client_info(info) == {"name": "c", "version": "1"}
+
+
+def test_no_output_validation_before_structured_output():
+    # A 2025-03-26 server that lists an outputSchema (not in its revision)
+    # and answers with text only, as that revision's servers do: no
+    # OutputValidationError, since the revision has no structured output.
+    from tests.test_batches import BATCHING
+
+    assert versions.dialect_for("2025-03-26").structured_output is False
+    assert versions.dialect_for("2025-06-18").structured_output is True
+    with mcp_sync.connect(BATCHING, protocol="2025-03-26") as client:
+        assert client.list_tools()[0].output_schema is not None
+        result = client.call_tool("weather", {})
+    assert result.text == "sunny" and result.structured_content is None
+
+
+def test_results_with_fields_of_other_revisions_parse():
+    # An old server's result with fields its revision lacks (or unknown
+    # ones) still parses; what the types do not name stays in `raw`.
+    tool = Tool.from_wire({"name": "t", "inputSchema": {"type": "object"}, "icons": [{"src": "x"}],
+                           "somethingNew": 1})
+    assert tool.name == "t" and tool.raw["somethingNew"] == 1
+    result = CallToolResult.from_wire({"content": [{"type": "text", "text": "x"}, {"type": "future", "z": 1}],
+                                       "structuredContent": {"a": 1}, "extra": True})
+    assert result.structured_content == {"a": 1} and result.content[0].text == "x" and len(result.content) == 2
+
+
+@pytest.mark.parametrize("version", OLD)
+def test_streamable_http_test_server_at_an_old_revision(version):
+    # The bundled test server pinned to an old revision over Streamable
+    # HTTP: no MCP-Protocol-Version header (the server accepts its absence
+    # only there), progress on the POST stream, roots and sampling answered
+    # by POST; every posted message valid under `version`.
+    handlers = {"roots": lambda params: ROOTS, "sampling": lambda params: SAMPLED}
+    with mcp_sync.testing.HTTPServer(mcp_sync.testing.demo_server(versions=[version])) as http:
+        with mcp_sync.connect(http.url, protocol=version, input_handlers=handlers) as client:
+            assert client.protocol_version == version
+            seen = []
+            assert client.call_tool("countdown", {"steps": 2, "delay": 0}, progress=seen.append).text == "liftoff"
+            assert [p.progress for p in seen] == [1, 2]
+            assert client.call_tool("show_roots", {}).text == "file:///work"
+            assert client.call_tool("summarize", {"text": "long"}).text == "short."
+            assert client.call_tool("weather", {"city": "Oslo"}).structured_content is None
+        posts = [r for r in http.requests if r.method == "POST" and isinstance(r.json, dict)]
+    assert {"roots", "model"} <= {k for r in posts for k in r.json.get("result", {})}
+    for record in posts:
+        under = None if record.json.get("method") == "initialize" else version
+        assert SCHEMAS.check(None, record.json, version=under) is None
+        assert record.headers.get("MCP-Protocol-Version") is None, record.json
+
+
+def test_the_test_server_wants_the_version_header_from_2025_06_18_on():
+    # The leniency above is for the old revisions only.
+    import urllib.request
+
+    with mcp_sync.testing.HTTPServer(mcp_sync.testing.demo_server(versions=["2025-06-18"])) as http:
+        with mcp_sync.connect(http.url, protocol="2025-06-18") as client:
+            client.list_tools()
+            session = next(r.headers.get("Mcp-Session-Id") for r in http.requests
+                           if r.json and r.json.get("method") == "tools/list")
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+            request = urllib.request.Request(http.url, body, method="POST", headers={
+                "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                "Mcp-Session-Id": session})
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(request, timeout=5)
+    assert info.value.code == 400 and b"MCP-Protocol-Version" in info.value.read()
+
+
+def test_the_test_server_shapes_results_per_revision():
+    from mcp_sync.testing._shapes import shape
+
+    content = [{"type": "text", "text": "t"}, {"type": "audio", "data": "AA", "mimeType": "audio/wav"},
+               {"type": "resource_link", "uri": "demo://x", "name": "x"}]
+    call = {"content": content, "structuredContent": {"a": 1}}
+    assert shape("2025-06-18", "tools/call", call) is call
+    assert [c["type"] for c in shape("2025-03-26", "tools/call", call)["content"]] == ["text", "audio"]
+    old = shape("2024-11-05", "tools/call", call)
+    assert [c["type"] for c in old["content"]] == ["text"] and "structuredContent" not in old
+    assert call["structuredContent"] == {"a": 1}  # the original is left alone
+    tools = {"tools": [{"name": "t", "title": "T", "inputSchema": {}, "outputSchema": {}, "annotations": {}}]}
+    assert shape("2025-03-26", "tools/list", tools)["tools"] == [{"name": "t", "inputSchema": {}, "annotations": {}}]
+    assert shape("2024-11-05", "tools/list", tools)["tools"] == [{"name": "t", "inputSchema": {}}]
+    init = {"protocolVersion": "2024-11-05", "capabilities": {"tools": {}, "completions": {}},
+            "serverInfo": {"name": "s", "version": "1", "title": "S"}}
+    shaped = shape("2024-11-05", "initialize", init)
+    assert shaped["serverInfo"] == {"name": "s", "version": "1"} and shaped["capabilities"] == {"tools": {}}
+    prompts = {"prompts": [{"name": "p", "title": "P", "arguments": [{"name": "a", "title": "A"}]}]}
+    assert shape("2025-03-26", "prompts/list", prompts)["prompts"] == [{"name": "p", "arguments": [{"name": "a"}]}]

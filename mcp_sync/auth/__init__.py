@@ -10,7 +10,9 @@ function, or an object. An object may also offer:
   of `token()`; DPoP needs a proof per request);
 - `handle_challenge(status, headers)`: called on a 401 or 403 (at most 3
   times per request); return True to retry with fresh headers;
-- `attach(server_url)`: told which server it authorizes for.
+- `attach(server_url)`: told which server it authorizes for;
+- `use_network(settings)`: given the target's `mcp_sync.network.NetworkSettings`
+  (proxy, TLS), so its own requests take the same network path.
 
 The OAuth client is made of such providers (imported on first use, so
 `import mcp_sync` stays light):
@@ -21,7 +23,7 @@ The OAuth client is made of such providers (imported on first use, so
 - `ClientCredentials`, `JwtBearer`, `EnterpriseManaged`: grants without a
   person (see `mcp_sync.auth.grants`);
 - `MemoryStorage`, `FileStorage`, or your own `TokenStorage`;
-- `DPoP` and `SigningKey` (`pip install 'mcp-sync[jwt]'` for keys);
+- `DPoP` and `SigningKey` (`pip install 'mcp-sync-client[jwt]'` for keys);
 - `EndpointNotAllowed`: raised when a server names a URL on an address it
   may not make the client reach (see `mcp_sync.auth.network`).
 

@@ -11,6 +11,11 @@ Bounds, whatever the server does:
 - Size: the client asks for `identity`; a body encoded anyway with gzip
   or deflate is decoded under the same limit (a small "gzip bomb" never
   grows past it), any other coding is refused.
+- Network path: given the `NetworkSettings` of the transport being
+  authorized for (see `mcp_sync.network`), a request takes its proxy (the
+  same choice, environment and NO_PROXY included) and its TLS context (an
+  `ssl.SSLContext` too, through the adapter); requests' own environment
+  handling is then off, so nothing else decides the path.
 - Time: `timeout` is a total for one request, from connecting to the last
   byte. `requests` only bounds each socket read, so a server sending one
   byte every 100 ms would hold a request for as long as it likes; here a
@@ -25,11 +30,13 @@ import http.client
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 import requests
@@ -38,7 +45,8 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from ..errors import AuthorizationError
+from ..errors import AuthorizationError, ConnectError
+from ..network import NetworkSettings, ProxyURL
 
 log = logging.getLogger("mcp_sync.auth")
 
@@ -150,6 +158,38 @@ _POOLS: dict[str, type[HTTPConnectionPool]] = {"http": _WatchedHTTPPool, "https"
 
 
 class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    """With `network`: TLS by its context, built once (requests takes no
+    `ssl.SSLContext` of its own, so the pool key carries it instead of
+    `verify` and `cert`, and `cert_verify` is off so that requests never
+    loads a CA file into it: measured in the proxy tests)."""
+
+    def __init__(self, network: NetworkSettings | None = None) -> None:
+        self._network = network
+        self._context: ssl.SSLContext | None = None
+        self._context_lock = threading.Lock()
+        super().__init__()
+
+    def _tls_context(self) -> ssl.SSLContext:
+        assert self._network is not None
+        with self._context_lock:
+            if self._context is None:
+                self._context = self._network.tls_context()
+            return self._context
+
+    def build_connection_pool_key_attributes(
+        self, request: requests.PreparedRequest, verify: Any, cert: Any = None,
+    ) -> Any:
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        if self._network is None:
+            return host_params, pool_kwargs
+        return host_params, ({"ssl_context": self._tls_context()} if host_params["scheme"] == "https" else {})
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        if self._network is None:
+            super().cert_verify(conn, url, verify, cert)  # type: ignore[no-untyped-call]
+        # Else the pool's context decides: requests would set a CA file (its
+        # certifi bundle) on the pool, which urllib3 loads into that context.
+
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = _POOLS
@@ -161,10 +201,13 @@ class _WatchedAdapter(requests.adapters.HTTPAdapter):
         return manager
 
 
-def new_session() -> requests.Session:
-    """A session whose requests the watchdog can end at their deadline."""
+def new_session(network: NetworkSettings | None = None) -> requests.Session:
+    """A session whose requests the watchdog can end at their deadline;
+    with `network`, on that network path only (see the module docstring)."""
     session = requests.Session()
-    adapter = _WatchedAdapter()
+    if network is not None:
+        session.trust_env = False  # the proxy and the CAs are the network's, chosen once
+    adapter = _WatchedAdapter(network)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -196,24 +239,35 @@ def fetch(
     json_body: Mapping[str, Any] | None = None,
     why_late: str | None = None,
     label: str | None = None,
+    network: NetworkSettings | None = None,
 ) -> RawAnswer:
     """One request, done within `timeout` seconds in total, its body read
     to at most `max_bytes` (past that: an error, or with `truncate` the
     first `max_bytes`). Redirects are not followed. Raises
     `AuthorizationError` for every failure, naming the request `label`
     (default: the method and URL); `why_late` replaces the message's
-    reason when the time runs out."""
+    reason when the time runs out. `network`: the network path (ignored
+    when `session` is given: a session of the caller's is used as it is)."""
     label = label or f"{method} {url}"
     sent = {"Accept-Encoding": "identity", **(headers or {})}
     own = session is None
-    active = session if session is not None else new_session()
+    proxy: ProxyURL | None = None
+    proxies: dict[str, str] | None = None
+    if own and network is not None:
+        try:
+            proxy = network.proxy_for(url)
+        except ConnectError as exc:
+            raise AuthorizationError(f"{label} was not sent: {exc}") from None
+        scheme = url.split(":", 1)[0].lower()
+        proxies = {scheme: _proxy_for_requests(proxy)} if proxy is not None else {}
+    active = session if session is not None else new_session(network if own else None)
     watch = _Watch(time.monotonic() + timeout)
     _active.watch = watch
     try:
         with active.request(
             method, url, data=dict(data) if data is not None else None,
             json=dict(json_body) if json_body is not None else None, headers=sent,
-            timeout=(timeout, timeout), verify=verify, allow_redirects=False, stream=True,
+            timeout=(timeout, timeout), verify=verify, allow_redirects=False, stream=True, proxies=proxies,
         ) as response:
             # A session of the caller's has no watched pool: watch the
             # socket now, for the body at least.
@@ -226,6 +280,10 @@ def fetch(
             raise AuthorizationError(
                 f"{label} did not complete within {why_late or f'{timeout:g} s (timeout)'}"
             ) from None
+        if proxy is not None and isinstance(exc, requests.exceptions.ProxyError):
+            # Its text holds the proxy URL, credentials included: never shown.
+            raise AuthorizationError(f"{label} failed: the proxy {proxy.address} refused or could not carry it "
+                                     "(ProxyError)") from None
         # The exception text can hold the URL but never a form value.
         raise AuthorizationError(f"{label} failed: {type(exc).__name__}") from None
     finally:
@@ -233,6 +291,14 @@ def fetch(
         watch.stop()
         if own:
             active.close()
+
+
+def _proxy_for_requests(proxy: ProxyURL) -> str:
+    """The proxy as requests takes it: a URL, credentials percent-encoded."""
+    if proxy.username is None:
+        return str(proxy)
+    secret = f"{quote(proxy.username, safe='')}:{quote(proxy.password or '', safe='')}"
+    return f"http://{secret}@{proxy.address}"
 
 
 def _read_body(response: requests.Response, label: str, limit: int, truncate: bool) -> bytes:
@@ -316,9 +382,14 @@ class AuthHTTP:
         verify: bool | str = True,
         max_bytes: int = DEFAULT_MAX_BYTES,
         session: requests.Session | None = None,
+        network: NetworkSettings | None = None,
     ) -> None:
         self.timeout = timeout
         self.verify = verify
+        #: The network path of every request (replaced by the transport's
+        #: through the provider's `use_network()`); default: `verify`, the
+        #: environment's proxy.
+        self.network = network if network is not None else NetworkSettings(verify=verify)
         self.max_bytes = max_bytes
         # Without a session of the user's, each request gets its own and
         # closes it: the flow talks to an authorization server a few times
@@ -389,7 +460,7 @@ class AuthHTTP:
             if left < timeout:
                 timeout, why_late = left, budget
         raw = fetch(method, url, timeout=timeout, verify=self.verify, max_bytes=self.max_bytes,
-                    session=self._session, headers={"Accept": "application/json", **(headers or {})},
+                    session=self._session, network=self.network, headers={"Accept": "application/json", **(headers or {})},
                     data=form, json_body=json_body, why_late=why_late)
         parsed: Any = None
         if raw.body:

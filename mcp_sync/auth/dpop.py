@@ -14,7 +14,7 @@ Example::
     if is_use_dpop_nonce(response.status, response.headers, body) and dpop.nonce_from(token_url, response.headers):
         headers = {"DPoP": dpop.proof("POST", token_url)}   # retry once, now with the nonce
 
-Needs the optional `cryptography` package (``pip install 'mcp-sync[jwt]'``).
+Needs the optional `cryptography` package (``pip install 'mcp-sync-client[jwt]'``).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import ssl
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
@@ -36,6 +37,7 @@ from urllib.parse import quote, urlsplit
 import attrs
 
 from ..errors import AuthorizationError, OAuthError
+from ..network import NetworkSettings, check_tls_options
 from . import discovery
 from ._http import DEFAULT_MAX_BYTES, Answer, AuthHTTP
 from .dpop import DPoP, is_use_dpop_nonce
@@ -82,7 +84,7 @@ class FlowOptions(TypedDict, total=False):
     dpop: bool | DPoP
     timeout: float
     authorization_timeout: float
-    verify: bool | str
+    verify: bool | str | ssl.SSLContext | None
     max_response_bytes: int
     allow_private_network: bool
 
@@ -125,7 +127,11 @@ class TokenFlow:
       authorization may take together (discovery, registration, token
       requests; 120 s by default). The time a person spends in the browser
       does not count.
-    - `verify`: TLS verification for those requests (as in `requests`).
+    - `verify`: TLS verification for those requests: True, False, a CA
+      bundle path or an `ssl.SSLContext`. By default, that of the `HTTP`
+      target the provider is used with: its requests take the transport's
+      network path (`verify`, `cert`, `proxy`, `trust_env`; see
+      `use_network()`), so one client has one network path.
     - `max_response_bytes`: the size limit for metadata and token answers.
     - `allow_private_network`: let the MCP server (and its authorization
       server) send the client to loopback, private and link-local
@@ -147,7 +153,7 @@ class TokenFlow:
         dpop: bool | DPoP = False,
         timeout: float = 30.0,
         authorization_timeout: float = 120.0,
-        verify: bool | str = True,
+        verify: bool | str | ssl.SSLContext | None = None,
         max_response_bytes: int = DEFAULT_MAX_BYTES,
         allow_private_network: bool = False,
     ) -> None:
@@ -165,9 +171,13 @@ class TokenFlow:
         self._storage: TokenStorage = storage if storage is not None else MemoryStorage()
         self._authorization_server = authorization_server
         self._dpop: DPoP | None = DPoP() if dpop is True else (dpop or None)
-        self._http = AuthHTTP(timeout=timeout, verify=verify, max_bytes=max_response_bytes)
+        #: The provider's own `verify`, which wins over the transport's.
+        self._verify = None if verify is None else check_tls_options(verify, None)[0]
+        self._http = AuthHTTP(timeout=timeout, max_bytes=max_response_bytes,
+                              network=NetworkSettings(verify=True if self._verify is None else self._verify))
         self._authorization_timeout = float(authorization_timeout)
-        self._network = NetworkPolicy(allow_private_network=allow_private_network)
+        self._network = NetworkPolicy(allow_private_network=allow_private_network,
+                                      proxy_for=self._http.network.proxy_for)
         self._lock = threading.RLock()
         self._tokens: Tokens | None = None
         self._loaded = False
@@ -199,6 +209,17 @@ class TokenFlow:
                 f"this {type(self).__name__} authorizes for {current}; make another one for {server_url}"
             )
         self._server_url = server_url
+
+    def use_network(self, network: NetworkSettings) -> None:
+        """Take the network path of the transport this provider authorizes
+        for (called by the `HTTP` target): its proxy, `trust_env`, client
+        certificate and TLS verification, unless `verify=` was given to the
+        provider itself."""
+        if self._verify is not None:
+            keep_cert = not isinstance(self._verify, ssl.SSLContext)
+            network = attrs.evolve(network, verify=self._verify, cert=network.cert if keep_cert else None)
+        self._http.network = network
+        self._network.proxy_for = network.proxy_for
 
     @property
     def server_url(self) -> str:

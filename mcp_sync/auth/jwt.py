@@ -12,7 +12,7 @@ which keys to trust.
 
 HMAC (HS256/384/512) needs only the standard library. Every asymmetric
 algorithm (ES*, RS*, PS*, EdDSA) needs the `cryptography` package, an
-optional extra (``pip install 'mcp-sync[jwt]'``): it is imported inside the
+optional extra (``pip install 'mcp-sync-client[jwt]'``): it is imported inside the
 functions that use it, so the core library never requires it.
 
 Example::
@@ -65,7 +65,7 @@ _SUPPORTED = (*_HMAC_DIGESTS, *_GENERATABLE)
 
 # RFC 7518 §3.3: RSA keys "of size 2048 bits or larger MUST be used".
 _MIN_RSA_BITS = 2048
-_INSTALL_HINT = "pip install 'mcp-sync[jwt]'"
+_INSTALL_HINT = "pip install 'mcp-sync-client[jwt]'"
 
 # RFC 7638 §3.2: the thumbprint covers only the required members of each key type.
 _THUMBPRINT_MEMBERS = {

@@ -19,8 +19,9 @@ yourself with `authorization_server=` is trusted like the MCP server).
 
 Resolved addresses are checked, not only literal ones, with
 `resolve_host` (`socket.getaddrinfo`). A host that cannot be resolved is
-refused unless a proxy from the environment carries the request (the
-proxy resolves it, in its own network). The check runs just before the
+refused unless a proxy carries the request (the proxy resolves it, in its
+own network): the proxy of the client's network path (`proxy_for`), by
+default the environment's. The check runs just before the
 URL is used; a DNS server that answers differently a moment later (DNS
 rebinding) is not caught by it.
 
@@ -39,9 +40,8 @@ import socket
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
-import requests
-
-from ..errors import AuthorizationError
+from ..errors import AuthorizationError, McpError
+from ..network import NetworkSettings
 
 __all__ = ["EndpointNotAllowed", "NetworkPolicy", "address_class", "resolve_host",
            "LOOPBACK", "PRIVATE", "LINK_LOCAL", "PUBLIC"]
@@ -116,12 +116,22 @@ class NetworkPolicy:
 
     `check(url, named_by=..., what=...)` raises `EndpointNotAllowed` when
     the server at `named_by` may not make the client reach `url`.
-    `resolver` replaces `resolve_host` (tests inject one).
+    `resolver` replaces `resolve_host` (tests inject one). `proxy_for`
+    (url -> a proxy or None) says whether a proxy carries a request, so
+    a name only it can resolve is allowed (default: the environment's).
     """
 
-    def __init__(self, *, allow_private_network: bool = False, resolver: Resolver | None = None) -> None:
+    def __init__(self, *, allow_private_network: bool = False, resolver: Resolver | None = None,
+                 proxy_for: Callable[[str], object] | None = None) -> None:
         self.allow_private_network = allow_private_network
         self._resolver = resolver
+        self.proxy_for = proxy_for if proxy_for is not None else NetworkSettings().proxy_for
+
+    def _proxied(self, url: str) -> bool:
+        try:
+            return self.proxy_for(url) is not None
+        except McpError:
+            return False  # a proxy the client cannot use carries nothing
 
     def _addresses(self, host: str, port: int | None) -> list[str]:
         try:
@@ -150,7 +160,7 @@ class NetworkPolicy:
         try:
             addresses = self._addresses(host, port)
         except (OSError, UnicodeError) as exc:
-            if requests.utils.get_environ_proxies(url):
+            if self._proxied(url):
                 return  # the proxy resolves the name, in its own network
             raise AuthorizationError(f"cannot resolve the host of {what} {url!r}: {exc}") from None
         server = None

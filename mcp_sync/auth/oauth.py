@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import attrs
 
 from ..errors import AuthorizationError, AuthorizationRequired, OAuthError
+from ..network import NetworkSettings
 from . import discovery
 from .flow import Discovery, FlowOptions, TokenFlow
 from .jwt import SigningKey
@@ -165,6 +166,14 @@ class OAuth(TokenFlow):
         self._application_type = application_type
         self._offline_access = offline_access
         self._last_challenge: discovery.Challenge | None = None
+
+    def use_network(self, network: NetworkSettings) -> None:
+        """The transport's network path, for this provider's requests and
+        for its redirect handler's, if it makes any (`HeadlessRedirect`)."""
+        super().use_network(network)
+        hand_over = getattr(self._redirect, "use_network", None)
+        if hand_over is not None:
+            hand_over(self._http.network)
 
     # -- web apps: the flow in two halves ----------------------------------------------------
 

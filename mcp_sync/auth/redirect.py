@@ -39,9 +39,11 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urljoin, urlsplit
 
+import attrs
 import requests
 
 from ..errors import AuthorizationError, AuthorizationRequired
+from ..network import NetworkSettings
 from ._http import fetch
 from .discovery import is_loopback
 
@@ -259,6 +261,15 @@ class HeadlessRedirect:
         self.timeout = timeout
         self.verify = verify
         self._session = session
+        self._network: NetworkSettings | None = None
+
+    def use_network(self, network: NetworkSettings) -> None:
+        """Request the authorization URL on this network path (the `OAuth`
+        provider hands over its transport's): its proxy and TLS settings,
+        except a `verify=` given here."""
+        if self.verify is not True:
+            network = attrs.evolve(network, verify=self.verify, cert=network.cert)
+        self._network = network
 
     @property
     def redirect_uri(self) -> str:
@@ -269,7 +280,7 @@ class HeadlessRedirect:
         # as far as the preview needs: a page that trickles or never ends
         # (or a small gzip bomb) cannot hold the flow or fill memory.
         answer = fetch("GET", authorization_url, timeout=self.timeout, verify=self.verify,
-                       max_bytes=_PREVIEW_BYTES, truncate=True, session=self._session,
+                       max_bytes=_PREVIEW_BYTES, truncate=True, session=self._session, network=self._network,
                        headers={"Accept": "text/html, */*"}, label="the authorization request")
         location = answer.headers.get("location")
         if answer.status not in (301, 302, 303, 307, 308) or not location:

@@ -76,6 +76,7 @@ OWNED_HEADERS: frozenset[str] = frozenset(
     name.lower()
     for name in (
         "Accept",
+        "Accept-Encoding",  # `compress=` decides it, and the decoder must know what it asked for
         "Content-Type",
         "Content-Length",
         "Host",
@@ -463,7 +464,7 @@ def check_user_headers(headers: Mapping[str, str]) -> dict[str, str]:
     Names must be RFC 9110 tokens and unique ignoring case; values must be
     strings without CR, LF or NUL (`TypeError` for non-strings, `ValueError`
     otherwise, naming the header). Headers the transport owns are refused
-    whatever their case: Accept, Content-Type, Content-Length, Host,
+    whatever their case: Accept, Accept-Encoding, Content-Type, Content-Length, Host,
     Transfer-Encoding, Connection, MCP-Protocol-Version, Mcp-Method,
     Mcp-Name, Mcp-Session-Id, Last-Event-ID, and every `Mcp-Param-*`.
     """

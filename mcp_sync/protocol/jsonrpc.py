@@ -1,9 +1,20 @@
 """JSON-RPC 2.0 framing: build, encode, decode and classify messages.
 
 This module knows the shape of JSON-RPC messages and nothing of MCP methods.
-`decode` turns bytes into a dict or raises `InvalidMessage`; `classify` says
-which of the four kinds a decoded dict is, so the engine can route it without
-looking inside.
+`decode` turns bytes into a dict or raises `InvalidMessage`; `parse` is the
+same for what a server sends, where a JSON-RPC batch (an array) is allowed
+too; `classify` says which of the four kinds a decoded dict is, so the
+engine can route it without looking inside.
+
+Batches: revision 2025-03-26 says implementations MUST support receiving
+them (a server may batch its responses, notifications and requests);
+2024-11-05 frames every message as JSON-RPC 2.0, which defines them;
+2025-06-18 removed them. The client accepts a batch whatever the revision
+(the first messages arrive before any version is settled, and an array's
+meaning is never in doubt): `parse` returns it as a list, whose items the
+engine routes one by one (`Connection.deliver`). It never sends one: the
+answers to a batch's requests go out one by one, which 2025-03-26 allows
+(implementations MAY send batches; only receiving them is a MUST).
 """
 
 from __future__ import annotations
@@ -31,6 +42,13 @@ _loads = json.loads
 # (ValueError), and OverflowError for good measure. All are the server's
 # fault, so all become InvalidMessage; nothing else is caught.
 _PARSE_ERRORS = (ValueError, RecursionError, OverflowError)
+
+#: The most messages one inbound batch may hold. The byte limits of each
+#: transport bound a batch as they bound any message (it is one line, body
+#: or event); this bounds the count, since this client never sends a batch:
+#: a server's batch holds only what it would otherwise have sent one by one
+#: around the same moment (answers, progress), never thousands.
+MAX_BATCH_ITEMS = 1000
 
 # Previews of a decoded message in error messages: bounded in size and in
 # depth, so a huge or deeply nested message costs little and cannot recurse.
@@ -101,10 +119,45 @@ def decode(data: bytes | str) -> dict[str, Any]:
     return value
 
 
+def parse(data: bytes | str) -> dict[str, Any] | list[Any]:
+    """Parse what a server sent: one message (a dict) or a batch (a list).
+
+    A batch is returned as the list it is, items unchecked: each is routed
+    (or reported invalid) on its own, so one bad item costs none of the
+    others. An empty batch, or one of more than `MAX_BATCH_ITEMS` items,
+    raises `InvalidMessage`, as does anything that is neither an object nor
+    an array (see `decode`).
+
+    Example::
+
+        >>> parse(b'[{"jsonrpc":"2.0","method":"notifications/progress"}]')
+        [{'jsonrpc': '2.0', 'method': 'notifications/progress'}]
+    """
+    try:
+        value = _loads(data)
+    except _PARSE_ERRORS as exc:
+        raise InvalidMessage(f"not JSON: {_preview(data)} ({_reason(exc)})") from None
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, list):
+        check_batch(value)
+        return value
+    raise InvalidMessage(f"not a JSON-RPC message (a JSON {type(value).__name__}): {_preview(data)}")
+
+
+def check_batch(batch: list[Any]) -> None:
+    """`InvalidMessage` for a batch no item of which may be routed: an empty
+    one (JSON-RPC 2.0 calls `[]` invalid) or one over `MAX_BATCH_ITEMS`."""
+    if not batch:
+        raise InvalidMessage("an empty JSON-RPC batch ([]), which JSON-RPC 2.0 calls invalid")
+    if len(batch) > MAX_BATCH_ITEMS:
+        raise InvalidMessage(f"a JSON-RPC batch of {len(batch)} messages; at most {MAX_BATCH_ITEMS} are accepted")
+
+
 def classify(message: Mapping[str, Any]) -> Kind:
     """Which kind of JSON-RPC message this is; `InvalidMessage` if none.
 
-    Batches are not part of MCP, so an array never reaches here.
+    A batch is split before this (`parse`); its items come here one by one.
     """
     if message.get("jsonrpc") != JSONRPC:
         raise InvalidMessage(f"not JSON-RPC 2.0: {_preview(message)}")

@@ -46,6 +46,10 @@ _RESULT_TYPES = frozenset({"complete", "input_required"})
 _CAPABILITY_SINCE = {"elicitation": "2025-06-18"}
 # `MCP-Protocol-Version` on every HTTP request after initialize came with 2025-06-18.
 _VERSION_HEADER_SINCE = "2025-06-18"
+# Structured tool output (`outputSchema`, `structuredContent`) came with 2025-06-18.
+_STRUCTURED_OUTPUT_SINCE = "2025-06-18"
+# `title` in `Implementation` (clientInfo, serverInfo) came with 2025-06-18.
+_IMPLEMENTATION_TITLE_SINCE = "2025-06-18"
 
 
 @attrs.frozen
@@ -70,6 +74,27 @@ class Dialect:
         """Whether HTTP requests after the handshake carry `MCP-Protocol-Version`
         (2025-06-18 on; older servers never heard of it)."""
         return self._has_since(_VERSION_HEADER_SINCE)
+
+    @property
+    def structured_output(self) -> bool:
+        """Whether tools have `outputSchema` and results `structuredContent`
+        (2025-06-18 on): before, a tool's output is never checked against a
+        schema, whatever an out-of-spec server lists."""
+        return self._has_since(_STRUCTURED_OUTPUT_SINCE)
+
+    def client_info(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        """`clientInfo` as this revision defines `Implementation`: before
+        2025-06-18 only `name` and `version` (a stricter server of 2024-11-05
+        or 2025-03-26 may refuse the rest).
+
+        Example::
+
+            >>> dialect_for("2024-11-05").client_info({"name": "c", "version": "1", "title": "C"})
+            {'name': 'c', 'version': '1'}
+        """
+        if self._has_since(_IMPLEMENTATION_TITLE_SINCE):
+            return dict(info)
+        return {k: v for k, v in info.items() if k in ("name", "version")}
 
     def declarable_capabilities(self, capabilities: Mapping[str, Any]) -> dict[str, Any]:
         """`capabilities` without those this revision does not define, so a
@@ -174,6 +199,8 @@ class FallBack:
     """Not a modern server: restart and send `initialize`. `reason` says why."""
 
     reason: str
+    #: No answer came within the probe timeout (not an answer that said so).
+    silent: bool = False
 
 
 ProbeVerdict = UseStateless | Reprobe | FallBack
@@ -193,7 +220,7 @@ def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str])
     common: the spec says never to fall back then.
     """
     if message is None:
-        return FallBack("no answer to server/discover within the probe timeout")
+        return FallBack("no answer to server/discover within the probe timeout", silent=True)
     stateless_allowed = [v for v in allowed if v in STATELESS_VERSIONS]
     error = message.get("error")
     if isinstance(error, Mapping):

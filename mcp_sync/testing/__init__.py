@@ -21,7 +21,9 @@ Standard library only; it shares no code with the client, so it can check it.
 * Caching hints: `Server(ttl_ms=, cache_scope=)`, `set_cache_hint()`;
   `served(method)` counts the requests that reached the server.
 * `demo_server()`: the demo server used by the tests and the CLI.
-* `SUPPORTED_VERSIONS`: the protocol revisions the server can speak, newest first.
+* `SUPPORTED_VERSIONS`: the protocol revisions the server speaks by default,
+  newest first; `Server(versions=["2025-03-26"])` (or `"2024-11-05"`) speaks
+  an older initialize-era revision too, with that revision's result shapes.
 
 Over stdio: `python -m mcp_sync.testing.server` (see `mcp_sync.testing.server`).
 Over Streamable HTTP: `HTTPServer(server).start()` serves it on 127.0.0.1

@@ -88,7 +88,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._framing import RequestHandler, media_types
-from ._protocol import INVALID_REQUEST, JSONDict, RequestId
+from ._protocol import INVALID_REQUEST, OLD_VERSIONS, JSONDict, RequestId
 from ._responses import pump
 from ._streams import DONE, DISCONNECTED, LegacySession, Stream
 from ._validation import (
@@ -207,6 +207,8 @@ def _session_for(owner: HTTPServer, h: RequestHandler) -> LegacySession:
     if legacy is None:
         raise rpc_error(404, SESSION_NOT_FOUND, "Session not found")
     version = h.headers.get("MCP-Protocol-Version")
+    if version is None and legacy.version in OLD_VERSIONS:
+        version = legacy.version  # the header came with 2025-06-18: older clients never send it
     if version is None or version != legacy.version:
         raise rpc_error(
             400, LEGACY_TRANSPORT_ERROR,

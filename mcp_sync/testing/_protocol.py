@@ -19,8 +19,14 @@ JSONDict = dict[str, Any]
 STATELESS_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 #: Revisions with the `initialize` handshake, newest first.
 LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18")
-#: Every revision this server can speak, newest first.
+#: Every revision this server speaks by default, newest first.
 SUPPORTED_VERSIONS: tuple[str, ...] = STATELESS_VERSIONS + LEGACY_VERSIONS
+#: Older `initialize` revisions, spoken only when asked for (`versions=`),
+#: as servers of SDK releases still in wide use do: results take their
+#: shapes (see `_shapes`), and HTTP requests need no `MCP-Protocol-Version`.
+OLD_VERSIONS: tuple[str, ...] = ("2025-03-26", "2024-11-05")
+#: Every revision `versions=` may name, newest first.
+ALL_VERSIONS: tuple[str, ...] = SUPPORTED_VERSIONS + OLD_VERSIONS
 
 #: RFC 5424 severities, least severe first.
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

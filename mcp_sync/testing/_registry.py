@@ -32,10 +32,12 @@ from ._features import (
     compile_template,
 )
 from ._protocol import (
+    ALL_VERSIONS,
     CACHE_SCOPES,
     CACHEABLE,
     CHANGE_KINDS,
     LEGACY_VERSIONS,
+    OLD_VERSIONS,
     STATELESS_VERSIONS,
     SUPPORTED_VERSIONS,
     JSONDict,
@@ -87,9 +89,9 @@ class Server:
         if cache_scope not in CACHE_SCOPES:
             raise ValueError(f"cache_scope must be 'public' or 'private', not {cache_scope!r}")
         wanted = SUPPORTED_VERSIONS if versions is None else tuple(versions)
-        unknown = [v for v in wanted if v not in SUPPORTED_VERSIONS]
+        unknown = [v for v in wanted if v not in ALL_VERSIONS]
         if unknown:
-            raise ValueError(f"unsupported protocol version(s) {unknown}; choose from {list(SUPPORTED_VERSIONS)}")
+            raise ValueError(f"unsupported protocol version(s) {unknown}; choose from {list(ALL_VERSIONS)}")
         if not wanted:
             raise ValueError("a server must speak at least one protocol version")
         self.name = name
@@ -106,9 +108,10 @@ class Server:
         #: Seals the stateless era's `requestState` (HMAC key: `request_state_key`,
         #: random per Server by default; lifetime: `request_state_ttl` seconds).
         self._sealer = StateSealer(request_state_key, request_state_ttl)
-        self.versions: tuple[str, ...] = tuple(v for v in SUPPORTED_VERSIONS if v in wanted)
+        self.versions: tuple[str, ...] = tuple(v for v in ALL_VERSIONS if v in wanted)
         self.stateless_versions: tuple[str, ...] = tuple(v for v in self.versions if v in STATELESS_VERSIONS)
-        self.legacy_versions: tuple[str, ...] = tuple(v for v in self.versions if v in LEGACY_VERSIONS)
+        self.legacy_versions: tuple[str, ...] = tuple(
+            v for v in self.versions if v in LEGACY_VERSIONS or v in OLD_VERSIONS)
         self._lock = threading.Lock()
         self._tools: dict[str, ToolDef] = {}
         self._resources: dict[str, ResourceDef] = {}

@@ -22,8 +22,9 @@ How a session works:
 * Eras: a request whose `_meta` carries `io.modelcontextprotocol/protocolVersion`
   is served statelessly (revision 2026-07-28) when the server speaks a
   stateless version; otherwise the session follows the `initialize`
-  handshake of the legacy revisions (2025-11-25, 2025-06-18). Each session
-  has its own legacy state.
+  handshake of the legacy revisions (2025-11-25, 2025-06-18; 2025-03-26 and
+  2024-11-05 when the server was asked to speak them, with their result
+  shapes: `_shapes`). Each session has its own legacy state.
 * `notifications/cancelled` sets the request's `ToolContext.cancelled`; a
   cancelled request gets no response and no further notification.
 * Change notifications (`Server.notify_changed`/`notify_updated`, sent on
@@ -104,6 +105,7 @@ from ._protocol import (
     is_number,
     is_request_id,
 )
+from ._shapes import shape
 from ._subscriptions import Listen, accept_filter, serve_listen
 
 if TYPE_CHECKING:
@@ -517,7 +519,7 @@ class ServerSession:
 
     def _decorate(self, call: Call, result: JSONDict) -> JSONDict:
         if not call.stateless:
-            return result
+            return shape(call.version, call.method, result)  # an older revision's shapes
         out: JSONDict = {"resultType": "complete"}
         out.update(result)
         meta = dict(result.get("_meta") or {})

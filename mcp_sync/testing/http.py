@@ -11,7 +11,8 @@ behaviour and its status codes are documented in `_streamable` and
 * `_eras`: serving each protocol era (stateless; `initialize` sessions);
 * `_validation`: request checks of 2026-07-28 (routing headers) and rejections;
 * `_streams`: response streams and `initialize`-era sessions;
-* `_responses`: writing a stream as one HTTP response.
+* `_responses`: writing a stream as one HTTP response;
+* `_legacy_sse`: `SSEServer`, the old HTTP+SSE transport (2024-11-05).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ._protocol import (
     JSONDict as JSONDict,
     RequestId as RequestId,
 )
+from ._legacy_sse import SSEServer as SSEServer
 from ._registry import Server as Server
 from ._session import ServerSession as ServerSession
 from ._streamable import (
@@ -44,4 +46,4 @@ from ._validation import (
     mcp_param_annotations as mcp_param_annotations,
 )
 
-__all__ = ["GateAnswer", "Gated", "HTTPServer", "RecordedRequest"]
+__all__ = ["GateAnswer", "Gated", "HTTPServer", "RecordedRequest", "SSEServer"]

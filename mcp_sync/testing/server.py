@@ -36,7 +36,7 @@ from types import FrameType
 from typing import Any, BinaryIO, Sequence
 
 from ._context import ToolContext
-from ._protocol import PARSE_ERROR, SUPPORTED_VERSIONS
+from ._protocol import ALL_VERSIONS, OLD_VERSIONS, PARSE_ERROR, SUPPORTED_VERSIONS
 from ._registry import Server
 from ._session import ServerSession
 from .demo import demo_server
@@ -151,10 +151,10 @@ def _port(text: str) -> int:
 
 def _parse_versions(text: str) -> list[str]:
     versions = [v.strip() for v in text.split(",") if v.strip()]
-    unknown = [v for v in versions if v not in SUPPORTED_VERSIONS]
+    unknown = [v for v in versions if v not in ALL_VERSIONS]
     if unknown or not versions:
         raise argparse.ArgumentTypeError(
-            f"choose one or more of {', '.join(SUPPORTED_VERSIONS)} (comma-separated), not {text!r}"
+            f"choose one or more of {', '.join(ALL_VERSIONS)} (comma-separated), not {text!r}"
         )
     return versions
 
@@ -178,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--page-size", type=_positive, default=None, metavar="N",
                         help="page list results N items at a time (default: no paging)")
     parser.add_argument("--versions", type=_parse_versions, default=None, metavar="V1,V2",
-                        help=f"protocol versions to speak (default: {','.join(SUPPORTED_VERSIONS)})")
+                        help=f"protocol versions to speak (default: {','.join(SUPPORTED_VERSIONS)}; "
+                             f"also {','.join(OLD_VERSIONS)})")
     parser.add_argument("--name", default="mcp-sync-demo", help="serverInfo name (default: %(default)s)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging to stderr")
     parser.add_argument("--http", type=_port, default=None, metavar="PORT",

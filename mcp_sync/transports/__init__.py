@@ -1,8 +1,9 @@
 """Transports: IO only. `stdio` (a server subprocess), `http` (Streamable
-HTTP), `memory` (in-process), and the `Transport`/`Target` interface for
-custom ones."""
+HTTP), `sse` (the old HTTP+SSE), `memory` (in-process), and the
+`Transport`/`Target` interface for custom ones."""
 
 import inspect
+import shlex
 from typing import Any
 
 from .base import Custom, MessageSink, Target, Transport
@@ -11,9 +12,10 @@ from .http import HTTP
 #: The keyword options of `HTTP()`, which `connect()` also takes for a URL.
 HTTP_OPTIONS = frozenset(p for p in inspect.signature(HTTP.__init__).parameters if p not in ("self", "url"))
 from .memory import Memory
+from .sse import SSE
 from .stdio import Stdio
 
-__all__ = ["Custom", "HTTP", "Memory", "MessageSink", "Stdio", "Target", "Transport", "resolve_target"]
+__all__ = ["Custom", "HTTP", "Memory", "MessageSink", "SSE", "Stdio", "Target", "Transport", "resolve_target"]
 
 
 def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> Target | Transport:
@@ -36,7 +38,11 @@ def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> T
             return HTTP(target, **(http_options or {}))
         if "://" in target:
             raise ValueError(f"unsupported URL scheme in {target!r}: use http:// or https://")
-        raise TypeError(f"pass a stdio command as a list of strings, e.g. [{target!r}]")
+        try:
+            example = shlex.split(target) or [target]
+        except ValueError:  # unbalanced quotes
+            example = target.split() or [target]
+        raise TypeError(f"pass a stdio command as a list of strings, e.g. {example!r}")
     if callable(getattr(target, "open_session", None)):
         return Memory(target)
     raise TypeError(f"cannot connect to a {type(target).__name__}: pass a command list, a Stdio(), a Target or an in-process server")

@@ -26,7 +26,7 @@ and `mcp_sync.connect(Custom(lambda: SocketTransport(...)))`.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Callable, Protocol
 
 from ..errors import TransportError
@@ -37,11 +37,13 @@ class MessageSink(Protocol):
 
     `deliver(message, related_to=id)` says the message arrived on the response
     stream of request `id` (per-request transports such as HTTP know this).
+    `message` is a dict, or a list for a JSON-RPC batch as
+    `jsonrpc.parse` returns it: the sink routes its items one by one.
     `transport_failed(error)` ends the whole channel; `request_failed(id,
     error)` fails one request whose own exchange broke.
     """
 
-    def deliver(self, message: dict[str, Any], related_to: int | str | None = None) -> None: ...
+    def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None) -> None: ...
 
     def transport_failed(self, error: TransportError) -> None: ...
 
@@ -145,6 +147,12 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def open(self) -> Transport:
         """A new, not yet started transport."""
+
+    def server_key(self) -> Hashable | None:
+        """What identifies the server this target reaches, for remembering
+        its protocol era across connects (a stdio command line, an HTTP
+        origin and path); None when there is nothing stable to go by."""
+        return None
 
 
 class Custom(Target):

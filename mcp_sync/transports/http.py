@@ -8,8 +8,9 @@ POSTs (notifications, answers to server requests). It moves JSON-RPC
 messages; what they mean is the engine's and the client's business.
 
 Must not know: how connections are dialed, counted, reused or stopped
-(`pool`), how HTTP/1.1 is framed (`http11`), or how credentials are made
-and refreshed (`http_auth`).
+(`pool`), how HTTP/1.1 is framed (`http11`), how a compressed body is
+decoded (`decoding`), or how credentials are made and refreshed
+(`http_auth`).
 
 How it works. Every request is its own POST. A caller that is about to wait
 for its answer does the exchange itself (`exchange()`): it POSTs and reads
@@ -55,14 +56,14 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from typing import Any, Callable
 
 from urllib3.util import parse_url
-from urllib3.util.ssl_ import create_urllib3_context
 
 from .._version import __version__
 from ..auth import TokenProvider, as_token_provider
+from ..network import NetworkSettings, ProxyURL, check_tls_options, parse_proxy
 from ..errors import (
     AuthenticationError,
     ConnectError,
@@ -75,11 +76,13 @@ from ..errors import (
 )
 from ..protocol import jsonrpc, versions
 from ..protocol.headers import check_user_headers, standard_headers
-from ..protocol.sse import EventTooLarge, SSEParser
+from ..protocol.sse import Event, EventTooLarge, SSEParser
 from .base import MessageSink, Target, Transport
+from .decoding import ACCEPT_ENCODING, Decoder, DecodingError, UnsupportedEncoding, coding_of, raw_bound
 from .http11 import RequestHead, Response
 from .http_auth import Authorization
 from .pool import Dialer, Exchange, ExchangeThreads, NoFreeSlot, Pool, Stopped
+from .tunnel import open_tunnel
 
 _USER_AGENT = f"mcp-sync/{__version__}"
 
@@ -127,7 +130,16 @@ class HTTP(Target):
       trust store).
     - `cert`: a client certificate for mutual TLS: a PEM file holding the
       certificate and its key, or a (certificate, key) pair of paths.
-    - `connect_timeout`: seconds to open a TCP/TLS connection.
+    - `proxy`: an `http://[user:password@]host:port` forward proxy for every
+      request (https:// servers through `CONNECT`, TLS end to end). None:
+      the proxy the environment names, as `requests` reads it
+      (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, lower case
+      too), when `trust_env`.
+    - `trust_env`: read the proxy and the CA bundle (`REQUESTS_CA_BUNDLE`,
+      `SSL_CERT_FILE`) from the environment. False with `proxy=None`:
+      always direct.
+    - `connect_timeout`: seconds to open a TCP/TLS connection (and a
+      proxy's tunnel).
     - `max_response_bytes`: the most one JSON body or one SSE event may hold.
     - `pool_size`: the most requests in flight at once (each holds a
       keep-alive connection); one-way messages have a budget of the same
@@ -136,6 +148,17 @@ class HTTP(Target):
     - `max_resume_attempts`: initialize era, how often a broken SSE stream is
       resumed with `Last-Event-ID`.
     - `session_close_timeout`: the longest `close()` waits for the session DELETE.
+    - `compress`: ask for gzip or deflate answers (`Accept-Encoding`); they
+      are decoded as they arrive, the decoded size bounded by
+      `max_response_bytes`. False asks for identity.
+    - `follow_redirects`: also follow a 307 or 308 to another origin (never
+      from https to http), without the credentials, cookies, session id,
+      `Mcp-Param-*` and `headers` meant for this one. Same-origin ones are
+      always followed.
+    - `sse_fallback`: when the server refuses the POST of `initialize` with
+      400, 404 or 405, try the old HTTP+SSE transport at the same URL (a
+      GET expecting an `endpoint` event) and use it if the server offers it
+      (see `SSE`). False: the status error stands.
     """
 
     def __init__(
@@ -151,6 +174,11 @@ class HTTP(Target):
         pool_size: int = 32,
         max_resume_attempts: int = 3,
         session_close_timeout: float = 5.0,
+        compress: bool = True,
+        follow_redirects: bool = False,
+        proxy: str | None = None,
+        trust_env: bool = True,
+        sse_fallback: bool = True,
     ) -> None:
         if not isinstance(url, str):
             raise TypeError("the HTTP target needs a URL string")
@@ -164,7 +192,12 @@ class HTTP(Target):
         for name, value in (("connect_timeout", connect_timeout), ("session_close_timeout", session_close_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds")
-        verify, cert = _check_tls_options(verify, cert)
+        verify, cert = check_tls_options(verify, cert)
+        if not isinstance(trust_env, bool):
+            raise TypeError("trust_env must be True or False")
+        proxy_url = None if proxy is None else parse_proxy(proxy, source="proxy")
+        #: The network path (TLS, proxy), shared with the token provider.
+        self.network = NetworkSettings(verify=verify, cert=cert, proxy=proxy_url, trust_env=trust_env)
         self.url = url
         self.scheme = parsed.scheme
         self.host = parsed.host
@@ -175,6 +208,9 @@ class HTTP(Target):
         attach = getattr(self.auth, "attach", None)
         if attach is not None:
             attach(url)  # an OAuth provider learns the server it authorizes for
+        use_network = getattr(self.auth, "use_network", None)
+        if use_network is not None:
+            use_network(self.network)  # ... and takes the same network path (proxy, TLS)
         self.verify: bool | str | ssl.SSLContext = verify
         self.cert: str | tuple[str, str] | None = cert
         self.connect_timeout = float(connect_timeout)
@@ -182,6 +218,14 @@ class HTTP(Target):
         self.pool_size = pool_size
         self.max_resume_attempts = max_resume_attempts
         self.session_close_timeout = float(session_close_timeout)
+        for name, flag in (("compress", compress), ("follow_redirects", follow_redirects)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False")
+        self.compress = compress
+        self.follow_redirects = follow_redirects
+        if not isinstance(sse_fallback, bool):
+            raise TypeError("sse_fallback must be True or False")
+        self.sse_fallback = sse_fallback
 
     @property
     def origin(self) -> str:
@@ -197,70 +241,17 @@ class HTTP(Target):
     def tls_context(self) -> ssl.SSLContext:
         """The client TLS context: the caller's `ssl.SSLContext` as is, or
         one with urllib3's defaults and these options."""
-        if isinstance(self.verify, ssl.SSLContext):
-            return self.verify  # the caller's trust decisions, untouched
-        verify = self.verify is not False
-        context = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE)
-        if verify:
-            bundle = self.verify if isinstance(self.verify, str) else _environment_ca_bundle()
-            if bundle is None:
-                context.load_default_certs()
-            elif os.path.isdir(bundle):
-                context.load_verify_locations(capath=bundle)
-            else:
-                context.load_verify_locations(cafile=bundle)
-            context.check_hostname = True
-        if self.cert is not None:
-            cert_file, key_file = (self.cert, None) if isinstance(self.cert, str) else self.cert
-            context.load_cert_chain(cert_file, key_file)
-        with contextlib.suppress(NotImplementedError):
-            context.set_alpn_protocols(["http/1.1"])
-        return context
+        return self.network.tls_context()
 
     def open(self) -> Transport:
         return HTTPTransport(self)
 
+    def server_key(self) -> Hashable:
+        return ("http", self.origin, self.path)
+
     def __repr__(self) -> str:
         return f"HTTP({self.url!r})"
 
-
-
-def _check_tls_options(verify: Any, cert: Any) -> tuple[bool | str | ssl.SSLContext, str | tuple[str, str] | None]:
-    """`verify` and `cert` checked and normalised (paths as `str`), so a
-    mistake fails at construction rather than at the first request."""
-    if isinstance(verify, os.PathLike):
-        verify = os.fspath(verify)
-    if not isinstance(verify, (bool, str, ssl.SSLContext)):
-        raise TypeError("verify must be True, False, a CA bundle path or an ssl.SSLContext")
-    if isinstance(verify, str) and not os.path.exists(verify):
-        raise ValueError(f"verify names a CA bundle that does not exist: {verify!r}")
-    if cert is None:
-        return verify, None
-    if isinstance(verify, ssl.SSLContext):
-        # Loading the certificate would change the caller's context behind its back.
-        raise ValueError("cert= cannot be combined with an ssl.SSLContext: load the certificate into "
-                         "the context (context.load_cert_chain(...))")
-    if isinstance(cert, (str, os.PathLike)):
-        paths: tuple[str, ...] = (os.fspath(cert),)
-    elif isinstance(cert, tuple) and len(cert) == 2 and all(isinstance(p, (str, os.PathLike)) for p in cert):
-        paths = (os.fspath(cert[0]), os.fspath(cert[1]))
-    else:
-        raise TypeError("cert must be a PEM file path or a (certificate, key) pair of paths")
-    for path in paths:
-        if not os.path.isfile(path):
-            raise ValueError(f"cert names a file that does not exist: {path!r}")
-    return verify, paths[0] if len(paths) == 1 else (paths[0], paths[1])
-
-
-def _environment_ca_bundle() -> str | None:
-    """The CA bundle the environment names, as `requests` (REQUESTS_CA_BUNDLE)
-    and OpenSSL (SSL_CERT_FILE) read it, so a deployment configured for
-    either (a corporate CA, a proxy that intercepts TLS) works unchanged."""
-    for name in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
 
 
 class HTTPTransport(Transport):
@@ -269,7 +260,11 @@ class HTTPTransport(Transport):
 
     def __init__(self, target: HTTP) -> None:
         self._target = target
-        self._head = RequestHead(target.path, target.authority, _USER_AGENT)
+        proxy = target.network.proxy_for(target.url)
+        #: Plain http:// through a proxy: each request goes to the proxy,
+        #: in absolute form and with its credentials (https:// tunnels).
+        self._forward: ProxyURL | None = proxy if proxy is not None and target.scheme == "http" else None
+        self._head = self._new_head(target.path)
         # Where requests go: the target's URL until the server redirects
         # (307/308 on the same origin, see `_follow`).
         self._path = target.path
@@ -278,7 +273,15 @@ class HTTPTransport(Transport):
         self._sink: MessageSink | None = None
         self._tls: ssl.SSLContext | None = None
         self._tls_lock = threading.Lock()
-        self._dialer = Dialer(target.host.strip("[]"), target.port, None, target.connect_timeout)
+        host = target.host.strip("[]")
+        if proxy is None:
+            self._dialer = Dialer(host, target.port, None, target.connect_timeout)
+        else:
+            log.debug("requests to %s go through the proxy %s", target.url, proxy)
+            tunnel = None if self._forward is not None else (
+                lambda sock: open_tunnel(sock, proxy, host, target.port))
+            self._dialer = Dialer(host, target.port, None, target.connect_timeout, via=(proxy.host, proxy.port),
+                                  tunnel=tunnel)
         self._count_lock = threading.Lock()
         #: Request exchanges: keep-alive connections, at most `pool_size`.
         self._pool = Pool(self._dial, target.pool_size)
@@ -299,6 +302,9 @@ class HTTPTransport(Transport):
         self._legacy = False
         self._version: str | None = None
         self._session_id: str | None = None
+        #: The origin that issued the session id when it was another one (a
+        #: followed redirect): the only other origin it is ever sent to.
+        self._session_origin: tuple[str, str, int] | None = None
         self._get_thread: threading.Thread | None = None
         self._get_exchange: Exchange | None = None
         self._get_offered = True
@@ -452,6 +458,8 @@ class HTTPTransport(Transport):
 
     def _base_headers(self, *, session: bool) -> dict[str, str]:
         headers = dict(self._target.headers)
+        if self._forward is not None and self._forward.authorization is not None:
+            headers["Proxy-Authorization"] = self._forward.authorization  # only ever sent to the proxy
         if session:
             # Revisions before 2025-06-18 had no such header.
             if self._version is not None and versions.dialect_for(self._version).protocol_version_header:
@@ -479,17 +487,26 @@ class HTTPTransport(Transport):
         request is sent again when the provider acted). The exchange then
         holds the connection and the response; `exchange.release()` gives
         them back. Socket reads are bounded by the exchange's deadline (None:
-        only an abort stops them)."""
+        only an abort stops them). A 307 or 308 is followed when `_follow`
+        says so; to another origin, the exchange holds a connection of that
+        hop's own pool until its next request, which starts at home again."""
         flow = self._auth.flow(method, headers)
         sent = next(flow)
-        redirects: list[str] = []  # the paths redirected from, for this request
+        if isinstance(exchange.pool, _Elsewhere):
+            exchange.pool = exchange.pool.home  # every request starts at this transport's URL
+        home = exchange.pool
+        redirects: list[str] = []  # the URLs redirected from, for this request
+        hop: _Hop | None = None  # where it goes once redirected to another origin
         while True:
             conn = exchange.pool.acquire(exchange, exchange.deadline)
             sock = conn.sock
             assert sock is not None  # connected by the pool
             deadline = exchange.deadline
             sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
-            head = self._head.encode(method, sent, None if body is None else len(body))
+            if hop is None:
+                head = self._head.encode(method, sent, None if body is None else len(body))
+            else:
+                head = hop.head.encode(method, hop.headers, None if body is None else len(body))
             if body is None:
                 sock.sendall(head)
             elif len(body) < 65536:
@@ -499,15 +516,24 @@ class HTTPTransport(Transport):
                 sock.sendall(body)
             if body:
                 self._count(sent=len(body))
-            response = Response(sock, deadline=deadline)
+            response = Response(sock, deadline=deadline) if hop is None else _ForeignResponse(sock, hop, deadline)
             exchange.set_response(response)
             response.begin()
-            if response.status in (307, 308) and self._follow(response, redirects):
-                # Sent again, method and body kept, to the new path (the
-                # connection was given back for reuse by `_follow`).
-                self._done(exchange, response)
-                continue
-            if response.status not in (401, 403) or not self._auth.enabled:
+            if response.status == 407 and self._forward is not None:
+                self._drain(response)
+                raise self._proxy_refused()
+            if response.status in (307, 308):
+                followed, hop = self._follow(response, redirects, hop, sent, home)
+                if followed:
+                    # Sent again, method and body kept, to the new URL (the
+                    # connection given back for reuse if it can be).
+                    self._done(exchange, response)
+                    if hop is not None:
+                        exchange.pool = hop.pool
+                    continue
+            if hop is not None or response.status not in (401, 403) or not self._auth.enabled:
+                # Another origin's challenge is not for this server's
+                # credentials: it is reported, never answered with them.
                 return response
             started = time.monotonic()
             try:
@@ -525,36 +551,105 @@ class HTTPTransport(Transport):
             self._drain(response)
             self._done(exchange, response)
 
-    def _follow(self, response: Response, redirects: list[str]) -> bool:
-        """A 307 or 308: follow it when it stays on this origin (method and
-        body kept, at most `MAX_REDIRECTS` hops, no loop), and keep using the
-        new path for every later request of this transport. A redirect to
-        another origin is not followed: the caller gets the status error,
-        which names the `Location`."""
+    def _follow(self, response: Response, redirects: list[str], hop: _Hop | None, sent: Mapping[str, str],
+                home: Pool) -> tuple[bool, _Hop | None]:
+        """A 307 or 308: whether to send the request again (method and body
+        kept, at most `MAX_REDIRECTS` hops, no loop), and where to.
+
+        On this origin: to the new path, which then serves every later
+        request of this transport too. To another origin, only with
+        `follow_redirects`: for this request only, through a hop (`_hop`)
+        without the headers meant for this origin. From https to http:
+        never (an error). Not followed: (False, hop), and the caller gets
+        the status error, which names the `Location`."""
         location = response.headers.get("location")
         if not location:
-            return False
-        target = urllib.parse.urljoin(self._url, location)
+            return False, hop
+        here = self._url if hop is None else hop.url
+        target = urllib.parse.urljoin(here, location)
         parts = urllib.parse.urlsplit(target)
-        default = 443 if parts.scheme == "https" else 80
-        if (parts.scheme, parts.hostname, parts.port or default) != (self._target.scheme, self._target.host.strip("[]"),
-                                                                      self._target.port):
-            return False
-        path = parts.path or "/"
-        if parts.query:
-            path = f"{path}?{parts.query}"
-        if len(redirects) >= MAX_REDIRECTS or path in redirects:
+        scheme = parts.scheme.lower()
+        try:
+            port = parts.port or (443 if scheme == "https" else 80)
+        except ValueError:  # a port that is not a number
+            return False, hop
+        host = parts.hostname
+        if scheme not in ("http", "https") or not host:
+            return False, hop
+        if (self._target.scheme if hop is None else hop.scheme) == "https" and scheme == "http":
+            self._drain(response)
+            raise HTTPStatusError(
+                f"{here} redirected to {target}, from https to http: not followed, as the request would travel "
+                "unencrypted", status=response.status, body="", headers={k.lower(): v for k, v in response.headers.items()})
+        same = hop is None and (scheme, host, port) == (self._target.scheme, self._target.host.strip("[]").lower(),
+                                                         self._target.port)
+        if not same and not self._target.follow_redirects:
+            return False, hop
+        redirects.append(_normal_url(here))
+        if len(redirects) > MAX_REDIRECTS or _normal_url(target) in redirects:
             self._drain(response)
             raise HTTPStatusError(
                 f"{self._url} redirected in a loop or more than {MAX_REDIRECTS} times (last to {location})",
                 status=response.status, body="", headers={k.lower(): v for k, v in response.headers.items()})
-        redirects.append(self._path)
         self._drain(response)
-        log.info("following the server's redirect (%d) from %s to %s", response.status, self._url, target)
-        self._path, self._url = path, urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path,
-                                                                parts.query, ""))
-        self._head = RequestHead(path, self._target.authority, _USER_AGENT)
-        return True
+        path = parts.path or "/"
+        if parts.query:
+            path = f"{path}?{parts.query}"
+        url = urllib.parse.urlunsplit((scheme, parts.netloc, parts.path or "/", parts.query, ""))
+        if not same:
+            log.info("following the server's redirect (%d) from %s to another origin, %s, for this request only",
+                     response.status, here, url)
+            return True, self._hop(url, scheme, host, port, path, sent, home)
+        log.info("following the server's redirect (%d) from %s to %s", response.status, self._url, url)
+        self._path, self._url = path, url
+        self._head = self._new_head(path)
+        return True, None
+
+    def _hop(self, url: str, scheme: str, host: str, port: int, path: str, sent: Mapping[str, str],
+             home: Pool) -> _Hop:
+        """Where a request goes after a redirect to another origin: a pool
+        dialing that origin (through the proxy that carries requests there,
+        TLS for https), its request heads, and the headers it may be sent
+        with there. Credentials, cookies, the session id, `Mcp-Param-*`
+        (tool arguments) and the caller's own `headers` are meant for this
+        origin and never go to another."""
+        target = self._target
+        proxy = target.network.proxy_for(url)
+        forward = proxy if proxy is not None and scheme == "http" else None
+        tls = None
+        if scheme == "https":
+            tls = self._dialer.tls if self._dialer.tls is not None else target.tls_context()
+        if proxy is None:
+            dialer = Dialer(host, port, tls, target.connect_timeout)
+        else:
+            tunnel = None if forward is not None else (lambda sock: open_tunnel(sock, proxy, host, port))
+            dialer = Dialer(host, port, tls, target.connect_timeout, via=(proxy.host, proxy.port), tunnel=tunnel)
+        name = f"[{host}]" if ":" in host else host
+        authority = name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"
+        form = f"{scheme}://{authority}{path}" if forward is not None else path
+        own = {key.lower() for key in target.headers}
+        headers = {k: v for k, v in sent.items() if not _origin_bound(k) and k.lower() not in own}
+        if "Mcp-Session-Id" in sent and self._session_origin == (scheme, host, port):
+            headers["Mcp-Session-Id"] = sent["Mcp-Session-Id"]  # that origin's own session
+        if forward is not None and forward.authorization is not None:
+            headers["Proxy-Authorization"] = forward.authorization  # only ever sent to the proxy
+        head = RequestHead(form, authority, _USER_AGENT, _accept_encoding(target))
+        return _Hop(url, (scheme, host, port), _Elsewhere(dialer.dial, home), head, headers)
+
+    def _proxy_refused(self) -> ConnectError:
+        """A 407 from the proxy that forwards plain-HTTP requests (an https://
+        server's tunnel reports its own, see `tunnel`)."""
+        proxy = self._forward
+        assert proxy is not None
+        which = "refused the credentials in the proxy URL" if proxy.username is not None else (
+            "needs credentials: put them in the proxy URL (http://user:password@host:port)")
+        return ConnectError(f"the proxy {proxy.address} {which} (HTTP 407 to a request for {self._url})")
+
+    def _new_head(self, path: str) -> RequestHead:
+        """Request heads for `path`: in absolute form when a proxy forwards them."""
+        target = self._target
+        form = f"{target.scheme}://{target.authority}{path}" if self._forward is not None else path
+        return RequestHead(form, target.authority, _USER_AGENT, _accept_encoding(target))
 
     @staticmethod
     def _done(exchange: Exchange, response: Response) -> None:
@@ -668,14 +763,13 @@ class HTTPTransport(Transport):
                     self._drain(response)
                     raise InvalidMessage(f"the server's Mcp-Session-Id is not visible ASCII: {session[:80]!r}")
                 self._session_id = session
+                self._session_origin = response.origin if isinstance(response, _ForeignResponse) else None
         if 200 <= status < 300 and status != 202:
-            encoding = (response.headers.get("content-encoding") or "identity").strip().lower()
-            if encoding != "identity":
-                # The client asks for identity; decoding would let a small
-                # body expand past max_response_bytes.
+            try:
+                coding_of(response.headers.get("content-encoding"))  # gzip and deflate are decoded
+            except UnsupportedEncoding as exc:
                 response.shutdown()
-                raise InvalidMessage(f"the server answered with Content-Encoding {encoding!r}; "
-                                     "the client only accepts identity")
+                raise InvalidMessage(f"the server answered with {exc}") from None
             content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
             if content_type == "application/json":
                 payload = self._read_body(response, self._target.max_response_bytes)
@@ -710,10 +804,19 @@ class HTTPTransport(Transport):
         status = response.status
         text = body.decode("utf-8", "replace")[:_ERROR_BODY_PREVIEW]
         headers = {k.lower(): v for k, v in response.headers.items()}
-        where = f"{self._url} answered HTTP {status}"
-        if 300 <= status < 400 and response.headers.get("location"):
-            where += (f" (a redirect to {response.headers.get('location')} that was not followed: only 307 and 308 "
-                      "on the same origin are)")
+        foreign = response.url if isinstance(response, _ForeignResponse) else None
+        if isinstance(response, _ForeignResponse) and response.origin != self._session_origin:
+            session = False  # that origin never saw the session
+        where = f"{foreign or self._url} answered HTTP {status}"
+        location = response.headers.get("location")
+        if 300 <= status < 400 and location:
+            if status not in (307, 308):
+                why = "only 307 and 308 are followed (they keep the method and body)"
+            elif not self._target.follow_redirects:
+                why = "307 and 308 to another origin are followed only with follow_redirects=True"
+            else:
+                why = "its Location is not an http(s) URL"
+            where += f" (a redirect to {location} that was not followed: {why})"
         detail = f": {text}" if text.strip() else ""
         if status in (401, 403):
             return AuthenticationError(f"{where} (authentication required or refused){detail}",
@@ -723,16 +826,20 @@ class HTTPTransport(Transport):
         return HTTPStatusError(f"{where}{detail}", status=status, body=text, headers=headers)
 
     def _deliver_json(self, exchange: Exchange, payload: bytes) -> None:
-        message = jsonrpc.decode(payload)
+        message = jsonrpc.parse(payload)
         # Checked before delivery: a wrong id must never reach another caller.
-        if message.get("id") != exchange.request_id or not ("result" in message or "error" in message):
+        if isinstance(message, list):  # a batch (2025-03-26), which must hold the response
+            message, answered = _batch_for(exchange.request_id, message)
+        else:
+            answered = message.get("id") == exchange.request_id and _is_response(message)
+        if not answered:
             raise InvalidMessage(
                 f"the server answered request {exchange.request_id!r} with something else: "
                 f"{payload[:200].decode('utf-8', 'replace')}"
             )
         self._deliver(exchange, message)
 
-    def _deliver(self, exchange: Exchange, message: dict[str, Any]) -> None:
+    def _deliver(self, exchange: Exchange, message: dict[str, Any] | list[Any]) -> None:
         sink = self._sink
         if exchange.stop.is_set() or sink is None:
             return
@@ -799,17 +906,24 @@ class HTTPTransport(Transport):
         response arrived (reading stops there), 'eof' at the stream's end,
         'broken' when it broke (or the exchange was aborted)."""
         try:
+            decoder = _decoder(response)
             while True:
                 chunk = response.read1(_READ_CHUNK)
                 self._count(received=len(chunk))
-                events = parser.feed(chunk) if chunk else parser.close()
-                for event in events:
+                for event in _sse_events(parser, decoder, chunk):
                     if not event.data.strip():
                         continue  # a priming event: an id and no message
                     try:
-                        message = jsonrpc.decode(event.data)
+                        message = jsonrpc.parse(event.data)
                     except InvalidMessage as exc:
                         raise InvalidMessage(f"an SSE event of request {exchange.request_id!r} is not JSON-RPC: {exc}") from None
+                    if isinstance(message, list):  # a batch (2025-03-26): its items, minus others' responses
+                        items, answered = _batch_for(exchange.request_id, message)
+                        if items:
+                            self._deliver(exchange, items)
+                        if answered:
+                            return "response"
+                        continue
                     is_response = "method" not in message and ("result" in message or "error" in message)
                     if is_response and message.get("id") != exchange.request_id:
                         log.warning("dropped a response for %r on the stream of request %r",
@@ -825,6 +939,9 @@ class HTTPTransport(Transport):
                 f"an SSE event of request {exchange.request_id!r} is larger than max_response_bytes={exc.limit}",
                 limit=exc.limit,
             ) from None
+        except (DecodingError, UnsupportedEncoding) as exc:
+            raise InvalidMessage(f"the response stream of request {exchange.request_id!r} could not be decoded: "
+                                 f"{exc}") from None
         except (OSError, ValueError) as exc:
             if exchange.stop.is_set() or self._closing:
                 return "broken"
@@ -898,16 +1015,17 @@ class HTTPTransport(Transport):
                     return
                 parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
                 got_any = False
+                decoder = _decoder(response)
                 while True:
                     chunk = response.read1(_READ_CHUNK)
                     self._count(received=len(chunk))
-                    for event in parser.feed(chunk) if chunk else parser.close():
+                    for event in _sse_events(parser, decoder, chunk):
                         if not event.data.strip():
                             continue
                         got_any = True
                         sink = self._sink
                         if sink is not None:
-                            sink.deliver(jsonrpc.decode(event.data))
+                            sink.deliver(jsonrpc.parse(event.data))  # a batch is split by the sink
                     if not chunk:
                         break
                 last_id = parser.last_event_id or last_id
@@ -935,9 +1053,64 @@ class HTTPTransport(Transport):
             self.bytes_received += received
 
     def _read_body(self, response: Response, limit: int, *, truncate: bool = False) -> bytes:
+        """The body, at most `limit` bytes once decoded (`truncate`: a preview
+        cut at `limit`, else `MessageTooLarge` beyond it)."""
+        try:
+            decoder = _decoder(response)
+        except UnsupportedEncoding as exc:
+            if not truncate:
+                response.shutdown()
+                raise InvalidMessage(f"the server answered with {exc}") from None
+            decoder = None  # the preview of an error body: shown as it came
+        if decoder is not None:
+            return self._read_decoded(response, decoder, limit, truncate=truncate)
         data = self._read_body_bytes(response, limit, truncate=truncate)
         self._count(received=len(data))
         return data
+
+    def _read_decoded(self, response: Response, decoder: Decoder, limit: int, *, truncate: bool) -> bytes:
+        """A compressed body, decoded as it arrives. `limit` bounds the decoded
+        size: a decompression bomb stops at `limit` plus one piece, never
+        expanded further. The compressed size is bounded too (`raw_bound`),
+        and it is what counts as received (bytes on the wire)."""
+        raw_limit = raw_bound(limit)
+        length = response.headers.get("content-length")
+        if (not truncate and length is not None and length.isascii() and length.isdigit()
+                and int(length) > raw_limit):
+            response.shutdown()
+            raise MessageTooLarge(f"the response is {length} bytes compressed, more than max_response_bytes={limit} "
+                                  "can need", limit=limit)
+        parts: list[bytes] = []
+        size = raw = 0
+        try:
+            while True:
+                chunk = response.read1(_READ_CHUNK)
+                if not chunk:
+                    if not truncate:
+                        decoder.finish()
+                    return b"".join(parts)
+                raw += len(chunk)
+                self._count(received=len(chunk))
+                if raw > raw_limit:
+                    response.shutdown()  # the rest is not wanted: the connection is not reused
+                    if truncate:
+                        return b"".join(parts)[:limit]
+                    raise MessageTooLarge(f"the compressed response is over {raw_limit} bytes, more than "
+                                          f"max_response_bytes={limit} can need", limit=limit)
+                for piece in decoder.feed(chunk):
+                    size += len(piece)
+                    parts.append(piece)
+                    if size > limit:
+                        response.shutdown()
+                        if truncate:
+                            return b"".join(parts)[:limit]
+                        raise MessageTooLarge(f"the response decodes ({decoder.coding}) to more than "
+                                              f"max_response_bytes={limit}", limit=limit)
+        except DecodingError as exc:
+            response.shutdown()
+            if truncate:
+                return b"".join(parts)[:limit]
+            raise InvalidMessage(f"the server's answer could not be decoded: {exc}") from None
 
     def _read_body_bytes(self, response: Response, limit: int, *, truncate: bool = False) -> bytes:
         length = response.headers.get("content-length")
@@ -982,9 +1155,111 @@ class HTTPTransport(Transport):
             response.will_close = True
 
 
+#: Headers meant for the server's own origin, never sent to another (after a
+#: redirect): credentials, cookies, the session, tool arguments.
+_ORIGIN_BOUND = frozenset({"authorization", "proxy-authorization", "cookie", "mcp-session-id"})
+
+
+def _origin_bound(name: str) -> bool:
+    lower = name.lower()
+    return lower in _ORIGIN_BOUND or lower.startswith("mcp-param-")
+
+
+def _normal_url(url: str) -> str:
+    """A URL in one spelling (scheme and host lower case, the port always
+    given, no fragment), to tell a redirect loop."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        port = 0
+    return f"{parts.scheme.lower()}://{parts.hostname}:{port}{parts.path or '/'}{'?' if parts.query else ''}{parts.query}"
+
+
+class _Elsewhere(Pool):
+    """The connection of one request redirected to another origin: dialed
+    for it, never kept. `home` is the pool it came from, where the
+    exchange's next request starts again."""
+
+    def __init__(self, dial: Callable[[Exchange, float | None], socket.socket], home: Pool) -> None:
+        super().__init__(dial, None, keep_idle=False)
+        self.home = home
+
+
+class _Hop:
+    """Where one request goes after a redirect to another origin (`_hop`)."""
+
+    __slots__ = ("url", "origin", "scheme", "pool", "head", "headers")
+
+    def __init__(self, url: str, origin: tuple[str, str, int], pool: _Elsewhere, head: RequestHead,
+                 headers: dict[str, str]) -> None:
+        self.url = url
+        self.origin = origin  # (scheme, host, port)
+        self.scheme = origin[0]
+        self.pool = pool
+        self.head = head
+        self.headers = headers
+
+
+class _ForeignResponse(Response):
+    """An answer from another origin (a followed redirect): errors name its URL."""
+
+    def __init__(self, sock: socket.socket, hop: _Hop, deadline: float | None) -> None:
+        super().__init__(sock, deadline=deadline)
+        self.url = hop.url
+        self.origin = hop.origin
+
+
+def _accept_encoding(target: HTTP) -> str:
+    # Always offered when on, whatever max_response_bytes: the decoded size
+    # is what the limit bounds, so no limit makes a compressed answer riskier.
+    return ACCEPT_ENCODING if target.compress else "identity"
+
+
+def _sse_events(parser: SSEParser, decoder: Decoder | None, chunk: bytes) -> Iterable[Event]:
+    """The events a chunk of a stream completes (b"": its end). A compressed
+    stream is decoded before the parser, a piece at a time and only as the
+    events are taken, so the parser's event limit bounds it as it bounds a
+    plain one."""
+    if not chunk:
+        return parser.close()
+    if decoder is None:
+        return parser.feed(chunk)
+    return (event for piece in decoder.feed(chunk) for event in parser.feed(piece))
+
+
+def _decoder(response: Response) -> Decoder | None:
+    """The decoder of a response's body (None: identity); `UnsupportedEncoding`
+    for a coding the client does not decode."""
+    coding = coding_of(response.headers.get("content-encoding"))
+    return None if coding is None else Decoder(coding, _READ_CHUNK)
+
+
 def _visible_ascii(text: str) -> bool:
     """Only 0x21-0x7E, as the spec requires of a session id."""
     return all("!" <= char <= "~" for char in text)
+
+
+def _is_response(message: Any) -> bool:
+    return isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
+
+
+def _batch_for(request_id: Any, batch: list[Any]) -> tuple[list[Any], bool]:
+    """A batch that came on the answer channel of `request_id`: its items
+    minus responses to other requests (dropped, as a wrong id must never
+    reach another caller), and whether it holds this request's response.
+    Other items, invalid ones included, are left for the sink to route."""
+    kept: list[Any] = []
+    answered = False
+    for item in batch:
+        if _is_response(item):
+            if item.get("id") != request_id:
+                log.warning("dropped a response for %r in a batch on the stream of request %r",
+                            item.get("id"), request_id)
+                continue
+            answered = True
+        kept.append(item)
+    return kept, answered
 
 
 def _json_rpc_error(body: bytes) -> dict[str, Any] | None:

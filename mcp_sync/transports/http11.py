@@ -62,17 +62,18 @@ class ResponseError(ValueError):
 
 class RequestHead:
     """The heads of requests to one target (`path` on `authority`), each
-    with `Host`, `User-Agent` and `Accept-Encoding: identity` first."""
+    with `Host`, `User-Agent` and `Accept-Encoding` (`accept_encoding`:
+    the codings the caller decodes) first."""
 
     __slots__ = ("_prefixes",)
 
     #: Lines in a prefix: the request line and the three fixed headers.
     _PREFIX_LINES = 4
 
-    def __init__(self, path: str, authority: str, user_agent: str) -> None:
+    def __init__(self, path: str, authority: str, user_agent: str, accept_encoding: str = "identity") -> None:
         self._prefixes = {
             method: (f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {user_agent}\r\n"
-                     "Accept-Encoding: identity\r\n")
+                     f"Accept-Encoding: {accept_encoding}\r\n")
             for method in ("POST", "GET", "DELETE")
         }
 

@@ -2,7 +2,8 @@
 and the reusable threads that read response streams.
 
 Owns: every socket the HTTP transport opens (`Conn`), how it is opened
-(`Dialer`: TCP, then TLS with urllib3's context defaults), the budgets that
+(`Dialer`: TCP, maybe a tunnel through a proxy, then TLS with urllib3's
+context defaults), the budgets that
 bound how many are in use at once (`Pool`), the handle through which one
 exchange is stopped from another thread (`Exchange`), and the exchange
 threads (`ExchangeThreads`).
@@ -216,22 +217,34 @@ class Exchange:
 
 class Dialer:
     """Opens connections to one origin: TCP, then TLS when `tls` is given.
-    Bounded by `timeout` and the exchange's deadline, stopped by its abort."""
+    Bounded by `timeout` and the exchange's deadline, stopped by its abort.
 
-    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, timeout: float) -> None:
+    With `via` (a forward proxy's host and port), TCP goes to the proxy,
+    which resolves the origin's name itself; `tunnel`, when given, then
+    runs on the connected socket (under the same bound and abort) to open
+    a tunnel to the origin, and TLS to the origin (`server_hostname` its
+    host) goes through it."""
+
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, timeout: float, *,
+                 via: tuple[str, int] | None = None,
+                 tunnel: Callable[[socket.socket], None] | None = None) -> None:
         self.host = host
         self.port = port
         self.tls = tls
         self.timeout = timeout
+        self.via = via
+        self.tunnel = tunnel
 
     def dial(self, exchange: Exchange, deadline: float | None) -> socket.socket:
         limit = time.monotonic() + self.timeout
         if deadline is not None:
             limit = min(limit, deadline)
+        host, port = self.via if self.via is not None else (self.host, self.port)
+        what = "the proxy " if self.via is not None else ""
         try:
-            infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
         except OSError as exc:
-            raise OSError(f"cannot resolve {self.host!r}: {exc}") from exc
+            raise OSError(f"cannot resolve {what}{host!r}: {exc}") from exc
         error: OSError | None = None
         for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)
@@ -240,6 +253,8 @@ class Dialer:
                 self._connect(sock, address, exchange, limit)
                 if family in (socket.AF_INET, socket.AF_INET6):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.tunnel is not None:
+                    self._open_tunnel(sock, exchange, limit)
                 if self.tls is not None:
                     sock = self._handshake(sock, exchange, limit)
                 return sock
@@ -251,7 +266,23 @@ class Dialer:
             except BaseException:
                 sock.close()
                 raise
-        raise error if error is not None else OSError(f"no address for {self.host!r}")
+        if error is not None and self.via is not None and not isinstance(error, (socket.timeout, TLSError)):
+            raise OSError(error.errno, f"cannot reach the proxy {host}:{port}: {error.strerror or error}") from error
+        raise error if error is not None else OSError(f"no address for {what}{host!r}")
+
+    def _open_tunnel(self, sock: socket.socket, exchange: Exchange, limit: float) -> None:
+        """The tunnel through the proxy, bounded like the connect; an abort
+        shuts the (tracked) socket down under its reads."""
+        assert self.tunnel is not None
+        sock.settimeout(max(limit - time.monotonic(), 0.001))
+        try:
+            self.tunnel(sock)
+        except Exception:
+            if exchange.stop.is_set():
+                raise Stopped("the request was cancelled while connecting") from None
+            raise
+        exchange.check()
+        sock.settimeout(None)
 
     @staticmethod
     def _connect(sock: socket.socket, address: Any, exchange: Exchange, limit: float) -> None:

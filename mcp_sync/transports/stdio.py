@@ -36,12 +36,13 @@ import collections
 import logging
 import os
 import select
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import IO, Any
 
 from ..errors import (
@@ -124,6 +125,11 @@ class Stdio(Target):
     def open(self) -> Transport:
         return StdioTransport(self)
 
+    def server_key(self) -> Hashable:
+        env = None if self.env is None else tuple(sorted(self.env.items()))
+        cwd = None if self.cwd is None else os.fspath(self.cwd)
+        return ("stdio", self.command, tuple(self.args), cwd, env, self.inherit_env)
+
     def __repr__(self) -> str:
         return f"Stdio({self.command!r}, {self.args!r})"
 
@@ -172,7 +178,11 @@ class StdioTransport(Transport):
                     env=env, cwd=target.cwd, close_fds=True, **_own_process_group(),
                 )
             except OSError as exc:
-                raise ConnectError(f"cannot start server {target.command!r}: {exc}") from exc
+                hint = ""
+                if isinstance(exc, FileNotFoundError) and not target.args and len(target.command.split()) > 1:
+                    # ['python server.py']: a command line given as one string.
+                    hint = f" (the command and its arguments are separate strings: {shlex.split(target.command)!r})"
+                raise ConnectError(f"cannot start server {target.command!r}: {exc}{hint}") from exc
             if sys.platform != "win32":
                 assert self._proc.stdin is not None
                 # Writes then never block: a deadline, or close(), can end a
@@ -487,7 +497,7 @@ class StdioTransport(Transport):
                 error = self._exit_error("the server exited in the middle of a message")
                 break
             try:
-                message = jsonrpc.decode(line)
+                message = jsonrpc.parse(line)  # one message, or a batch for the engine to split
             except InvalidMessage as exc:
                 error = InvalidMessage(f"the server wrote a line that is not JSON-RPC: {exc}{self._tail_text()}")
                 break

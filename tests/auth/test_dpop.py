@@ -289,5 +289,5 @@ def test_other_answers_are_not_use_dpop_nonce(status, headers, body):
 def test_missing_cryptography_raises_authorization_error(monkeypatch):
     for name in [name for name in sys.modules if name == "cryptography" or name.startswith("cryptography.")]:
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(AuthorizationError, match=r"needs the 'cryptography' package: pip install 'mcp-sync\[jwt\]'"):
+    with pytest.raises(AuthorizationError, match=r"needs the 'cryptography' package: pip install 'mcp-sync-client\[jwt\]'"):
         DPoP()

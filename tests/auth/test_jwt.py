@@ -48,7 +48,7 @@ RFC8037_X = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
 RFC8037_THUMBPRINT = "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
 
 SECRET = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-INSTALL_HINT = "pip install 'mcp-sync[jwt]'"
+INSTALL_HINT = "pip install 'mcp-sync-client[jwt]'"
 
 
 # -- an independent verifier --------------------------------------------------

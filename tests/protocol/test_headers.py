@@ -534,6 +534,7 @@ def test_user_header_names_must_be_tokens(name: str):
         "mcp-name",
         "MCP-SESSION-ID",
         "last-event-id",
+        "accept-encoding",
         "Mcp-Param-X",
         "mcp-param-region",
         "MCP-PARAM-anything",

@@ -413,8 +413,9 @@ class socket_port:
 def test_session_headers_get_stream_and_delete(serve, version):
     httpd = serve()
     with mcp_sync.connect(httpd.url, protocol=version) as client:
-        session = client._conn.transport.session_id
+        session = client.session_id
         assert session and httpd.sessions == 1
+        assert all(r.headers.get("mcp-session-id") == session for r in httpd.requests[1:])
         client.call_tool("echo", {"text": "x"})
         client.ping()
         assert httpd.wait_for(lambda: any(r.method == "GET" for r in httpd.requests), 10)
@@ -482,7 +483,7 @@ def test_legacy_cancellation_sends_the_notification_too(serve):
 def test_an_expired_session_is_renewed_once_for_all_callers(serve):
     httpd = serve()
     with mcp_sync.connect(httpd.url, protocol="2025-11-25") as client:
-        first = client._conn.transport.session_id
+        first = client.session_id
         httpd.expire_sessions()
         errors, results = [], []
 
@@ -498,7 +499,7 @@ def test_an_expired_session_is_renewed_once_for_all_callers(serve):
         for t in pool:
             t.join(timeout=60)
         assert errors == [] and results == [True] * 8
-        assert client._conn.transport.session_id not in (None, first)
+        assert client.session_id not in (None, first)
     assert len(posts(httpd, "initialize")) == 2
 
 

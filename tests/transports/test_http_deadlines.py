@@ -131,19 +131,20 @@ def test_a_session_id_that_is_not_visible_ascii_is_refused(upstream):
 
 
 def test_an_encoded_answer_is_refused_not_decoded(upstream):
+    # gzip and deflate are decoded (tests/transports/test_http_compression.py).
     import gzip
     import json
 
     def gzipped(front, sock, message):
         body = gzip.compress(json.dumps({"jsonrpc": "2.0", "id": message["id"],
                                          "result": {"content": []}}).encode())
-        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: br\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
         front.stopping.wait(5)
 
     with HostileFront(upstream.url, {"tools/call": gzipped}) as front:
         with mcp_sync.connect(front.url) as client:
-            with pytest.raises(mcp_sync.InvalidMessage, match="Content-Encoding 'gzip'"):
+            with pytest.raises(mcp_sync.InvalidMessage, match="Content-Encoding 'br'"):
                 client.call_tool("echo", {"text": "x"}, timeout=5)
             assert client.list_tools()
 

@@ -28,15 +28,15 @@ def server(request):
 
 def poison(monkeypatch: pytest.MonkeyPatch, marker: bytes) -> None:
     """Make decoding any answer that holds `marker` fail unexpectedly."""
-    real = jsonrpc.decode
+    real = jsonrpc.parse
 
-    def decode(data: Any) -> Any:
+    def parse(data: Any) -> Any:
         raw = data.encode() if isinstance(data, str) else bytes(data)
         if marker in raw:
             raise RecursionError("maximum recursion depth exceeded while decoding")
         return real(data)
 
-    monkeypatch.setattr(http_transport.jsonrpc, "decode", decode)
+    monkeypatch.setattr(http_transport.jsonrpc, "parse", parse)
 
 
 def call_in_thread(fn) -> dict[str, Any]:

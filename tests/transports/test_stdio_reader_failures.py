@@ -17,14 +17,14 @@ from tests.conftest import demo_command
 
 
 def poison(monkeypatch: pytest.MonkeyPatch, marker: bytes) -> None:
-    real = jsonrpc.decode
+    real = jsonrpc.parse
 
-    def decode(data: Any) -> Any:
+    def parse(data: Any) -> Any:
         if marker in (data.encode() if isinstance(data, str) else bytes(data)):
             raise RuntimeError("a failure nobody foresaw")
         return real(data)
 
-    monkeypatch.setattr(stdio_transport.jsonrpc, "decode", decode)
+    monkeypatch.setattr(stdio_transport.jsonrpc, "parse", parse)
 
 
 @pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])

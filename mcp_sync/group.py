@@ -1,0 +1,472 @@
+"""Several servers as one: `ClientGroup`.
+
+Owns: a `Client` per server, connected on first use (once, however many
+threads need it at the same moment); listings of tools, resources and
+prompts across every server at once, on a small pool of threads the group
+owns, with each server's failure reported beside the others' results;
+qualified names (`server.tool`) and the routing of calls to the server a
+name belongs to.
+
+Must not know: how a client talks to its server. It uses the public API of
+`Client` and `connect()` only, so every option and guarantee of a single
+client (timeouts, reconnects, thread safety) holds per server.
+
+Why a pool owned by the group and not a thread per listing: the threads are
+bounded (`max_workers`) and `close()` joins them, so no thread outlives
+the group; a listing waits for its own tasks only, each of which is bounded
+by its server's connect and request timeouts.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import inspect
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import attrs
+
+from .client import Client, RequestOptions, connect
+from .errors import ConnectionClosed, McpError, RoutingError
+from .transports import HTTP_OPTIONS, resolve_target
+from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["ClientGroup", "GroupItem", "Listing"]
+
+T = TypeVar("T")
+
+#: The keyword arguments of `connect()` that configure a client (not a URL's HTTP options).
+_CLIENT_OPTIONS = frozenset(p for p in inspect.signature(connect).parameters if p not in ("target", "http_options"))
+
+#: Which server capability a listing needs: a server without it has nothing to list.
+_CAPABILITY = {"tools": "tools", "prompts": "prompts", "resources": "resources", "resource_templates": "resources"}
+
+
+@attrs.frozen
+class GroupItem(Generic[T]):
+    """One tool, prompt or resource of a group listing: `server` offers it,
+    `item` is the definition as that server listed it, and `name` is what to
+    give the group back: the qualified name (`"server.tool"`) of a tool or
+    prompt, the URI (or URI template) of a resource.
+
+    Example::
+
+        for entry in group.list_tools():
+            print(entry.name, "-", entry.item.description)
+    """
+
+    server: str
+    """The name of the server that offers it."""
+    name: str
+    """What to give the group back: a qualified tool or prompt name, a URI or URI template."""
+    item: T
+    """The `Tool`, `Prompt`, `Resource` or `ResourceTemplate` as the server listed it."""
+
+
+@attrs.frozen
+class Listing(Generic[T]):
+    """What a group listing found: `items` from every server that answered,
+    and `errors`, the `McpError` of each server that did not (not raised,
+    so one dead server costs only its own entries). Iterating goes over
+    `items`.
+
+    Example::
+
+        listing = group.list_tools()
+        for server, error in listing.errors.items():
+            print(f"{server} is unavailable: {error}")
+        names = [entry.name for entry in listing]
+    """
+
+    items: list[GroupItem[T]]
+    """What every server that answered listed, server by server in the group's order."""
+    errors: dict[str, McpError]
+    """The error of each server that did not answer, by server name."""
+
+    def __iter__(self) -> Iterator[GroupItem[T]]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def names(self) -> list[str]:
+        """The `name` of every item, in order."""
+        return [entry.name for entry in self.items]
+
+
+@attrs.define
+class _Slot:
+    target: Any
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    client: Client | None = None
+
+
+class ClientGroup:
+    """Several MCP servers used as one.
+
+    `targets` maps a server name to anything `connect()` takes (a command
+    list, a URL, `Stdio(...)`, `HTTP(...)`, an in-process server), such as
+    the result of `mcp_sync.load_config()`. Other keyword arguments are
+    `connect()` options for every server (`timeout=`, `input_handlers=`...;
+    HTTP options such as `headers=` apply to the URL strings among the
+    targets). Each server is connected on first use.
+
+    Tools and prompts are named `server` + `separator` + name (`"web.search"`);
+    an unqualified name works when one server only offers it. Listings ask
+    every server at once (at most `max_workers` at a time) and report each
+    server's failure in `Listing.errors` instead of raising. `close()` (or
+    the `with` block) closes every client and joins every thread. A group
+    is shared freely between threads, like a `Client`.
+
+    Attributes:
+        separator (str): Between the server name and the name in qualified names.
+        max_workers (int): The most threads asking servers at once.
+
+    Example::
+
+        with mcp_sync.ClientGroup({"local": ["python", "-m", "mcp_sync.testing"],
+                                   "web": "https://example.com/mcp"}, timeout=10) as group:
+            print(group.list_tools().names)         # ['local.echo', ..., 'web.search']
+            print(group.call_tool("local.echo", {"text": "hi"}).text)
+    """
+
+    def __init__(self, targets: Mapping[str, Any], *, separator: str = ".", max_workers: int | None = None,
+                 **connect_options: Any) -> None:
+        if not isinstance(targets, Mapping):
+            raise TypeError("ClientGroup() takes a mapping of server name to target")
+        if not isinstance(separator, str) or not separator:
+            raise ValueError("separator must be a non-empty string")
+        unknown = set(connect_options) - _CLIENT_OPTIONS - HTTP_OPTIONS
+        if unknown:
+            raise TypeError(f"ClientGroup() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        http_options = {k: v for k, v in connect_options.items() if k in HTTP_OPTIONS}
+        self._options = {k: v for k, v in connect_options.items() if k in _CLIENT_OPTIONS}
+        slots: dict[str, _Slot] = {}
+        for name in targets:  # a ServerConfig substitutes here: a missing variable fails now, named
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"server names must be non-empty strings, not {name!r}")
+            target = targets[name]
+            is_url = isinstance(target, str) and target.startswith(("http://", "https://"))
+            # Resolved now, so a target connect() would refuse fails here, not in a listing's thread.
+            slots[name] = _Slot(resolve_target(target, http_options if is_url else None))
+        if http_options and not any(isinstance(t, str) and t.startswith(("http://", "https://"))
+                                    for t in (targets[n] for n in targets)):
+            raise TypeError(f"{', '.join(sorted(http_options))} only apply to URL targets, and there are none")
+        if max_workers is None:
+            max_workers = min(32, max(1, len(slots)))
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise ValueError("max_workers must be a positive integer")
+        self.separator = separator
+        self.max_workers = max_workers
+        self._slots = slots
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        #: kind -> server -> the names (or URIs, templates) it listed last; replaced whole, under `_lock`.
+        self._catalog: dict[str, dict[str, frozenset[str]]] = {}
+
+    # -- servers -----------------------------------------------------------------------
+
+    @property
+    def servers(self) -> list[str]:
+        """The names of the servers, in the order given."""
+        return list(self._slots)
+
+    def client(self, server: str) -> Client:
+        """The `Client` of one server, connected now if it is not yet (once:
+        threads asking at the same time wait for the same connection). A
+        server that cannot be reached raises its `connect()` error, and the
+        next use tries again.
+
+        Example::
+
+            print(group.client("local").server_info.name)
+        """
+        slot = self._slot(server)
+        client = slot.client
+        if client is not None:
+            return client
+        with slot.lock:  # one connect per server, however many threads need it
+            if self._closed:
+                raise ConnectionClosed("the client group is closed")
+            if slot.client is None:
+                client = connect(slot.target, **self._options)
+                with self._lock:
+                    if self._closed:  # close() ran meanwhile: what was opened is closed too
+                        client.close()
+                        raise ConnectionClosed("the client group is closed")
+                    slot.client = client
+            return slot.client
+
+    def qualify(self, server: str, name: str) -> str:
+        """The group's name for `name` on `server`: ``"server.name"``."""
+        return f"{server}{self.separator}{name}"
+
+    def resolve(self, name: str, kind: str = "tool") -> tuple[str, str]:
+        """Which server a tool (or, with ``kind="prompt"``, a prompt) name
+        belongs to, and its name there: ``("web", "search")`` for
+        ``"web.search"``, or for an unqualified ``"search"`` that one server
+        only offers. Lists the servers when the group does not know yet.
+        Raises `RoutingError` when no server offers the name, or several do
+        (`candidates` lists their qualified names).
+
+        Example::
+
+            server, tool = group.resolve("add_note")   # ('notes', 'add_note')
+        """
+        if kind not in ("tool", "prompt"):
+            raise ValueError(f"kind must be 'tool' or 'prompt', not {kind!r}")
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a {kind} name must be a non-empty string")
+        sep = self.separator
+        qualified = [(s, name[len(s) + len(sep):]) for s in self._slots
+                     if name.startswith(s + sep) and len(name) > len(s) + len(sep)]
+        if len(qualified) == 1:
+            return qualified[0]
+        listing = kind + "s"
+        if len(qualified) > 1:  # servers "a" and "a.b": what they listed decides
+            known = self._known(listing)
+            offered = [(s, n) for s, n in qualified if n in known.get(s, ())]
+            if len(offered) != 1:  # not listed yet, or changed since: ask them
+                known = self._relist(listing)[0]
+                offered = [(s, n) for s, n in qualified if n in known.get(s, ())]
+            if len(offered) == 1:
+                return offered[0]
+            raise RoutingError(f"{kind} name {name!r} could belong to several servers "
+                               f"({', '.join(s for s, _ in qualified)})",
+                               candidates=[self.qualify(s, n) for s, n in qualified])
+        known = self._known(listing)
+        owners = [s for s in self._slots if name in known.get(s, ())]  # in the group's order
+        failed: dict[str, McpError] = {}
+        if not owners:  # never listed, or the servers changed since: ask them
+            known, failed = self._relist(listing)
+            owners = [s for s in self._slots if name in known.get(s, ())]
+        if len(owners) == 1:
+            return owners[0], name
+        if owners:
+            candidates = [self.qualify(s, name) for s in owners]
+            raise RoutingError(f"{kind} name {name!r} is ambiguous: use one of {', '.join(candidates)}",
+                               candidates=candidates)
+        unreachable = f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
+        raise RoutingError(f"no server of the group offers a {kind} named {name!r}{unreachable}")
+
+    # -- listings ----------------------------------------------------------------------
+
+    def list_tools(self, **options: Unpack[RequestOptions]) -> Listing[Tool]:
+        """Every tool of every server, asked at once; `name` of each item is
+        qualified. A server that fails is in `errors`, not raised.
+
+        Example::
+
+            listing = group.list_tools(timeout=5)
+            print(listing.names, list(listing.errors))
+        """
+        return self._gather("tools", lambda c: c.list_tools(**options), lambda t: self.qualify(t.server, t.item.name))
+
+    def list_prompts(self, **options: Unpack[RequestOptions]) -> Listing[Prompt]:
+        """Every prompt of every server, like `list_tools()`.
+
+        Example::
+
+            names = group.list_prompts().names      # ['local.greet', ...]
+        """
+        return self._gather("prompts", lambda c: c.list_prompts(**options),
+                            lambda t: self.qualify(t.server, t.item.name))
+
+    def list_resources(self, **options: Unpack[RequestOptions]) -> Listing[Resource]:
+        """Every direct resource of every server; `name` is the URI.
+
+        Example::
+
+            for entry in group.list_resources():
+                print(entry.server, entry.name)
+        """
+        return self._gather("resources", lambda c: c.list_resources(**options), lambda t: t.item.uri)
+
+    def list_resource_templates(self, **options: Unpack[RequestOptions]) -> Listing[ResourceTemplate]:
+        """Every resource template of every server; `name` is the template.
+
+        Example::
+
+            templates = group.list_resource_templates().names
+        """
+        return self._gather("resource_templates", lambda c: c.list_resource_templates(**options),
+                            lambda t: t.item.uri_template)
+
+    # -- calls -------------------------------------------------------------------------
+
+    def call_tool(self, tool: str | GroupItem[Tool], arguments: Mapping[str, Any] | None = None,
+                  **options: Unpack[RequestOptions]) -> CallToolResult:
+        """Call a tool by its qualified name (``"web.search"``), an unqualified
+        name one server only offers, or an item of `list_tools()`.
+
+        Example::
+
+            result = group.call_tool("local.echo", {"text": "hi"})
+            print(result.text)
+        """
+        if isinstance(tool, GroupItem):
+            return self.client(tool.server).call_tool(tool.item, arguments, **options)
+        server, name = self.resolve(tool, "tool")
+        return self.client(server).call_tool(name, arguments, **options)
+
+    def get_prompt(self, prompt: str | GroupItem[Prompt], arguments: Mapping[str, str] | None = None,
+                   **options: Unpack[RequestOptions]) -> GetPromptResult:
+        """Render a prompt named like a tool: qualified, unique, or an item.
+
+        Example::
+
+            print(group.get_prompt("local.greet", {"name": "Ada"}).messages[0].content)
+        """
+        if isinstance(prompt, GroupItem):
+            return self.client(prompt.server).get_prompt(prompt.item.name, arguments, **options)
+        server, name = self.resolve(prompt, "prompt")
+        return self.client(server).get_prompt(name, arguments, **options)
+
+    def read_resource(self, uri: str | GroupItem[Resource], *, server: str | None = None,
+                      **options: Unpack[RequestOptions]) -> ReadResourceResult:
+        """Read a resource from `server`, or from the one server that lists
+        the URI (or, failing that, a template it matches). A URI several
+        servers offer raises `RoutingError`: pass `server=`.
+
+        Example::
+
+            print(group.read_resource("demo://readme", server="local").text)
+        """
+        if isinstance(uri, GroupItem):
+            return self.client(uri.server).read_resource(uri.item.uri, **options)
+        if not isinstance(uri, str) or not uri:
+            raise TypeError("read_resource() needs a URI string")
+        if server is None:
+            server = self._resource_owner(uri)
+        return self.client(server).read_resource(uri, **options)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every client and join every thread the group started. A
+        connect in progress is waited for (it is bounded by its timeout) and
+        closed. Safe to call twice and from any thread; calls after it raise
+        `ConnectionClosed`."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        for slot in self._slots.values():
+            with slot.lock:  # waits for a connect in progress, which then sees the group closed
+                client, slot.client = slot.client, None
+            if client is not None:
+                client.close()
+        if pool is not None:
+            # Clients are closed: the tasks still running end at once; queued ones are dropped.
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> ClientGroup:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<ClientGroup {state}: {', '.join(self._slots)}>"
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _slot(self, server: str) -> _Slot:
+        slot = self._slots.get(server) if isinstance(server, str) else None
+        if slot is None:
+            raise RoutingError(f"no server named {server!r} in the group (servers: {', '.join(self._slots) or 'none'})")
+        return slot
+
+    def _gather(self, kind: str, fetch: Callable[[Client], list[Any]],
+                name_of: Callable[[GroupItem[Any]], str]) -> Listing[Any]:
+        with self._lock:  # submitted under the lock: close() cannot shut the pool down in between
+            if self._closed:
+                raise ConnectionClosed("the client group is closed")
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(self.max_workers, "mcp-sync-group")
+            futures = {name: self._pool.submit(self._list_one, name, kind, fetch) for name in self._slots}
+        items: list[GroupItem[Any]] = []
+        errors: dict[str, McpError] = {}
+        for server, future in futures.items():
+            try:
+                found = future.result()
+            except concurrent.futures.CancelledError:
+                errors[server] = ConnectionClosed("the client group is closed")
+                continue
+            except McpError as exc:
+                errors[server] = exc
+                continue
+            for item in found:
+                entry = GroupItem(server, "", item)
+                items.append(attrs.evolve(entry, name=name_of(entry)))
+        return Listing(items, errors)
+
+    def _list_one(self, server: str, kind: str, fetch: Callable[[Client], list[Any]]) -> list[Any]:
+        client = self.client(server)
+        capabilities = client.server_capabilities
+        if isinstance(capabilities, Mapping) and _CAPABILITY[kind] not in capabilities:
+            found: list[Any] = []  # a server without the capability offers nothing of the kind
+        else:
+            found = fetch(client)
+        if kind == "tools" or kind == "prompts":
+            names = frozenset(item.name for item in found)
+        elif kind == "resources":
+            names = frozenset(item.uri for item in found)
+        else:
+            names = frozenset(item.uri_template for item in found)
+        with self._lock:
+            self._catalog = {**self._catalog, kind: {**self._catalog.get(kind, {}), server: names}}
+        return found
+
+    def _known(self, kind: str) -> dict[str, frozenset[str]]:
+        with self._lock:
+            return dict(self._catalog.get(kind, {}))
+
+    def _relist(self, kind: str) -> tuple[dict[str, frozenset[str]], dict[str, McpError]]:
+        listers: dict[str, Callable[[], Listing[Any]]] = {
+            "tools": self.list_tools, "prompts": self.list_prompts,
+            "resources": self.list_resources, "resource_templates": self.list_resource_templates,
+        }
+        errors = listers[kind]().errors
+        return self._known(kind), errors
+
+    def _resource_owner(self, uri: str) -> str:
+        def owners() -> list[str]:
+            listed = self._known("resources")
+            exact = [s for s in self._slots if uri in listed.get(s, ())]
+            if exact:
+                return exact
+            templates = self._known("resource_templates")
+            return [s for s in self._slots if any(_template_matches(t, uri) for t in templates.get(s, ()))]
+
+        found = owners()
+        failed: dict[str, McpError] = {}
+        if not found:
+            failed = {**self._relist("resources")[1], **self._relist("resource_templates")[1]}
+            found = owners()
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise RoutingError(f"resource {uri!r} is offered by several servers ({', '.join(found)}): "
+                               "pass server=", candidates=found)
+        unreachable = f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
+        raise RoutingError(f"no server of the group offers resource {uri!r}{unreachable}: pass server=")
+
+
+def _template_matches(template: str, uri: str) -> bool:
+    """Whether `uri` could come from an RFC 6570 `template`. Only for routing,
+    so it is lenient: a simple `{var}` stands for one path segment, every
+    other expression for anything."""
+    pattern = ""
+    for literal, expression in re.findall(r"([^{]*)(\{[^}]*\})?", template):
+        pattern += re.escape(literal)
+        if expression:
+            pattern += "[^/?#]*" if re.fullmatch(r"\{[A-Za-z0-9_.,%]+\}", expression) else ".*"
+    return re.fullmatch(pattern, uri) is not None

@@ -1,0 +1,102 @@
+"""The protocol era each server settled on is remembered for the process, so
+a server that swallows the `server/discover` probe costs `probe_timeout`
+once, not on every connect (issue 15)."""
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+import mcp_sync
+from mcp_sync import era_memory
+
+SERVER = str(Path(__file__).parent / "servers" / "swallows_probe.py")
+
+
+@pytest.fixture
+def server(tmp_path):
+    record, mode = tmp_path / "record", tmp_path / "mode"
+    record.write_text("")
+    mode.write_text("old")
+    command = [sys.executable, SERVER, str(record), str(mode)]
+    yield command, record, mode
+    mcp_sync.forget_eras()
+
+
+def seen(record: Path) -> list[str]:
+    return record.read_text().split()
+
+
+def echo(client: mcp_sync.Client) -> str:
+    return client.call_tool("echo", {"text": "hi"}).content[0].text
+
+
+def test_only_the_first_connect_waits_for_a_swallowed_probe(server, caplog):
+    command, record, _mode = server
+    with caplog.at_level(logging.WARNING, logger="mcp_sync"):
+        with mcp_sync.connect(command, probe_timeout=0.5) as client:
+            assert client.protocol_version == "2025-03-26"
+            assert echo(client) == "hi"
+    # The probe went unanswered, so the server was started again for initialize.
+    assert seen(record) == ["start", "server/discover", "start", "initialize", "tools/call"]
+    assert "did not answer server/discover" in caplog.text and "probe_timeout" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mcp_sync"):
+        with mcp_sync.connect(command, probe_timeout=0.5) as client:
+            assert client.protocol_version == "2025-03-26"
+            assert echo(client) == "hi"
+    # Straight to initialize on one server process: no probe, no restart, no warning.
+    assert seen(record)[5:] == ["start", "initialize", "tools/call"]
+    assert "did not answer" not in caplog.text
+
+
+def test_forget_eras_makes_the_next_connect_probe_again(server):
+    command, record, _mode = server
+    mcp_sync.connect(command, probe_timeout=0.5).close()
+    mcp_sync.forget_eras(command)
+    mcp_sync.connect(command, probe_timeout=0.5).close()
+    assert seen(record).count("server/discover") == 2
+    mcp_sync.forget_eras()  # every server: also idempotent
+    assert era_memory.recall(mcp_sync.Stdio(command[0], command[1:]).server_key()) is None
+
+
+def test_a_server_upgraded_in_place_is_settled_again(server):
+    command, record, mode = server
+    mcp_sync.connect(command, probe_timeout=0.5).close()
+    mode.write_text("new")  # now it speaks only 2026-07-28 and refuses initialize
+    with mcp_sync.connect(command, probe_timeout=5) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert client.call_tool("echo", {"text": "up"}).content[0].text == "up"
+    # Remembered no longer: the era it settled on now is the stateless one.
+    assert era_memory.recall(mcp_sync.Stdio(command[0], command[1:]).server_key()) is None
+
+
+def test_a_pinned_protocol_ignores_the_memory(server):
+    command, record, _mode = server
+    mcp_sync.connect(command, probe_timeout=0.5).close()
+    with mcp_sync.connect(command, protocol="2025-03-26") as client:
+        assert client.protocol_version == "2025-03-26"
+    assert seen(record).count("server/discover") == 1
+
+
+def test_server_keys_name_what_identifies_a_server():
+    a = mcp_sync.Stdio("python", ["server.py"], cwd="/srv")
+    assert a.server_key() == mcp_sync.Stdio("python", ["server.py"], cwd="/srv").server_key()
+    assert a.server_key() != mcp_sync.Stdio("python", ["server.py"], cwd="/other").server_key()
+    assert a.server_key() != mcp_sync.Stdio("python", ["server.py"], env={"MODE": "x"}).server_key()
+    h = mcp_sync.HTTP("http://127.0.0.1:8000/mcp")
+    assert h.server_key() == mcp_sync.HTTP("http://127.0.0.1:8000/mcp", headers={"X-A": "b"}).server_key()
+    assert h.server_key() != mcp_sync.HTTP("http://127.0.0.1:8000/other").server_key()
+    assert mcp_sync.Custom(lambda: None).server_key() is None  # type: ignore[arg-type, return-value]
+
+
+def test_the_memory_is_bounded():
+    try:
+        for i in range(era_memory.MAX_SERVERS + 50):
+            era_memory.remember(("test", i), "initialize")
+        assert era_memory.recall(("test", 0)) is None  # the oldest went first
+        assert era_memory.recall(("test", era_memory.MAX_SERVERS + 49)) == "initialize"
+        assert len(era_memory._eras) == era_memory.MAX_SERVERS
+    finally:
+        era_memory.forget()

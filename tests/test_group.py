@@ -1,0 +1,297 @@
+"""`ClientGroup`: several servers as one.
+
+Three live servers of three kinds (a stdio program, an HTTP server, an
+in-process server) and a dead one (a stdio command that exits at once); a
+hanging one (a socket that accepts and never answers) where timing matters.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+import mcp_sync
+from mcp_sync.testing import HTTPServer, Server
+
+LOCAL = [sys.executable, "-m", "mcp_sync.testing", "--name", "local"]
+DEAD = [sys.executable, "-c", "raise SystemExit(0)"]
+
+
+def named_server(name: str) -> Server:
+    """A server whose `echo` says who answered, plus a tool, a prompt and a
+    resource only it has."""
+    server = Server(name=name)
+
+    @server.tool(name="echo", input_schema={"type": "object", "properties": {"text": {"type": "string"}}})
+    def echo(args, ctx):
+        return f"{name}:{args.get('text', '')}"
+
+    @server.tool(name=f"{name}_only")
+    def only(args, ctx):
+        return f"only {name}"
+
+    @server.prompt(f"{name}_prompt")
+    def prompt(args):
+        return f"prompt of {name}"
+
+    @server.resource(f"{name}://note", "note", mime_type="text/plain")
+    def note():
+        return f"note of {name}"
+
+    @server.resource("shared://same", "same", mime_type="text/plain")
+    def same():
+        return f"same from {name}"
+
+    return server
+
+
+@pytest.fixture
+def web():
+    with HTTPServer(named_server("web")) as http:
+        yield http
+
+
+@pytest.fixture
+def targets(web):
+    return {"local": LOCAL, "web": web.url, "mem": named_server("mem"), "dead": DEAD}
+
+
+def client_threads(before: set[int]) -> list[threading.Thread]:
+    """Threads of the client side started since `before` and still running,
+    at once: close() must have joined them. The test servers' own threads
+    (named mcp-testing-*) end on their own schedule and are not counted."""
+    return [t for t in threading.enumerate()
+            if t.ident not in before and t.is_alive() and not t.name.startswith("mcp-testing")]
+
+
+def test_lists_across_servers_and_reports_the_dead_one(targets):
+    with mcp_sync.ClientGroup(targets, timeout=20) as group:
+        tools = group.list_tools()
+        assert set(tools.errors) == {"dead"}
+        assert isinstance(tools.errors["dead"], mcp_sync.TransportError)
+        names = tools.names
+        assert {"local.echo", "local.add", "web.echo", "web.web_only", "mem.echo", "mem.mem_only"} <= set(names)
+        assert not any(name.startswith("dead.") for name in names)
+        entry = next(e for e in tools if e.name == "web.web_only")
+        assert (entry.server, entry.item.name) == ("web", "web_only")
+        assert isinstance(entry.item, mcp_sync.Tool)
+
+        prompts = group.list_prompts()
+        assert {"local.greet", "web.web_prompt", "mem.mem_prompt"} <= set(prompts.names)
+        assert set(prompts.errors) == {"dead"}
+        resources = group.list_resources()
+        assert {("local", "demo://readme"), ("web", "web://note"), ("mem", "mem://note")} <= {
+            (e.server, e.name) for e in resources}
+        templates = group.list_resource_templates()
+        assert ("local", "demo://items/{id}") in {(e.server, e.name) for e in templates}
+
+
+def test_routes_qualified_unqualified_and_refuses_ambiguous(targets):
+    with mcp_sync.ClientGroup(targets, timeout=20) as group:
+        assert group.call_tool("local.echo", {"text": "a"}).text == "a"
+        assert group.call_tool("web.echo", {"text": "b"}).text == "web:b"
+        assert group.call_tool("mem.echo", {"text": "c"}).text == "mem:c"
+        # Unqualified: the group lists the servers once to learn who offers what.
+        assert group.call_tool("web_only").text == "only web"
+        assert group.call_tool("mem_only").text == "only mem"
+        assert group.call_tool("add", {"a": 2, "b": 3}).structured_content == {"sum": 5}
+        assert group.resolve("mem_only") == ("mem", "mem_only")
+        with pytest.raises(mcp_sync.RoutingError) as caught:
+            group.call_tool("echo", {"text": "?"})
+        assert sorted(caught.value.candidates) == ["local.echo", "mem.echo", "web.echo"]
+        assert "ambiguous" in str(caught.value) and "web.echo" in str(caught.value)
+        with pytest.raises(mcp_sync.RoutingError, match="no server of the group offers a tool named 'nope'") as caught:
+            group.call_tool("nope")
+        assert "dead" in str(caught.value)  # it says which server could not be asked
+        assert caught.value.candidates == []
+        # A listed item routes itself.
+        item = next(e for e in group.list_tools() if e.name == "mem.echo")
+        assert group.call_tool(item, {"text": "d"}).text == "mem:d"
+        # Prompts and resources.
+        assert "Ada" in group.get_prompt("local.greet", {"name": "Ada"}).messages[0].content.text
+        assert group.get_prompt("web_prompt").messages[0].content.text == "prompt of web"
+        assert group.read_resource("mem://note").text == "note of mem"
+        assert group.read_resource("demo://readme").text.startswith("# mcp_sync demo server")
+        assert group.read_resource("demo://items/42").text == "item 42"  # by the template it matches
+        with pytest.raises(mcp_sync.RoutingError, match="several servers") as caught:
+            group.read_resource("shared://same")
+        assert sorted(caught.value.candidates) == ["mem", "web"]
+        assert group.read_resource("shared://same", server="web").text == "same from web"
+        # A dead server's tool fails with its own error.
+        with pytest.raises(mcp_sync.TransportError):
+            group.call_tool("dead.echo", {"text": "x"})
+        with pytest.raises(mcp_sync.RoutingError, match=r"no server named 'nope' .*local, web, mem, dead"):
+            group.client("nope")
+
+
+def test_separator_is_configurable_and_server_names_may_overlap(web):
+    with mcp_sync.ClientGroup({"a": named_server("a"), "a__b": named_server("ab"), "web": web.url},
+                              separator="__") as group:
+        # "a__b__echo" starts with both "a__" and "a__b__": what the servers list decides.
+        assert group.resolve("a__b__echo") == ("a__b", "echo")
+        names = group.list_tools().names
+        assert "a__echo" in names and "a__b__echo" in names and "web__web_only" in names
+        assert group.call_tool("web__echo", {"text": "x"}).text == "web:x"
+        assert group.call_tool("a__b__echo", {"text": "y"}).text == "ab:y"
+        assert group.call_tool("ab_only").text == "only ab"
+
+
+def test_sixteen_threads_each_get_their_own_answer(targets):
+    servers = ["local", "web", "mem"]
+    expected = {"local": "{}", "web": "web:{}", "mem": "mem:{}"}
+    failures: list[str] = []
+    start = threading.Barrier(16)
+    with mcp_sync.ClientGroup(targets, timeout=20) as group:
+
+        def work(index: int) -> None:
+            server = servers[index % 3]
+            try:
+                start.wait(timeout=10)
+                for round_ in range(5):
+                    text = f"t{index}-r{round_}"
+                    got = group.call_tool(f"{server}.echo", {"text": text}).text
+                    if got != expected[server].format(text):
+                        failures.append(f"thread {index} asked {server} for {text!r}, got {got!r}")
+            except Exception as exc:  # reported, so the test fails with the reason
+                failures.append(f"thread {index}: {exc!r}")
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert not any(t.is_alive() for t in threads)
+    assert failures == []
+
+
+def test_a_server_is_connected_once_however_many_threads_need_it(web):
+    start = threading.Barrier(16)
+    clients: list[mcp_sync.Client] = []
+    with mcp_sync.ClientGroup({"web": web.url}) as group:
+
+        def get() -> None:
+            start.wait(timeout=10)
+            clients.append(group.client("web"))
+
+        threads = [threading.Thread(target=get) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert len(clients) == 16 and len({id(c) for c in clients}) == 1
+        handshakes = [r for r in web.requests
+                      if isinstance(r.json, dict) and r.json.get("method") in ("server/discover", "initialize")]
+        assert len(handshakes) == 1
+
+
+def hanging_socket() -> tuple[socket.socket, str]:
+    """A listening socket that never answers, and its URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.settimeout(10)
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+
+
+def test_hanging_servers_do_not_hold_up_the_others(web):
+    (hang1, url1), (hang2, url2) = hanging_socket(), hanging_socket()
+    accepted: list[socket.socket] = []
+    result: dict[str, mcp_sync.Listing[mcp_sync.Tool]] = {}
+    try:
+        with mcp_sync.ClientGroup({"hang1": url1, "hang2": url2, "web": web.url, "mem": named_server("mem")},
+                                  timeout=2, probe_timeout=1) as group:
+            group.client("web"), group.client("mem")  # connected: what is measured below is the listing
+            lister = threading.Thread(target=lambda: result.update(tools=group.list_tools()))
+            started = time.monotonic()
+            lister.start()
+            # Both hanging servers are asked at once: the second well before the
+            # first could have timed out (a listing one server after the other
+            # would reach it only after the first's probe_timeout + timeout).
+            accepted.append(hang1.accept()[0])
+            first = time.monotonic()
+            accepted.append(hang2.accept()[0])
+            assert time.monotonic() - first < 1.0
+            # ... and the other servers answer meanwhile.
+            assert group.call_tool("mem.echo", {"text": "x"}).text == "mem:x"
+            assert group.call_tool("web.echo", {"text": "y"}).text == "web:y"
+            assert lister.is_alive()
+            lister.join(timeout=30)
+            elapsed = time.monotonic() - started
+        tools = result["tools"]
+        assert set(tools.errors) == {"hang1", "hang2"}
+        assert all(isinstance(e, (mcp_sync.RequestTimeout, mcp_sync.TransportError)) for e in tools.errors.values())
+        assert {"web.echo", "mem.echo"} <= set(tools.names)
+        # Bounded by one hanging server's own timeouts (probe 1 s + initialize 2 s), not two.
+        assert elapsed < 5.0
+    finally:
+        for sock in [*accepted, hang1, hang2]:
+            sock.close()
+        mcp_sync.forget_eras(url1)
+        mcp_sync.forget_eras(url2)
+
+
+def test_close_leaves_no_threads_and_refuses_further_use(targets):
+    before = {t.ident for t in threading.enumerate()}
+    group = mcp_sync.ClientGroup(targets, timeout=20)
+    listing = group.list_tools()
+    assert len(listing.errors) == 1
+    assert group.call_tool("web.echo", {"text": "x"}).text == "web:x"
+    group.close()
+    assert client_threads(before) == []
+    with pytest.raises(mcp_sync.ConnectionClosed):
+        group.list_tools()
+    with pytest.raises(mcp_sync.ConnectionClosed):
+        group.call_tool("web.echo", {"text": "x"})
+    group.close()  # twice is fine
+
+
+def test_close_during_a_listing_ends_it(web):
+    hang, url = hanging_socket()
+    before = {t.ident for t in threading.enumerate()}
+    result: dict[str, mcp_sync.Listing[mcp_sync.Tool]] = {}
+    conn = None
+    try:
+        group = mcp_sync.ClientGroup({"hang": url, "web": web.url}, timeout=2, probe_timeout=1)
+        lister = threading.Thread(target=lambda: result.update(tools=group.list_tools()))
+        lister.start()
+        conn = hang.accept()[0]
+        group.close()  # waits for the connect in progress (bounded by its timeout), then closes it
+        lister.join(timeout=30)
+        assert not lister.is_alive()
+        assert "hang" in result["tools"].errors
+        assert client_threads(before) == []
+    finally:
+        if conn is not None:
+            conn.close()
+        hang.close()
+        mcp_sync.forget_eras(url)
+
+
+def test_from_a_config_file(tmp_path, web, monkeypatch):
+    monkeypatch.setenv("WEB_URL", web.url)
+    path = tmp_path / ".mcp.json"
+    path.write_text(
+        '{"mcpServers": {"web": {"type": "http", "url": "${WEB_URL}"}, '
+        f'"local": {{"command": {sys.executable!r}, "args": ["-m", "mcp_sync.testing"]}}}}}}'.replace("'", '"'),
+        encoding="utf-8")
+    with mcp_sync.ClientGroup(mcp_sync.load_config(path), timeout=20) as group:
+        assert group.servers == ["web", "local"]
+        assert group.call_tool("web_only").text == "only web"
+        assert group.call_tool("local.echo", {"text": "z"}).text == "z"
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        mcp_sync.ClientGroup({"a": named_server("a")}, tiemout=3)
+    with pytest.raises(TypeError, match="only apply to URL targets"):
+        mcp_sync.ClientGroup({"a": named_server("a")}, headers={"X": "y"})
+    with pytest.raises(ValueError, match="separator"):
+        mcp_sync.ClientGroup({}, separator="")
+    with pytest.raises(TypeError):
+        mcp_sync.ClientGroup({"a": 42})
+    with pytest.raises(mcp_sync.ConfigError, match="MISSING_VAR_X"):
+        mcp_sync.ClientGroup(mcp_sync.load_config({"mcpServers": {"a": {"command": "${MISSING_VAR_X}"}}}))
