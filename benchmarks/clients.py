@@ -65,6 +65,38 @@ class McpSync:
             self._client._metrics = real
         return {"cpu_with_us": statistics.median(cpu_us[True]), "cpu_without_us": statistics.median(cpu_us[False])}
 
+    def tracing_off_cost(self, batches: int, size: int) -> dict[str, float]:
+        """What the tracing hook costs when nothing traces, paired: batches
+        of calls alternate between the client as built (the hook present, no
+        provider configured) and the same client whose `_request` is a copy
+        compiled from its source without the hook's lines; the medians of
+        client CPU and of wall time per call of each."""
+        client = self._client
+        if client._tracer is not None:
+            raise RuntimeError("a tracer or meter provider is configured: this case measures tracing off")
+        bypassed = _without_tracing_hook(client)
+        cpu_us: dict[bool, list[float]] = {True: [], False: []}
+        wall_us: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(200):
+            self.echo(f"warm-{i}")
+        try:
+            for batch in range(batches):
+                hooked = batch % 2 == 0
+                if hooked:
+                    client.__dict__.pop("_request", None)
+                else:
+                    client._request = bypassed  # type: ignore[method-assign]
+                started, started_wall = time.process_time(), time.perf_counter()
+                for i in range(size):
+                    self.echo(f"t-{i}")
+                cpu_us[hooked].append((time.process_time() - started) / size * 1e6)
+                wall_us[hooked].append((time.perf_counter() - started_wall) / size * 1e6)
+        finally:
+            client.__dict__.pop("_request", None)
+        return {"cpu_hook_us": statistics.median(cpu_us[True]), "cpu_bypassed_us": statistics.median(cpu_us[False]),
+                "wall_hook_us": statistics.median(wall_us[True]),
+                "wall_bypassed_us": statistics.median(wall_us[False])}
+
     def blob(self, n: int) -> int:
         return len(self._client.call_tool("blob", {"n": n}).text)
 
@@ -74,6 +106,33 @@ class McpSync:
 
     def close(self) -> None:
         self._client.close()
+
+
+#: The lines of `Client._request` that make the tracing hook.
+_HOOK_LINES = ("tracer = self._tracer", "if tracer is not None:", "return tracer.request(")
+
+
+def _without_tracing_hook(client: Any) -> Any:
+    """`client._request` as it would be built without the tracing hook:
+    its source, less the hook's lines, compiled in the client module, bound
+    to `client`. Fails loudly if the hook is not found as expected."""
+    import __future__
+    import inspect
+    import textwrap
+    import types
+
+    from mcp_sync import client as client_module
+
+    source = textwrap.dedent(inspect.getsource(client_module.Client._request))
+    lines = source.splitlines()
+    kept = [line for line in lines if not line.strip().startswith(_HOOK_LINES)]
+    if len(lines) - len(kept) != len(_HOOK_LINES) or "tracer" in "\n".join(kept):
+        raise RuntimeError("the tracing hook of Client._request is not the one this case removes")
+    namespace: dict[str, Any] = {}
+    code = compile("\n".join(kept) + "\n", client_module.__file__ or "client.py", "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    exec(code, vars(client_module), namespace)
+    return types.MethodType(namespace["_request"], client)
 
 
 class _NoMetrics:

@@ -23,7 +23,7 @@ from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "blob_gzip", "memory", "threads_alive",
-         "stats_cost")
+         "stats_cost", "tracing_off_cost")
 BLOB_SIZE = 10_000_000
 
 
@@ -121,6 +121,12 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                     continue
                 spec.update(batches=20, size=max(args.calls // 5, 200))
                 repeat = 1
+            elif case == "tracing_off_cost":
+                # The sequential stdio case, with the hook and without it.
+                if client != "mcp_sync" or transport != STDIO:
+                    continue
+                spec.update(batches=20, size=max(args.calls // 5, 200))
+                repeat = 1
             runs.append((client, transport, spec, repeat))
     return runs
 
@@ -140,6 +146,8 @@ COLUMNS = {
                ("growth_mb", "growth MB", 2), ("total", "calls", 0)],
     "threads_alive": [("threads", "threads", 0), ("threads_left_after_close", "left after close", 0)],
     "stats_cost": [("cpu_with_us", "cpu us/call with stats", 1), ("cpu_without_us", "cpu us/call without", 1)],
+    "tracing_off_cost": [("cpu_hook_us", "cpu us/call hook", 1), ("cpu_bypassed_us", "cpu us/c bypassed", 1),
+                         ("wall_hook_us", "wall us/call hook", 1), ("wall_bypassed_us", "wall us/c bypassed", 1)],
 }
 
 
@@ -194,6 +202,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         ratio(f"{transport} client CPU with stats() / without", value(results, "stats_cost", f"mcp_sync/{transport}",
                                                                      "cpu_with_us"),
               value(results, "stats_cost", f"mcp_sync/{transport}", "cpu_without_us"), 1.02, True)
+    # What the tracing hook costs with no provider: paired in one worker,
+    # against the same client with the hook compiled out.
+    ratio("stdio client CPU tracing hook (off) / bypassed", value(results, "tracing_off_cost", "mcp_sync/stdio",
+                                                                  "cpu_hook_us"),
+          value(results, "tracing_off_cost", "mcp_sync/stdio", "cpu_bypassed_us"), 1.02, True)
     for transport in (STDIO, HTTP):
         for case, label in (("seq", "1 caller"), ("threads8", "8 threads")):
             ratio(f"{transport} {label} calls/s / official from sync",

@@ -301,6 +301,8 @@ def run_sync(spec: dict[str, Any], server: Server) -> dict[str, Any]:
             result = {"threads": threading.active_count() - before}
         elif case == "stats_cost":
             result = client.stats_cost(spec["batches"], spec["size"])
+        elif case == "tracing_off_cost":
+            result = client.tracing_off_cost(spec["batches"], spec["size"])
         else:
             raise ValueError(f"unknown case {case!r}")
     finally:

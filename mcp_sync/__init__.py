@@ -52,6 +52,7 @@ from .errors import (
     VersionNegotiationError,
 )
 from .notifications import Notification, NotificationStream
+from .progress import ProgressBar, progress_bar
 from .config import ServerConfig, config_locations, connect_configured, find_config, load_config
 from .group import ClientGroup, GroupItem, Listing
 from .connection import Drops
@@ -107,7 +108,7 @@ __all__ = [
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
-    "handlers", "Notification", "NotificationStream", "Drops", "ResultCache", "StaleResult",
+    "handlers", "Notification", "NotificationStream", "progress_bar", "ProgressBar", "Drops", "ResultCache", "StaleResult",
     "Status", "StatusChange", "Reconnect", "Stats", "MethodStats", "Overloaded",
     "Subscription", "SubscriptionEnded", "SubscriptionBroken", "SubscriptionResumed",
     # config files and groups

@@ -2,10 +2,18 @@
 
     mcp-sync tools                              # the bundled demo server
     mcp-sync call countdown steps=5             # with a progress bar on stderr
-    mcp-sync --json call add a=2 b=3 -- python my_server.py
+    mcp-sync call add a=2 b=3 --json -- python my_server.py
+    mcp-sync tools --url https://host/mcp --header 'X-Tenant: acme'
+    mcp-sync call search --args @query.json --server github   # from .mcp.json & co
+    mcp-sync servers                            # what that config file holds
 
-It holds no logic the library lacks: it parses arguments, calls `Client`,
-and prints. Errors print one line to stderr and exit non-zero.
+Options go before or after the subcommand. It holds no logic the library
+lacks: it parses arguments, finds and reads config files with
+`mcp_sync.config`, calls `Client`, and prints. Errors print one line to
+stderr and exit 2 (the command line is wrong) or 1 (anything else). `-v`
+puts the library's logs, a stdio server's stderr among them, on stderr.
+`servers` never prints environment or header values (nor a URL's password
+and query values): they hold secrets.
 
 Whatever a server sends is printed with its control characters shown as
 escapes (`\\x1b`), not sent to the terminal: a server's text must not set
@@ -16,15 +24,22 @@ newlines and tabs pass through.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
+import shlex
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Sequence, TextIO, cast
+from urllib.parse import urlsplit, urlunsplit
 
 from . import connect
 from .client import Client
-from .errors import McpError
+from .config import ServerConfig, _kind_of_entry, _url_of, find_config, load_config
+from .errors import ConfigError, McpError
 from .handlers import console_form, defaults_form
+from .transports import HTTP, Target
 from .types import CallToolResult, Progress, TextContent, WireModel
 
 EXIT_ERROR = 1
@@ -112,40 +127,152 @@ class ProgressBar:
             self.stream.flush()
 
 
+#: The options accepted before and after the subcommand. After it, they are
+#: parsed by the subcommand's parser, with no defaults (`SUPPRESS`), so that
+#: one not given there leaves what came before (or the default) in place;
+#: repeatable ones collect into a `*_after` list that `_parse` appends.
+_REPEATABLE = ("protocol", "header")
+
+
+def _add_common_options(parser: argparse.ArgumentParser, *, after: bool) -> None:
+    group = parser.add_argument_group("options (before or after COMMAND)")
+
+    def add(*flags: str, default: Any = None, **kwargs: Any) -> None:
+        if after:
+            default = argparse.SUPPRESS
+            if kwargs.get("action") == "append":
+                kwargs["dest"] = kwargs["dest"] + "_after"
+        group.add_argument(*flags, default=default, **kwargs)
+
+    add("--url", help="a Streamable HTTP server URL (a bearer token may come from $MCP_SYNC_TOKEN)")
+    add("--config", metavar="FILE", help="a server config file (mcpServers or VS Code servers JSON)")
+    add("--server", metavar="NAME",
+        help="the server NAME of --config FILE, or of the first usual config file that defines it")
+    add("--header", action="append", dest="header", metavar="'NAME: VALUE'",
+        help="an HTTP header for every request (repeatable)")
+    add("--oauth", action="store_true", default=False,
+        help="with --url: authorize with OAuth in your browser when the server asks")
+    add("--no-browser", action="store_true", default=False,
+        help="with --oauth: print the authorization URL and ask for the address you end on")
+    add("--token-file", metavar="PATH",
+        help="with --oauth: where tokens are kept (default: "
+             "$XDG_CONFIG_HOME/mcp-sync/tokens.json or ~/.config/mcp-sync/tokens.json)")
+    add("--json", action="store_true", default=False, help="print raw JSON results")
+    add("--timeout", type=float, default=30.0, metavar="SECONDS", help="seconds per request (default 30)")
+    add("--protocol", action="append", dest="protocol", metavar="VERSION",
+        help="allow only this protocol version (repeatable)")
+    add("--answer", choices=("ask", "defaults", "none"),
+        help="how to answer a server's forms: ask on the terminal (the default when "
+             "stdin is one), accept the defaults, or not at all")
+    add("-v", "--verbose", action="store_true", default=False,
+        help="show the server's stderr and debug logs on stderr")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-sync",
         description="Talk to an MCP server. Without a target, uses the bundled demo server.",
-        epilog="Target a server program with: mcp-sync [options] COMMAND ... -- program args...",
+        epilog="Target a server program with: mcp-sync COMMAND ... [options] -- program args...; "
+               "a configured server with --server NAME [--config FILE].",
     )
-    parser.add_argument("--url", help="a Streamable HTTP server URL (a bearer token may come from $MCP_SYNC_TOKEN)")
-    parser.add_argument("--oauth", action="store_true",
-                        help="with --url: authorize with OAuth in your browser when the server asks")
-    parser.add_argument("--no-browser", action="store_true",
-                        help="with --oauth: print the authorization URL and ask for the address you end on")
-    parser.add_argument("--token-file", metavar="PATH",
-                        help="with --oauth: where tokens are kept (default: "
-                             "$XDG_CONFIG_HOME/mcp-sync/tokens.json or ~/.config/mcp-sync/tokens.json)")
-    parser.add_argument("--json", action="store_true", help="print raw JSON results")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
-    parser.add_argument("--protocol", action="append", help="allow only this protocol version (repeatable)")
-    parser.add_argument("--answer", choices=("ask", "defaults", "none"), default=None,
-                        help="how to answer a server's forms: ask on the terminal (the default when "
-                             "stdin is one), accept the defaults, or not at all")
+    _add_common_options(parser, after=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("discover", help="show the server's identity, versions and capabilities")
-    sub.add_parser("tools", help="list the tools")
-    call = sub.add_parser("call", help="call a tool: call TOOL key=value ...")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        _add_common_options(p, after=True)
+        return p
+
+    command("discover", "show the server's identity, versions and capabilities")
+    command("tools", "list the tools")
+    call = command("call", "call a tool: call TOOL [key=value ...] [--args JSON|@FILE]")
     call.add_argument("tool")
     call.add_argument("arguments", nargs="*", metavar="key=value")
-    sub.add_parser("resources", help="list the resources and resource templates")
-    read = sub.add_parser("read", help="read a resource: read URI")
+    call.add_argument("--args", metavar="JSON|@FILE",
+                      help="the arguments as a JSON object, or @FILE to read it from a file (@- : stdin); "
+                           "key=value pairs given too override its keys")
+    command("resources", "list the resources and resource templates")
+    read = command("read", "read a resource: read URI")
     read.add_argument("uri")
-    sub.add_parser("prompts", help="list the prompts")
-    prompt = sub.add_parser("prompt", help="render a prompt: prompt NAME key=value ...")
+    command("prompts", "list the prompts")
+    prompt = command("prompt", "render a prompt: prompt NAME [key=value ...] [--args JSON|@FILE]")
     prompt.add_argument("name")
     prompt.add_argument("arguments", nargs="*", metavar="key=value")
+    prompt.add_argument("--args", metavar="JSON|@FILE",
+                        help="the arguments as a JSON object, or @FILE to read it from a file (@- : stdin)")
+    command("servers", "list the servers of a config file (--config FILE, or the first usual one found)")
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse `argv` (raises SystemExit on a usage error, as argparse does)."""
+    args, extra = parser.parse_known_args(argv)
+    # argparse gives `nargs="*"` its (empty) share before an option, so the
+    # pairs after one (`call echo --json text=hi`) come back unrecognised.
+    if extra and hasattr(args, "arguments") and not any(e.startswith("-") for e in extra):
+        args.arguments = [*args.arguments, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    for name in _REPEATABLE:
+        after = vars(args).pop(name + "_after", None)
+        if after:
+            setattr(args, name, [*(getattr(args, name) or []), *after])
+    return args
+
+
+class _UsageError(Exception):
+    """A command line that cannot work, whatever the server or the files say."""
+
+
+def _parse_headers(values: Sequence[str] | None) -> dict[str, str]:
+    """`--header 'Name: value'` options as a mapping (the transport checks names and values)."""
+    headers: dict[str, str] = {}
+    for value in values or ():
+        # The messages leave the value out: it is often a token.
+        name, sep, text = value.partition(":")
+        name = name.strip()
+        if not sep:
+            raise _UsageError("--header wants 'Name: value', and this one has no colon")
+        if not name or any(c.isspace() for c in name):
+            raise _UsageError(f"--header wants 'Name: value', and {name!r} is not a header name")
+        if name.lower() in (n.lower() for n in headers):
+            raise _UsageError(f"--header {name!r} given twice")
+        headers[name] = text.strip()
+    return headers
+
+
+def _load_args(spec: str, stdin: TextIO) -> dict[str, Any]:
+    """`--args`: a JSON object given inline, or `@FILE` (`@-`: standard input)."""
+    where = "--args"
+    text = spec
+    if spec.startswith("@"):
+        path = spec[1:]
+        where = "--args from standard input" if path == "-" else f"--args file {path}"
+        try:
+            if path == "-":
+                text = stdin.read()
+            else:
+                with open(path, encoding="utf-8-sig") as f:
+                    text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _UsageError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise _UsageError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise _UsageError(f"{where} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _arguments(args: argparse.Namespace, stdin: TextIO) -> dict[str, Any]:
+    """The call's or prompt's arguments: `--args`, then the pairs over it."""
+    base = _load_args(args.args, stdin) if args.args is not None else {}
+    try:
+        pairs = _parse_pairs(args.arguments)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    return {**base, **pairs}
 
 
 def _dump(value: Any, out: TextIO) -> None:
@@ -218,7 +345,7 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         client.list_tools(timeout=args.timeout)  # so the result is checked against the tool's outputSchema
         bar = ProgressBar(err)
         try:
-            result = client.call_tool(args.tool, _parse_pairs(args.arguments), timeout=args.timeout, progress=bar)
+            result = client.call_tool(args.tool, args.parsed_arguments, timeout=args.timeout, progress=bar)
         finally:
             bar.finish()
         if as_json:
@@ -257,7 +384,7 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             _table([(p.name, p.description or "") for p in prompts], out, "(no prompts)")
         return 0
     if args.command == "prompt":
-        arguments = {k: v if isinstance(v, str) else json.dumps(v) for k, v in _parse_pairs(args.arguments).items()}
+        arguments = {k: v if isinstance(v, str) else json.dumps(v) for k, v in args.parsed_arguments.items()}
         rendered = client.get_prompt(args.name, arguments, timeout=args.timeout)
         if as_json:
             _dump(rendered, out)
@@ -312,11 +439,163 @@ def _auth(args: argparse.Namespace, err: TextIO) -> Any:
     return os.environ.get("MCP_SYNC_TOKEN") or None
 
 
+def _configured(args: argparse.Namespace, err: TextIO) -> Target:
+    """The target of `--server NAME` (in `--config FILE`, or found) or of a
+    `--config FILE` holding one server; says on stderr which file was found."""
+    if args.config is not None:
+        config = load_config(args.config)
+        name = args.server
+        if name is None:
+            if len(config) != 1:
+                raise _UsageError(f"--config {args.config} holds {len(config)} servers: choose one with --server NAME "
+                                  f"(servers: {', '.join(config) or 'none'})")
+            name = next(iter(config))
+        return config[name]
+    path = find_config(args.server)
+    err.write(f"mcp-sync: using server {args.server!r} from {path}\n")
+    return load_config(path)[args.server]
+
+
+def _with_headers(target: HTTP, headers: Mapping[str, str]) -> HTTP:
+    """`target` (from a config file: a URL and headers) with `headers` over its own."""
+    given = {name.lower() for name in headers}
+    merged = {k: v for k, v in target.headers.items() if k.lower() not in given}
+    merged.update(headers)
+    return type(target)(target.url, headers=merged)  # HTTP or SSE, as the file said
+
+
+def _target(args: argparse.Namespace, command: list[str], err: TextIO) -> tuple[Any, dict[str, Any]]:
+    """What to connect to, and the `connect()` options that go with it."""
+    given = [what for what, present in (("--url", args.url), ("--server/--config", args.server or args.config),
+                                          ("-- command", command)) if present]
+    if len(given) > 1:
+        raise _UsageError(f"give one of --url, --server (or --config) and -- command, not {' and '.join(given)}")
+    if (args.oauth or args.no_browser or args.token_file) and not args.url:
+        raise _UsageError("--oauth, --no-browser and --token-file go with --url")
+    if (args.no_browser or args.token_file) and not args.oauth:
+        raise _UsageError("--no-browser and --token-file go with --oauth")
+    headers = _parse_headers(args.header)
+    options: dict[str, Any] = {}
+    target: Any
+    if args.url:
+        target = args.url
+        if headers:
+            options["headers"] = headers
+        # An Authorization header given by hand wins over $MCP_SYNC_TOKEN.
+        if args.oauth or "authorization" not in (name.lower() for name in headers):
+            auth = _auth(args, err)
+            if auth is not None:
+                options["auth"] = auth
+    elif args.server or args.config:
+        target = _configured(args, err)
+        if headers:
+            if not isinstance(target, HTTP):
+                raise _UsageError("--header goes with an HTTP server, and this one is a program (stdio)")
+            target = _with_headers(target, headers)
+    elif headers:
+        raise _UsageError("--header goes with --url or a configured HTTP server")
+    elif command:
+        target = command
+    else:
+        target = [sys.executable, "-m", "mcp_sync.testing.server"]
+    return target, options
+
+
+def _redact_url(url: str) -> str:
+    """`url` with a password and query values hidden: both often hold keys."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+        query = "&".join(f"{k.partition('=')[0]}=***" if "=" in k else k for k in parts.query.split("&")) \
+            if parts.query else ""
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return "<a URL that cannot be parsed>"
+
+
+def _describe(config: ServerConfig, name: str) -> dict[str, Any]:
+    """One server of a config file as `servers` shows it: as written (so
+    `${VAR}` placeholders, not their values), with the names only of its
+    environment variables and headers, whose values are often secrets."""
+    entry = config.entries[name]
+    kind = _kind_of_entry(name, entry, str(config.path or "the config"))
+    info: dict[str, Any] = {"name": name, "type": kind}
+    if kind == "stdio":
+        info["command"] = str(entry["command"])
+        info["args"] = [str(a) for a in entry.get("args", [])]
+        if entry.get("cwd"):
+            info["cwd"] = entry["cwd"]
+        if entry.get("env"):
+            info["env"] = sorted(entry["env"])
+        if entry.get("envFile"):
+            info["envFile"] = entry["envFile"]
+    else:
+        info["url"] = _redact_url(str(_url_of(entry)))
+        if entry.get("headers"):
+            info["headers"] = sorted(entry["headers"])
+    return info
+
+
+def _servers(args: argparse.Namespace, command: list[str], out: TextIO, err: TextIO) -> int:
+    if args.url or args.server or command:
+        raise _UsageError("servers lists a config file: give --config FILE or nothing (not --url, --server or --)")
+    if args.config is not None:
+        config = load_config(args.config)
+    else:
+        path = find_config()
+        err.write(f"mcp-sync: using {path}\n")
+        config = load_config(path)
+    described = [_describe(config, name) for name in config]
+    if args.json:
+        _dump(described + [{"name": name, "disabled": True} for name in sorted(config.disabled)], out)
+        return 0
+    rows = []
+    for info in described:
+        where = shlex.join([info["command"], *info["args"]]) if info["type"] == "stdio" else info["url"]
+        secrets = [f"{key}: {', '.join(info[key])}" for key in ("env", "headers") if key in info]
+        rows.append((info["name"], info["type"], where + (f"  ({'; '.join(secrets)})" if secrets else "")))
+    rows += [(name, "-", "(disabled)") for name in sorted(config.disabled)]
+    if not rows:
+        out.write("(no servers)\n")
+        return 0
+    widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
+    for name, kind, where in rows:
+        out.write(f"{name.ljust(widths[0])}  {kind.ljust(widths[1])}  {where}".rstrip() + "\n")
+    return 0
+
+
+@contextlib.contextmanager
+def _verbose(on: bool, err: TextIO) -> Iterator[None]:
+    """With -v, the library's logs on stderr: its debug logs and each line a
+    stdio server writes to its stderr (the `mcp_sync.server.stderr` logger)."""
+    if not on:
+        yield
+        return
+    logger = logging.getLogger("mcp_sync")
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
          connect_fn: Callable[..., Client] = connect) -> int:
-    """Run the CLI; returns the exit status."""
+    """Run the CLI; returns the exit status.
+
+    Example::
+
+        status = main(["call", "add", "a=2", "b=3"])  # prints 5, returns 0
+    """
     # Everything printed may hold a server's text (results, descriptions,
-    # error messages, form prompts, an authorization URL).
+    # error messages, form prompts, an authorization URL, its stderr).
     out = cast(TextIO, _Neutralised(stdout or sys.stdout))
     err = cast(TextIO, _Neutralised(stderr or sys.stderr))
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -324,47 +603,44 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     if "--" in argv:
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1:]
-    parser = _build_parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse prints usage, errors and help on sys.stdout and sys.stderr:
+        # the streams given here instead.
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = _parse(_build_parser(), argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    if args.url and command:
-        err.write("mcp-sync: error: give either --url or -- command, not both\n")
-        return EXIT_USAGE
-    if (args.oauth or args.no_browser or args.token_file) and not args.url:
-        err.write("mcp-sync: error: --oauth, --no-browser and --token-file go with --url\n")
-        return EXIT_USAGE
-    if (args.no_browser or args.token_file) and not args.oauth:
-        err.write("mcp-sync: error: --no-browser and --token-file go with --oauth\n")
-        return EXIT_USAGE
-    target: Any
-    if args.url:
-        target = args.url
-    elif command:
-        target = command
-    else:
-        target = [sys.executable, "-m", "mcp_sync.testing.server"]
-    handlers = _input_handlers(args.answer, err)
-    options: dict[str, Any] = {}
-    if args.url:
-        auth = _auth(args, err)
-        if auth is not None:
-            options["auth"] = auth
     try:
-        with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
-                        **options) as client:
-            return _run(client, args, out, err)
+        with _verbose(args.verbose, err):
+            if args.command == "servers":
+                return _servers(args, command, out, err)
+            if hasattr(args, "arguments"):
+                args.parsed_arguments = _arguments(args, sys.stdin)
+            target, options = _target(args, command, err)
+            handlers = _input_handlers(args.answer, err)
+            with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
+                            **options) as client:
+                return _run(client, args, out, err)
+    except _UsageError as exc:
+        err.write(f"mcp-sync: error: {exc}\n")
+        return EXIT_USAGE
+    except ConfigError as exc:
+        # The command line was fine; the file (or the environment it names) is not.
+        err.write(f"mcp-sync: error: {_first_line(exc)}\n")
+        return EXIT_ERROR
     except ValueError as exc:
         err.write(f"mcp-sync: error: {exc}\n")
         return EXIT_USAGE
     except (McpError, TypeError, OSError) as exc:
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        err.write(f"mcp-sync: error: {first_line}\n")
+        err.write(f"mcp-sync: error: {_first_line(exc)}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         err.write("mcp-sync: interrupted\n")
         return 130
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 if __name__ == "__main__":

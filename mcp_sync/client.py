@@ -28,6 +28,7 @@ first use in the era already settled (`_after_fork`).
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import itertools
 import json
@@ -42,12 +43,13 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import attrs
 
-from . import era_memory, handshake, multiround
+from . import era_memory, handshake, multiround, tracing
 from ._version import __version__
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, SendFn, ToolCatalog, TypedCalls
 from .connection import Connection, Drops, new_id_counter
 from .errors import (
+    ConnectError,
     ConnectionClosed,
     HeaderMismatch,
     HTTPStatusError,
@@ -161,6 +163,8 @@ def connect(
     keepalive_failures: int = 3,
     max_in_flight: int | None = None,
     max_queued: int | None = None,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
     **http_options: Any,
 ) -> Client:
     """Connect to an MCP server and settle the protocol version.
@@ -199,6 +203,11 @@ def connect(
     `max_queued` how many may wait for a slot (beyond: `Overloaded`).
     See docs/resilience.md.
 
+    With OpenTelemetry installed (the `otel` extra) and a tracer or meter
+    provider set globally or passed as `tracer_provider=`/`meter_provider=`,
+    each request gets a span and its duration is recorded; see
+    docs/tracing.md.
+
     Example::
 
         with mcp_sync.connect(["python", "-m", "mcp_sync.testing.server"]) as client:
@@ -221,14 +230,34 @@ def connect(
         handler_timeout=handler_timeout, cache=cache, stale_if_error=stale_if_error,
         reconnect=reconnect, keepalive=keepalive, keepalive_failures=keepalive_failures,
         max_in_flight=max_in_flight, max_queued=max_queued,
+        tracer_provider=tracer_provider, meter_provider=meter_provider,
     )
     client = Client(resolved, options)
+    made = _made.get()
+    if made is not None:
+        made(client)
     try:
         client._open()
     except BaseException:
         client.close()
         raise
     return client
+
+
+#: Told of each client `connect()` makes in this context, before it connects
+#: (`_connect_observed`).
+_made: contextvars.ContextVar[Callable[[Client], None] | None] = contextvars.ContextVar("mcp_sync_made", default=None)
+
+
+def _connect_observed(target: Any, made: Callable[[Client], None], **options: Any) -> Client:
+    """`connect()`, telling `made` the client before it connects: the
+    `ClientGroup` records it, so that its `close()` can stop a connect in
+    progress (`Client.close()` ends one at once) instead of waiting for it."""
+    token = _made.set(made)
+    try:
+        return connect(target, **options)
+    finally:
+        _made.reset(token)
 
 
 #: Whether this thread's call holds an admission slot (`Client._send`).
@@ -261,6 +290,13 @@ def forget_eras(target: Any = None) -> None:
     resolved = resolve_target(target)
     if isinstance(resolved, Target):
         era_memory.forget(resolved.server_key())
+
+
+class _Changed(Exception):
+    """A server no longer serves the transport remembered for it."""
+
+    def __init__(self, cause: McpError) -> None:
+        super().__init__(str(cause))
 
 
 def _left(timeout: float | None, deadline: float | None) -> float | None:
@@ -539,6 +575,11 @@ class Client:
         self._attempts = 0
         self._gave_up: McpError | None = None
         self._metrics = Metrics()
+        # None unless OpenTelemetry is installed and set up: then the only
+        # cost of tracing is the test of this attribute in `_request`.
+        self._tracer = tracing.for_client(self, options.tracer_provider, options.meter_provider)
+        if self._tracer is not None:
+            self._ids = self._tracer.noting_ids(self._ids)
         self._held.admission = Admission(options.max_in_flight, options.max_queued)
         # Closes what the client holds if it is dropped unclosed; it holds
         # `_held`, never the client, or the client could never be collected.
@@ -668,11 +709,20 @@ class Client:
                     # It chose the HTTP+SSE transport before: no refused POSTs this time.
                     self._abandon_connection(conn, "using the HTTP+SSE transport the server chose before")
                     self._target = SSE.from_http(original)
-                    conn = self._start_connection()
+                    try:
+                        conn = self._start_connection()
+                    except (ConnectError, HTTPStatusError) as exc:
+                        # No event stream with an endpoint there any more.
+                        raise _Changed(exc) from exc
                 conn = self._initialize_or_fall_back(conn, initialize_era[0])
                 era_memory.remember(key, "sse" if isinstance(self._target, SSE) else "initialize")
                 return conn
-            except (ServerError, VersionNegotiationError, HTTPStatusError) as exc:
+            except (_Changed, ServerError, VersionNegotiationError, HTTPStatusError) as exc:
+                # An expired token or a server in trouble says nothing about the era.
+                if type(exc) is not _Changed and isinstance(exc, HTTPStatusError) and (
+                        type(exc) is not HTTPStatusError or exc.status not in (400, 404, 405)):
+                    self._target = original
+                    raise
                 # The server changed since (upgraded in place): settle afresh.
                 self._target = original
                 log.info("%s no longer takes initialize (%s); settling its protocol era again", self._target, exc)
@@ -793,6 +843,7 @@ class Client:
         try:
             self._initialize(new, version)
         except BaseException:
+            self._target = target  # nothing settled: the next attempt starts from the URL again
             self._abandon_connection(new, "the connection could not be set up")
             raise
         return new
@@ -1366,15 +1417,21 @@ class Client:
         def call(params: Mapping[str, Any] | None) -> Call:
             return Call(method, params, options, handlers, headers, refresh_headers)
 
-        if responses is None and state is None and method not in multiround.METHODS:
-            return self._send_once(call(original))
-        return multiround.answer_rounds(
-            lambda params: self._send_once(call(params)),
-            method, dict(original or {}), handlers=handlers,
-            answer_input=bool(options.get("answer_input", True)), max_rounds=max_rounds,
-            input_responses=responses, request_state=state, schemas=self._catalog.schemas,
-            max_total_timeout=options.get("max_total_timeout", self.max_total_timeout),
-        )
+        def rounds(send_once: Callable[[Call], dict[str, Any]]) -> dict[str, Any]:
+            if responses is None and state is None and method not in multiround.METHODS:
+                return send_once(call(original))
+            return multiround.answer_rounds(
+                lambda params: send_once(call(params)),
+                method, dict(original or {}), handlers=handlers,
+                answer_input=bool(options.get("answer_input", True)), max_rounds=max_rounds,
+                input_responses=responses, request_state=state, schemas=self._catalog.schemas,
+                max_total_timeout=options.get("max_total_timeout", self.max_total_timeout),
+            )
+
+        tracer = self._tracer
+        if tracer is not None:  # the tracing hook (see `tracing`): one span per request
+            return tracer.request(self, method, original, rounds)
+        return rounds(self._send_once)
 
     def _check_declarable(self, handlers: Mapping[str, Any]) -> None:
         """In the initialize era, capabilities are fixed by `initialize`: a

@@ -8,8 +8,17 @@ qualified names (`server.tool`) and the routing of calls to the server a
 name belongs to.
 
 Must not know: how a client talks to its server. It uses the public API of
-`Client` and `connect()` only, so every option and guarantee of a single
+`Client` and `connect()` (through `_connect_observed`, which also hands it
+the client before it connects), so every option and guarantee of a single
 client (timeouts, reconnects, thread safety) holds per server.
+
+Lock discipline: `_lock` guards `_closed`, `_pool`, `_catalog` and each
+slot's `client` and `connecting`; a slot's own `lock` is held for the whole
+of its connect, so threads that need the same server connect it once.
+`close()` takes `_lock` first and closes a connect in progress (which ends
+it at once) before it waits for any slot's lock. After `os.fork()` the
+child gets new locks and no pool (the parent's threads were not copied);
+each client reconnects by itself.
 
 Why a pool owned by the group and not a thread per listing: the threads are
 bounded (`max_workers`) and `close()` joins them, so no thread outlives
@@ -21,14 +30,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
+import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
-from .client import Client, RequestOptions, connect
+from .client import Client, RequestOptions, _connect_observed, connect
 from .errors import ConnectionClosed, McpError, RoutingError
 from .transports import HTTP_OPTIONS, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
@@ -105,6 +116,8 @@ class _Slot:
     target: Any
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     client: Client | None = None
+    #: The client being connected right now (under `lock`), for `close()`.
+    connecting: Client | None = None
 
 
 class ClientGroup:
@@ -170,6 +183,17 @@ class ClientGroup:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         #: kind -> server -> the names (or URIs, templates) it listed last; replaced whole, under `_lock`.
         self._catalog: dict[str, dict[str, frozenset[str]]] = {}
+        _live_groups.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: new locks (one held at the fork would never be
+        let go here) and no pool (its threads were not copied: work queued
+        to it would never run). The clients reconnect by themselves."""
+        self._lock = threading.Lock()
+        self._pool = None
+        for slot in self._slots.values():
+            slot.lock = threading.Lock()
+            slot.connecting = None
 
     # -- servers -----------------------------------------------------------------------
 
@@ -196,7 +220,18 @@ class ClientGroup:
             if self._closed:
                 raise ConnectionClosed("the client group is closed")
             if slot.client is None:
-                client = connect(slot.target, **self._options)
+                def made(client: Client) -> None:
+                    with self._lock:
+                        slot.connecting = client
+                        closed = self._closed
+                    if closed:  # close() ran just before: this connect ends at once
+                        client.close()
+
+                try:
+                    client = _connect_observed(slot.target, made, **self._options)
+                finally:
+                    with self._lock:
+                        slot.connecting = None
                 with self._lock:
                     if self._closed:  # close() ran meanwhile: what was opened is closed too
                         client.close()
@@ -357,6 +392,9 @@ class ClientGroup:
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
+            connecting = [slot.connecting for slot in self._slots.values() if slot.connecting is not None]
+        for starting in connecting:
+            starting.close()  # a connect in progress fails at once, and its slot's lock is let go
         for slot in self._slots.values():
             with slot.lock:  # waits for a connect in progress, which then sees the group closed
                 client, slot.client = slot.client, None
@@ -364,7 +402,10 @@ class ClientGroup:
                 client.close()
         if pool is not None:
             # Clients are closed: the tasks still running end at once; queued ones are dropped.
-            pool.shutdown(wait=True, cancel_futures=True)
+            # From one of the pool's own threads (a handler during a listing) it cannot
+            # join itself: the others end as their tasks do.
+            own = threading.current_thread() in getattr(pool, "_threads", ())
+            pool.shutdown(wait=not own, cancel_futures=True)
 
     def __enter__(self) -> ClientGroup:
         return self
@@ -470,3 +511,16 @@ def _template_matches(template: str, uri: str) -> bool:
         if expression:
             pattern += "[^/?#]*" if re.fullmatch(r"\{[A-Za-z0-9_.,%]+\}", expression) else ".*"
     return re.fullmatch(pattern, uri) is not None
+
+
+#: Every group not yet collected, for the fork hook.
+_live_groups: weakref.WeakSet[ClientGroup] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for group in list(_live_groups):
+        group._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

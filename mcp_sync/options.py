@@ -110,6 +110,9 @@ class ClientOptions:
     keepalive_failures: int = 3
     max_in_flight: int | None = None
     max_queued: int | None = None
+    # OpenTelemetry providers (see `mcp_sync.tracing`); None: the global ones.
+    tracer_provider: Any = None
+    meter_provider: Any = None
     allowed_versions: tuple[str, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:

@@ -88,6 +88,23 @@ class WireModel:
         """The wire dict this object was built from."""
         return dict(self.raw)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # IPython's pretty printer takes a class's own __repr__ (attrs writes
+        # one) over an inherited _repr_pretty_: each class gets its own.
+        setattr(cls, "_repr_pretty_", WireModel._repr_pretty_)
+
+    # Jupyter and IPython show results through these (see `mcp_sync.display`).
+    def _repr_html_(self) -> str:
+        from .display import to_html  # imported late: display imports this module
+
+        return to_html(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        from .display import to_text
+
+        printer.text(f"{type(self).__name__}(...)" if cycle else to_text(self))
+
 
 _FIELDS: dict[type, tuple[tuple[tuple[str, str, Any], ...], frozenset[str]]] = {}
 
@@ -533,6 +550,23 @@ class Page:
     items: list[Any]
     next_cursor: str | None
     raw: dict[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+
+    _repr_html_ = WireModel._repr_html_  # a table in Jupyter (see `mcp_sync.display`)
+    _repr_pretty_ = WireModel._repr_pretty_
+
+
+class ItemList(list):  # type: ignore[type-arg]
+    """What `list_tools()` and the other list calls return: a plain `list`
+    that Jupyter shows as a table (see `mcp_sync.display`).
+
+    Example::
+
+        >>> ItemList([Tool.from_wire({"name": "echo"})])[0].name
+        'echo'
+    """
+
+    _repr_html_ = WireModel._repr_html_
+    _repr_pretty_ = WireModel._repr_pretty_
 
 
 @attrs.frozen

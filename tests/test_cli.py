@@ -299,3 +299,305 @@ def test_a_terminal_progress_bar_still_redraws_in_place():
     bar(Progress(progress=1, total=2, message="half" + HOSTILE))
     assert stream.getvalue().startswith("\r\x1b[2K[##..] 1/2 half\\x1b]0;pwned")
     assert stream.getvalue().count("\x1b") == 1  # only the bar's own
+
+
+# -- options anywhere, headers, config files, --args, -v (issue 17) -----------------------------
+
+SCRIPT = Path(sys.executable).parent / "mcp-sync"
+
+
+def run_script(*argv, cwd, env=None, input=None):
+    """The installed command in a subprocess, in `cwd`, with a HOME of its own
+    so that no config file of the person running the tests is found."""
+    import os
+
+    home = Path(cwd) / "home"
+    home.mkdir(exist_ok=True)
+    environ = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "APPDATA", "MCP_SYNC_TOKEN")}
+    environ.update(HOME=str(home), **(env or {}))
+    return subprocess.run([str(SCRIPT), *argv], cwd=cwd, env=environ, input=input, capture_output=True,
+                          text=True, timeout=60)
+
+
+def write_config(folder, servers, name=".mcp.json"):
+    path = Path(folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}, indent=2))
+    return path
+
+
+DEMO_ENTRY = {"command": sys.executable, "args": ["-m", "mcp_sync.testing.server"]}
+
+
+def test_options_after_the_subcommand():
+    code, out, err = run("tools", "--json")
+    assert code == 0, err
+    assert "echo" in {tool["name"] for tool in json.loads(out)}
+    code, out, err = run("call", "add", "a=2", "--json", "b=3", "--timeout", "10")
+    assert code == 0, err
+    assert json.loads(out)["structuredContent"] == {"sum": 5}
+    code, out, _ = run("discover", "--protocol", "2025-06-18")
+    assert code == 0 and "protocol:     2025-06-18" in out
+    # A repeatable option collects from both sides: both versions are allowed, the newer wins.
+    code, out, _ = run("--protocol", "2025-06-18", "discover", "--protocol", "2025-11-25")
+    assert code == 0 and "protocol:     2025-11-25" in out
+    # One given on both sides: the later wins, as argparse does for a repeated option.
+    code, out, _ = run("--timeout", "0.2", "call", "sleep", "seconds=1", "--timeout", "10")
+    assert code == 0, out
+
+
+def test_url_after_the_subcommand_and_a_stdio_program_after_double_dash():
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    with HTTPServer(demo_server()) as httpd:
+        code, out, err = run("tools", "--url", httpd.url)
+        assert code == 0 and "echo" in out, err
+    code, out, err = run("tools", "--json", "--", *scripted())
+    assert code == 0, err
+    assert [tool["name"] for tool in json.loads(out)] == ["echo"]
+
+
+def test_options_after_the_subcommand_in_the_installed_command(tmp_path):
+    proc = run_script("call", "add", "a=2", "b=3", "--json", "--timeout", "20", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["structuredContent"] == {"sum": 5}
+
+
+def test_unknown_options_are_still_usage_errors():
+    code, _, err = run("tools", "--bogus")
+    assert code == 2 and "unrecognized arguments: --bogus" in err
+    code, _, err = run("tools", "a=1")
+    assert code == 2 and "unrecognized arguments: a=1" in err
+
+
+def test_headers_reach_the_http_server():
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    with HTTPServer(demo_server()) as httpd:
+        code, out, err = run("call", "echo", "text=hi", "--url", httpd.url,
+                             "--header", "X-Tenant: acme", "--header", "X-Trace:  a:b ")
+        assert (code, out.strip()) == (0, "hi"), err
+        posts = [r for r in httpd.requests if r.method == "POST"]
+        assert posts and all(r.headers.get("X-Tenant") == "acme" for r in posts)
+        assert all(r.headers.get("X-Trace") == "a:b" for r in posts)
+
+
+@pytest.mark.parametrize("header, message", [
+    ("Bearer secret-token", "--header wants 'Name: value', and this one has no colon"),
+    (": secret-token", "--header wants 'Name: value', and '' is not a header name"),
+    ("Bad Name: secret-token", "--header wants 'Name: value', and 'Bad Name' is not a header name"),
+    ("Content-Type: text/plain", "set by the transport"),
+])
+def test_a_malformed_header_is_a_usage_error(header, message):
+    code, out, err = run("--url", "http://127.0.0.1:9/mcp", "tools", "--header", header)
+    assert code == 2 and out == ""
+    assert err.startswith("mcp-sync: error: ") and err.count("\n") == 1 and message in err, err
+    assert "secret-token" not in err
+
+
+def test_headers_go_with_http_only():
+    code, _, err = run("tools", "--header", "X-A: 1")
+    assert code == 2 and "--header goes with --url" in err
+    code, _, err = run("tools", "--header", "X-A: 1", "--header", "x-a: 2", "--url", "http://127.0.0.1:9/mcp")
+    assert code == 2 and "given twice" in err
+
+
+def test_an_authorization_header_wins_over_the_environment_token(monkeypatch):
+    from mcp_sync.testing import HTTPServer, demo_server
+    from mcp_sync.testing.http import GateAnswer
+
+    def gate(request):
+        if request.headers.get("Authorization") == "Bearer by-hand":
+            return None
+        return GateAnswer(401, {"WWW-Authenticate": "Bearer"})
+
+    monkeypatch.setenv("MCP_SYNC_TOKEN", "from-env")
+    with HTTPServer(demo_server(), gate=gate) as httpd:
+        code, out, err = run("tools", "--url", httpd.url, "--header", "Authorization: Bearer by-hand")
+        assert code == 0 and "echo" in out, err
+
+
+def test_call_arguments_from_json_a_file_or_stdin(tmp_path, monkeypatch):
+    code, out, err = run("call", "add", "--args", '{"a": 2, "b": 3}')
+    assert (code, out.strip()) == (0, "5"), err
+    args_file = tmp_path / "args.json"
+    args_file.write_text('{"text": "from a file", "unused": [1]}')
+    code, out, err = run("call", "echo", "--args", f"@{args_file}")
+    assert (code, out.strip()) == (0, "from a file"), err
+    # Pairs given too override the object's keys.
+    code, out, err = run("call", "add", "--args", '{"a": 2, "b": 3}', "b=40")
+    assert (code, out.strip()) == (0, "42"), err
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"text": "piped"}'))
+    code, out, err = run("call", "echo", "--args", "@-")
+    assert (code, out.strip()) == (0, "piped"), err
+    code, out, err = run("prompt", "greet", "--args", '{"name": "Ada"}')
+    assert code == 0 and "Ada" in out, err
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{not json", "--args is not valid JSON"),
+    ("[1, 2]", "--args must be a JSON object, not list"),
+    ("@/nonexistent/args.json", "cannot read --args file /nonexistent/args.json"),
+])
+def test_bad_args_are_usage_errors(value, message):
+    code, out, err = run("call", "echo", "--args", value)
+    assert code == 2 and out == ""
+    assert err.startswith("mcp-sync: error: ") and err.count("\n") == 1 and message in err, err
+
+
+def test_call_args_from_a_file_in_the_installed_command(tmp_path):
+    (tmp_path / "args.json").write_text('{"a": 1.5, "b": 2}')
+    proc = run_script("--json", "call", "add", "--args", "@args.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["structuredContent"] == {"sum": 3.5}
+
+
+SECRETS = ("env-secret-1", "header-secret-2", "url-password-3", "query-secret-4")
+
+
+def real_shaped_config(folder):
+    """A Claude Code `.mcp.json` as people write them: a stdio server with a
+    secret in its env, an HTTP one with a secret header, an SSE one with
+    credentials in its URL, one disabled."""
+    return write_config(folder, {
+        "demo": {**DEMO_ENTRY, "env": {"API_KEY": SECRETS[0], "REGION": "${REGION:-eu}"}},
+        "search": {"type": "http", "url": "https://mcp.example.com/mcp",
+                   "headers": {"Authorization": f"Bearer {SECRETS[1]}", "X-Tenant": "${TENANT}"}},
+        "legacy": {"type": "sse", "url": f"https://bob:{SECRETS[2]}@old.example.com/sse?key={SECRETS[3]}"},
+        "off": {"command": "old-server", "disabled": True},
+    })
+
+
+def test_servers_lists_the_config_found_without_secrets(tmp_path):
+    real_shaped_config(tmp_path)
+    proc = run_script("servers", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == f"mcp-sync: using {tmp_path / '.mcp.json'}\n"
+    lines = proc.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["demo", "stdio"], ["search", "http"], ["legacy", "sse"],
+                                                   ["off", "-"]]
+    assert f"{sys.executable} -m mcp_sync.testing.server" in lines[0] and "env: API_KEY, REGION" in lines[0]
+    assert "https://mcp.example.com/mcp" in lines[1] and "headers: Authorization, X-Tenant" in lines[1]
+    assert "https://bob:***@old.example.com/sse?key=***" in lines[2]
+    assert "(disabled)" in lines[3]
+    proc = run_script("servers", "--json", cwd=tmp_path)
+    listed = json.loads(proc.stdout)
+    assert [s["name"] for s in listed] == ["demo", "search", "legacy", "off"]
+    assert listed[0]["env"] == ["API_KEY", "REGION"] and listed[1]["headers"] == ["Authorization", "X-Tenant"]
+    for secret in SECRETS:
+        assert secret not in proc.stdout + proc.stderr
+
+
+def test_servers_of_a_named_config_file(tmp_path):
+    path = write_config(tmp_path / "elsewhere", {"one": {"url": "http://127.0.0.1:9/mcp"}}, name="mcp.json")
+    proc = run_script("servers", "--config", str(path), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.split() == ["one", "http", "http://127.0.0.1:9/mcp"]
+
+
+def test_servers_without_a_config_file_says_where_it_looked(tmp_path):
+    proc = run_script("servers", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("mcp-sync: error: no MCP config file found (looked at ")
+    assert str(tmp_path / ".mcp.json") in proc.stderr
+
+
+def test_a_server_found_by_name_in_the_working_directory(tmp_path):
+    real_shaped_config(tmp_path)
+    proc = run_script("call", "add", "a=2", "b=3", "--server", "demo", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "5"
+    assert proc.stderr == f"mcp-sync: using server 'demo' from {tmp_path / '.mcp.json'}\n"
+
+
+def test_a_vscode_file_is_found_too(tmp_path):
+    path = tmp_path / ".vscode" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"servers": {"demo": {"type": "stdio", **DEMO_ENTRY}}}))
+    proc = run_script("--server", "demo", "tools", cwd=tmp_path)
+    assert proc.returncode == 0 and "echo" in proc.stdout, proc.stderr
+    assert f"from {path}" in proc.stderr
+
+
+def test_a_configured_http_server_gets_its_headers_and_ours(tmp_path, monkeypatch):
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    with HTTPServer(demo_server()) as httpd:
+        config = write_config(tmp_path, {"web": {"type": "http", "url": "${BASE}/mcp",
+                                                 "headers": {"X-Tenant": "${env:TENANT}", "X-Mode": "file"}}})
+        monkeypatch.setenv("BASE", httpd.url.rsplit("/", 1)[0])
+        monkeypatch.setenv("TENANT", "acme")
+        code, out, err = run("tools", "--config", str(config), "--server", "web", "--header", "x-mode: cli")
+        assert code == 0 and "echo" in out, err
+        assert err == ""  # the file was named: nothing to say
+        posts = [r for r in httpd.requests if r.method == "POST"]
+        assert posts and all(r.headers.get("X-Tenant") == "acme" for r in posts)
+        assert all(r.headers.get_all("X-Mode") == ["cli"] for r in posts)
+
+
+def test_config_mistakes(tmp_path, monkeypatch):
+    monkeypatch.delenv("TENANT", raising=False)
+    config = str(real_shaped_config(tmp_path))
+    code, _, err = run("--config", config, "tools")
+    assert code == 2 and "holds 3 servers: choose one with --server NAME (servers: demo, search, legacy)" in err
+    code, _, err = run("--config", config, "--server", "nope", "tools")
+    assert code == 1 and "no server named 'nope'" in err
+    code, _, err = run("--config", config, "--server", "search", "tools")
+    assert code == 1 and "environment variable TENANT is not set" in err and SECRETS[1] not in err
+    code, _, err = run("--config", config, "--server", "demo", "--header", "X-A: 1", "tools")
+    assert code == 2 and "--header goes with an HTTP server" in err
+    code, _, err = run("--server", "demo", "--url", "http://127.0.0.1:9/mcp", "tools")
+    assert code == 2 and "not --url and --server/--config" in err
+    code, _, err = run("--config", config, "servers", "--", "python")
+    assert code == 2 and "servers lists a config file" in err
+    code, _, err = run("--config", str(tmp_path / "missing.json"), "--server", "x", "tools")
+    assert code == 1 and "no config file at" in err
+
+
+def stderr_server(folder):
+    """A stdio server that says something on its stderr, with an escape in it, then serves the demo."""
+    script = Path(folder) / "noisy.py"
+    script.write_text("import sys\n"
+                      "sys.stderr.write('noisy server starting \\x1b]0;pwned\\x07\\n')\n"
+                      "sys.stderr.flush()\n"
+                      "from mcp_sync.testing.server import main\n"
+                      "sys.exit(main([]))\n")
+    return [sys.executable, str(script)]
+
+
+def test_verbose_shows_the_servers_stderr_and_debug_logs(tmp_path):
+    code, out, err = run("tools", "--", *stderr_server(tmp_path))
+    assert code == 0 and "echo" in out
+    assert "noisy server" not in err
+    code, out, err = run("tools", "-v", "--", *stderr_server(tmp_path))
+    assert code == 0 and "echo" in out, err
+    line = next(line for line in err.splitlines() if "noisy server starting" in line)
+    assert line.startswith("INFO mcp_sync.server.stderr: ")
+    assert "\\x1b]0;pwned\\x07" in line and "\x1b" not in err  # shown, neutralised
+    # The handler is gone again: a later run in this process is quiet.
+    code, out, err = run("tools", "--", *stderr_server(tmp_path))
+    assert code == 0 and err == ""
+
+
+def test_verbose_shows_debug_logs():
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    with HTTPServer(demo_server()) as httpd:
+        argv = ("tools", "--url", httpd.url, "--protocol", "2025-06-18")  # a session, ended by a DELETE
+        code, out, err = run(*argv)
+        assert code == 0 and err == ""
+        code, out, err = run(*argv, "-v")
+        assert code == 0 and "echo" in out
+        assert "DEBUG mcp_sync.transport.http: session DELETE answered 200" in err.splitlines()
+
+
+def test_verbose_in_the_installed_command(tmp_path):
+    proc = run_script("--verbose", "tools", "--", *stderr_server(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "noisy server starting" in proc.stderr and "echo" in proc.stdout
+
+
+def test_help_shows_the_options_after_the_subcommand():
+    code, out, err = run("call", "--help")
+    assert code == 0 and err == ""
+    assert "--args JSON|@FILE" in out and "--url URL" in out and "options (before or after COMMAND)" in out

@@ -7,6 +7,7 @@ hanging one (a socket that accepts and never answers) where timing matters.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -15,7 +16,8 @@ import time
 import pytest
 
 import mcp_sync
-from mcp_sync.testing import HTTPServer, Server
+from mcp_sync.testing import HTTPServer, Server, demo_server
+from tests.conftest import wait_until
 
 LOCAL = [sys.executable, "-m", "mcp_sync.testing", "--name", "local"]
 DEAD = [sys.executable, "-c", "raise SystemExit(0)"]
@@ -295,3 +297,71 @@ def test_bad_arguments():
         mcp_sync.ClientGroup({"a": 42})
     with pytest.raises(mcp_sync.ConfigError, match="MISSING_VAR_X"):
         mcp_sync.ClientGroup(mcp_sync.load_config({"mcpServers": {"a": {"command": "${MISSING_VAR_X}"}}}))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+def test_a_listing_in_a_forked_child_does_not_hang():
+    """ClientGroup's thread pool is not fork-aware: after a listing in the
+    parent, the child's executor believes its (uncopied) idle workers exist,
+    so a listing in the child queues work no thread runs and waits forever."""
+    http = HTTPServer(demo_server()).start()
+    group = mcp_sync.ClientGroup({"a": http.url}, timeout=5)
+    try:
+        assert "a.add" in group.list_tools().names  # the pool's worker now exists, idle
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                done = threading.Event()
+
+                def child_listing() -> None:
+                    try:
+                        if "a.add" in group.list_tools().names:
+                            done.set()
+                    except BaseException:  # noqa: BLE001
+                        pass
+
+                threading.Thread(target=child_listing, daemon=True).start()
+                code = 0 if done.wait(5.0) else 2
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 15
+        status = None
+        while time.monotonic() < deadline:
+            waited, status = os.waitpid(pid, os.WNOHANG)
+            if waited:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the child never ended")
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
+            "the child's group.list_tools() did not finish within 5 s (exit 2: hung)"
+    finally:
+        group.close()
+        http.close()
+
+
+def test_close_stops_a_connect_in_progress():
+    # A server that never answers: with timeout=None only close() can end the connect.
+    silent = mcp_sync.Stdio(sys.executable, ["-c", "import time; time.sleep(30)"], shutdown_timeout=0.5)
+    group = mcp_sync.ClientGroup({"s": silent}, timeout=None, probe_timeout=30, reconnect=False)
+    failed: list[BaseException] = []
+
+    def use() -> None:
+        try:
+            group.client("s")
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            failed.append(exc)
+
+    user = threading.Thread(target=use, daemon=True)
+    user.start()
+    assert wait_until(lambda: group._slots["s"].connecting is not None, 10)
+    started = time.monotonic()
+    group.close()
+    took = time.monotonic() - started
+    user.join(10)
+    # Bounded by the server's shutdown (0.5 s grace, then a signal), not by the 30 s it would sleep.
+    assert took < 5, f"close() waited {took:.1f} s for a connect in progress"
+    assert failed and isinstance(failed[0], mcp_sync.ConnectionClosed)

@@ -13,8 +13,9 @@ method 405 (so the `POST /sse` of a client trying Streamable HTTP first gets
 `Server` decides the protocol revision: `Server(versions=["2024-11-05"])`
 (or `demo_server(versions=...)`) makes a server of that era.
 
-It owns the sessions and the writing of their streams; the socket and its
-threads are `_listener`'s, HTTP framing is `_framing`'s, a stream's message
+It owns the sessions and the writing of their streams; the lifecycle and
+the knobs it shares with `HTTPServer` are `_loopback`'s, the socket and its
+threads `_listener`'s, HTTP framing is `_framing`'s, a stream's message
 queue is `_streams.Stream`, and serving MCP is the `ServerSession`'s.
 
 Test knobs: `endpoint` (the endpoint event's data, a template with
@@ -26,22 +27,19 @@ session, shuts every connection down and joins every thread.
 
 from __future__ import annotations
 
-import collections
-import json
 import logging
 import ssl
-import threading
 import uuid
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._framing import RequestHandler, SSEWriter, encode, media_types
-from ._listener import DEFAULT_MAX_RECORDS, Listener
+from ._listener import DEFAULT_MAX_RECORDS
+from ._loopback import LoopbackServer
 from ._protocol import JSONDict
 from ._registry import Server
 from ._responses import _wait
 from ._session import ServerSession
-from ._streamable import RecordedRequest
 from ._streams import Stream
 
 _log = logging.getLogger("mcp_sync.testing.sse")
@@ -67,7 +65,7 @@ class _Session:
             _log.debug("session %s: stream ended; dropped %r", self.id, message.get("method") or message.get("id"))
 
 
-class SSEServer:
+class SSEServer(LoopbackServer):
     """Serve a `Server` over the old HTTP+SSE transport on 127.0.0.1, for tests and docs.
 
     Example::
@@ -84,6 +82,8 @@ class SSEServer:
     (how many requests `requests` keeps). See the module docstring.
     """
 
+    _thread_name = "mcp-testing-sse"
+
     def __init__(
         self,
         server: Server,
@@ -99,90 +99,22 @@ class SSEServer:
     ) -> None:
         if not path.startswith("/") or not messages_path.startswith("/"):
             raise ValueError("path and messages_path must start with '/'")
-        self.server = server
-        self.host = host
-        self.path = path
+        super().__init__(server, host, port, path=path, ssl_context=ssl_context, max_records=max_records)
         self.messages_path = messages_path
         self.endpoint = endpoint if endpoint is not None else messages_path + "?session_id={session_id}"
         self.send_endpoint = send_endpoint
-        self.ssl_context = ssl_context
-        self._port = port
-        self._lock = threading.RLock()
-        self._changed = threading.Condition(self._lock)
-        self._close_lock = threading.Lock()
-        self._listener: Listener | None = None
         self._sessions: dict[str, _Session] = {}
-        self._requests: collections.deque[RecordedRequest] = collections.deque(maxlen=max_records)
-        self._closing = False
-        self._closed = False
 
-    # -- lifecycle -------------------------------------------------------------------
-
-    def start(self) -> SSEServer:
-        """Bind, listen and serve on a background thread; returns self."""
-        with self._close_lock:
-            if self._closing or self._listener is not None:
-                raise RuntimeError("this SSEServer is closed or already started")
-            self._listener = Listener(self, (self.host, self._port), RequestHandler, lock=self._lock,
-                                      changed=self._changed, ssl_context=self.ssl_context, name="mcp-testing-sse")
-            self._listener.start()
-        return self
-
-    @property
-    def port(self) -> int:
-        if self._listener is None:
-            raise RuntimeError("start() the server first")
-        return self._listener.port
-
-    @property
-    def url(self) -> str:
-        """The stream's URL, e.g. "http://127.0.0.1:PORT/sse" (after start())."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        scheme = "https" if self.ssl_context is not None else "http"
-        return f"{scheme}://{host}:{self.port}{self.path}"
-
-    def close(self) -> None:
-        """Stop serving: end every session and stream, shut every connection
-        down, join every thread started. Idempotent."""
-        with self._close_lock:
-            if self._closed:
-                return
-            with self._lock:
-                self._closing = True
-            listener = self._listener
-            if listener is not None:
-                listener.stop_accepting()
-            self.end_streams()
-            if listener is not None:
-                listener.shutdown_connections()
-                listener.join()
-            self._closed = True
-
-    def __enter__(self) -> SSEServer:
-        return self.start() if self._listener is None else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _end_all(self) -> None:
+        self.end_streams()
 
     # -- test knobs ---------------------------------------------------------------------
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """The HTTP requests received, oldest first (a copy)."""
-        with self._lock:
-            return list(self._requests)
 
     @property
     def sessions(self) -> int:
         """How many sessions (open streams) are live."""
         with self._lock:
             return len(self._sessions)
-
-    @property
-    def connections(self) -> int:
-        """How many client connections are open."""
-        with self._lock:
-            return self._listener.connections if self._listener is not None else 0
 
     def end_streams(self) -> int:
         """End every session's stream (its session with it), as a server
@@ -193,28 +125,14 @@ class SSEServer:
             session.stream.end("ended by the test server")
         return len(sessions)
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
-        """Wait until `predicate()` is true, re-checked whenever `requests`,
-        `sessions` or `connections` change. Returns its last value."""
-        with self._changed:
-            return self._changed.wait_for(predicate, timeout)
-
     # -- serving ------------------------------------------------------------------------
 
     def _serve(self, h: RequestHandler, method: str) -> None:
-        try:
-            body = h.read_body()
-        except (ValueError, OSError):
-            h.close_connection = True
-            h.send_body(400, b"Bad Request: unreadable body", "text/plain; charset=utf-8", {"Connection": "close"})
+        body = self._read_body(h)
+        if body is None:
             return
         with self._lock:
-            try:
-                parsed: Any = json.loads(body) if body else None
-            except (ValueError, RecursionError):
-                parsed = None
-            self._requests.append(RecordedRequest(method, h.path, h.headers, body, parsed))
-            self._changed.notify_all()
+            parsed = self._record(h, method, body)
         target = urlsplit(h.path)
         path = unquote(target.path)
         if path == self.path and method == "GET":

@@ -38,10 +38,11 @@ related to no request, on each session's GET stream), `sessions`,
 `close()` stops the listener, ends every session and stream, shuts every
 connection down and joins every thread it started.
 
-This module owns `HTTPServer`: its lifecycle, its test knobs and the
+This module owns `HTTPServer`: its test knobs, what closing ends and the
 routing of each request to an era, served by `_eras` (which documents
-both eras). The pieces live next to it: the socket and its threads in
-`_listener`, HTTP framing in `_framing`, request checks
+both eras). The pieces live next to it: the lifecycle and knobs it shares
+with `SSEServer` (and `RecordedRequest`) in `_loopback`, the socket and
+its threads in `_listener`, HTTP framing in `_framing`, request checks
 and rejections in `_validation`, streams and legacy sessions in `_streams`,
 writing a stream as a response in `_responses`.
 """
@@ -53,7 +54,6 @@ import email.message
 import json
 import logging
 import ssl
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -61,7 +61,8 @@ from urllib.parse import urlsplit
 
 from . import _eras
 from ._framing import RequestHandler, media_types
-from ._listener import DEFAULT_MAX_RECORDS, Listener
+from ._listener import DEFAULT_MAX_RECORDS
+from ._loopback import LoopbackServer
 from ._protocol import (
     INVALID_REQUEST,
     META_PROTOCOL_VERSION,
@@ -82,22 +83,6 @@ _log = logging.getLogger("mcp_sync.testing.http")
 RESPONSE_MODES = ("auto", "json", "sse")
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One HTTP request as the server received it.
-
-    `headers` is the `http.client.HTTPMessage` parsed by `http.server` (an
-    `email.message.Message`): `headers.get(name)` and `headers.get_all(name)`
-    are case-insensitive. `path` is the request target as sent (with any
-    query). `json` is the parsed body, or None when it is empty or not JSON."""
-
-    method: str
-    path: str
-    headers: email.message.Message
-    body: bytes
-    json: Any
 
 
 @dataclass(frozen=True)
@@ -130,8 +115,7 @@ class _Canned:
     times: int
 
 
-
-class HTTPServer:
+class HTTPServer(LoopbackServer):
     """Serve a `Server` over Streamable HTTP on 127.0.0.1 (a real socket), for tests and the demo.
 
     Example::
@@ -159,6 +143,8 @@ class HTTPServer:
 
     See the module docstring for the behaviour and status codes."""
 
+    _thread_name = "mcp-testing-http"
+
     def __init__(
         self,
         server: Server,
@@ -182,105 +168,40 @@ class HTTPServer:
             raise ValueError("path must start with '/'")
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
             raise ValueError("max_records must be a positive integer")
-        self.server = server
-        self.host = host
-        self.path = path
+        super().__init__(server, host, port, path=path, ssl_context=ssl_context, max_records=max_records)
         self.response_mode = response_mode
         self.sse_ids = sse_ids
         self.get_stream = get_stream
         self.retry_ms = retry_ms
-        self.ssl_context = ssl_context
         self.gate = gate
-        self._port = port
-        self._lock = threading.RLock()
-        #: Notified whenever `requests`, `sessions` or `connections` change.
-        self._changed = threading.Condition(self._lock)
-        self._close_lock = threading.Lock()
-        self._listener: Listener | None = None
         self._sessions: dict[str, LegacySession] = {}
         self._live: set[Stream] = set()
         #: Stateless sessions serving a subscriptions/listen POST.
         self._listen_sessions: set[ServerSession] = set()
-        #: The newest `max_records` requests, oldest first.
-        self._requests: collections.deque[RecordedRequest] = collections.deque(maxlen=max_records)
         self._canned: dict[str, collections.deque[_Canned]] = {}
         self._drops = 0
-        self._closing = False
-        self._closed = False
 
     # -- lifecycle --------------------------------------------------------------
 
-    def start(self) -> HTTPServer:
-        """Bind, listen and serve on a background thread; returns self."""
-        with self._close_lock:
-            if self._closing:
-                raise RuntimeError("this HTTPServer is closed")
-            if self._listener is not None:
-                raise RuntimeError("this HTTPServer is already started")
-            self._listener = Listener(self, (self.host, self._port), RequestHandler, lock=self._lock,
-                                      changed=self._changed, ssl_context=self.ssl_context, name="mcp-testing-http")
-            self._listener.start()
-        return self
-
-    @property
-    def port(self) -> int:
-        if self._listener is None:
-            raise RuntimeError("start() the server first")
-        return self._listener.port
-
-    @property
-    def url(self) -> str:
-        """The endpoint URL, e.g. "http://127.0.0.1:PORT/mcp" (after start())."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        scheme = "https" if self.ssl_context is not None else "http"
-        return f"{scheme}://{host}:{self.port}{self.path}"
-
-    def close(self) -> None:
-        """Stop serving: end every session and stream, shut every connection
-        down, join every thread started. Idempotent."""
-        with self._close_lock:
-            if self._closed:
-                return
-            with self._lock:
-                self._closing = True
-            listener = self._listener
-            if listener is not None:
-                listener.stop_accepting()
-            with self._lock:
-                listening = list(self._listen_sessions)
-            # Shutdown ends each subscription gracefully: its completion result
-            # is written before the stream closes (bounded, in case a client stalls).
-            ended = {listener for listener in listening if listener.end_subscriptions(graceful=True, wait=True)}
-            with self._changed:
-                self._changed.wait_for(lambda: not (ended & self._listen_sessions), _CLOSE_GRACE)
-            with self._lock:
-                sessions = list(self._sessions.values())
-                self._sessions.clear()
-                self._changed.notify_all()
-                streams = list(self._live)
-            for stream in streams:
-                stream.end("closing")
-            for session in sessions:
-                session.terminate("closing")
-            if listener is not None:
-                listener.shutdown_connections()
-                listener.join()
-            self._closed = True
-
-    def __enter__(self) -> HTTPServer:
-        return self.start() if self._listener is None else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _end_all(self) -> None:
+        with self._lock:
+            listening = list(self._listen_sessions)
+        # Shutdown ends each subscription gracefully: its completion result
+        # is written before the stream closes (bounded, in case a client stalls).
+        ended = {listener for listener in listening if listener.end_subscriptions(graceful=True, wait=True)}
+        with self._changed:
+            self._changed.wait_for(lambda: not (ended & self._listen_sessions), _CLOSE_GRACE)
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+            self._changed.notify_all()
+            streams = list(self._live)
+        for stream in streams:
+            stream.end("closing")
+        for session in sessions:
+            session.terminate("closing")
 
     # -- test knobs -------------------------------------------------------------
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """The HTTP requests received, oldest first (a copy): all of them, or
-        the newest `max_records` once more arrived."""
-        with self._lock:
-            return list(self._requests)
 
     def canned(
         self,
@@ -358,30 +279,13 @@ class HTTPServer:
         with self._lock:
             return len(self._sessions)
 
-    @property
-    def connections(self) -> int:
-        """How many client connections are open (a connection counts until
-        the server has noticed its end and its thread is finishing)."""
-        with self._lock:
-            return self._listener.connections if self._listener is not None else 0
-
-    def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
-        """Wait until `predicate()` is true; it is re-checked whenever
-        `requests`, `sessions` or `connections` change (it may read them).
-        Returns its last value (False after `timeout` seconds)."""
-        with self._changed:
-            return self._changed.wait_for(predicate, timeout)
-
     # -- serving ------------------------------------------------------------------
 
     def _serve(self, h: RequestHandler, method: str) -> None:
         if self.gate is not None and self._gated(h, method, self.gate):
             return
-        try:
-            body = h.read_body()
-        except (ValueError, OSError):
-            h.close_connection = True
-            h.send_body(400, b"Bad Request: unreadable body", "text/plain; charset=utf-8", {"Connection": "close"})
+        body = self._read_body(h)
+        if body is None:
             return
         with self._lock:
             self._record(h, method, body)
@@ -430,15 +334,6 @@ class HTTPServer:
             self._record(h, method, body)
         h.send_body(answer.status, answer.body, None, headers)
         return True
-
-    def _record(self, h: Any, method: str, body: bytes) -> None:
-        """Keep one received request (callers hold `_lock`)."""
-        try:
-            parsed: Any = json.loads(body) if body else None
-        except (ValueError, RecursionError):
-            parsed = None
-        self._requests.append(RecordedRequest(method, h.path, h.headers, body, parsed))
-        self._changed.notify_all()
 
     def _take_canned(self, method: str) -> _Canned | None:
         queue = self._canned.get(method)

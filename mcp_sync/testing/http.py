@@ -4,8 +4,10 @@ This module keeps the import path `mcp_sync.testing.http`. `HTTPServer`, its
 behaviour and its status codes are documented in `_streamable` and
 `_eras`; the pieces it is made of live in one module per concept:
 
-* `_streamable`: `HTTPServer` (lifecycle, test knobs, routing to an era),
-  `RecordedRequest`, and the gate types `Gated`/`GateAnswer`;
+* `_streamable`: `HTTPServer` (test knobs, routing to an era) and the gate
+  types `Gated`/`GateAnswer`;
+* `_loopback`: the lifecycle and knobs `HTTPServer` and `SSEServer` share,
+  and `RecordedRequest`;
 * `_listener`: the listening socket and one tracked thread per connection;
 * `_framing`: reading requests, writing JSON and SSE responses;
 * `_eras`: serving each protocol era (stateless; `initialize` sessions);
@@ -31,6 +33,7 @@ from ._protocol import (
     RequestId as RequestId,
 )
 from ._legacy_sse import SSEServer as SSEServer
+from ._loopback import RecordedRequest
 from ._registry import Server as Server
 from ._session import ServerSession as ServerSession
 from ._streamable import (
@@ -38,7 +41,6 @@ from ._streamable import (
     GateAnswer,
     Gated,
     HTTPServer,
-    RecordedRequest,
 )
 from ._validation import (
     HEADER_MISMATCH as HEADER_MISMATCH,

@@ -279,7 +279,7 @@ class HTTPTransport(Transport):
         else:
             log.debug("requests to %s go through the proxy %s", target.url, proxy)
             tunnel = None if self._forward is not None else (
-                lambda sock: open_tunnel(sock, proxy, host, target.port))
+                lambda sock, limit: open_tunnel(sock, proxy, host, target.port, limit))
             self._dialer = Dialer(host, target.port, None, target.connect_timeout, via=(proxy.host, proxy.port),
                                   tunnel=tunnel)
         self._count_lock = threading.Lock()
@@ -622,7 +622,7 @@ class HTTPTransport(Transport):
         if proxy is None:
             dialer = Dialer(host, port, tls, target.connect_timeout)
         else:
-            tunnel = None if forward is not None else (lambda sock: open_tunnel(sock, proxy, host, port))
+            tunnel = None if forward is not None else (lambda sock, limit: open_tunnel(sock, proxy, host, port, limit))
             dialer = Dialer(host, port, tls, target.connect_timeout, via=(proxy.host, proxy.port), tunnel=tunnel)
         name = f"[{host}]" if ":" in host else host
         authority = name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"

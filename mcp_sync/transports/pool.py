@@ -227,7 +227,7 @@ class Dialer:
 
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, timeout: float, *,
                  via: tuple[str, int] | None = None,
-                 tunnel: Callable[[socket.socket], None] | None = None) -> None:
+                 tunnel: Callable[[socket.socket, float], None] | None = None) -> None:
         self.host = host
         self.port = port
         self.tls = tls
@@ -274,9 +274,8 @@ class Dialer:
         """The tunnel through the proxy, bounded like the connect; an abort
         shuts the (tracked) socket down under its reads."""
         assert self.tunnel is not None
-        sock.settimeout(max(limit - time.monotonic(), 0.001))
         try:
-            self.tunnel(sock)
+            self.tunnel(sock, limit)
         except Exception:
             if exchange.stop.is_set():
                 raise Stopped("the request was cancelled while connecting") from None
@@ -311,9 +310,8 @@ class Dialer:
         wrapped = self.tls.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False)
         try:
             exchange.track(wrapped)  # the plain socket object is detached now
-            wrapped.settimeout(max(limit - time.monotonic(), 0.001))
             try:
-                wrapped.do_handshake()  # an abort shuts the socket down under it
+                self._shake(wrapped, exchange, limit)  # an abort shuts the socket down under it
             except OSError as exc:
                 if exchange.stop.is_set():
                     raise
@@ -323,6 +321,27 @@ class Dialer:
             wrapped.close()
             raise
         return wrapped
+
+    @staticmethod
+    def _shake(sock: ssl.SSLSocket, exchange: Exchange, limit: float) -> None:
+        """The handshake without blocking, bounded by `limit` as a whole: a
+        socket timeout would bound each read only, and a server that
+        trickles its handshake a byte at a time could stretch it."""
+        sock.setblocking(False)
+        while True:
+            try:
+                sock.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                ready = wait_for_read
+            except ssl.SSLWantWriteError:
+                ready = wait_for_write
+            remaining = limit - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout("the handshake timed out")
+            ready(sock, timeout=min(remaining, _CONNECT_POLL))
+            exchange.check()
+        sock.setblocking(True)
 
     def _tls_failure(self, exc: OSError) -> str:
         """What a failed handshake means, in words a user can act on."""

@@ -180,6 +180,12 @@ class SSETransport(HTTPTransport):
             if self._closing:
                 raise ConnectionClosed("the connection was closed while it opened") from None
             raise ConnectError(f"GET {url} failed: {exc}") from exc
+        except (TransportError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            # A token function that fails (its secrets store is down), or a
+            # defect: the caller still gets an McpError.
+            raise ConnectError(f"GET {url} failed: {type(exc).__name__}: {exc}") from exc
 
     def _on_event(self, event: Event) -> None:
         """One event of the stream: the endpoint (the first one), or a message."""
@@ -315,6 +321,10 @@ class SSETransport(HTTPTransport):
             if self._closing:
                 raise ConnectionClosed("the connection is closed") from None
             raise ConnectError(f"POST to {self._url} failed: {exc}") from exc
+        except (TransportError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            raise ConnectError(f"POST to {self._url} failed: {type(exc).__name__}: {exc}") from exc
         if response.status >= 300:
             raise self._status_error(response, answer, session=False)
 

@@ -3,7 +3,8 @@
 Owns the child process and two threads: the *reader*, which reads stdout
 line by line, parses and hands each message to the sink (it never runs user
 code and never writes), and the *stderr drain*, which forwards the server's
-stderr to the `mcp_sync.server.stderr` logger and keeps the last lines so
+stderr where `Stdio(stderr=)` says (see `stderr.StderrLines`: the
+`mcp_sync.server.stderr` logger by default) and keeps the last lines so
 that a crash can explain itself. Writers (any caller thread) share stdin
 under one lock; each message is written whole or the connection fails.
 
@@ -56,8 +57,8 @@ from ..errors import (
 )
 from ..protocol import jsonrpc
 from .base import MessageSink, Target, Transport
+from .stderr import StderrLines, StderrOption, check_option
 
-stderr_logger = logging.getLogger("mcp_sync.server.stderr")
 log = logging.getLogger("mcp_sync.transport.stdio")
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -95,6 +96,20 @@ class Stdio(Target):
     client's call, not the server, and `close()` ends whatever the server
     started along with it. The server has no controlling terminal: it
     cannot prompt on `/dev/tty`.
+
+    `stderr` says where the server's stderr lines go: ``"log"`` (the
+    ``mcp_sync.server.stderr`` logger at INFO), ``"print"`` (each line,
+    prefixed with the program's name, to `sys.stderr`), or a callable given
+    each line. A callable runs on the transport's stderr thread (never the
+    thread that reads responses): keep it quick, as the server may block
+    writing to stderr while it runs; an exception it raises is logged and
+    the next line still reaches it. The default is ``"log"``, except in a
+    Jupyter kernel, where nobody configured logging: there it is
+    ``"print"`` at most 20 lines a second after a burst of 100, the lines
+    beyond that counted in a line "… N lines of server stderr not shown"
+    before the next line printed or when stderr ends (and still sent to
+    the logger). Whatever the choice, the last lines are kept for the
+    error that reports a server's exit.
     """
 
     def __init__(
@@ -107,6 +122,7 @@ class Stdio(Target):
         cwd: str | os.PathLike[str] | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         shutdown_timeout: float = 2.0,
+        stderr: StderrOption = None,
     ) -> None:
         if not isinstance(command, str) or not command:
             raise TypeError("Stdio() needs a command string")
@@ -114,6 +130,7 @@ class Stdio(Target):
             raise TypeError("Stdio() args must be a sequence of strings")
         if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
             raise ValueError("max_line_bytes must be a positive integer")
+        check_option(stderr)
         self.command = command
         self.args = list(args)
         self.env = dict(env) if env is not None else None
@@ -121,6 +138,7 @@ class Stdio(Target):
         self.cwd = cwd
         self.max_line_bytes = max_line_bytes
         self.shutdown_timeout = shutdown_timeout
+        self.stderr = stderr
 
     def open(self) -> Transport:
         return StdioTransport(self)
@@ -542,15 +560,17 @@ class StdioTransport(Transport):
         proc = self._proc
         assert proc is not None and proc.stderr is not None
         name = self._target.command
+        lines = StderrLines(self._target.stderr, name)
         readline = proc.stderr.readline
         try:
             for raw in iter(lambda: readline(65536), b""):
                 text = raw.decode("utf-8", "replace").rstrip("\r\n")
                 self._stderr_tail.append(text)
-                stderr_logger.info("[%s] %s", name, text)
+                lines.line(text)
         except (OSError, ValueError) as exc:
             log.debug("reading the stderr of server %s failed: %s", name, exc)
         finally:
+            lines.finish()
             self._pipe_done(proc.stderr)
 
     @property

@@ -19,6 +19,7 @@ a proxy that sends more is refused.
 from __future__ import annotations
 
 import socket
+import time
 
 from ..errors import ConnectError
 from ..network import ProxyURL
@@ -33,17 +34,20 @@ def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def open_tunnel(sock: socket.socket, proxy: ProxyURL, host: str, port: int) -> None:
-    """Ask the proxy on `sock` for a tunnel to `host:port`. Returns when the
-    tunnel is open; raises `ConnectError` when the proxy refuses, OSError
-    (a timeout, a broken connection) as the socket does."""
+def open_tunnel(sock: socket.socket, proxy: ProxyURL, host: str, port: int, limit: float) -> None:
+    """Ask the proxy on `sock` for a tunnel to `host:port`, all of it by
+    `limit` (a `time.monotonic()` value: a proxy that trickles its answer a
+    byte at a time cannot stretch it). Returns when the tunnel is open;
+    raises `ConnectError` when the proxy refuses, OSError (a timeout, a
+    broken connection) as the socket does."""
     target = _authority(host, port)
     lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
     if proxy.authorization is not None:
         lines.append(f"Proxy-Authorization: {proxy.authorization}")
     try:
+        _bound(sock, limit)
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        head = _read_head(sock, proxy)
+        head = _read_head(sock, proxy, limit)
     except socket.timeout:
         raise socket.timeout(f"the proxy {proxy.address} did not answer CONNECT to {target} in time") from None
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
@@ -62,9 +66,18 @@ def open_tunnel(sock: socket.socket, proxy: ProxyURL, host: str, port: int) -> N
     raise ConnectError(f"the proxy {proxy.address} refused to open a tunnel to {target}: {said}")
 
 
-def _read_head(sock: socket.socket, proxy: ProxyURL) -> bytes:
+def _bound(sock: socket.socket, limit: float) -> None:
+    """The socket's timeout: what is left until `limit`."""
+    left = limit - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("the deadline passed")
+    sock.settimeout(left)
+
+
+def _read_head(sock: socket.socket, proxy: ProxyURL, limit: float) -> bytes:
     data = b""
     while True:
+        _bound(sock, limit)
         chunk = sock.recv(4096)
         if not chunk:
             raise ConnectError(f"the proxy {proxy.address} closed the connection without answering CONNECT")

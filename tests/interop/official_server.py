@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from peer_content import add_resources_and_prompt
 
 app = MCPServer("official-peer", instructions="An official-SDK server for interop tests.")
 
@@ -62,20 +63,7 @@ async def broken() -> str:
     raise ValueError("this tool always fails")
 
 
-@app.resource("note://hello", mime_type="text/plain")
-def hello() -> str:
-    return "hello from the official SDK"
-
-
-@app.resource("note://items/{item}")
-def item(item: str) -> str:
-    return f"item {item}"
-
-
-@app.prompt()
-def review(code: str) -> str:
-    """Ask for a review."""
-    return f"Please review:\n{code}"
+add_resources_and_prompt(app, "hello from the official SDK")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 
 from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
+from peer_content import add_resources_and_prompt
 
 port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
 # The SDK logs every request at INFO on stderr; the tests only want its errors.
@@ -64,20 +65,7 @@ if hasattr(types, "AudioContent"):
         return types.AudioContent(type="audio", data="UklGRg==", mimeType="audio/wav")
 
 
-@app.resource("note://hello", mime_type="text/plain")
-def hello() -> str:
-    return "hello from the Python SDK 1.x"
-
-
-@app.resource("note://items/{item}")
-def item(item: str) -> str:
-    return f"item {item}"
-
-
-@app.prompt()
-def review(code: str) -> str:
-    """Ask for a review."""
-    return f"Please review:\n{code}"
+add_resources_and_prompt(app, "hello from the Python SDK 1.x")
 
 
 if __name__ == "__main__":

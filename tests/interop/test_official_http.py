@@ -1,37 +1,17 @@
 """mcp_sync against the official `mcp` 2.x server over Streamable HTTP:
 stateless (2026-07-28) and stateful (initialize era, with sessions)."""
 
-import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 import mcp_sync
+from tests.interop.listening import free_port, wait_until_listening
 
 SERVER = [sys.executable, str(Path(__file__).parent / "official_server.py"), "--http"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_listening(proc, port, limit=60.0):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited: {proc.stderr.read().decode(errors='replace')}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)  # polling a condition (the port accepting), bounded by the deadline
-    raise RuntimeError("the server did not start listening")
 
 
 def run_server(mode):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import mcp_sync
-from tests.interop.test_official_http import free_port, wait_until_listening
+from tests.interop.listening import free_port, wait_until_listening
 
 SERVER = [sys.executable, str(Path(__file__).parent / "official_sse_server.py")]
 

@@ -17,7 +17,6 @@ the `server/discover` probe pay its timeout together, once. The time each
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 import time
@@ -33,6 +32,7 @@ import mcp_sync
 from mcp_sync.transports.http import HTTPTransport
 from mcp_sync.transports.sse import SSETransport
 from tests.interop import old_peers
+from tests.interop.listening import free_port, wait_until_listening
 from tests.schema_check import SchemaChecker
 
 HERE = Path(__file__).parent
@@ -99,25 +99,6 @@ def command(case: Case, *args: str) -> list[str]:
         return [old_peers.python_sdk(case.server[3:]), PY_SERVER, *args]
     node, sdk_dir = old_peers.typescript_sdk()
     return [node, TS_SERVER, sdk_dir, *args]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_listening(proc: subprocess.Popen[bytes], port: int, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited: {proc.stderr.read().decode(errors='replace') if proc.stderr else ''}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)  # polling a condition (the port accepting), bounded by the deadline
-    raise RuntimeError("the server did not start listening")
 
 
 @pytest.fixture(scope="module")

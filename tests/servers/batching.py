@@ -31,6 +31,8 @@ import os
 import sys
 import threading
 
+from stdin_messages import received
+
 VERSION = "2025-03-26"
 
 
@@ -61,11 +63,7 @@ def main():
         return {"jsonrpc": "2.0", "method": "notifications/progress",
                 "params": {"progressToken": token, "progress": value, "total": 1}}
 
-    for line in sys.stdin:
-        if record:
-            record.write(f"{os.getpid()} {line}")
-            record.flush()
-        message = json.loads(line)
+    for message in received(record):
         method = message.get("method")
         request_id = message.get("id")
         params = message.get("params") or {}

@@ -13,6 +13,8 @@ import os
 import sys
 import threading
 
+from stdin_messages import received
+
 STATELESS = "2026-07-28"
 
 
@@ -49,11 +51,7 @@ def main():
             err["data"] = data
         send({"jsonrpc": "2.0", "id": request_id, "error": err})
 
-    for line in sys.stdin:
-        if record:
-            record.write(f"{os.getpid()} {line}")
-            record.flush()
-        message = json.loads(line)
+    for message in received(record):
         method = message.get("method")
         request_id = message.get("id")
         if request_id is None:

@@ -513,3 +513,75 @@ def test_no_thread_or_socket_outlives_close(no_leaks, proxy, httpd, tmp_path):
     with mcp_sync.connect(httpd.url, proxy=proxy.url(), protocol="2025-11-25", timeout=5) as client:
         assert echo(client) == "via proxy"
     assert {r.method for r in proxy.forwarded()} >= {"CONNECT", "POST", "DELETE"}
+
+
+class _TricklingProxy:
+    """Accepts CONNECT and answers its head one byte at a time, never ending it."""
+
+    def __init__(self, gap: float) -> None:
+        self.gap = gap
+        self.stop = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.listener.settimeout(0.05)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        try:
+            conn.recv(4096)
+            for byte in b"HTTP/1.1 200 Connection established\r\nX-Pad: " + b"a" * 60000:
+                if self.stop.wait(self.gap):
+                    return
+                conn.sendall(bytes([byte]))
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+        for conn in self.conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+        self.thread.join(2)
+
+
+def test_connect_tunnel_is_bounded_by_connect_timeout():
+    """`connect_timeout` bounds the proxy's tunnel (docs), but the CONNECT
+    head is read with a per-recv timeout: a proxy that trickles a byte every
+    0.1 s keeps connect() waiting far past connect_timeout=0.5."""
+    proxy = _TricklingProxy(gap=0.1)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            mcp_sync.connect(mcp_sync.HTTP("https://127.0.0.1:9/mcp", proxy=f"http://127.0.0.1:{proxy.port}",
+                                           trust_env=False, connect_timeout=0.5),
+                             timeout=1.0, probe_timeout=1.0, reconnect=False)
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            outcome.append(exc)
+
+    caller = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    caller.start()
+    caller.join(4.0)
+    took = time.monotonic() - started
+    proxy.close()  # unblocks a caller still reading the head
+    caller.join(5.0)
+    assert took < 4.0, f"connect() was still dialing the proxy after {took:.1f} s (connect_timeout=0.5)"
+    assert outcome and isinstance(outcome[0], mcp_sync.McpError)

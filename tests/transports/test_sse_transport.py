@@ -468,3 +468,49 @@ def test_over_https_with_a_custom_ca(tmp_path):
             assert client.call_tool("echo", {"text": "tls"}).text == "tls"
         with pytest.raises(mcp_sync.ConnectError, match="certificate verify failed"):
             mcp_sync.connect(mcp_sync.SSE(sse.url))  # the system CAs do not know this one
+
+
+def _vault_down():
+    raise RuntimeError("vault down")
+
+
+def test_sse_token_function_failure_is_an_mcp_error():
+    """A token function that raises: Streamable HTTP reports an mcp_sync.McpError
+    (`InvalidMessage`), HTTP+SSE lets the RuntimeError out of connect()."""
+    http = HTTPServer(demo_server()).start()
+    sse = SSEServer(demo_server()).start()
+    try:
+        with pytest.raises(mcp_sync.McpError):
+            mcp_sync.connect(mcp_sync.HTTP(http.url, auth=_vault_down), timeout=3)
+        with pytest.raises(mcp_sync.McpError):  # RuntimeError today
+            mcp_sync.connect(mcp_sync.SSE(sse.url, auth=_vault_down), timeout=3)
+    finally:
+        sse.close()
+        http.close()
+
+
+def test_remembered_sse_era_heals_when_the_get_is_an_endpointless_stream():
+    """The era memory says a URL chose HTTP+SSE (an earlier connect in this
+    process, when it was SSE-only). It now serves Streamable HTTP, whose GET
+    without a session is a plain event stream (as a stateless TypeScript SDK
+    server's is). `forget_eras` promises such an upgrade "is noticed by
+    itself", but the remembered branch of `_settle_era` only re-settles on
+    ServerError/VersionNegotiationError/HTTPStatusError: the SSE start's
+    ConnectError ("ended before its endpoint event") fails connect(), and
+    every later connect() in the process, until `forget_eras()`."""
+    from mcp_sync import era_memory
+    from mcp_sync.testing.http import GateAnswer
+
+    def gate(request):
+        if request.method == "GET" and request.headers.get("Mcp-Session-Id") is None:
+            return GateAnswer(200, {"Content-Type": "text/event-stream"}, b": a stream of no session\n\n")
+        return None
+
+    http = HTTPServer(demo_server(), gate=gate).start()
+    try:
+        era_memory.remember(mcp_sync.HTTP(http.url).server_key(), "sse")
+        with mcp_sync.connect(http.url, timeout=3) as client:  # ConnectError today
+            assert client.transport_kind == "streamable-http"
+    finally:
+        mcp_sync.forget_eras()
+        http.close()

@@ -1,0 +1,519 @@
+"""How results look in Jupyter and IPython: HTML and plain-text renderings.
+
+Owns turning the result types (`mcp_sync.types`) into readable HTML tables
+and blocks (`to_html`) and text (`to_text`), which the types' `_repr_html_`
+and `_repr_pretty_` hooks call. It knows nothing of clients or transports.
+
+Everything a server sent is untrusted: every string goes through
+`html.escape`, images are shown only for an `image/*` type and as a data
+URI inside ``<img>`` (no script runs from one), links are never made
+clickable, and sizes are capped so a huge result cannot freeze a notebook.
+
+Example::
+
+    >>> from mcp_sync.types import Tool
+    >>> print(to_text(Tool.from_wire({"name": "add", "description": "Add two numbers.",
+    ...     "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}})))
+    Tool add: Add two numbers.
+      a  integer  required
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    CompleteResult,
+    EmbeddedResource,
+    GetPromptResult,
+    ImageContent,
+    Page,
+    Prompt,
+    PromptMessage,
+    ReadResourceResult,
+    Resource,
+    ResourceLink,
+    ResourceTemplate,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    WireModel,
+)
+
+__all__ = ["to_html", "to_text", "table", "Table", "MAX_IMAGE_BYTES", "MAX_TEXT_CHARS"]
+
+#: Larger images (decoded size) are described, not embedded.
+MAX_IMAGE_BYTES = 2 * 1024 * 1024
+#: Longer texts (and JSON) are cut, with a note of how much was left out.
+MAX_TEXT_CHARS = 20_000
+#: Rows shown in a table of a list.
+MAX_ROWS = 500
+#: A description in a table cell: its first line, this long at most.
+_CELL_CHARS = 160
+
+_MEDIA_TYPE = re.compile(r"^[a-z]+/[a-z0-9.+\-]+$")
+_STYLE = (
+    "<style>.mcp-sync table{border-collapse:collapse;margin:.3em 0}"
+    ".mcp-sync th,.mcp-sync td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
+    ".mcp-sync pre{white-space:pre-wrap;margin:.3em 0}"
+    ".mcp-sync-error{border-left:4px solid #c00;padding-left:6px}"
+    ".mcp-sync-error .mcp-sync-title{color:#c00}</style>"
+)
+
+
+# -- the two entry points ----------------------------------------------------------
+
+
+def to_html(obj: Any) -> str:
+    """An HTML rendering of a result, tool, resource, prompt, `Page` or a
+    list of them (what Jupyter shows). Every server string is escaped."""
+    return f'<div class="mcp-sync">{_STYLE}{_html(obj)}</div>'
+
+
+def to_text(obj: Any) -> str:
+    """A plain-text rendering of the same (what IPython's terminal shows)."""
+    return "\n".join(_text(obj))
+
+
+class Table:
+    """A list of tools, resources, templates or prompts shown as a table in
+    Jupyter; made by `table()`. Iterates, indexes and measures like the list."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = list(items)
+
+    def __iter__(self) -> Any:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.items[index]
+
+    def __repr__(self) -> str:
+        return f"Table({self.items!r})"
+
+    def _repr_html_(self) -> str:
+        return to_html(self.items)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text("Table(...)" if cycle else to_text(self.items))
+
+
+def table(items: Iterable[Any]) -> Table:
+    """Any list of results (a filtered `list_tools()`, say) as a table in
+    Jupyter.
+
+    Example::
+
+        from mcp_sync.display import table
+        table(t for t in client.list_tools() if "weather" in t.name)
+    """
+    return Table(items)
+
+
+# -- HTML ----------------------------------------------------------------------------
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _html(obj: Any) -> str:
+    if isinstance(obj, Page):
+        more = f"<p>next_cursor: <code>{_e(obj.next_cursor)}</code></p>" if obj.next_cursor else ""
+        return _html_list(obj.items) + more
+    if isinstance(obj, (list, tuple, Table)):
+        return _html_list(list(obj))
+    if isinstance(obj, Tool):
+        return _html_tool(obj)
+    if isinstance(obj, CallToolResult):
+        return _html_result(obj)
+    if isinstance(obj, (Resource, ResourceTemplate)):
+        return _html_fields(obj, type(obj).__name__, _label(obj))
+    if isinstance(obj, Prompt):
+        return _html_prompt(obj)
+    if isinstance(obj, GetPromptResult):
+        parts = [f"<p>{_e(obj.description)}</p>" if obj.description else ""]
+        parts += [_html_message(m) for m in obj.messages]
+        return _block("Prompt messages", "".join(parts))
+    if isinstance(obj, ReadResourceResult):
+        return _block("Resource contents", "".join(_html_contents(c) for c in obj.contents))
+    if isinstance(obj, CompleteResult):
+        more = " (more available)" if obj.has_more else ""
+        return _block("Completions", "<ul>" + "".join(f"<li>{_e(v)}</li>" for v in obj.values[:MAX_ROWS])
+                      + f"</ul><p>{len(obj.values)} values{_e(more)}</p>")
+    if isinstance(obj, PromptMessage):
+        return _html_message(obj)
+    if isinstance(obj, WireModel):
+        if _is_content(obj):
+            return _html_content(obj)
+        return _html_fields(obj, type(obj).__name__, "")
+    return f"<pre>{_e(_cut(repr(obj)))}</pre>"
+
+
+def _block(title: str, body: str, *, error: bool = False) -> str:
+    css = ' class="mcp-sync-error"' if error else ""
+    return f'<div{css}><b class="mcp-sync-title">{title}</b>{body}</div>'
+
+
+def _html_tool(tool: Tool) -> str:
+    title = f"Tool <code>{_e(tool.name)}</code>"
+    if tool.title and tool.title != tool.name:
+        title += f" ({_e(tool.title)})"
+    body = f"<pre>{_e(_cut(tool.description))}</pre>" if tool.description else ""
+    hints = _hints(tool.annotations)
+    if hints:
+        body += f"<p><i>{_e(hints)}</i></p>"
+    rows = _parameters(tool.input_schema)
+    body += _html_table(["parameter", "type", "required", "description"],
+                        [[f"<code>{_e(n)}</code>", _e(t), "yes" if r else "", _e(d)] for n, t, r, d in rows]) \
+        if rows else "<p>No parameters.</p>"
+    if tool.output_schema:
+        out = _parameters(tool.output_schema)
+        body += "<p>Structured output:</p>" + (
+            _html_table(["field", "type", "required", "description"],
+                        [[f"<code>{_e(n)}</code>", _e(t), "yes" if r else "", _e(d)] for n, t, r, d in out])
+            if out else f"<pre>{_e(_json(tool.output_schema))}</pre>")
+    return _block(title, body)
+
+
+def _html_result(result: CallToolResult) -> str:
+    title = "Tool error" if result.is_error else "Tool result"
+    parts = [_html_content(block) for block in result.content]
+    if result.structured_content is not None:
+        parts.append(f"<p>Structured content:</p><pre>{_e(_json(result.structured_content))}</pre>")
+    if not parts:
+        parts.append("<p><i>(no content)</i></p>")
+    return _block(title, "".join(parts), error=result.is_error)
+
+
+def _html_content(block: Any) -> str:
+    if isinstance(block, TextContent):
+        return f"<pre>{_e(_cut(block.text))}</pre>"
+    if isinstance(block, ImageContent):
+        return _html_media(block, "img")
+    if isinstance(block, AudioContent):
+        return _html_media(block, "audio")
+    if isinstance(block, ResourceLink):
+        about = f" {_e(block.description)}" if block.description else ""
+        return f"<p>Resource link <code>{_e(block.uri)}</code> {_e(block.name or '')}{about}</p>"
+    if isinstance(block, EmbeddedResource):
+        return _html_contents(block.resource) if block.resource is not None else ""
+    return f"<pre>{_e(_json(getattr(block, 'raw', block)))}</pre>"
+
+
+def _html_media(block: ImageContent | AudioContent, tag: str) -> str:
+    mime = (block.mime_type or "").lower()
+    size = _decoded_size(block.data)
+    kind = "image" if tag == "img" else "audio"
+    if size is None or not _MEDIA_TYPE.match(mime) or not mime.startswith(kind + "/"):
+        return f"<p><i>[{kind}: {_e(mime or 'no type')}, not valid base64 {kind} data]</i></p>"
+    if size > MAX_IMAGE_BYTES:
+        return f"<p><i>[{kind}: {_e(mime)}, {_bytes(size)}, too large to show]</i></p>"
+    # The data is checked base64 and the type a plain media type: nothing here can end the attribute.
+    source = f"data:{mime};base64,{''.join(block.data.split())}"
+    if tag == "img":
+        return f'<img src="{_e(source)}" alt="{_e(mime)} image" style="max-width:100%"/>'
+    return f'<audio controls src="{_e(source)}"></audio>'
+
+
+def _html_contents(contents: Any) -> str:
+    head = f"<p><code>{_e(contents.uri)}</code> {_e(contents.mime_type or '')}</p>"
+    if isinstance(contents, TextResourceContents):
+        return head + f"<pre>{_e(_cut(contents.text))}</pre>"
+    if isinstance(contents, BlobResourceContents):
+        size = _decoded_size(contents.blob)
+        return head + f"<p><i>[binary, {_bytes(size) if size is not None else 'not valid base64'}]</i></p>"
+    return head
+
+
+def _html_prompt(prompt: Prompt) -> str:
+    body = f"<pre>{_e(_cut(prompt.description))}</pre>" if prompt.description else ""
+    rows = [[f"<code>{_e(a.name)}</code>", "yes" if a.required else "", _e(a.description or "")]
+            for a in prompt.arguments]
+    body += _html_table(["argument", "required", "description"], rows) if rows else "<p>No arguments.</p>"
+    return _block(f"Prompt <code>{_e(prompt.name)}</code>", body)
+
+
+def _html_message(message: PromptMessage) -> str:
+    content = _html_content(message.content) if message.content is not None else ""
+    return f"<div><b>{_e(message.role)}</b>{content}</div>"
+
+
+def _html_fields(obj: Any, kind: str, label: str) -> str:
+    rows = [[_e(name), f"<pre>{_e(_cut(_json(value) if not isinstance(value, str) else value))}</pre>"]
+            for name, value in _fields(obj)]
+    return _block(f"{_e(kind)} <code>{_e(label)}</code>" if label else _e(kind), _html_table(["field", "value"], rows))
+
+
+def _html_list(items: list[Any]) -> str:
+    header, rows = _rows(items)
+    shown = rows[:MAX_ROWS]
+    body = _html_table(header, [[_e(cell) for cell in row] for row in shown])
+    note = f"<p>{len(items)} items, the first {MAX_ROWS} shown</p>" if len(rows) > MAX_ROWS else \
+        f"<p>{len(items)} item{'s' if len(items) != 1 else ''}</p>"
+    return body + note
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """`header` and the cells are HTML already (escaped by the caller)."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# -- text ------------------------------------------------------------------------------
+
+
+def _text(obj: Any) -> list[str]:
+    if isinstance(obj, Page):
+        lines = _text_list(obj.items)
+        return lines + ([f"next_cursor: {obj.next_cursor}"] if obj.next_cursor else [])
+    if isinstance(obj, (list, tuple, Table)):
+        return _text_list(list(obj))
+    if isinstance(obj, Tool):
+        lines = [f"Tool {obj.name}" + (f": {_first_line(obj.description)}" if obj.description else "")]
+        hints = _hints(obj.annotations)
+        if hints:
+            lines.append(f"  ({hints})")
+        lines += _aligned([[n, t, "required" if r else "", d] for n, t, r, d in _parameters(obj.input_schema)])
+        if obj.output_schema:
+            lines.append("  returns:")
+            lines += ["  " + line for line in _aligned(
+                [[n, t, "required" if r else "", d] for n, t, r, d in _parameters(obj.output_schema)])]
+        return lines
+    if isinstance(obj, CallToolResult):
+        lines = ["Tool error:" if obj.is_error else "Tool result:"]
+        for block in obj.content:
+            lines += ["  " + line for line in _text_content(block)]
+        if obj.structured_content is not None:
+            lines.append("  structured content:")
+            lines += ["    " + line for line in _cut(_json(obj.structured_content)).splitlines()]
+        return lines
+    if isinstance(obj, Prompt):
+        lines = [f"Prompt {obj.name}" + (f": {_first_line(obj.description)}" if obj.description else "")]
+        lines += _aligned([[a.name, "required" if a.required else "", a.description or ""] for a in obj.arguments])
+        return lines
+    if isinstance(obj, GetPromptResult):
+        lines = [f"Prompt messages{': ' + obj.description if obj.description else ''}"]
+        for message in obj.messages:
+            content = _text_content(message.content) if message.content is not None else [""]
+            lines.append(f"  {message.role}: {content[0]}")
+            lines += ["    " + line for line in content[1:]]
+        return lines
+    if isinstance(obj, ReadResourceResult):
+        lines = ["Resource contents:"]
+        for contents in obj.contents:
+            lines += ["  " + line for line in _text_contents(contents)]
+        return lines
+    if isinstance(obj, CompleteResult):
+        return [f"Completions: {', '.join(obj.values[:MAX_ROWS])}" + (" (more available)" if obj.has_more else "")]
+    if isinstance(obj, WireModel):
+        if _is_content(obj):
+            return _text_content(obj)
+        label = _label(obj)
+        lines = [f"{type(obj).__name__} {label}".rstrip()]
+        lines += _aligned([[name, _first_line(value if isinstance(value, str) else _json(value))]
+                           for name, value in _fields(obj)])
+        return lines
+    return [repr(obj)]
+
+
+def _text_content(block: Any) -> list[str]:
+    if isinstance(block, TextContent):
+        return _cut(block.text).splitlines() or [""]
+    if isinstance(block, (ImageContent, AudioContent)):
+        size = _decoded_size(block.data)
+        return [f"[{block.type}: {block.mime_type or 'no type'}, {_bytes(size) if size is not None else 'invalid data'}]"]
+    if isinstance(block, ResourceLink):
+        return [f"[resource link: {block.uri}" + (f" {block.name}" if block.name else "") + "]"]
+    if isinstance(block, EmbeddedResource):
+        return _text_contents(block.resource) if block.resource is not None else ["[resource]"]
+    return _json(getattr(block, "raw", block)).splitlines()
+
+
+def _text_contents(contents: Any) -> list[str]:
+    head = f"{contents.uri}" + (f" ({contents.mime_type})" if contents.mime_type else "")
+    if isinstance(contents, TextResourceContents):
+        return [head + ":"] + ["  " + line for line in _cut(contents.text).splitlines()]
+    size = _decoded_size(getattr(contents, "blob", ""))
+    return [f"{head}: [binary, {_bytes(size) if size is not None else 'not valid base64'}]"]
+
+
+def _text_list(items: list[Any]) -> list[str]:
+    header, rows = _rows(items)
+    # A terminal is narrower than a notebook's table: shorter cells.
+    rows = [[cell if len(cell) <= 80 else cell[:79] + "…" for cell in row] for row in rows]
+    lines = _aligned([header, *rows[:MAX_ROWS]], indent="")
+    if len(rows) > MAX_ROWS:
+        lines.append(f"... {len(rows) - MAX_ROWS} more")
+    return lines
+
+
+def _aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    if not rows:
+        return []
+    cells = [[_one_line(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(map(len, cells)))]
+    return [indent + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
+
+
+# -- shared pieces -----------------------------------------------------------------------
+
+
+def _rows(items: list[Any]) -> tuple[list[str], list[list[str]]]:
+    """A table's header and rows for a list: columns chosen by the type of
+    its items (mixed or unknown items get one column of text)."""
+    if items and all(isinstance(i, Tool) for i in items):
+        return ["name", "description", "parameters"], [
+            [t.name, _first_line(t.description), ", ".join(
+                f"{n}{'*' if r else ''}" for n, _, r, _ in _parameters(t.input_schema))] for t in items]
+    if items and all(isinstance(i, Resource) for i in items):
+        return ["uri", "name", "mime type", "description"], [
+            [r.uri, r.name or "", r.mime_type or "", _first_line(r.description)] for r in items]
+    if items and all(isinstance(i, ResourceTemplate) for i in items):
+        return ["uri template", "name", "description"], [
+            [r.uri_template, r.name or "", _first_line(r.description)] for r in items]
+    if items and all(isinstance(i, Prompt) for i in items):
+        return ["name", "description", "arguments"], [
+            [p.name, _first_line(p.description),
+             ", ".join(f"{a.name}{'*' if a.required else ''}" for a in p.arguments)] for p in items]
+    return ["item"], [[_first_line(" ".join(_text(i)))] for i in items]
+
+
+def _parameters(schema: Mapping[str, Any] | None) -> list[tuple[str, str, bool, str]]:
+    """(name, type, required, description) of each property of an object schema."""
+    if not isinstance(schema, Mapping):
+        return []
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    required = schema.get("required")
+    required_names = set(required) if isinstance(required, list) and all(
+        isinstance(r, str) for r in required) else set()
+    rows = []
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        description = prop.get("description")
+        description = _first_line(description) if isinstance(description, str) else ""
+        if "default" in prop:
+            description = (description + " " if description else "") + f"(default {_json(prop['default'])})"
+        rows.append((str(name), _type_of(prop), name in required_names, description))
+    return rows
+
+
+def _type_of(prop: Mapping[str, Any], depth: int = 0) -> str:
+    """A short readable type for a JSON Schema: 'integer', 'array of string',
+    'one of "a", "b"', 'string | null'."""
+    if depth > 3:
+        return "…"
+    if isinstance(prop.get("enum"), list):
+        return "one of " + ", ".join(_json(v) for v in prop["enum"][:10]) + (", …" if len(prop["enum"]) > 10 else "")
+    if "const" in prop:
+        return f"= {_json(prop['const'])}"
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(prop.get("items"), Mapping):
+        return "array of " + _type_of(prop["items"], depth + 1)
+    if isinstance(kind, str):
+        return kind + (f" ({prop['format']})" if isinstance(prop.get("format"), str) else "")
+    for key in ("anyOf", "oneOf"):
+        options = prop.get(key)
+        if isinstance(options, list):
+            return " | ".join(_type_of(o, depth + 1) if isinstance(o, Mapping) else "?" for o in options[:6])
+    ref = prop.get("$ref")
+    if isinstance(ref, str):
+        return ref.rsplit("/", 1)[-1]
+    return "any"
+
+
+def _hints(annotations: Mapping[str, Any] | None) -> str:
+    if not isinstance(annotations, Mapping):
+        return ""
+    names = {"readOnlyHint": "read-only", "destructiveHint": "destructive", "idempotentHint": "idempotent",
+             "openWorldHint": "open world"}
+    return ", ".join(label for key, label in names.items() if annotations.get(key) is True)
+
+
+def _fields(obj: Any) -> list[tuple[str, Any]]:
+    """The set attrs fields of a result, without its raw dict."""
+    out = []
+    for field in attrs.fields(type(obj)):
+        value = getattr(obj, field.name)
+        if field.name in ("raw",) or value is None or value == {} or value == []:
+            continue
+        out.append((field.name, value.to_wire() if isinstance(value, WireModel) else value))
+    return out
+
+
+def _label(obj: Any) -> str:
+    for name in ("name", "uri", "uri_template"):
+        value = getattr(obj, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _is_content(obj: Any) -> bool:
+    return isinstance(obj, (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)) or (
+        type(obj).__name__ == "UnknownContent")
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a cycle, say
+        return repr(value)
+
+
+def _cut(text: str | None) -> str:
+    text = text or ""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    return text[:MAX_TEXT_CHARS] + f"\n… ({len(text) - MAX_TEXT_CHARS} more characters)"
+
+
+def _first_line(text: Any) -> str:
+    if not isinstance(text, str):
+        return ""
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= _CELL_CHARS else line[:_CELL_CHARS - 1] + "…"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _decoded_size(data: str) -> int | None:
+    """The decoded size of base64 `data`, or None when it is not base64."""
+    compact = "".join(data.split()) if isinstance(data, str) else ""
+    if len(compact) % 4 or not re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", compact):
+        return None
+    if len(compact) <= 4 * MAX_IMAGE_BYTES:  # checked whole while small enough to be shown
+        try:
+            return len(base64.b64decode(compact, validate=True))
+        except (binascii.Error, ValueError):
+            return None
+    return len(compact) // 4 * 3 - compact[-2:].count("=")
+
+
+def _bytes(size: int) -> str:
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"

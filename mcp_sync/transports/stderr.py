@@ -1,0 +1,155 @@
+"""Where a stdio server's stderr lines go: the `stderr=` option of `Stdio`.
+
+Owns the choice between the logger, `sys.stderr` and a user's callable,
+the rate limit that keeps a chatty server from flooding a notebook cell, and
+the test for "running in a Jupyter kernel". It knows nothing of processes or
+pipes: the stdio transport's stderr drain hands it one decoded line at a
+time, on that drain thread, and calls `finish()` when the pipe ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Callable, Literal, Union
+
+stderr_logger = logging.getLogger("mcp_sync.server.stderr")
+log = logging.getLogger("mcp_sync.transport.stdio")
+
+#: What `Stdio(stderr=...)` takes: "log", "print", a callable per line, or
+#: None (the default: "print" limited to a rate in a Jupyter kernel, else "log").
+StderrOption = Union[Literal["log", "print"], Callable[[str], object], None]
+
+#: The notebook default: at most this many lines a second once a burst of
+#: `NOTEBOOK_BURST` lines is spent.
+NOTEBOOK_RATE = 20.0
+NOTEBOOK_BURST = 100
+
+
+def check_option(stderr: object) -> None:
+    """Raise TypeError/ValueError for anything `Stdio(stderr=)` does not take."""
+    if stderr is None or callable(stderr):
+        return
+    if isinstance(stderr, str):
+        if stderr not in ("log", "print"):
+            raise ValueError(f"stderr must be 'log', 'print' or a callable taking one line, not {stderr!r}")
+        return
+    raise TypeError(f"stderr must be 'log', 'print' or a callable taking one line, not {type(stderr).__name__}")
+
+
+def in_jupyter_kernel() -> bool:
+    """True inside a running Jupyter (ipykernel) kernel, where nobody has
+    configured logging and `sys.stderr` is the cell's output."""
+    if "ipykernel" not in sys.modules:
+        return False
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    if get_ipython is None:
+        return False
+    try:
+        shell = get_ipython()
+    except Exception:  # an IPython half torn down: not a kernel we can show anything in
+        return False
+    return shell is not None and any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__)
+
+
+class RateLimit:
+    """A token bucket: `allow()` is True for at most `burst` lines at once
+    and `rate` lines a second after that. Not thread-safe: one drain uses it."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def allow(self) -> bool:
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+
+class StderrLines:
+    """One server's stderr destination. `line()` and `finish()` are called
+    by that server's stderr drain thread only."""
+
+    def __init__(self, option: StderrOption, name: str, *, limit: RateLimit | None = None) -> None:
+        check_option(option)
+        if option is None:
+            if in_jupyter_kernel():
+                option = "print"
+                limit = limit or RateLimit(NOTEBOOK_RATE, NOTEBOOK_BURST)
+            else:
+                option = "log"
+        self._option = option
+        self._name = name
+        # Printed lines carry the program's name only: a cell has little room.
+        self._short = os.path.basename(name) or name
+        self._limit = limit
+        self._hidden = 0
+        self._limited = False
+        self._callback_failed = False
+
+    def line(self, text: str) -> None:
+        option = self._option
+        if option == "log":
+            stderr_logger.info("[%s] %s", self._name, text)
+        elif option == "print":
+            if self._limit is not None and not self._limit.allow():
+                if not self._limited:
+                    # Once, at once: the count may only come much later (the
+                    # next line shown, or the server's exit).
+                    self._limited = True
+                    self._print(f"[{self._short}] \u2026 more server stderr than {self._limit.rate:g} lines a "
+                                "second: the rest is counted, not shown")
+                self._hidden += 1
+                # Not shown, but not lost to whoever configured logging.
+                stderr_logger.info("[%s] %s", self._name, text)
+                return
+            self._summarise()
+            self._print(f"[{self._short}] {text}")
+        else:
+            self._call(text)
+
+    def finish(self) -> None:
+        """The pipe ended: say how many lines were not shown, if any."""
+        self._summarise()
+
+    def _summarise(self) -> None:
+        if self._hidden:
+            hidden, self._hidden = self._hidden, 0
+            self._print(f"[{self._short}] \u2026 {hidden} lines of server stderr not shown")
+
+    @staticmethod
+    def _print(text: str) -> None:
+        # sys.stderr looked up each time: a notebook (or a test) may replace it.
+        stream = sys.stderr
+        if stream is None:  # pythonw: nowhere to print
+            return
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _call(self, text: str) -> None:
+        callback = self._option
+        assert callable(callback)
+        try:
+            callback(text)
+        except Exception:
+            # The drain must go on (a full pipe would stall the server);
+            # say so once with the traceback, then quietly.
+            if not self._callback_failed:
+                self._callback_failed = True
+                log.warning("the stderr callback of server %s raised; further failures are logged at debug level",
+                            self._name, exc_info=True)
+            else:
+                log.debug("the stderr callback of server %s raised", self._name, exc_info=True)

@@ -1,0 +1,161 @@
+"""`mcp_sync.progress_bar()`: tqdm when installed, a plain stderr bar otherwise."""
+
+import gc
+import io
+import sys
+
+import pytest
+
+import mcp_sync
+from mcp_sync import Progress
+from mcp_sync.testing import Server, demo_server
+
+
+class FakeTqdm:
+    """Records what a tqdm bar is asked to do (tqdm itself is optional)."""
+
+    made: list["FakeTqdm"] = []
+
+    def __init__(self, total=None, desc=None, file=None):
+        self.total, self.desc, self.n = total, desc, 0
+        self.postfix: list[str] = []
+        self.resets: list[float] = []
+        self.closed = False
+        FakeTqdm.made.append(self)
+
+    def update(self, step):
+        self.n += step
+
+    def refresh(self):
+        pass
+
+    def reset(self, total=None):
+        self.resets.append(total)
+        self.total, self.n = total, 0
+
+    def set_postfix_str(self, text, refresh=True):
+        self.postfix.append(text)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def with_tqdm(monkeypatch):
+    FakeTqdm.made = []
+    tqdm_package = type(sys)("tqdm")
+    auto = type(sys)("tqdm.auto")
+    auto.tqdm = FakeTqdm
+    tqdm_package.auto = auto
+    monkeypatch.setitem(sys.modules, "tqdm", tqdm_package)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", auto)
+    return FakeTqdm
+
+
+@pytest.fixture
+def without_tqdm(monkeypatch):
+    # None in sys.modules makes `import tqdm.auto` raise ImportError.
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+
+
+def counting_server() -> Server:
+    server = Server()
+
+    @server.tool(description="Report progress without a total.")
+    def unknown_total(args, ctx):
+        for step in (1, 2, 3):
+            ctx.progress(step, None, f"item {step}")
+        return "done"
+
+    return server
+
+
+def test_tqdm_is_used_when_installed_and_closed_at_the_total(with_tqdm):
+    bar = mcp_sync.progress_bar("count")
+    assert bar.uses_tqdm
+    with mcp_sync.connect(demo_server()) as client:
+        result = client.call_tool("countdown", {"steps": 4, "delay": 0}, progress=bar)
+    assert result.text == "liftoff"
+    (made,) = with_tqdm.made
+    assert (made.total, made.desc, made.n) == (4, "count", 4)
+    assert made.postfix[-1] == "step 4/4"
+    assert made.closed and bar.closed
+
+
+def test_the_one_liner_closes_when_the_call_returns_even_without_a_total(with_tqdm):
+    with mcp_sync.connect(counting_server()) as client:
+        client.call_tool("unknown_total", {}, progress=mcp_sync.progress_bar())
+        gc.collect()  # not needed on CPython (the call held the only reference); harmless
+        (made,) = with_tqdm.made
+        assert made.closed and made.n == 3 and made.total is None
+
+
+def test_with_closes_at_the_end_of_the_block(with_tqdm):
+    with mcp_sync.connect(counting_server()) as client:
+        with mcp_sync.progress_bar() as bar:
+            client.call_tool("unknown_total", {}, progress=bar)
+            assert not with_tqdm.made[0].closed
+    assert with_tqdm.made[0].closed
+    bar(Progress(progress=9))  # after close: ignored
+    assert with_tqdm.made[0].n == 3
+
+
+def test_a_total_that_changes_resets_the_bar(with_tqdm):
+    bar = mcp_sync.progress_bar()
+    bar(Progress(progress=1, total=10))
+    bar(Progress(progress=5, total=20))
+    made = with_tqdm.made[0]
+    assert made.resets == [20] and (made.n, made.total) == (5, 20)
+    bar.close()
+
+
+def test_a_tqdm_that_cannot_draw_falls_back_to_the_plain_bar(with_tqdm, monkeypatch):
+    def broken(**kwargs):
+        raise ImportError("IProgress not found. Please update jupyter and ipywidgets.")
+
+    monkeypatch.setattr(sys.modules["tqdm.auto"], "tqdm", broken)
+    out = io.StringIO()
+    with mcp_sync.progress_bar(file=out) as bar:
+        bar(Progress(progress=1, total=2))
+    assert not bar.uses_tqdm and "1/2" in out.getvalue()
+
+
+def test_plain_bar_without_tqdm(without_tqdm, capsys):
+    bar = mcp_sync.progress_bar("count")
+    assert not bar.uses_tqdm
+    with mcp_sync.connect(demo_server()) as client:
+        client.call_tool("countdown", {"steps": 10, "delay": 0}, progress=bar)
+    assert bar.closed
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err.count("\n") == 1
+    last = err.rsplit("\r", 1)[1]
+    assert last.startswith("count: [########################] 10/10 100% step 10/10")
+
+
+def test_plain_bar_without_a_total_and_the_one_liner(without_tqdm, capsys):
+    with mcp_sync.connect(counting_server()) as client:
+        client.call_tool("unknown_total", {}, progress=mcp_sync.progress_bar())
+        gc.collect()
+        err = capsys.readouterr().err
+    # The first update draws; the last one is drawn on close, then the line ends.
+    assert err.startswith("\r1 item 1") and err.rstrip(" \n").endswith("3 item 3") and err.endswith("\n")
+
+
+def test_plain_bar_keeps_a_message_on_one_line():
+    out = io.StringIO()
+    with mcp_sync.progress_bar(file=out) as bar:
+        bar(Progress(progress=0.5, total=1, message="two\nlines"))
+    assert out.getvalue() == "\r[############............] 0.5/1  50% two lines\n"
+
+
+def test_insisting_on_tqdm_without_it_is_a_clear_error(without_tqdm):
+    with pytest.raises(ValueError, match="needs tqdm"):
+        mcp_sync.progress_bar(plain=False)
+
+
+def test_plain_true_ignores_tqdm(with_tqdm):
+    out = io.StringIO()
+    with mcp_sync.progress_bar(plain=True, file=out) as bar:
+        bar(Progress(progress=1, total=1))
+    assert not with_tqdm.made and out.getvalue().endswith("1/1 100%\n")

@@ -1,0 +1,147 @@
+"""`Stdio(stderr=...)`: where a stdio server's stderr lines go."""
+
+import logging
+import sys
+import threading
+import time
+
+import pytest
+
+import mcp_sync
+from mcp_sync import Stdio
+from mcp_sync.transports import stderr as stderr_module
+from mcp_sync.transports.stderr import RateLimit, StderrLines
+from tests.conftest import scripted
+
+STATELESS = "2026-07-28"
+
+
+def chatty(lines: int, **options) -> Stdio:
+    """The scripted server, writing `lines` lines to stderr as it starts."""
+    return Stdio(sys.executable, scripted("--stderr-lines", str(lines))[1:], **options)
+
+
+def run(target: Stdio) -> None:
+    # close() joins the stderr drain: every line was handled when it returns.
+    with mcp_sync.connect(target, protocol=STATELESS) as client:
+        assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+
+
+def test_log_sends_lines_to_the_logger_and_prints_nothing(caplog, capsys, no_leaks):
+    with caplog.at_level(logging.INFO, logger="mcp_sync.server.stderr"):
+        run(chatty(3, stderr="log"))
+    records = [r.getMessage() for r in caplog.records if r.name == "mcp_sync.server.stderr"]
+    assert len(records) == 3 and "chatty line 2" in records[-1]
+    assert "chatty line" not in capsys.readouterr().err
+
+
+def test_the_default_outside_a_notebook_is_the_logger(caplog, capsys, no_leaks):
+    with caplog.at_level(logging.INFO, logger="mcp_sync.server.stderr"):
+        run(chatty(2))
+    assert len([r for r in caplog.records if r.name == "mcp_sync.server.stderr"]) == 2
+    assert "chatty line" not in capsys.readouterr().err
+
+
+def test_print_copies_each_line_to_sys_stderr(caplog, capsys, no_leaks):
+    with caplog.at_level(logging.INFO, logger="mcp_sync.server.stderr"):
+        run(chatty(250, stderr="print"))
+    err = capsys.readouterr().err.splitlines()
+    printed = [line for line in err if "chatty line" in line]
+    assert len(printed) == 250  # an explicit "print" has no rate limit
+    assert printed[0].startswith(f"[{__import__('os').path.basename(sys.executable)}] chatty line 0 ")
+    assert not [r for r in caplog.records if r.name == "mcp_sync.server.stderr"]
+
+
+def test_a_callable_gets_every_line_and_its_failures_are_logged(caplog, no_leaks):
+    seen: list[str] = []
+
+    def collect(line: str) -> None:
+        seen.append(line)
+        if len(seen) % 2:
+            raise RuntimeError("user code failed")
+
+    with caplog.at_level(logging.DEBUG, logger="mcp_sync.transport.stdio"):
+        run(chatty(5, stderr=collect))
+    assert [line.split(" x")[0] for line in seen] == [f"chatty line {i}" for i in range(5)]
+    failures = [r for r in caplog.records if "stderr callback" in r.getMessage()]
+    assert [r.levelno for r in failures] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+
+
+def test_the_callable_runs_on_the_stderr_thread_not_the_reader(no_leaks):
+    threads: set[str] = set()
+    run(chatty(1, stderr=lambda line: threads.add(threading.current_thread().name)))
+    (name,) = threads
+    assert name.startswith("mcp-sync-stderr-")
+
+
+def test_the_notebook_default_prints_at_a_limited_rate_and_summarises(monkeypatch, capsys, caplog, no_leaks):
+    monkeypatch.setattr(stderr_module, "in_jupyter_kernel", lambda: True)
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="mcp_sync.server.stderr"):
+        run(chatty(1000))
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err.splitlines()
+    printed = [line for line in err if "chatty line" in line]
+    summaries = [line for line in err if "lines of server stderr not shown" in line]
+    assert len([line for line in err if "more server stderr than 20 lines a second" in line]) == 1
+    # The burst of 100, and at 20 lines a second the few more the run's time allows.
+    assert 100 <= len(printed) <= 100 + 20 * elapsed + 1
+    hidden = sum(int(line.split("\u2026 ")[1].split()[0]) for line in summaries)
+    assert summaries and len(printed) + hidden == 1000
+    # The hidden lines are not lost to whoever configured logging.
+    assert len([r for r in caplog.records if r.name == "mcp_sync.server.stderr"]) == hidden
+
+
+def test_the_rate_limit_with_a_clock():
+    now = [0.0]
+    limit = RateLimit(rate=2, burst=3, clock=lambda: now[0])
+    assert [limit.allow() for _ in range(4)] == [True, True, True, False]
+    now[0] += 0.5  # one more line's worth
+    assert [limit.allow(), limit.allow()] == [True, False]
+    now[0] += 100  # refills to the burst, no further
+    assert sum(limit.allow() for _ in range(10)) == 3
+
+
+def test_a_summary_comes_before_the_next_shown_line(capsys):
+    now = [0.0]
+    lines = StderrLines("print", "/usr/bin/server", limit=RateLimit(1, 1, clock=lambda: now[0]))
+    for text in ("a", "b", "c"):
+        lines.line(text)
+    now[0] += 1
+    lines.line("d")
+    lines.finish()
+    assert capsys.readouterr().err.splitlines() == [
+        "[server] a",
+        "[server] \u2026 more server stderr than 1 lines a second: the rest is counted, not shown",
+        "[server] \u2026 2 lines of server stderr not shown",
+        "[server] d",
+    ]
+
+
+def test_jupyter_detection(monkeypatch):
+    class ZMQInteractiveShell:
+        pass
+
+    class Kernel(ZMQInteractiveShell):
+        pass
+
+    class TerminalInteractiveShell:
+        pass
+
+    fake_ipython = type(sys)("IPython")
+    monkeypatch.setitem(sys.modules, "IPython", fake_ipython)
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    fake_ipython.get_ipython = Kernel  # type: ignore[attr-defined]
+    assert not stderr_module.in_jupyter_kernel()  # no ipykernel loaded
+    monkeypatch.setitem(sys.modules, "ipykernel", type(sys)("ipykernel"))
+    assert stderr_module.in_jupyter_kernel()
+    fake_ipython.get_ipython = TerminalInteractiveShell  # type: ignore[attr-defined]
+    assert not stderr_module.in_jupyter_kernel()
+    fake_ipython.get_ipython = lambda: None  # type: ignore[attr-defined]
+    assert not stderr_module.in_jupyter_kernel()
+
+
+@pytest.mark.parametrize("bad, error", [("loud", ValueError), (3, TypeError)])
+def test_bad_values_are_refused_up_front(bad, error):
+    with pytest.raises(error, match="stderr must be 'log', 'print' or a callable"):
+        Stdio(sys.executable, ["-c", "pass"], stderr=bad)
