@@ -20,6 +20,7 @@ from .errors import (
     ConnectError,
     ConfigError,
     ConnectionClosed,
+    ExtensionNotDeclared,
     HeaderMismatch,
     HTTPStatusError,
     InputHandlerError,
@@ -45,6 +46,7 @@ from .errors import (
     ServerError,
     ServerExited,
     SessionExpired,
+    SkillVerificationError,
     ToolError,
     TransportError,
     UnsupportedMethod,
@@ -60,6 +62,7 @@ from .metrics import MethodStats, Stats
 from .status import Reconnect, Status, StatusChange
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
+from .skills import Skill, SkillContent, SkillFile, Skills
 from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
 from .transports import HTTP, SSE, Custom, Memory, MessageSink, Stdio, Target, Transport
 from .types import (
@@ -114,4 +117,6 @@ __all__ = [
     # config files and groups
     "load_config", "ServerConfig", "config_locations", "find_config", "connect_configured", "ConfigError",
     "ClientGroup", "GroupItem", "Listing", "RoutingError",
+    # the Skills extension
+    "Skills", "Skill", "SkillFile", "SkillContent", "SkillVerificationError", "ExtensionNotDeclared",
 ]

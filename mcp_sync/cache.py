@@ -40,6 +40,7 @@ from .errors import McpError, ProtocolError, RequestTimeout, ServerError, Transp
 
 CACHEABLE = frozenset({
     "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
+    "skills/list", "skills/get",  # the Skills extension's results are cacheable too
 })
 _INVALIDATES: dict[str, tuple[str, ...]] = {
     "notifications/tools/list_changed": ("tools/list",),
@@ -77,6 +78,7 @@ class StaleResult(dict):  # type: ignore[type-arg]
     refetch failed (`stale_if_error`). Typed results show it as `stale`."""
 
     stale = True
+    """Always True: this result is past its TTL."""
 
 
 @attrs.define
@@ -130,7 +132,17 @@ class ResultCache:
         b = mcp_sync.connect(url, cache=shared, auth="other-token")  # public entries shared
 
     Bounded by `max_entries` and `max_bytes` (of stored JSON); the least
-    recently used entries go first.
+    recently used entries go first. Raises `ValueError` when either is not a
+    positive integer.
+
+    Attributes:
+        max_entries (int): The most results kept (default 256).
+        max_bytes (int): The most JSON text kept, in bytes (default 16 MiB);
+            a single result larger than this is not stored.
+        hits (int): Lookups answered with a fresh cached result, since the
+            cache was made.
+        misses (int): Lookups that found no fresh result they may use (each
+            then fetched, or waited for an identical fetch in flight).
     """
 
     def __init__(self, max_entries: int = 256, max_bytes: int = 16 * 1024 * 1024) -> None:
@@ -153,6 +165,8 @@ class ResultCache:
 
     @property
     def size_bytes(self) -> int:
+        """The size of the results stored now, in bytes of JSON text (at
+        most `max_bytes`)."""
         with self._lock:
             return self._bytes
 
@@ -293,6 +307,8 @@ class ResultCache:
         return len(doomed)
 
     def clear(self) -> None:
+        """Drop every entry, of every server. `hits` and `misses` are kept;
+        fetches in flight still finish (and store their result)."""
         with self._lock:
             self._entries.clear()
             self._bytes = 0

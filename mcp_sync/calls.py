@@ -42,6 +42,7 @@ from .types import (
     CompleteResult,
     DiscoverResult,
     GetPromptResult,
+    ItemList,
     Page,
     Prompt,
     ReadResourceResult,
@@ -182,7 +183,7 @@ class TypedCalls:
         return Page(items=typed, next_cursor=next_cursor, raw=result)
 
     def list_all(self, kind: str, options: RequestOptions, max_pages: int) -> list[Any]:
-        items: list[Any] = []
+        items: list[Any] = ItemList()  # a plain list that Jupyter shows as a table
         seen: set[str] = set()
         cursor: str | None = None
         for _ in range(max_pages):
@@ -202,6 +203,19 @@ class TypedCalls:
                   options: RequestOptions, *, max_pages: int, timeout: float | None) -> CallToolResult:
         """`timeout` and `max_pages` are the client's, for the listing that
         refreshes a tool's definition after a header mismatch."""
+        raw, finish = self.call_tool_raw(tool, arguments, options, max_pages=max_pages, timeout=timeout)
+        if raw.get("resultType") == "task":
+            raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
+        return finish(raw)
+
+    def call_tool_raw(
+        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,
+        options: RequestOptions, *, max_pages: int, timeout: float | None,
+    ) -> tuple[dict[str, Any], Callable[[Mapping[str, Any]], CallToolResult]]:
+        """`call_tool` before its result is typed: the raw result (maybe a
+        task, see `tasks`) and the function that types a `CallToolResult`
+        wire object and checks its output, for the result now or a task's
+        result later."""
         definition: Tool | None
         if isinstance(tool, Tool):
             definition, name = tool, tool.name
@@ -235,12 +249,16 @@ class TypedCalls:
             headers=lambda: catalog.headers_for(known[0], arguments),
             refresh_headers=refresh_headers if catalog.mirrors_headers else None,
         )
-        definition = known[0]
-        result = CallToolResult.from_wire(raw)
-        if (definition is not None and definition.output_schema is not None and not result.is_error
-                and catalog.structured_output):
-            catalog.check_output(name, definition.output_schema, result)
-        return result
+
+        def finish(wire: Mapping[str, Any]) -> CallToolResult:
+            definition = known[0]
+            result = CallToolResult.from_wire(wire)
+            if (definition is not None and definition.output_schema is not None and not result.is_error
+                    and catalog.structured_output):
+                catalog.check_output(name, definition.output_schema, result)
+            return result
+
+        return raw, finish
 
     def read_resource(self, uri: str, options: RequestOptions) -> ReadResourceResult:
         if not isinstance(uri, str) or not uri:

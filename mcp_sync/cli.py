@@ -12,8 +12,8 @@ lacks: it parses arguments, finds and reads config files with
 `mcp_sync.config`, calls `Client`, and prints. Errors print one line to
 stderr and exit 2 (the command line is wrong) or 1 (anything else). `-v`
 puts the library's logs, a stdio server's stderr among them, on stderr.
-`servers` never prints environment or header values (nor a URL's password
-and query values): they hold secrets.
+`servers` never prints environment or header values (nor a URL's user
+information and query values): they hold secrets.
 
 Whatever a server sends is printed with its control characters shown as
 escapes (`\\x1b`), not sent to the terminal: a server's text must not set
@@ -502,12 +502,13 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO) -> tuple[
 
 
 def _redact_url(url: str) -> str:
-    """`url` with a password and query values hidden: both often hold keys."""
+    """`url` with its user information and query values hidden: they often
+    hold keys (a token may stand as the user name, too)."""
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
-        if parts.password is not None:
-            netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+        if "@" in netloc:
+            netloc = f"***@{netloc.rpartition('@')[2]}"
         query = "&".join(f"{k.partition('=')[0]}=***" if "=" in k else k for k in parts.query.split("&")) \
             if parts.query else ""
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -39,11 +39,13 @@ import time
 import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, cast, overload
 
 import attrs
 
 from . import era_memory, handshake, multiround, tracing
+from . import tasks as _tasks
+from .tasks import Task
 from ._version import __version__
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, SendFn, ToolCatalog, TypedCalls
@@ -87,6 +89,7 @@ from .admission import Admission
 from .keepalive import Keepalive
 from .metrics import Metrics, Stats
 from .status import SAFE_TO_RETRY, Reconnect, Status, StatusChange, StatusMonitor
+from .skills import Skills, initialize_capabilities
 from .subscriptions import Subscription, SubscriptionBroken
 from .transports import HTTP, SSE, Memory, Stdio, Target, Transport, resolve_target
 from .transports.http import HTTPTransport
@@ -163,6 +166,7 @@ def connect(
     keepalive_failures: int = 3,
     max_in_flight: int | None = None,
     max_queued: int | None = None,
+    tasks: bool = False,
     tracer_provider: Any = None,
     meter_provider: Any = None,
     **http_options: Any,
@@ -203,6 +207,10 @@ def connect(
     `max_queued` how many may wait for a slot (beyond: `Overloaded`).
     See docs/resilience.md.
 
+    `tasks=True` declares the tasks extension for every request, so the
+    server may run any tool call as a task (`call_tool()` waits for it);
+    in the initialize era it is the only way to use tasks. See docs/tasks.md.
+
     With OpenTelemetry installed (the `otel` extra) and a tracer or meter
     provider set globally or passed as `tracer_provider=`/`meter_provider=`,
     each request gets a span and its duration is recorded; see
@@ -229,7 +237,7 @@ def connect(
         max_input_rounds=max_input_rounds, max_server_requests=max_server_requests,
         handler_timeout=handler_timeout, cache=cache, stale_if_error=stale_if_error,
         reconnect=reconnect, keepalive=keepalive, keepalive_failures=keepalive_failures,
-        max_in_flight=max_in_flight, max_queued=max_queued,
+        max_in_flight=max_in_flight, max_queued=max_queued, tasks=tasks,
         tracer_provider=tracer_provider, meter_provider=meter_provider,
     )
     client = Client(resolved, options)
@@ -521,11 +529,54 @@ class Client:
         result = client.call_tool("add", {"a": 2, "b": 3})
         assert result.structured_content == {"sum": 5}
         client.close()
+
+    The attributes below are the options the client was made with (see
+    `connect()`); read them, but set options through `connect()` or
+    `ClientOptions`, not by assigning them afterwards.
+
+    Attributes:
+        options: The `ClientOptions` the client was made with.
+        allowed_versions: The protocol versions it may settle on, newest
+            first (`protocol=` normalised).
+        timeout: Seconds a request waits for its answer unless the call
+            says otherwise; None waits for ever.
+        probe_timeout: Seconds the `server/discover` probe may take before
+            the client falls back to `initialize`.
+        client_info: The `clientInfo` sent to the server: `client_info=`,
+            else `{"name": "mcp_sync", "version": __version__}`.
+        client_capabilities: The capabilities given as
+            `client_capabilities=` (empty when none); what the input
+            handlers imply is added to them when they are sent.
+        log_level: The level of log messages asked of the server (with
+            `logging/setLevel` in the initialize era, in each request's
+            `_meta` in 2026-07-28), or None to leave the server's default.
+        max_pages: The most pages a list call follows (`PaginationError`
+            beyond).
+        max_total_timeout: The longest a request may wait when its progress
+            keeps restarting `timeout` (`reset_timeout_on_progress`).
+        restart: Whether a failed connection may be opened again; False
+            turns every reopening off.
+        input_handlers: The handlers that answer the server's requests for
+            input, by kind (`form`, `url`, `sampling`, `roots`); empty when
+            none.
+        max_input_rounds: The most `input_required` rounds answered for one
+            request (2026-07-28).
+        max_server_requests: The most server requests that belong to no
+            call handled at once (initialize era); more are refused.
+        handler_timeout: Seconds such a server request may take from its
+            arrival before it is answered with an error; None: no limit.
+        cache: The `ResultCache` in use, or None when caching is off.
+        stale_if_error: Whether an expired cache entry answers when its
+            refetch fails with a transport error (the result's `stale` is
+            then True).
     """
 
     def __init__(self, target: Target | Transport, options: ClientOptions | None = None, **keywords: Any) -> None:
         """`options`, or the keyword arguments of `connect()` (over `options`
-        when both are given), validated once as a `ClientOptions`."""
+        when both are given), validated once as a `ClientOptions`.
+
+        A client made here is not connected: make one with `connect()`,
+        which builds it this way and then connects it."""
         if options is None:
             options = ClientOptions(**keywords)
         elif keywords:
@@ -540,6 +591,8 @@ class Client:
         self.probe_timeout = options.probe_timeout
         self.client_info: dict[str, Any] = dict(options.client_info or {"name": "mcp_sync", "version": __version__})
         self.client_capabilities: dict[str, Any] = dict(options.client_capabilities or {})
+        if options.tasks:  # declared like any capability: per request, or at initialize
+            self.client_capabilities = _tasks.with_extension(self.client_capabilities)
         self.log_level = options.log_level
         self.max_pages = options.max_pages
         self.max_total_timeout = options.max_total_timeout
@@ -567,6 +620,7 @@ class Client:
         self._session: InitializeResult | None = None
         self._catalog = ToolCatalog()
         self._calls = TypedCalls(_send_through(self), self._catalog)
+        self._skills = Skills(self)
         # Reconnecting (see `_live_connection`): the policy, and where the
         # current run of attempts stands (under `_restart_lock`).
         self._reconnect_policy = Reconnect.coerce(options.reconnect) if options.restart else None
@@ -775,15 +829,21 @@ class Client:
             except ServerError as exc:
                 log.warning("the server refused logging/setLevel: %s", exc)
 
-    def _identity(self) -> handshake.Identity:
-        return handshake.Identity(self._capabilities(), self.client_info, self.log_level)
+    def _identity(self, initialize_version: str | None = None) -> handshake.Identity:
+        capabilities = self._capabilities()
+        if initialize_version is not None:
+            # Capabilities are fixed by `initialize` in that era: declare the
+            # extensions the client implements (Skills) there, once.
+            capabilities = initialize_capabilities(capabilities, initialize_version)
+        return handshake.Identity(capabilities, self.client_info, self.log_level)
 
     def _probe(self, conn: Connection, version: str) -> UseStateless | FallBack:
-        verdict = handshake.probe(
-            conn, version, self.allowed_versions, self._identity(), timeout=self.probe_timeout,
-            on_log=self._log_server_message,
-            failure_means_initialize_era=isinstance(self._target, Target) and conn.transport.restarts_server,
-        )
+        with tracing.handshake(self._tracer, self, "server/discover", version):
+            verdict = handshake.probe(
+                conn, version, self.allowed_versions, self._identity(), timeout=self.probe_timeout,
+                on_log=self._log_server_message,
+                failure_means_initialize_era=isinstance(self._target, Target) and conn.transport.restarts_server,
+            )
         if isinstance(verdict, UseStateless):
             self._dialect = versions.dialect_for(verdict.version)
             conn.transport.negotiated(verdict.version, True)
@@ -792,14 +852,15 @@ class Client:
         return verdict
 
     def _initialize(self, conn: Connection, version: str, deadline: float | None = None) -> None:
-        session = handshake.initialize(
-            conn, version, self.allowed_versions, self._identity(), timeout=_bounded(self.timeout, deadline),
-            on_log=self._log_server_message,
-            on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
-        )
-        self._session = session
-        self._declared = self._capabilities()
-        self._dialect = versions.dialect_for(session.protocol_version)
+        with tracing.handshake(self._tracer, self, "initialize", version):
+            session = handshake.initialize(
+                conn, version, self.allowed_versions, self._identity(version), timeout=_bounded(self.timeout, deadline),
+                on_log=self._log_server_message,
+                on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
+            )
+            self._session = session
+            self._declared = self._capabilities()
+            self._dialect = versions.dialect_for(session.protocol_version)
 
     def _over_sse(self, initialize_era: list[str]) -> list[str]:
         """The stateless versions to probe over HTTP+SSE: none, as the
@@ -1217,15 +1278,38 @@ class Client:
 
     @property
     def server_capabilities(self) -> dict[str, Any] | None:
+        """The server's capabilities object as it sent it (from `initialize`
+        or `server/discover`), or None before the server has said.
+
+        Example::
+
+            if "resources" in (client.server_capabilities or {}):
+                print(client.list_resources())
+        """
         if self._session is not None:
             return self._session.capabilities
         return self._discovered.capabilities if self._discovered is not None else None
 
     @property
     def instructions(self) -> str | None:
+        """How to use the server, in prose, as it said (for a model's system
+        prompt), or None when it gave none."""
         if self._session is not None:
             return self._session.instructions
         return self._discovered.instructions if self._discovered is not None else None
+
+    @property
+    def skills(self) -> Skills:
+        """The Skills extension (`io.modelcontextprotocol/skills`): list,
+        get and read a server's skills, every file checked against its
+        entry (see `mcp_sync.skills`).
+
+        Example::
+
+            for skill in client.skills.list():
+                print(skill.name, client.skills.read(skill.uri).text[:80])
+        """
+        return self._skills
 
     def _require_dialect(self) -> Dialect:
         dialect = self._dialect
@@ -1302,10 +1386,34 @@ class Client:
         tools: list[Tool] = self._calls.list_all("tools", options, self.max_pages)
         return tools
 
+    @overload
     def call_tool(
-        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None,
-        **options: Unpack[RequestOptions],
-    ) -> CallToolResult:
+        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
+        task: Literal[False] = False, wait: bool = False, **options: Unpack[RequestOptions],
+    ) -> CallToolResult: ...
+
+    @overload
+    def call_tool(
+        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
+        task: Literal[True], wait: Literal[False] = False, **options: Unpack[RequestOptions],
+    ) -> Task: ...
+
+    @overload
+    def call_tool(
+        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
+        task: bool, wait: Literal[True], **options: Unpack[RequestOptions],
+    ) -> CallToolResult: ...
+
+    @overload
+    def call_tool(
+        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
+        task: bool, wait: bool = False, **options: Unpack[RequestOptions],
+    ) -> CallToolResult | Task: ...
+
+    def call_tool(
+        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
+        task: bool = False, wait: bool = False, **options: Unpack[RequestOptions],
+    ) -> CallToolResult | Task:
         """Call a tool by name, or with its definition from `list_tools()`.
 
         A tool that fails returns a result with `is_error` set (see
@@ -1313,13 +1421,33 @@ class Client:
         known and has an `outputSchema`, `structured_content` is validated
         against it (`OutputValidationError` if it does not match).
 
+        `task=True` declares the tasks extension for this call and returns a
+        `Task` handle (already completed when the server answered at once);
+        `wait=True` as well blocks until the task's result, `timeout`
+        bounding the whole wait. See docs/tasks.md.
+
         Example::
 
             result = client.call_tool("countdown", {"steps": 3},
                                       progress=lambda p: print(p.progress, p.total))
             print(result.text)
         """
+        if task or wait or self.options.tasks:
+            return _tasks.call_tool(self, tool, arguments, options, task=task, wait=wait)
         return self._calls.call_tool(tool, arguments, options, max_pages=self.max_pages, timeout=self.timeout)
+
+    def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:
+        """Re-attach to a task by its id (`tasks/get`): from another client,
+        process, or a later request of a web app. The result is typed but
+        not checked against the tool's `outputSchema`.
+
+        Example::
+
+            task = client.get_task(saved_id)
+            result = task.wait(timeout=60)
+        """
+        check_option_names(options)
+        return _tasks.get_task(self, task_id, options)
 
     def list_resources(self, **options: Unpack[RequestOptions]) -> list[Resource]:
         """Every direct resource, following `nextCursor` to the end.
@@ -1675,7 +1803,8 @@ class Client:
             result = response.get("result")
             if not isinstance(result, dict):
                 raise InvalidResult(f"{method}: the result is not an object")
-            dialect.result_type(result)  # an unknown resultType is invalid
+            if result.get("resultType") != "task":  # a task goes to `tasks`
+                dialect.result_type(result)  # an unknown resultType is invalid
             return result
 
     def _live_connection(self, deadline: float | None = None) -> Connection:
@@ -1846,7 +1975,7 @@ class Client:
             for subscription in list(self._held.subscriptions):
                 subscription._interrupt()
             self._session = handshake.initialize(
-                conn, dialect.version, self.allowed_versions, self._identity(), timeout=self.timeout,
+                conn, dialect.version, self.allowed_versions, self._identity(dialect.version), timeout=self.timeout,
                 on_log=self._log_server_message,
                 on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
             )

@@ -134,6 +134,7 @@ class Drops:
     """
 
     KINDS = ("notifications", "progress", "logs", "refused_requests")
+    """The kinds of drop counted, each an attribute of its own."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -143,6 +144,8 @@ class Drops:
         self.refused_requests = 0
 
     def add(self, kind: str, count: int = 1) -> None:
+        """Count `count` more drops of `kind` (one of `KINDS`; `ValueError`
+        for any other)."""
         if kind not in self.KINDS:
             raise ValueError(f"unknown kind of drop: {kind!r}")
         with self._lock:
@@ -155,6 +158,8 @@ class Drops:
             return self.notifications + self.progress + self.logs + self.refused_requests
 
     def as_dict(self) -> dict[str, int]:
+        """The counts by kind, taken together (a consistent snapshot), every
+        kind of `KINDS` present."""
         with self._lock:
             return {kind: getattr(self, kind) for kind in self.KINDS}
 

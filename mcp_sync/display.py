@@ -48,6 +48,7 @@ from .types import (
     TextContent,
     TextResourceContents,
     Tool,
+    UnknownContent,
     WireModel,
 )
 
@@ -469,8 +470,7 @@ def _label(obj: Any) -> str:
 
 
 def _is_content(obj: Any) -> bool:
-    return isinstance(obj, (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)) or (
-        type(obj).__name__ == "UnknownContent")
+    return isinstance(obj, (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource, UnknownContent))
 
 
 def _json(value: Any) -> str:

@@ -38,6 +38,8 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │   └── MalformedInputRequest   an input_required result that cannot be answered
     ├── ToolError                   raised by CallToolResult.raise_for_error()
     ├── ConfigError                 a server config file that cannot be used
+    ├── ExtensionNotDeclared        the server did not declare the extension a call needs
+    ├── SkillVerificationError      a skill's file failed a check of its entry (Skills)
     └── RoutingError                a ClientGroup cannot tell which server a name is for
 
 Only `ServerError` and its subclasses stand for something the server sent;
@@ -88,6 +90,8 @@ __all__ = [
     "ToolError",
     "ConfigError",
     "RoutingError",
+    "ExtensionNotDeclared",
+    "SkillVerificationError",
     "server_error_from_wire",
 ]
 
@@ -113,6 +117,16 @@ class ServerError(McpError):
     `kind` sorts the code: ``"json_rpc"`` (-32700, -32600), ``"execution"``
     (-32603) or ``"protocol"`` (everything else). `method` names the request
     that failed.
+
+    Attributes:
+        code (int): The JSON-RPC error code, such as -32602.
+        message (str): The error's message as the server sent it (its
+            `repr` when it was not a string).
+        data (Any): The error's `data` member as sent; None when it had none.
+        method (str | None): The method of the request that failed, such as
+            ``"tools/call"``; None when not known.
+        kind (str): ``"json_rpc"``, ``"execution"`` or ``"protocol"``, from
+            the code (see above).
 
     Example::
 
@@ -148,6 +162,8 @@ class ResourceNotFound(InvalidParams):
 
     @property
     def uri(self) -> str | None:
+        """The URI of the missing resource, from the error's `data.uri`; None
+        when the server did not name it."""
         if isinstance(self.data, Mapping) and isinstance(self.data.get("uri"), str):
             return str(self.data["uri"])
         return None
@@ -170,6 +186,8 @@ class MissingClientCapability(ServerError):
 
     @property
     def required_capabilities(self) -> Any:
+        """The server's `data.requiredCapabilities` as sent (a capabilities
+        object, such as ``{"sampling": {}}``); None when `data` has none."""
         if isinstance(self.data, Mapping):
             return self.data.get("requiredCapabilities")
         return None
@@ -183,6 +201,8 @@ class UnsupportedProtocolVersion(ServerError):
 
     @property
     def supported(self) -> list[str]:
+        """The protocol versions the server says it speaks, from its
+        `data.supported` (strings only); empty when it listed none."""
         if isinstance(self.data, Mapping) and isinstance(self.data.get("supported"), list):
             return [v for v in self.data["supported"] if isinstance(v, str)]
         return []
@@ -240,10 +260,19 @@ class ConnectionClosed(TransportError):
     """
 
     may_have_executed: bool | None = None
+    """True when the failed request had been sent (the server may have run
+    it), False when it had not; None when it does not apply."""
 
 
 class ServerExited(ConnectionClosed):
-    """The server process ended. `returncode` and `stderr_tail` say how."""
+    """The server process ended. `returncode` and `stderr_tail` say how.
+
+    Attributes:
+        returncode (int | None): The process's exit status (negative: killed
+            by that signal); None when it was not known.
+        stderr_tail (list[str]): The last lines (at most 20) the server wrote
+            to its standard error, oldest first; empty when it wrote none.
+    """
 
     def __init__(self, message: str, *, returncode: int | None, stderr_tail: list[str]) -> None:
         self.returncode = returncode
@@ -260,7 +289,11 @@ class InvalidMessage(TransportError):
 
 
 class MessageTooLarge(TransportError):
-    """A message was larger than the configured limit (`limit`, in bytes)."""
+    """A message was larger than the configured limit (`limit`, in bytes).
+
+    Attributes:
+        limit (int): The limit that was exceeded, in bytes.
+    """
 
     def __init__(self, message: str, *, limit: int) -> None:
         self.limit = limit
@@ -272,6 +305,14 @@ class HTTPStatusError(TransportError):
 
     `status` is the HTTP status code, `body` the start of the body (text),
     `headers` the response headers (lower-cased names).
+
+    Attributes:
+        status (int): The HTTP status code, such as 500.
+        body (str): The start of the response body (a preview of a few
+            hundred characters, decoded as UTF-8); empty when there was none
+            or it was not read.
+        headers (dict[str, str]): The response headers, with lower-cased
+            names.
     """
 
     def __init__(self, message: str, *, status: int, body: str = "", headers: Mapping[str, str] | None = None) -> None:
@@ -289,6 +330,8 @@ class AuthenticationError(HTTPStatusError):
 
     @property
     def www_authenticate(self) -> str | None:
+        """The response's `WWW-Authenticate` header (the server's
+        challenge); None when it sent none."""
         return self.headers.get("www-authenticate")
 
 
@@ -314,6 +357,13 @@ class OAuthError(AuthorizationError):
     `error` is its error code (for example ``invalid_grant``), `description`
     its `error_description` (or None), `status` the HTTP status (or None for
     an error returned through the redirect).
+
+    Attributes:
+        error (str): The OAuth `error` code, such as ``invalid_grant``.
+        description (str | None): The server's `error_description`; None
+            when it gave none.
+        status (int | None): The HTTP status of the answer; None for an
+            error that came back through the redirect.
     """
 
     def __init__(self, message: str, *, error: str, description: str | None = None, status: int | None = None) -> None:
@@ -331,6 +381,15 @@ class RequestTimeout(McpError, TimeoutError):
 
     `timeout` is the limit in seconds that ran out; `max_total_timeout` is set
     when the overall limit (with `reset_timeout_on_progress`) stopped it.
+
+    Attributes:
+        method (str | None): The method of the request that timed out, such
+            as ``"tools/call"``; None when the wait was not for one request
+            (waiting for a reconnect, for example).
+        timeout (float | None): The limit that ran out, in seconds; None when
+            not known.
+        max_total_timeout (float | None): The overall limit in seconds, when
+            that is what stopped the call; otherwise None.
     """
 
     def __init__(
@@ -351,6 +410,11 @@ class Overloaded(McpError):
     `max_in_flight` and `max_queued` are the limits that were reached
     (`max_in_flight` is None when only calls waiting for a reconnect are
     bounded).
+
+    Attributes:
+        max_in_flight (int | None): The limit on calls in flight that was
+            reached; None when no such limit applied.
+        max_queued (int | None): The limit on calls waiting that was reached.
 
     Example::
 
@@ -375,6 +439,14 @@ class VersionNegotiationError(ProtocolError):
 
     `requested` is what the client asked for or allowed; `negotiated` is what
     an initialize-era server answered; `supported` what a server listed.
+
+    Attributes:
+        requested (Any): What the client asked for: the version it sent to
+            `initialize` (a string), or the list of versions it allows.
+        negotiated (str | None): The version an initialize-era server
+            answered with; None when there was no such answer.
+        supported (list[str] | None): The versions the server listed as
+            supported; None when no such list came.
     """
 
     def __init__(
@@ -395,6 +467,11 @@ class OutputValidationError(InvalidResult):
     """`structuredContent` does not match the tool's `outputSchema`.
 
     `result` is the raw result dict; `errors` the validator's messages.
+
+    Attributes:
+        result (Mapping[str, Any]): The tool's result exactly as received.
+        errors (list[str]): What is wrong, one message per problem found
+            (``"structuredContent is missing"`` when there is none).
     """
 
     def __init__(self, message: str, *, result: Mapping[str, Any], errors: list[str]) -> None:
@@ -412,6 +489,11 @@ class UnsupportedMethod(McpError):
 
     For example `ping()` on a 2026-07-28 connection, or `discover()` on an
     initialize-era one. `method` and `protocol_version` say which.
+
+    Attributes:
+        method (str): The method that was not sent, such as ``"ping"``.
+        protocol_version (str): The protocol version the connection
+            negotiated, such as ``"2026-07-28"``.
     """
 
     def __init__(self, method: str, protocol_version: str, hint: str = "") -> None:
@@ -436,6 +518,10 @@ class InputRequired(McpError):
             answers = {key: {"action": "accept", "content": {"name": "Ada", "guests": 2}}
                        for key in exc.input_requests}
             client.call_tool("book_table", {"date": "friday"}, **exc.retry_with(answers))
+
+    Attributes:
+        result (Mapping[str, Any]): The last `input_required` result, exactly
+            as received.
     """
 
     def __init__(self, message: str, *, result: Mapping[str, Any]) -> None:
@@ -444,11 +530,16 @@ class InputRequired(McpError):
 
     @property
     def input_requests(self) -> dict[str, Any]:
+        """The result's `inputRequests`: each request the server makes (a
+        JSON-RPC request object), by the key its answer must be sent under;
+        empty when there are none."""
         requests = self.result.get("inputRequests")
         return dict(requests) if isinstance(requests, Mapping) else {}
 
     @property
     def request_state(self) -> str | None:
+        """The result's opaque `requestState`, to be sent back unchanged with
+        the answers; None when the server sent none."""
         state = self.result.get("requestState")
         return state if isinstance(state, str) else None
 
@@ -463,7 +554,12 @@ class InputRequired(McpError):
 
 class NoInputHandler(InputRequired):
     """The server asked for kinds of input with no handler installed
-    (`missing`, e.g. ``["form"]``). No handler ran."""
+    (`missing`, e.g. ``["form"]``). No handler ran.
+
+    Attributes:
+        missing (list[str]): The kinds with no handler, sorted: some of
+            ``"form"``, ``"url"``, ``"sampling"`` and ``"roots"``.
+    """
 
     def __init__(self, message: str, *, result: Mapping[str, Any], missing: list[str]) -> None:
         self.missing = missing
@@ -472,7 +568,14 @@ class NoInputHandler(InputRequired):
 
 class InputHandlerError(InputRequired):
     """A handler raised, or answered something the protocol does not allow;
-    nothing was sent for it. `handler` is its kind, `problem` says what."""
+    nothing was sent for it. `handler` is its kind, `problem` says what.
+
+    Attributes:
+        handler (str): The kind of the handler that failed: ``"form"``,
+            ``"url"``, ``"sampling"`` or ``"roots"``.
+        problem (str): What went wrong: the `repr` of the exception the
+            handler raised, or why its answer was refused.
+    """
 
     def __init__(self, message: str, *, result: Mapping[str, Any], handler: str, problem: str) -> None:
         self.handler = handler
@@ -481,7 +584,12 @@ class InputHandlerError(InputRequired):
 
 
 class InputRoundsExceeded(InputRequired):
-    """The server still asked for input after `rounds` answered rounds."""
+    """The server still asked for input after `rounds` answered rounds.
+
+    Attributes:
+        rounds (int): How many rounds of input were answered (the
+            `max_input_rounds` limit that was reached).
+    """
 
     def __init__(self, message: str, *, result: Mapping[str, Any], rounds: int) -> None:
         self.rounds = rounds
@@ -497,6 +605,10 @@ class ToolError(McpError):
     """A tool ran and reported failure (`isError: true`); see `raise_for_error()`.
 
     `result` is the `CallToolResult`.
+
+    Attributes:
+        result (CallToolResult): The tool's result, with `is_error` True;
+            its `content` usually says what went wrong.
     """
 
     def __init__(self, message: str, *, result: Any) -> None:
@@ -523,6 +635,44 @@ class RoutingError(McpError, LookupError):
 
     def __init__(self, message: str, *, candidates: list[str] | None = None) -> None:
         self.candidates = list(candidates or [])
+        super().__init__(message)
+
+
+class ExtensionNotDeclared(McpError):
+    """The server did not declare the extension (or the extension setting)
+    a call needs, so nothing was sent.
+
+    Attributes:
+        extension (str): The extension's identifier, such as
+            ``"io.modelcontextprotocol/skills"``.
+        setting (str | None): The setting that was missing (such as
+            ``"directoryRead"``), or None when the extension itself was.
+    """
+
+    def __init__(self, extension: str, setting: str | None, message: str) -> None:
+        self.extension = extension
+        self.setting = setting
+        super().__init__(message)
+
+
+class SkillVerificationError(McpError):
+    """A file of a skill failed a check of the skill's entry, so its content
+    was not returned (Skills extension, `client.skills.read()`).
+
+    Attributes:
+        check (str): Which check: ``"unlisted"`` (the entry does not list
+            the file; nothing was read), ``"size"``, ``"digest"``,
+            ``"frontmatter"`` (SKILL.md's frontmatter differs from the
+            entry's, or cannot be checked) or ``"limits"`` (over 512 files
+            or 16 MiB per skill).
+        skill (Skill): The entry the file was checked against.
+        uri (str): The file's URI.
+    """
+
+    def __init__(self, check: str, skill: Any, uri: str, message: str) -> None:
+        self.check = check
+        self.skill = skill
+        self.uri = uri
         super().__init__(message)
 
 

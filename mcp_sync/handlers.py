@@ -23,8 +23,25 @@ from typing import Any, Callable
 
 __all__ = ["InputHandler", "schema_defaults", "defaults_form", "console_form"]
 
-#: An input handler: the request's params in, the answer out.
 InputHandler = Callable[[dict[str, Any]], Mapping[str, Any]]
+"""An input handler: the request's params in, the answer out.
+
+It is called with the params of the server's request (a dict) and returns
+the answer the spec expects for its kind (``"form"``, ``"url"``,
+``"sampling"`` or ``"roots"``), which is checked before it is sent. An
+exception it raises, or an answer the protocol does not allow, fails the
+call with `InputHandlerError`."""
+# A type alias has no docstring of its own: the API reference reads the
+# literal above, run-time tools read `__doc__`, so it gets the same text.
+# (typing caches the alias: an identical `Callable[...]` elsewhere is this
+# same object.)
+InputHandler.__doc__ = """An input handler: the request's params in, the answer out.
+
+It is called with the params of the server's request (a dict) and returns
+the answer the spec expects for its kind (``"form"``, ``"url"``,
+``"sampling"`` or ``"roots"``), which is checked before it is sent. An
+exception it raises, or an answer the protocol does not allow, fails the
+call with `InputHandlerError`."""
 
 
 def schema_defaults(requested_schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -201,6 +201,20 @@ class MethodStats:
 
         m = client.stats().requests["tools/call"]
         print(m.count, m.outcomes["timeout"], m.p99)
+
+    Attributes:
+        count (int): Calls of this method that finished, whatever the outcome.
+        outcomes (Mapping[str, int]): `count` split by outcome: a number for
+            every name in `OUTCOMES` (``"ok"``, ``"error"``, ``"timeout"``,
+            ``"cancelled"``, ``"interrupted"``), zeros included. Read-only.
+        p50 (float | None): The median latency, in seconds; None when `count`
+            is 0.
+        p90 (float | None): The 90th percentile latency, in seconds; None
+            when `count` is 0.
+        p99 (float | None): The 99th percentile latency, in seconds; None
+            when `count` is 0.
+        max (float | None): The longest latency, in seconds (exact); None
+            when `count` is 0.
     """
 
     count: int
@@ -221,26 +235,38 @@ class Stats:
     """A snapshot of a client's counters since it connected (or since
     `Metrics.reset()`); later activity does not change it.
 
-    - `since`: when counting began, wall-clock seconds since the epoch
-      (as `time.time()`); `uptime`: seconds from then to the snapshot;
-    - `requests`: a `MethodStats` per method, at most `max_methods` of them
-      plus `"other"`; `requests_total`: their calls added up;
-    - `timeouts`: calls that ended with `RequestTimeout` (from the outcomes);
-      `cancellations`: `notifications/cancelled` sent to the server;
-      `reconnects`: connections re-established after a failure;
-      `shed`: calls refused with `Overloaded`;
-    - `notifications_dropped`: everything the client dropped to stay within
-      its memory bounds (the total of `client.dropped`);
-    - `bytes_sent`, `bytes_received`: on the wire, as the transports count;
-    - `in_flight`, `queued`: calls on the wire, and calls waiting for a slot
-      (`max_in_flight`) or for the connection to come back, at the snapshot.
-
     Example (a health endpoint)::
 
         stats = client.stats()
         if stats.timeouts > 10 or stats.reconnects > 3:
             log.warning("MCP server unhealthy: %s", stats.as_dict())
         body = json.dumps(stats.as_dict())
+
+    Attributes:
+        since (float): When counting began, wall-clock seconds since the
+            epoch (as `time.time()`).
+        uptime (float): Seconds from `since` to the snapshot.
+        requests (Mapping[str, MethodStats]): A `MethodStats` per method, at
+            most `max_methods` of them plus ``"other"`` for the rest.
+            Read-only.
+        requests_total (int): The calls of `requests` added up.
+        timeouts (int): Calls that ended with `RequestTimeout` (their
+            outcome ``"timeout"``).
+        cancellations (int): `notifications/cancelled` sent to the server
+            (after a timeout, an interrupt or an explicit cancel alike).
+        reconnects (int): Connections re-established after a failure.
+        shed (int): Calls refused with `Overloaded` before anything was sent
+            (not counted in `requests`).
+        notifications_dropped (int): Everything the client dropped to stay
+            within its memory bounds (the total of `client.dropped`).
+        bytes_sent (int): Bytes written to the wire, as the transports count
+            them.
+        bytes_received (int): Bytes read from the wire, as the transports
+            count them.
+        in_flight (int): Calls sent and waiting for their answer, at the
+            snapshot.
+        queued (int): Calls waiting for a slot (`max_in_flight`) or for the
+            connection to come back, at the snapshot.
     """
 
     since: float

@@ -140,6 +140,10 @@ def _answer(
     return answers
 
 
+#: Answers one round of `inputRequests` (also a task's; see `tasks`).
+answer_requests = _answer
+
+
 def run_handler(kind: str, handler: Handler, params: dict[str, Any], schemas: SchemaCache,
                 result: Mapping[str, Any]) -> dict[str, Any]:
     """Run one handler and check its answer; `InputHandlerError` if either fails."""

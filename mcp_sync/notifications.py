@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Optional
 import attrs
 
 from .connection import Drops
+from .errors import RequestTimeout
 
 log = logging.getLogger("mcp_sync.notifications")
 
@@ -56,7 +57,20 @@ MAX_QUEUED_NOTIFICATIONS = 1000
 
 @attrs.frozen
 class Notification:
-    """One notification from the server: `method`, `params`, and the whole message in `raw`."""
+    """One notification from the server: `method`, `params`, and the whole message in `raw`.
+
+    Example::
+
+        client.on_notification(lambda n: print(n.method, n.params.get("uri")),
+                               methods=["notifications/resources/updated"])
+
+    Attributes:
+        method (str): The notification's method, such as
+            ``"notifications/tools/list_changed"``.
+        params (dict[str, Any]): Its params; empty when it had none.
+        raw (dict[str, Any]): The whole JSON-RPC message as received (not
+            compared by `==`).
+    """
 
     method: str
     params: dict[str, Any]
@@ -64,6 +78,8 @@ class Notification:
 
     @classmethod
     def from_wire(cls, message: dict[str, Any]) -> Notification:
+        """The `Notification` of a JSON-RPC notification message (a
+        missing or non-object `params` becomes ``{}``)."""
         params = message.get("params")
         return cls(method=str(message.get("method")), params=dict(params) if isinstance(params, dict) else {},
                    raw=message)
@@ -82,6 +98,9 @@ class NotificationStream:
     When the buffer (`max_buffer`) is full, `overflow` decides: drop the
     oldest waiting notification (default) or the newest; `dropped` counts
     them. A slow consumer never holds up the dispatcher or anyone else.
+
+    Attributes:
+        dropped (int): Notifications dropped because the buffer was full.
     """
 
     def __init__(self, on_close: Callable[[NotificationStream], None], max_buffer: int, overflow: str) -> None:
@@ -110,8 +129,9 @@ class NotificationStream:
             self._cond.notify()
 
     def next(self, timeout: float | None = None) -> Notification:
-        """The next notification; `TimeoutError` after `timeout` seconds,
-        `StopIteration` once the stream (or the client) is closed."""
+        """The next notification; `RequestTimeout` (also a `TimeoutError`)
+        after `timeout` seconds, `StopIteration` once the stream (or the
+        client) is closed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while not self._buffer:
@@ -119,7 +139,7 @@ class NotificationStream:
                     raise StopIteration
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"no notification within {timeout:g} s")
+                    raise RequestTimeout(f"no notification within {timeout:g} s", timeout=timeout)
                 self._cond.wait(remaining)
             return self._buffer.popleft()
 
@@ -140,6 +160,8 @@ class NotificationStream:
 
     @property
     def closed(self) -> bool:
+        """True once the stream (or its client) is closed; notifications
+        already buffered can still be read."""
         return self._closed
 
     def __enter__(self) -> NotificationStream:

@@ -20,6 +20,8 @@ from .status import Reconnect
 from .types import Progress
 
 DEFAULT_TIMEOUT = 30.0
+"""Seconds a request waits for its answer when neither `connect(timeout=)`
+nor the call's own `timeout=` says otherwise."""
 DEFAULT_PROBE_TIMEOUT = 10.0
 DEFAULT_MAX_TOTAL_TIMEOUT = 600.0
 DEFAULT_MAX_PAGES = 1000
@@ -82,12 +84,66 @@ class ClientOptions:
     keyword arguments (see there for what each means), `Client(target,
     options)` as this object.
 
+    A bad value raises `TypeError` or `ValueError` here, before anything is
+    sent.
+
     Example::
 
-        options = mcp_sync.ClientOptions(timeout=10, protocol="2026-07-28")
-        client = mcp_sync.Client(mcp_sync.testing.demo_server(), options)
+        >>> options = ClientOptions(timeout=10, protocol="2026-07-28")
+        >>> options.timeout, options.allowed_versions
+        (10, ('2026-07-28',))
 
-    `allowed_versions` is `protocol` normalised (a tuple, newest first).
+    Attributes:
+        protocol: The protocol version to use (a string), the versions
+            allowed (a tuple), or None for every one this client speaks
+            (`SUPPORTED_VERSIONS`).
+        timeout: Seconds a request waits for its answer unless the call
+            says otherwise (`DEFAULT_TIMEOUT`, 30); None waits for ever.
+        probe_timeout: Seconds the `server/discover` probe may take before
+            the client falls back to `initialize` (10).
+        client_info: The `clientInfo` to send, with string `name` and
+            `version`; None sends `mcp_sync` and its version.
+        client_capabilities: Capabilities to declare, over those the input
+            handlers imply (these win); None declares only those.
+        log_level: The level of log messages to ask of the server (`"debug"`
+            to `"emergency"`), or None to leave the server's default.
+        max_pages: The most pages a list call follows (1000);
+            `PaginationError` beyond.
+        max_total_timeout: The longest a request waits when its progress
+            keeps restarting `timeout` (600 seconds).
+        restart: False: never open a failed connection again, whatever
+            `reconnect` says.
+        input_handlers: Handlers for the server's requests for input, by
+            kind (`form`, `url`, `sampling`, `roots`; see
+            `mcp_sync.handlers`), or None.
+        max_input_rounds: The most `input_required` rounds answered for one
+            request (10).
+        max_server_requests: The most server requests that belong to no
+            call handled at once (16, initialize era); more are refused.
+        handler_timeout: Seconds such a server request may take from its
+            arrival before it is answered with an error; None: no limit.
+        cache: True for a `ResultCache` of the client's own, a `ResultCache`
+            to share one between clients, False for no caching.
+        stale_if_error: Let an expired cache entry answer when its refetch
+            fails with a transport error (the result's `stale` is then True).
+        reconnect: True to reopen a failed connection with the default
+            backoff, a `Reconnect` for another one, False to stay failed.
+        keepalive: Seconds of idleness after which the connection is checked
+            (`ping`, or `server/discover` in 2026-07-28), or None for no
+            checks.
+        keepalive_failures: Failed checks in a row after which the
+            connection counts as dead (3).
+        max_in_flight: The most calls on the wire at once, or None for no
+            bound.
+        max_queued: The most calls that may wait for a slot when
+            `max_in_flight` are on the wire (0: none wait), or None for no
+            bound; a call beyond it raises `Overloaded` at once.
+        tasks: True to declare the tasks extension for every request (at
+            `initialize` in the initialize era, where it cannot be declared
+            per call): the server may then run any tool call as a task,
+            which `call_tool()` waits for (see docs/tasks.md).
+        allowed_versions: `protocol` normalised: a tuple of versions, newest
+            first (computed, not an argument).
     """
 
     protocol: str | tuple[str, ...] | None = attrs.field(default=None, converter=_freeze_protocol)
@@ -110,9 +166,13 @@ class ClientOptions:
     keepalive_failures: int = 3
     max_in_flight: int | None = None
     max_queued: int | None = None
-    # OpenTelemetry providers (see `mcp_sync.tracing`); None: the global ones.
+    tasks: bool = False
     tracer_provider: Any = None
+    """The OpenTelemetry `TracerProvider` of the request spans; None: the
+    global one, if one is set (see docs/tracing.md)."""
     meter_provider: Any = None
+    """The OpenTelemetry `MeterProvider` of `mcp.client.operation.duration`;
+    None: the global one, if one is set."""
     allowed_versions: tuple[str, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -129,6 +189,8 @@ class ClientOptions:
         if self.client_capabilities is not None and not isinstance(self.client_capabilities, Mapping):
             raise TypeError("client_capabilities must be a mapping")
         check_input_handlers(self.input_handlers)
+        if not isinstance(self.tasks, bool):
+            raise TypeError("tasks must be True or False")
         check_positive_int("max_input_rounds", self.max_input_rounds)
         check_positive_int("max_server_requests", self.max_server_requests)
         check_timeout("handler_timeout", self.handler_timeout)

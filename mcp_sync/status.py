@@ -45,10 +45,19 @@ class Status(str, enum.Enum):
     """
 
     CONNECTING = "connecting"
+    """The first connection is being made."""
     READY = "ready"
+    """Connected: calls go to the server (as `max_in_flight` allows)."""
     RECONNECTING = "reconnecting"
+    """The connection failed and a new one is being made; calls wait for it
+    (bounded by their timeout and `max_queued`)."""
     CLOSED = "closed"
+    """`close()` was called. Final: calls raise `ConnectionClosed`."""
     FAILED = "failed"
+    """The first connection could not be made, reconnecting gave up, or the
+    connection died with reconnecting off. Calls raise `ConnectionClosed`,
+    unless the client may still open a new connection (a stateless stdio
+    server is started again; a forked child opens its own): not final."""
 
     def __str__(self) -> str:
         return self.value
@@ -77,6 +86,15 @@ class StatusChange:
 
         def on_change(change: StatusChange) -> None:
             print(f"{change.old} -> {change.new}", change.cause or "")
+
+    Attributes:
+        old (Status): The status before the change.
+        new (Status): The status after the change.
+        cause (McpError | None): The error that ended the connection or made
+            reconnecting give up; None for a change the client made on its
+            own (connecting, reconnecting succeeding, `close()`).
+        at (float): When the change happened, in seconds since the epoch
+            (`time.time()`).
     """
 
     old: Status
@@ -312,6 +330,23 @@ class Reconnect:
 
         client = mcp_sync.connect(url, reconnect=Reconnect(max_attempts=5, max_delay=10))
         list(Reconnect(max_attempts=4, jitter=False).delays())   # [0.5, 1.0, 2.0, 4.0]
+
+    Attributes:
+        max_attempts (int | None): The most attempts before giving up (the
+            status becomes `failed`), at least 1; None (the default) for no
+            limit.
+        initial_delay (float): The cap on the wait before the first attempt,
+            in seconds (default 0.5); it doubles with each attempt.
+        max_delay (float): The largest wait between attempts, in seconds
+            (default 30); at least `initial_delay`.
+        jitter (bool): Whether each wait is drawn at random between 0 and its
+            cap (default True); False waits the cap itself.
+
+    Raises:
+        ValueError: A delay that is not a finite number > 0, `max_delay`
+            below `initial_delay`, or `max_attempts` below 1.
+        TypeError: A delay that is not a number, or `max_attempts` that is
+            not an int or None.
     """
 
     max_attempts: int | None = attrs.field(default=None, validator=_max_attempts)

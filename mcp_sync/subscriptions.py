@@ -33,7 +33,14 @@ from .notifications import OVERFLOW_POLICIES, Notification
 
 @attrs.frozen
 class SubscriptionEnded:
-    """The server ended the subscription; `result` is what it sent last."""
+    """The server ended the subscription; `result` is what it sent last.
+
+    Attributes:
+        result (dict[str, Any]): The stream's final result (empty when it
+            had none), the params of the server's `notifications/cancelled`
+            when it cancelled the stream, or the whole error response (with
+            its `error` member) when it answered with an error.
+    """
 
     result: dict[str, Any]
 
@@ -41,7 +48,13 @@ class SubscriptionEnded:
 @attrs.frozen
 class SubscriptionBroken:
     """The subscription ended for good: the client closed, reconnecting gave
-    up (or is off), or the server refused to open it again; `error` says how."""
+    up (or is off), or the server refused to open it again; `error` says how.
+
+    Attributes:
+        error (McpError): Why it ended: a `ConnectionClosed` when the client
+            or the subscription was closed or reconnecting gave up, otherwise
+            the error that broke the stream.
+    """
 
     error: McpError
 
@@ -57,6 +70,10 @@ class SubscriptionResumed:
         for event in sub:
             if isinstance(event, mcp_sync.SubscriptionResumed):
                 tools = client.list_tools()   # catch up on what the gap hid
+
+    Attributes:
+        gap (float): How long the subscription was cut off, in seconds (from
+            the connection's failure to the stream being open again).
     """
 
     gap: float
@@ -78,6 +95,21 @@ class Subscription:
 
     `max_buffer` events wait at most; when full, `overflow` ("drop_oldest",
     the default, or "drop_newest") decides, and `dropped` counts them.
+
+    Attributes:
+        id (int | None): The JSON-RPC id of the `subscriptions/listen`
+            request on its current connection (it changes when the client
+            reconnects); None before it is sent, and in the initialize era,
+            where no such request exists.
+        accepted (dict[str, Any] | None): The filter the server agreed to
+            (its acknowledgement's `notifications`, maybe a subset of what
+            was asked); None until acknowledged.
+        acknowledged (threading.Event): Set once the server acknowledged the
+            stream, or once it ended before that.
+        error_response (dict[str, Any] | None): The error response the
+            server answered the request with, as received; None when it did
+            not answer with an error.
+        dropped (int): Events dropped because `max_buffer` were waiting.
     """
 
     def __init__(self, cancel: Callable[[Subscription], None], max_buffer: int = 100,

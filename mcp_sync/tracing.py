@@ -43,7 +43,7 @@ from .errors import ServerError
 if TYPE_CHECKING:
     from .client import Call, Client
 
-__all__ = ["for_client", "ClientTracer", "DURATION_BUCKETS"]
+__all__ = ["for_client", "handshake", "ClientTracer", "DURATION_BUCKETS"]
 
 #: The bucket boundaries the conventions give for the duration histogram.
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -54,6 +54,8 @@ _URI_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/un
 _NETWORK = {"stdio": "pipe", "streamable-http": "tcp", "sse": "tcp"}
 _W3C_KEYS = ("traceparent", "tracestate", "baggage")
 
+#: Set once `opentelemetry` failed to import in this process.
+_missing = False
 #: The request whose ids are being drawn on this thread (see `_NotingIds`).
 _current: contextvars.ContextVar[_Traced | None] = contextvars.ContextVar("mcp_sync_traced", default=None)
 
@@ -62,12 +64,18 @@ def for_client(client: Client, tracer_provider: Any = None, meter_provider: Any 
     """The client's tracer, or None when nothing would be recorded: the
     package is missing, or neither a tracer nor a meter provider is set
     (explicitly, or globally with the OpenTelemetry API)."""
+    global _missing
+    if _missing and tracer_provider is None and meter_provider is None:
+        return None
     try:
         from opentelemetry import metrics, trace
     except ImportError:
         if tracer_provider is not None or meter_provider is not None:
             raise ValueError("tracer_provider/meter_provider need the opentelemetry-api package "
                              "(pip install 'mcp-sync-client[otel]')") from None
+        # Python does not remember a failed import: without this, every
+        # new client would search the path for the package again.
+        _missing = True
         return None
     if tracer_provider is None:
         tracer_provider = trace.get_tracer_provider()
@@ -134,6 +142,21 @@ class ClientTracer:
         traced = _Traced(self, client, method, params)
         return traced.run(run)
 
+    def handshake(self, client: Client, method: str, version: str) -> AbstractContextManager[None]:
+        """The span of a handshake request, proposing `version`."""
+        traced = _Traced(self, client, method, None)
+        traced.attributes["mcp.protocol.version"] = version
+        return traced.scope()
+
+
+def handshake(tracer: ClientTracer | None, client: Client, method: str, version: str) -> AbstractContextManager[Any]:
+    """A span for `server/discover` or `initialize`, which the client sends
+    outside its request path (nothing when `tracer` is None). They carry no
+    trace context: the handshake builds its own `_meta`."""
+    if tracer is None:
+        return contextlib.nullcontext()
+    return tracer.handshake(client, method, version)
+
 
 class _NotingIds:
     def __init__(self, ids: Iterator[int]) -> None:
@@ -172,8 +195,22 @@ class _Traced:
         self.outer: Any = None  # the request's span (None: metrics only)
         self.span: Any = None  # the span of the round being sent
         self.rounds = 0
+        self.error: dict[str, Any] = {}  # error.type (and the code) once it failed
 
     def run(self, run: Callable[[Callable[[Call], dict[str, Any]]], dict[str, Any]]) -> dict[str, Any]:
+        with self.scope():
+            result = run(self.send_once)
+            if _is_tool_error(self.method, result):
+                # A failed tool answers with a result, not an error: the
+                # conventions still count it as one.
+                self.error = {"error.type": "tool_error"}
+            return result
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """The request's span, current on this thread for the body, ended
+        with the outcome (`self.error`, or the exception raised); and its
+        duration recorded."""
         tracer = self.tracer
         trace = tracer._trace
         started = time.monotonic()
@@ -181,31 +218,25 @@ class _Traced:
         if tracer.tracer is not None:
             outer = tracer.tracer.start_span(self.name, kind=trace.SpanKind.CLIENT, attributes=self.attributes)
         self.outer = self.span = outer
-        error: dict[str, Any] = {}
         token = _current.set(self)
         try:
             with _active(trace, outer):
-                result = run(self.send_once)
-            if _is_tool_error(self.method, result):
-                # A failed tool answers with a result, not an error: the
-                # conventions still count it as one.
-                error = {"error.type": "tool_error"}
-                if outer is not None:
-                    outer.set_status(trace.Status(trace.StatusCode.ERROR))
-            return result
+                yield
+            if self.error and outer is not None:
+                outer.set_status(trace.Status(trace.StatusCode.ERROR))
         except BaseException as exc:
-            error = _error_attributes(exc)
+            self.error = _error_attributes(exc)
             if outer is not None:
-                _fail(trace, outer, exc, error)
+                _fail(trace, outer, exc, self.error)
             raise
         finally:
             _current.reset(token)
             session = self._session_attributes()
             if outer is not None:
-                outer.set_attributes({**session, **error})
+                outer.set_attributes({**session, **self.error})
                 outer.end()
             if tracer.duration is not None:
-                metric = {**self.attributes, **session, **error}
+                metric = {**self.attributes, **session, **self.error}
                 # Attributes of one call only are kept off the metric.
                 metric.pop("mcp.session.id", None)
                 metric.pop("mcp.resource.uri", None)

@@ -31,7 +31,7 @@ T = TypeVar("T", bound="WireModel")
 log = logging.getLogger("mcp_sync.client")
 
 __all__ = [
-    "WireModel", "Implementation", "Tool", "TextContent", "ImageContent", "AudioContent",
+    "WireModel", "ItemList", "Implementation", "Tool", "TextContent", "ImageContent", "AudioContent",
     "ResourceLink", "EmbeddedResource", "UnknownContent", "ContentBlock", "TextResourceContents",
     "BlobResourceContents", "ResourceContents", "CallToolResult", "Resource", "ResourceTemplate",
     "ReadResourceResult", "PromptArgument", "Prompt", "PromptMessage", "GetPromptResult",
@@ -57,6 +57,12 @@ class WireModel:
 
     @classmethod
     def from_wire(cls: type[T], raw: Any) -> T:
+        """Build one from its wire dict (camelCase keys, as the server sent it).
+
+        Known fields become attributes, the rest goes to `extra`, and `raw`
+        keeps the dict. Raises `InvalidResult` when `raw` is not an object,
+        lacks a required field, or has a field of the wrong shape.
+        """
         # `type() is dict` first: the ABC check is slow, and results are dicts.
         if type(raw) is not dict and not isinstance(raw, Mapping):
             raise InvalidResult(f"{cls.__name__}: expected an object, got {type(raw).__name__}")
@@ -156,7 +162,26 @@ def _string(value: Any) -> str:
 
 @attrs.frozen
 class Implementation(WireModel):
-    """A client's or server's name and version (`serverInfo`, `clientInfo`)."""
+    """A client's or server's name and version (`serverInfo`, `clientInfo`).
+
+    Attributes:
+        name: The name meant for programs (required on the wire).
+        version: Its version, or None when not given.
+        title: A display name for people, or None (then show `name`).
+        description: What it does, in prose, or None.
+        website_url: Its website (wire `websiteUrl`), or None.
+        icons: Icons for a user interface, as the wire dicts (`src`,
+            `mimeType`, `sizes`, `theme`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        >>> info = Implementation.from_wire({"name": "demo", "version": "1.0"})
+        >>> info.name, info.version, info.title
+        ('demo', '1.0', None)
+    """
 
     _required = ("name",)
     name: str = _wire("name", _string, "")
@@ -176,6 +201,34 @@ class Tool(WireModel):
     `from_wire` raises `InvalidResult` for a definition without a string
     `name`, or whose `inputSchema` or `outputSchema` is not an object or is
     nested deeper than `mcp_sync.protocol.schemas.MAX_SCHEMA_DEPTH` (64).
+
+    Attributes:
+        name: The name to call it by (required on the wire).
+        title: A display name for people, or None. For display the spec
+            prefers `title`, then `annotations["title"]`, then `name`.
+        description: What the tool does, for people and models, or None.
+        input_schema: The JSON Schema of its arguments (wire `inputSchema`),
+            an object; None when the server sent none.
+        output_schema: The JSON Schema of its `structured_content` (wire
+            `outputSchema`), or None. When there is one (protocol 2025-06-18
+            on), `call_tool()` checks a result without `is_error` against it
+            and raises `OutputValidationError` on a mismatch.
+        annotations: Behaviour hints as sent (`title`, `readOnlyHint`,
+            `destructiveHint`, `idempotentHint`, `openWorldHint`), or None.
+            They are hints from the server, not guarantees.
+        icons: Icons for a user interface, as the wire dicts (`src`,
+            `mimeType`, `sizes`, `theme`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        >>> tool = Tool.from_wire({"name": "add", "inputSchema": {"type": "object"},
+        ...                        "annotations": {"readOnlyHint": True}})
+        >>> tool.name, tool.annotations["readOnlyHint"], tool.output_schema
+        ('add', True, None)
     """
 
     _required = ("name",)
@@ -219,6 +272,24 @@ def tools_from_wire(items: Sequence[Any]) -> list[Tool]:
 
 @attrs.frozen
 class TextContent(WireModel):
+    """A block of text, in a tool result or a prompt message.
+
+    Attributes:
+        type: Always `"text"`.
+        text: The text.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        >>> TextContent.from_wire({"type": "text", "text": "hello"}).text
+        'hello'
+    """
+
     type: str = _wire("type", default="text")
     text: str = _wire("text", _string, "")
     annotations: dict[str, Any] | None = _wire("annotations")
@@ -229,7 +300,19 @@ class TextContent(WireModel):
 
 @attrs.frozen
 class _MediaContent(WireModel):
-    """Base64 media content; `bytes` decodes it."""
+    """Base64 media content; `bytes` decodes it.
+
+    Attributes:
+        type: `"image"` or `"audio"`.
+        data: The media, base64-encoded as on the wire.
+        mime_type: Its media type (wire `mimeType`), or None when not given.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+    """
 
     type: str = _wire("type", default="")
     data: str = _wire("data", _string, "")
@@ -247,16 +330,73 @@ class _MediaContent(WireModel):
 
 @attrs.frozen
 class ImageContent(_MediaContent):
+    """An image, in a tool result or a prompt message; `bytes` decodes it.
+
+    Attributes:
+        type: Always `"image"`.
+        data: The image, base64-encoded as on the wire.
+        mime_type: Its media type (wire `mimeType`), such as `"image/png"`,
+            or None when not given.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        >>> image = ImageContent.from_wire({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"})
+        >>> image.mime_type, len(image.bytes)
+        ('image/png', 8)
+    """
+
     type: str = _wire("type", default="image")
 
 
 @attrs.frozen
 class AudioContent(_MediaContent):
+    """A piece of audio, in a tool result or a prompt message; `bytes`
+    decodes it.
+
+    Attributes:
+        type: Always `"audio"`.
+        data: The audio, base64-encoded as on the wire.
+        mime_type: Its media type (wire `mimeType`), such as `"audio/wav"`,
+            or None when not given.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+    """
+
     type: str = _wire("type", default="audio")
 
 
 @attrs.frozen
 class ResourceLink(WireModel):
+    """A link to a resource, in a tool result or a prompt message; read it
+    with `read_resource(link.uri)` (it need not be in `list_resources()`).
+
+    Attributes:
+        type: Always `"resource_link"`.
+        uri: The resource's URI.
+        name: Its name meant for programs, or None.
+        title: A display name for people, or None (then show `name`).
+        description: What the resource is, or None.
+        mime_type: Its media type (wire `mimeType`), or None if unknown.
+        size: Its size in bytes (before any base64 encoding), or None if
+            unknown.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+    """
+
     type: str = _wire("type", default="resource_link")
     uri: str = _wire("uri", _string, "")
     name: str | None = _wire("name")
@@ -272,6 +412,19 @@ class ResourceLink(WireModel):
 
 @attrs.frozen
 class TextResourceContents(WireModel):
+    """The contents of a text resource, from `read_resource()` or in an
+    `EmbeddedResource`.
+
+    Attributes:
+        uri: The URI of the resource (or of the part of it) they are.
+        text: The text.
+        mime_type: Its media type (wire `mimeType`), or None if unknown.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+    """
+
     uri: str = _wire("uri", _string, "")
     text: str = _wire("text", _string, "")
     mime_type: str | None = _wire("mimeType")
@@ -282,6 +435,24 @@ class TextResourceContents(WireModel):
 
 @attrs.frozen
 class BlobResourceContents(WireModel):
+    """The contents of a binary resource, from `read_resource()` or in an
+    `EmbeddedResource`; `bytes` decodes them.
+
+    Attributes:
+        uri: The URI of the resource (or of the part of it) they are.
+        blob: The data, base64-encoded as on the wire.
+        mime_type: Its media type (wire `mimeType`), or None if unknown.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        >>> BlobResourceContents.from_wire({"uri": "file:///a.bin", "blob": "aGk="}).bytes
+        b'hi'
+    """
+
     uri: str = _wire("uri", _string, "")
     blob: str = _wire("blob", _string, "")
     mime_type: str | None = _wire("mimeType")
@@ -308,6 +479,29 @@ def resource_contents(value: Any) -> ResourceContents:
 
 @attrs.frozen
 class EmbeddedResource(WireModel):
+    """A resource's contents embedded in a tool result or a prompt message.
+
+    Attributes:
+        type: Always `"resource"`.
+        resource: The contents: a `BlobResourceContents` when the wire object
+            has `blob`, else a `TextResourceContents` when it has `text`
+            (`from_wire` raises `InvalidResult` for one with neither); None
+            when the server sent none.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        >>> block = EmbeddedResource.from_wire(
+        ...     {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "hi"}})
+        >>> block.resource.text
+        'hi'
+    """
+
     type: str = _wire("type", default="resource")
     resource: ResourceContents | None = _wire("resource", resource_contents)
     annotations: dict[str, Any] | None = _wire("annotations")
@@ -318,7 +512,13 @@ class EmbeddedResource(WireModel):
 
 @attrs.frozen
 class UnknownContent(WireModel):
-    """A content block of a type this client does not know; see `raw`."""
+    """A content block of a type this client does not know; see `raw`.
+
+    Attributes:
+        type: The `type` the server gave, or None when it gave none.
+        extra: Every other field of the block, by wire name.
+        raw: The wire dict as received; `to_wire()` returns a copy.
+    """
 
     type: str | None = _wire("type")
     extra: dict[str, Any] = _raw_field()
@@ -359,6 +559,22 @@ class CallToolResult(WireModel):
         result = client.call_tool("add", {"a": 1, "b": 2})
         result.raise_for_error()
         print(result.text, result.structured_content)
+
+    Attributes:
+        content: The result as content blocks: `TextContent`,
+            `ImageContent`, `AudioContent`, `ResourceLink`,
+            `EmbeddedResource`, or `UnknownContent` for a type this client
+            does not know; empty when the server sent none.
+        structured_content: The structured result (wire
+            `structuredContent`), any JSON value; None when the server sent
+            none. When the tool's `output_schema` is known, `call_tool()`
+            checks it against that schema (protocol 2025-06-18 on).
+        is_error: True when the tool ran and reported failure (wire
+            `isError`); False when the server left it out.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
     """
 
     content: list[ContentBlock] = _wire("content", _content_list, attrs.Factory(list))
@@ -385,6 +601,32 @@ class CallToolResult(WireModel):
 
 @attrs.frozen
 class Resource(WireModel):
+    """A resource the server can read, from `list_resources()`; read it
+    with `read_resource(resource.uri)`.
+
+    Attributes:
+        uri: Its URI (required on the wire).
+        name: Its name meant for programs, or None.
+        title: A display name for people, or None (then show `name`).
+        description: What it is, for people and models, or None.
+        mime_type: Its media type (wire `mimeType`), or None if unknown.
+        size: Its size in bytes (before any base64 encoding), or None if
+            unknown.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        icons: Icons for a user interface, as the wire dicts (`src`,
+            `mimeType`, `sizes`, `theme`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        for resource in client.list_resources():
+            print(resource.uri, resource.mime_type, resource.size)
+    """
+
     _required = ("uri",)
     uri: str = _wire("uri", _string, "")
     name: str | None = _wire("name")
@@ -401,6 +643,33 @@ class Resource(WireModel):
 
 @attrs.frozen
 class ResourceTemplate(WireModel):
+    """A family of resources named by a URI template (RFC 6570), from
+    `list_resource_templates()`. Fill the template in to get a URI for
+    `read_resource()`; `complete()` suggests values for its variables.
+
+    Attributes:
+        uri_template: The template (wire `uriTemplate`), such as
+            `"file:///{path}"`; required on the wire.
+        name: Its name meant for programs, or None.
+        title: A display name for people, or None (then show `name`).
+        description: What the template is for, or None.
+        mime_type: The media type of every resource it names (wire
+            `mimeType`), when they all share one; else None.
+        annotations: Hints for the client as sent (`audience`, `priority`,
+            `lastModified`), or None.
+        icons: Icons for a user interface, as the wire dicts (`src`,
+            `mimeType`, `sizes`, `theme`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        for template in client.list_resource_templates():
+            print(template.uri_template, template.description)
+    """
+
     _required = ("uriTemplate",)
     uri_template: str = _wire("uriTemplate", _string, "")
     name: str | None = _wire("name")
@@ -416,7 +685,22 @@ class ResourceTemplate(WireModel):
 
 @attrs.frozen
 class ReadResourceResult(WireModel):
-    """The result of `read_resource()`: `contents`, and `text` for convenience."""
+    """The result of `read_resource()`: `contents`, and `text` for convenience.
+
+    Attributes:
+        contents: A `TextResourceContents` or `BlobResourceContents` for each
+            item the server returned (one resource may have several parts);
+            required on the wire.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        result = client.read_resource("file:///notes.txt")
+        print(result.text)
+    """
 
     _required = ("contents",)
     contents: list[ResourceContents] = _wire("contents", lambda v: [resource_contents(c) for c in v], attrs.Factory(list))
@@ -435,6 +719,19 @@ class ReadResourceResult(WireModel):
 
 @attrs.frozen
 class PromptArgument(WireModel):
+    """An argument a prompt takes (see `Prompt.arguments`).
+
+    Attributes:
+        name: The argument's name: its key in `get_prompt()`'s arguments.
+        title: A display name for people, or None (then show `name`).
+        description: What it is for, or None.
+        required: Whether `get_prompt()` must be given it; False when the
+            server left it out.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+    """
+
     name: str = _wire("name", _string, "")
     title: str | None = _wire("title")
     description: str | None = _wire("description")
@@ -445,6 +742,28 @@ class PromptArgument(WireModel):
 
 @attrs.frozen
 class Prompt(WireModel):
+    """A prompt (or prompt template) the server offers, from
+    `list_prompts()`; `get_prompt(name, arguments)` fills it in.
+
+    Attributes:
+        name: The name to get it by (required on the wire).
+        title: A display name for people, or None (then show `name`).
+        description: What the prompt is for, or None.
+        arguments: The arguments it takes, as `PromptArgument`s; empty when
+            it takes none.
+        icons: Icons for a user interface, as the wire dicts (`src`,
+            `mimeType`, `sizes`, `theme`), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        for prompt in client.list_prompts():
+            print(prompt.name, [a.name for a in prompt.arguments if a.required])
+    """
+
     _required = ("name",)
     name: str = _wire("name", _string, "")
     title: str | None = _wire("title")
@@ -458,6 +777,19 @@ class Prompt(WireModel):
 
 @attrs.frozen
 class PromptMessage(WireModel):
+    """One message of a filled-in prompt (see `GetPromptResult.messages`).
+
+    Attributes:
+        role: Who speaks: `"user"` or `"assistant"`.
+        content: The message, one content block (`TextContent`,
+            `ImageContent`, `AudioContent`, `ResourceLink`,
+            `EmbeddedResource`, or `UnknownContent`); None when the server
+            sent none.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+    """
+
     role: str = _wire("role", _string, "")
     content: ContentBlock | None = _wire("content", content_block)
     extra: dict[str, Any] = _raw_field()
@@ -466,6 +798,24 @@ class PromptMessage(WireModel):
 
 @attrs.frozen
 class GetPromptResult(WireModel):
+    """The result of `get_prompt()`: the prompt's messages, filled in with
+    the arguments given.
+
+    Attributes:
+        description: A description of the prompt, or None.
+        messages: The `PromptMessage`s, in order (required on the wire).
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        result = client.get_prompt("greet", {"name": "Ada"})
+        for message in result.messages:
+            print(message.role, message.content)
+    """
+
     _required = ("messages",)
     description: str | None = _wire("description")
     messages: list[PromptMessage] = _wire("messages", _list_of(PromptMessage), attrs.Factory(list))
@@ -485,7 +835,22 @@ def _completion(value: Any) -> dict[str, Any]:
 
 @attrs.frozen
 class CompleteResult(WireModel):
-    """Suggestions from `complete()`: `values`, `total`, `has_more`."""
+    """Suggestions from `complete()`: `values`, `total`, `has_more`.
+
+    Attributes:
+        completion: The wire `completion` object as sent: `values`, and
+            `total` and `hasMore` when given (required on the wire).
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        >>> result = CompleteResult.from_wire({"completion": {"values": ["fr", "fi"], "hasMore": True}})
+        >>> result.values, result.total, result.has_more
+        (['fr', 'fi'], None, True)
+    """
 
     _required = ("completion",)
     completion: dict[str, Any] = _wire("completion", _completion, attrs.Factory(dict))
@@ -495,14 +860,19 @@ class CompleteResult(WireModel):
 
     @property
     def values(self) -> list[str]:
+        """The suggested values, in the server's order (a new list)."""
         return list(self.completion.get("values", []))
 
     @property
     def total(self) -> int | None:
+        """How many suggestions there are in all (which can be more than
+        `values` holds), or None when the server did not say."""
         return self.completion.get("total")
 
     @property
     def has_more(self) -> bool:
+        """True when the server has more suggestions than `values` holds
+        (wire `hasMore`); False when it did not say."""
         return bool(self.completion.get("hasMore", False))
 
 
@@ -514,7 +884,27 @@ def _server_info_of(meta: Any) -> Implementation | None:
 
 @attrs.frozen
 class DiscoverResult(WireModel):
-    """What `server/discover` says: versions, capabilities, identity."""
+    """What `server/discover` says: versions, capabilities, identity
+    (2026-07-28); `discover()` returns it.
+
+    Attributes:
+        supported_versions: The protocol versions the server speaks (wire
+            `supportedVersions`; required on the wire).
+        capabilities: The server's capabilities object as sent (`tools`,
+            `resources`, `prompts`, ...); empty when it sent none.
+        instructions: How to use the server, in prose (for a model's system
+            prompt), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or
+            None; `server_info` comes from it.
+        extra: The fields this client does not know, by wire name (such as
+            the caching hints `ttlMs` and `cacheScope`).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        info = client.discover()
+        print(info.supported_versions, info.server_info)
+    """
 
     _required = ("supportedVersions",)
     supported_versions: list[str] = _wire("supportedVersions", list, attrs.Factory(list))
@@ -526,12 +916,35 @@ class DiscoverResult(WireModel):
 
     @property
     def server_info(self) -> Implementation | None:
+        """The server's name and version, from
+        `_meta["io.modelcontextprotocol/serverInfo"]`; None when it sent none."""
         return _server_info_of(self.meta)
 
 
 @attrs.frozen
 class InitializeResult(WireModel):
-    """An initialize-era session: what the server answered to `initialize`."""
+    """An initialize-era session: what the server answered to `initialize`
+    (`Client.session`).
+
+    Attributes:
+        protocol_version: The protocol version the server chose (wire
+            `protocolVersion`; required on the wire).
+        capabilities: The server's capabilities object as sent (`tools`,
+            `resources`, `prompts`, `logging`, ...); empty when it sent none.
+        server_info: The server's name and version (wire `serverInfo`), or
+            None when it sent none.
+        instructions: How to use the server, in prose (for a model's system
+            prompt), or None.
+        meta: The `_meta` object the server attached (wire `_meta`), or None.
+        extra: The fields this client does not know, by wire name (empty when
+            there are none).
+        raw: The wire dict as received; `to_wire()` returns a copy.
+
+    Example::
+
+        if client.session is not None:
+            print(client.session.protocol_version, client.session.server_info)
+    """
 
     _required = ("protocolVersion",)
     protocol_version: str = _wire("protocolVersion", _string, "")
@@ -545,7 +958,25 @@ class InitializeResult(WireModel):
 
 @attrs.frozen
 class Page:
-    """One page of a list call: `items`, and `next_cursor` for the next one."""
+    """One page of a list call: `items`, and `next_cursor` for the next one.
+    `list_page()` returns it.
+
+    Attributes:
+        items: The page's items, typed as the list call's (`Tool`,
+            `Resource`, `ResourceTemplate` or `Prompt`); a tool definition
+            that cannot be used is left out with a warning.
+        next_cursor: The cursor to pass for the next page (wire
+            `nextCursor`), or None on the last page.
+        raw: The wire result as received.
+
+    Example::
+
+        page = client.list_page("resources")
+        names = [r.name for r in page.items]
+        while page.next_cursor:
+            page = client.list_page("resources", page.next_cursor)
+            names += [r.name for r in page.items]
+    """
 
     items: list[Any]
     next_cursor: str | None
@@ -577,6 +1008,14 @@ class Progress:
 
         client.call_tool("countdown", {"steps": 3},
                          progress=lambda p: print(f"{p.progress}/{p.total} {p.message}"))
+
+    Attributes:
+        progress: The progress so far (0 when the server sent no number);
+            the server makes it grow with each notification, even when the
+            total is unknown.
+        total: The total it counts up to, or None when unknown.
+        message: What is going on now, in prose, or None.
+        raw: The notification's params as received (with `progressToken`).
     """
 
     progress: float
@@ -586,6 +1025,15 @@ class Progress:
 
     @classmethod
     def from_wire(cls, params: Mapping[str, Any]) -> Progress:
+        """A `Progress` from a `notifications/progress` notification's
+        params. Lenient: a field of the wrong type becomes its default (0
+        for `progress`, None for the others) instead of an error.
+
+        Example::
+
+            >>> Progress.from_wire({"progressToken": 1, "progress": 2, "total": 5}).fraction
+            0.4
+        """
         progress = params.get("progress")
         total = params.get("total")
         message = params.get("message")

@@ -216,3 +216,14 @@ def test_what_a_real_server_lists_displays(method):
     assert "<table>" in display.to_html(items)
     assert pretty(items)  # IPython shows a plain list through each item's _repr_pretty_
     assert "Tool result" in result._repr_html_()
+
+
+def test_embedded_resources_and_unknown_blocks():
+    result = CallToolResult.from_wire({"content": [
+        {"type": "resource", "resource": {"uri": "demo://readme", "text": "<h1>Readme</h1>"}},
+        {"type": "hologram", "data": "<x>"},
+    ]})
+    source = result._repr_html_()
+    assert "&lt;h1&gt;Readme&lt;/h1&gt;" in source and "<h1>" not in source
+    assert "hologram" in source and "<x>" not in source
+    assert pretty(result).splitlines()[:3] == ["Tool result:", "  demo://readme:", "    <h1>Readme</h1>"]

@@ -51,10 +51,18 @@ def form(params: dict[str, Any]) -> dict[str, Any]:
     return {"action": "accept", "content": {"name": "Ada", "guests": 3}}
 
 
+HANDSHAKE = ("server/discover", "initialize")
+
+
+def requests_of(exporter: InMemorySpanExporter) -> list[Any]:
+    """The finished spans of requests, the handshake's left out."""
+    return [span for span in exporter.get_finished_spans() if span.name not in HANDSHAKE]
+
+
 def finished(exporter: InMemorySpanExporter) -> dict[str, Any]:
-    """The finished spans by name (each name once in these tests)."""
+    """The finished spans of requests by name (each name once in these tests)."""
     found = {}
-    for span in exporter.get_finished_spans():
+    for span in requests_of(exporter):
         assert span.name not in found, f"two spans named {span.name}"
         found[span.name] = span
     return found
@@ -144,6 +152,23 @@ def test_http_attributes_and_the_context_the_server_sees(spans):
     assert ids_in(message["params"]["_meta"]["traceparent"]) == traceparent_of(span)
 
 
+def test_the_handshake_has_spans(spans):
+    provider, exporter = spans
+    with mcp_sync.connect(demo_server(), tracer_provider=provider):
+        pass
+    with HTTPServer(demo_server()) as httpd:
+        with mcp_sync.connect(httpd.url, protocol="2025-11-25", tracer_provider=provider):
+            pass
+    discover, initialize = exporter.get_finished_spans()
+    assert discover.name == "server/discover" and initialize.name == "initialize"
+    assert discover.attributes["mcp.protocol.version"] == "2026-07-28"
+    assert initialize.attributes["mcp.protocol.version"] == "2025-11-25"
+    assert initialize.attributes["network.transport"] == "tcp"
+    for span in (discover, initialize):
+        assert span.kind is SpanKind.CLIENT and span.status.status_code is StatusCode.UNSET
+        assert span.attributes["jsonrpc.request.id"] == "1"
+
+
 def test_errors_set_status_and_error_type(spans, meter):
     provider, exporter = spans
     with mcp_sync.connect(demo_server(), tracer_provider=provider, meter_provider=meter[0]) as client:
@@ -189,8 +214,8 @@ def test_an_input_round_is_a_child_span_and_carries_its_own_context(spans):
     seen: list[str | None] = []
     with mcp_sync.connect(asking_server(seen), tracer_provider=provider, input_handlers={"form": form}) as client:
         assert client.call_tool("book", {}).text == "booked for Ada"
-    [outer] = [s for s in exporter.get_finished_spans() if "mcp_sync.input.round" not in s.attributes]
-    [child] = [s for s in exporter.get_finished_spans() if "mcp_sync.input.round" in s.attributes]
+    [outer] = [s for s in requests_of(exporter) if "mcp_sync.input.round" not in s.attributes]
+    [child] = [s for s in requests_of(exporter) if "mcp_sync.input.round" in s.attributes]
     assert outer.name == child.name == "tools/call book"
     assert child.parent is not None and child.parent.span_id == outer.context.span_id
     assert child.context.trace_id == outer.context.trace_id
@@ -216,7 +241,7 @@ def test_an_input_round_that_fails_marks_both_spans(spans):
     with mcp_sync.connect(demo_server(), tracer_provider=provider, input_handlers={"form": broken}) as client:
         with pytest.raises(mcp_sync.InputHandlerError):
             client.call_tool("book_table", {"date": "friday"})
-    [span] = exporter.get_finished_spans()  # the handler failed before a second round was sent
+    [span] = requests_of(exporter)  # the handler failed before a second round was sent
     assert span.status.status_code is StatusCode.ERROR
     assert span.attributes["error.type"] == "mcp_sync.errors.InputHandlerError"
 
@@ -283,9 +308,11 @@ def test_a_global_provider_is_used(spans, monkeypatch):
 
 def test_without_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails
+    monkeypatch.setattr(tracing, "_missing", False)  # restored afterwards, as the import
     with mcp_sync.connect(demo_server()) as client:
         assert client._tracer is None
         assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+    assert tracing._missing  # the next client does not try the import again
     with pytest.raises(ValueError, match=r"opentelemetry-api"):
         mcp_sync.connect(demo_server(), tracer_provider=object())
 
@@ -310,7 +337,7 @@ def test_concurrent_calls_keep_their_own_spans(spans):
             thread.start()
         for thread in threads:
             thread.join()
-    done = exporter.get_finished_spans()
+    done = requests_of(exporter)
     assert len(done) == 80
     assert all(span.parent is None for span in done)
     assert len({span.attributes["jsonrpc.request.id"] for span in done}) == 80
@@ -326,7 +353,7 @@ def test_the_benchmarks_bypass_removes_exactly_the_hook(spans):
     with mcp_sync.connect(demo_server(), tracer_provider=provider, input_handlers={"form": form}) as client:
         client._request = _without_tracing_hook(client)
         assert client.call_tool("book_table", {"date": "friday"}).text == "Booked for 3 under Ada"
-        assert exporter.get_finished_spans() == ()
+        assert requests_of(exporter) == []
         del client._request
         client.call_tool("echo", {"text": "hi"})
     assert set(finished(exporter)) == {"tools/call echo"}

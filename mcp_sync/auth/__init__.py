@@ -96,11 +96,24 @@ class TokenProvider(Protocol):
     with, or None to give up and let the call fail with AuthenticationError.
     """
 
-    def token(self) -> str | None: ...
+    def token(self) -> str | None:
+        """The token for the next request, sent as `Authorization: Bearer
+        <token>`; None (or an empty string) sends no Authorization header.
+        Called for every request, from any thread."""
+        ...
 
 
 class BearerToken:
-    """A fixed token. It cannot refresh."""
+    """A fixed token. It cannot refresh, so a 401 fails the call with
+    `AuthenticationError`. Passing a string as `auth=` makes one.
+
+    Raises `ValueError` for an empty token or one holding CR, LF or NUL
+    (which would split the header). Its `repr` never shows the token.
+
+    Example::
+
+        client = mcp_sync.connect("https://example.com/mcp", auth=BearerToken(os.environ["MCP_TOKEN"]))
+    """
 
     def __init__(self, token: str) -> None:
         if not isinstance(token, str) or not token or any(c in token for c in "\r\n\0"):
@@ -108,6 +121,7 @@ class BearerToken:
         self._token = token
 
     def token(self) -> str:
+        """The token given."""
         return self._token
 
     def __repr__(self) -> str:
@@ -115,17 +129,30 @@ class BearerToken:
 
 
 class CallableToken:
-    """A token from a function, called for every request; refresh calls it again."""
+    """A token from a function, called for every request; refresh calls it again.
+
+    The function takes no argument and returns the token (or None for no
+    Authorization header); calls to it never overlap, so it need not be
+    thread-safe. Passing a function as `auth=` makes one.
+
+    Example::
+
+        client = mcp_sync.connect("https://example.com/mcp", auth=lambda: vault.read("mcp-token"))
+    """
 
     def __init__(self, fn: Callable[[], str | None]) -> None:
         self._fn = fn
         self._lock = threading.Lock()
 
     def token(self) -> str | None:
+        """The function's answer, now."""
         with self._lock:
             return self._fn()
 
     def refresh(self, challenge: str | None) -> str | None:
+        """After a 401: call the function again; the request is retried when
+        it gives a token, and fails with `AuthenticationError` when it gives
+        None. `challenge` (the `WWW-Authenticate` value) is not used."""
         return self.token()
 
 

@@ -140,8 +140,9 @@ class TokenFlow:
       or network).
     """
 
-    #: Whether obtaining tokens needs a person (the authorization code flow).
     interactive = False
+    """Whether obtaining tokens needs a person (the authorization code flow);
+    False for the grants without one."""
 
     def __init__(
         self,
@@ -223,6 +224,9 @@ class TokenFlow:
 
     @property
     def server_url(self) -> str:
+        """The URL of the MCP server this provider authorizes for (given as
+        `server_url=`, or by `connect()`). Raises `AuthorizationError` when
+        it has none yet."""
         if self._server_url is None:
             raise AuthorizationError(f"{type(self).__name__} has no server URL: pass server_url= or use it with connect()")
         return self._server_url
@@ -285,6 +289,10 @@ class TokenFlow:
             self._storage.delete(self._tokens_key())
 
     def close(self) -> None:
+        """Release what the provider keeps open for its requests to
+        authorization servers. Nothing stays open between those requests,
+        so this is optional; tokens and storage are left as they are, and
+        the provider stays usable."""
         self._http.close()
 
     # -- tokens ----------------------------------------------------------------------------

@@ -69,6 +69,14 @@ class EndpointNotAllowed(AuthorizationError):
     `url` is the URL, `address` the address it resolved to,
     `address_class` that address's class ("loopback", "private",
     "link-local"), `named_by` the server that named it.
+
+    Attributes:
+        url (str): The URL that was refused.
+        address (str): The IP address it resolved to that is not allowed.
+        address_class (str): That address's class: ``"loopback"``,
+            ``"private"`` or ``"link-local"``.
+        named_by (str): The URL of the server (MCP or authorization server)
+            whose challenge or metadata named it.
     """
 
     def __init__(self, message: str, *, url: str, address: str, address_class: str, named_by: str) -> None:

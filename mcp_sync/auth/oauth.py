@@ -61,7 +61,16 @@ PENDING_LIFETIME = 600.0
 @attrs.frozen
 class AuthorizationStart:
     """An authorization in progress: send the person to `url`. `state`
-    identifies it (the callback carries it back)."""
+    identifies it (the callback carries it back).
+
+    Attributes:
+        url (str): The authorization server's authorization URL, with the
+            request (client id, redirect URI, PKCE challenge, state, scope,
+            resource) in its query. Send the person's browser there.
+        state (str): The random `state` of this authorization; the callback
+            URL carries it back, and `finish()` accepts it for at most 10
+            minutes. Not shown by `repr`.
+    """
 
     url: str
     state: str = attrs.field(repr=False)
@@ -109,6 +118,8 @@ class OAuth(TokenFlow):
     """
 
     interactive = True
+    """Always True: obtaining tokens needs a person (or a `redirect`
+    handler that acts for one)."""
 
     def __init__(
         self,
@@ -213,6 +224,14 @@ class OAuth(TokenFlow):
     # -- the grant -----------------------------------------------------------------------
 
     def handle_challenge(self, status: int, headers: Mapping[str, str]) -> bool:
+        """Act on a 401 or 403 from the MCP server, as `TokenFlow` does
+        (take a DPoP nonce, refresh, re-authorize through the `redirect`
+        handler, step up the scopes). The challenge is also kept, so that a
+        later `start()` uses the scope and resource metadata it named.
+        True: retry the request; False: the failure stands. Raises
+        `AuthorizationRequired` when a person must authorize and no
+        `redirect` handler can reach one, `AuthorizationError` (or
+        `OAuthError`) when authorizing fails."""
         with self._lock:
             self._last_challenge = discovery.find_challenge(headers.get("www-authenticate"))
             return super().handle_challenge(status, headers)

@@ -64,9 +64,18 @@ class RedirectHandler(Protocol):
     """
 
     @property
-    def redirect_uri(self) -> str: ...
+    def redirect_uri(self) -> str:
+        """The redirect URI: registered with the authorization server and
+        sent in the authorization request. It must stay the same for the
+        handler's life."""
+        ...
 
-    def authorize(self, authorization_url: str) -> str: ...
+    def authorize(self, authorization_url: str) -> str:
+        """Take the person to `authorization_url` and return the full
+        callback URL the authorization server redirected to (with `code`,
+        `state` and maybe `iss`, or an `error`). Raises
+        `AuthorizationError` when it cannot."""
+        ...
 
 
 def check_redirect_uri(uri: str) -> str:
@@ -99,6 +108,22 @@ class LoopbackRedirect:
         oauth = OAuth(redirect=LoopbackRedirect())
         with mcp_sync.connect("https://mcp.example.com/mcp", auth=oauth) as client:
             client.list_tools()     # opens the browser on first use
+
+    Raises `ValueError` for a host that is not loopback or a path that does
+    not start with ``/``.
+
+    Attributes:
+        host (str): The loopback address the listener binds (default
+            ``"127.0.0.1"``; an IPv6 one such as ``"::1"`` works too).
+        path (str): The path of the redirect URI (default ``"/callback"``);
+            requests for other paths get a 404.
+        open_browser (bool): Whether `authorize()` opens the URL in the
+            default browser (default True).
+        timeout (float): The most `authorize()` waits for the redirect, in
+            seconds (default 300).
+        show (Callable[[str], None] | None): Called with the authorization
+            URL before waiting (default: print it on stderr); None shows
+            nothing.
     """
 
     def __init__(
@@ -125,6 +150,9 @@ class LoopbackRedirect:
 
     @property
     def port(self) -> int:
+        """The listener's port: the `port` given, or a free one the kernel
+        picks on first use and this handler keeps (so the redirect URI stays
+        the one registered)."""
         with self._lock:
             if not self._port:
                 # Ask the kernel for a free port once; authorize() binds it again.
@@ -135,10 +163,17 @@ class LoopbackRedirect:
 
     @property
     def redirect_uri(self) -> str:
+        """``http://<host>:<port><path>``, for example
+        ``http://127.0.0.1:53682/callback``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{self.path}"
 
     def authorize(self, authorization_url: str) -> str:
+        """Listen on `redirect_uri`, show the URL and open the browser, and
+        wait on this thread (at most `timeout` seconds) for the redirect;
+        return its full URL. The listener is closed before it returns.
+        Raises `AuthorizationError` when the port cannot be bound or no
+        redirect came in time."""
         received: list[str] = []
         path = self.path
         redirect_base = self.redirect_uri
@@ -203,6 +238,15 @@ class PasteRedirect:
 
         oauth = OAuth(redirect=PasteRedirect())
         client = mcp_sync.connect(url, auth=oauth)   # prints a link, waits for the paste
+
+    Raises `ValueError` for a redirect URI that is not HTTPS or loopback
+    HTTP, not absolute, or has a fragment.
+
+    Attributes:
+        show (Callable[[str], None]): Shows the authorization URL to the
+            person (default: print it on stdout).
+        ask (Callable[[str], str]): Asks for the pasted address, given the
+            prompt (default: `input`).
     """
 
     def __init__(
@@ -218,9 +262,15 @@ class PasteRedirect:
 
     @property
     def redirect_uri(self) -> str:
+        """The redirect URI given (default
+        ``http://localhost:8976/callback``); nothing needs to listen there."""
         return self._redirect_uri
 
     def authorize(self, authorization_url: str) -> str:
+        """`show` the URL, then `ask` for the address the browser ended on,
+        and return it. Pasting only its query (``?code=...`` or
+        ``code=...``) works too. Raises `AuthorizationRequired` when nothing
+        is pasted (an empty answer, end of input, or Ctrl-C)."""
         self.show(authorization_url)
         try:
             pasted = self.ask("Paste the address your browser was sent to: ").strip()
@@ -247,6 +297,17 @@ class HeadlessRedirect:
     Example::
 
         oauth = OAuth(redirect=HeadlessRedirect())
+
+    Raises `ValueError` for a redirect URI that is not HTTPS or loopback
+    HTTP, not absolute, or has a fragment.
+
+    Attributes:
+        timeout (float): The most the authorization request may take in
+            all, in seconds (default 30).
+        verify (bool | str): TLS verification for that request: True (the
+            default: that of the network path the `OAuth` provider hands
+            over), False, or a CA bundle path, which wins over the network
+            path's.
     """
 
     def __init__(
@@ -273,9 +334,15 @@ class HeadlessRedirect:
 
     @property
     def redirect_uri(self) -> str:
+        """The redirect URI given (default
+        ``http://localhost:3000/callback``); nothing needs to listen there."""
         return self._redirect_uri
 
     def authorize(self, authorization_url: str) -> str:
+        """GET `authorization_url` and return the URL its redirect points to
+        (the `Location` header, resolved against it). Raises
+        `AuthorizationRequired` when the answer is no redirect (a person
+        must approve), `AuthorizationError` when the request fails."""
         # `timeout` is a total for the request and the body is read only
         # as far as the preview needs: a page that trickles or never ends
         # (or a small gzip bomb) cannot hold the flow or fill memory.

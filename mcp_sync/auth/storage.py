@@ -56,11 +56,19 @@ class TokenStorage(Protocol):
     """A key-value store of JSON dictionaries. Calls may come from many
     threads at once; an implementation makes each call atomic."""
 
-    def load(self, key: str) -> dict[str, Any] | None: ...
+    def load(self, key: str) -> dict[str, Any] | None:
+        """The value saved under `key`, or None when there is none. The
+        caller may change what it gets without changing what is stored."""
+        ...
 
-    def save(self, key: str, value: Mapping[str, Any]) -> None: ...
+    def save(self, key: str, value: Mapping[str, Any]) -> None:
+        """Keep `value` (a JSON-ready dict) under `key`, replacing what was
+        there."""
+        ...
 
-    def delete(self, key: str) -> None: ...
+    def delete(self, key: str) -> None:
+        """Forget `key`; nothing happens when it is not there."""
+        ...
 
 
 class MemoryStorage:
@@ -77,16 +85,19 @@ class MemoryStorage:
         self._data: dict[str, dict[str, Any]] = {}
 
     def load(self, key: str) -> dict[str, Any] | None:
+        """A copy of the value under `key`, or None."""
         with self._lock:
             value = self._data.get(key)
             # A copy, so a caller's edits never change what is stored.
             return copy.deepcopy(value) if value is not None else None
 
     def save(self, key: str, value: Mapping[str, Any]) -> None:
+        """Keep a copy of `value` under `key`."""
         with self._lock:
             self._data[key] = copy.deepcopy(dict(value))
 
     def delete(self, key: str) -> None:
+        """Forget `key` (if it is there)."""
         with self._lock:
             self._data.pop(key, None)
 
@@ -115,6 +126,10 @@ class FileStorage:
 
         oauth = OAuth(redirect=LoopbackRedirect(),
                       storage=FileStorage("~/.config/myapp/mcp-tokens.json"))
+
+    Attributes:
+        path (str): The file's absolute path (``~`` expanded). It and its
+            folder (mode 0700) are created on the first save.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -195,17 +210,23 @@ class FileStorage:
             raise
 
     def load(self, key: str) -> dict[str, Any] | None:
+        """The value under `key` as the file holds it now, or None (also
+        when there is no file yet). Raises `AuthorizationError` for a file
+        that cannot be read or is refused (see above)."""
         with self._lock:
             value = self._read().get(key)
         return value if isinstance(value, dict) else None
 
     def save(self, key: str, value: Mapping[str, Any]) -> None:
+        """Keep `value` under `key`, rewriting the file atomically. Raises
+        `AuthorizationError` when the file cannot be read or written."""
         with self._lock:
             data = self._read()
             data[key] = dict(value)
             self._write(data)
 
     def delete(self, key: str) -> None:
+        """Forget `key`; the file is rewritten only when it held it."""
         self.pop(key)
 
     def pop(self, key: str) -> dict[str, Any] | None:

@@ -38,6 +38,31 @@ class Tokens:
     say). `scope` is what the server granted (or, when it did not say,
     what was requested). `issuer` and `resource` say who issued the token
     and for which server, so it is never sent anywhere else.
+
+    Its `repr` never shows the access or refresh token.
+
+    Example::
+
+        tokens = oauth.authorize()
+        if "files:write" in tokens.scopes and not tokens.expired():
+            ...
+
+    Attributes:
+        access_token (str): The access token itself (a secret).
+        token_type (str): ``"Bearer"``, or ``"DPoP"`` for a token bound to
+            a DPoP key.
+        expires_at (float | None): When the token expires, in seconds since
+            the epoch; None when the server did not say.
+        refresh_token (str | None): The refresh token (a secret); None when
+            the server gave none.
+        scope (str | None): The granted scopes, space-separated as in OAuth;
+            None when neither the server nor the request named any.
+        issuer (str | None): The issuer URL of the authorization server that
+            issued the token.
+        resource (str | None): The resource indicator (RFC 8707: the MCP
+            server's URL) the token was requested for.
+        issued_at (float | None): When the token was received, in seconds
+            since the epoch.
     """
 
     access_token: str
@@ -51,6 +76,10 @@ class Tokens:
     issued_at: float | None = None
 
     def expired(self, now: float | None = None, margin: float = EXPIRY_MARGIN) -> bool:
+        """Whether the token is expired, or will be within `margin` seconds
+        (30 by default; half its lifetime for a token that lives less than
+        twice that), at `now` (a `time.time()` timestamp; default: now).
+        Never True when `expires_at` is None."""
         if self.expires_at is None:
             return False
         if self.issued_at is not None:
@@ -62,13 +91,19 @@ class Tokens:
 
     @property
     def scopes(self) -> set[str]:
+        """`scope` as a set of scope names; empty when it is None."""
         return set(self.scope.split()) if self.scope else set()
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, as a plain JSON-ready dict (for a `TokenStorage`;
+        it holds the secrets)."""
         return attrs.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Tokens:
+        """The `Tokens` of a dict made by `to_dict()`. Keys that are not
+        fields are ignored (a store written by another release); a missing
+        `access_token` raises `TypeError`."""
         return cls(**_known_fields(cls, data))
 
     def __repr__(self) -> str:
@@ -81,7 +116,26 @@ class Tokens:
 @attrs.define(repr=False)
 class ClientInfo:
     """A client identity at one authorization server (`issuer`): registered
-    dynamically, pre-registered, or a client ID metadata document URL."""
+    dynamically, pre-registered, or a client ID metadata document URL.
+
+    Its `repr` never shows the client secret.
+
+    Attributes:
+        client_id (str): The client ID (for a metadata document, its URL).
+        issuer (str): The issuer URL of the authorization server this
+            identity belongs to; it is never used with another one.
+        client_secret (str | None): The client secret (a secret); None for a
+            public client.
+        auth_method (str | None): The token endpoint authentication method
+            (``"client_secret_basic"``, ``"client_secret_post"``,
+            ``"private_key_jwt"`` or ``"none"``); None to choose one from
+            the server's metadata and what the client holds.
+        redirect_uris (list[str]): The redirect URIs registered for it.
+        secret_expires_at (float | None): When the client secret expires, in
+            seconds since the epoch; None or 0 when it does not.
+        kind (str): How it was obtained: ``"registered"`` (dynamic
+            registration), ``"pre-registered"`` or ``"metadata-document"``.
+    """
 
     client_id: str
     issuer: str
@@ -92,16 +146,23 @@ class ClientInfo:
     kind: str = "registered"  # "registered", "pre-registered" or "metadata-document"
 
     def secret_expired(self, now: float | None = None) -> bool:
+        """Whether the client secret has expired at `now` (a `time.time()`
+        timestamp; default: now). False when it never expires."""
         # RFC 7591: 0 means the secret does not expire.
         if not self.secret_expires_at:
             return False
         return (time.time() if now is None else now) >= self.secret_expires_at
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, as a plain JSON-ready dict (for a `TokenStorage`;
+        it holds the secret)."""
         return attrs.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClientInfo:
+        """The `ClientInfo` of a dict made by `to_dict()`. Keys that are not
+        fields are ignored; a missing `client_id` or `issuer` raises
+        `TypeError`."""
         return cls(**_known_fields(cls, data))
 
     def __repr__(self) -> str:

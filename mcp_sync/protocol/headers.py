@@ -96,7 +96,9 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # visible ASCII, space and horizontal tab.
 _PLAIN_CHARS = re.compile(r"[\x20-\x7e]*")  # what this client sends as is
 _FIELD_VALUE_CHARS = re.compile(r"[\x20-\x7e\t]*")  # what RFC 9110 allows in a value
-_METHODS_WITH_NAME = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_METHODS_WITH_NAME = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                      # The tasks extension routes a task's requests by its id.
+                      "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 # -- value encoding -------------------------------------------------------
@@ -225,7 +227,8 @@ def standard_headers(message: Mapping[str, Any]) -> dict[str, str]:
     """The headers mirrored from a JSON-RPC message body.
 
     `Mcp-Method` carries `method`; `Mcp-Name` carries `params.name` for
-    `tools/call` and `prompts/get` and `params.uri` for `resources/read`
+    `tools/call` and `prompts/get`, `params.uri` for `resources/read` and
+    `params.taskId` for `tasks/get`, `tasks/update` and `tasks/cancel`
     (Base64-sentinel encoded when needed); `MCP-Protocol-Version` carries
     `params._meta["io.modelcontextprotocol/protocolVersion"]` when the body
     has it. A message without a `method` (a response) gets no headers.

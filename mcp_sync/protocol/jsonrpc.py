@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import InvalidMessage
 
 JSONRPC = "2.0"
+"""The `jsonrpc` member every message carries, and `classify` requires."""
 
 # Compact separators: messages go on the wire once, and stdio forbids newlines.
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -43,12 +44,12 @@ _loads = json.loads
 # fault, so all become InvalidMessage; nothing else is caught.
 _PARSE_ERRORS = (ValueError, RecursionError, OverflowError)
 
-#: The most messages one inbound batch may hold. The byte limits of each
-#: transport bound a batch as they bound any message (it is one line, body
-#: or event); this bounds the count, since this client never sends a batch:
-#: a server's batch holds only what it would otherwise have sent one by one
-#: around the same moment (answers, progress), never thousands.
 MAX_BATCH_ITEMS = 1000
+"""The most messages one inbound batch may hold. The byte limits of each
+transport bound a batch as they bound any message (it is one line, body
+or event); this bounds the count, since this client never sends a batch:
+a server's batch holds only what it would otherwise have sent one by one
+around the same moment (answers, progress), never thousands."""
 
 # Previews of a decoded message in error messages: bounded in size and in
 # depth, so a huge or deeply nested message costs little and cannot recurse.
@@ -59,13 +60,25 @@ _preview_repr.maxstring = _preview_repr.maxother = 80
 
 
 class Kind(enum.Enum):
+    """The four kinds of JSON-RPC message, as `classify` tells them apart."""
+
     REQUEST = "request"
+    """A request: a string `method` and an `id`; it expects an answer."""
     NOTIFICATION = "notification"
+    """A notification: a string `method` and no `id`; it gets no answer."""
     RESPONSE = "response"
+    """A successful response: a `result` and a string or integer `id`."""
     ERROR = "error"
+    """An error response: an `error` and no `result` (its `id` may be null,
+    when the peer could not read the request's)."""
 
 
 def request(request_id: int | str, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A request message; `params` left out when None.
+
+    >>> request(1, "tools/list", {})
+    {'jsonrpc': '2.0', 'id': 1, 'method': 'tools/list', 'params': {}}
+    """
     message: dict[str, Any] = {"jsonrpc": JSONRPC, "id": request_id, "method": method}
     if params is not None:
         message["params"] = params
@@ -73,6 +86,11 @@ def request(request_id: int | str, method: str, params: Mapping[str, Any] | None
 
 
 def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A notification message (no `id`); `params` left out when None.
+
+    >>> notification("notifications/initialized")
+    {'jsonrpc': '2.0', 'method': 'notifications/initialized'}
+    """
     message: dict[str, Any] = {"jsonrpc": JSONRPC, "method": method}
     if params is not None:
         message["params"] = params
@@ -80,10 +98,17 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[s
 
 
 def result_response(request_id: Any, result: Mapping[str, Any]) -> dict[str, Any]:
+    """The successful response to the request with id `request_id`."""
     return {"jsonrpc": JSONRPC, "id": request_id, "result": result}
 
 
 def error_response(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """The error response to the request with id `request_id`; the error's
+    `data` is left out when None.
+
+    >>> error_response(7, -32601, "Method not found")
+    {'jsonrpc': '2.0', 'id': 7, 'error': {'code': -32601, 'message': 'Method not found'}}
+    """
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -178,6 +203,8 @@ def classify(message: Mapping[str, Any]) -> Kind:
 
 
 def is_valid_id(value: Any) -> bool:
+    """Whether `value` may be a request id here: a string or an integer (not
+    a bool, not a float, not null)."""
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
 

@@ -23,8 +23,11 @@ STATELESS_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 #: Newest first: negotiation offers the first one allowed, and servers of
 #: SDK releases still in wide use answer with 2025-03-26 or 2024-11-05.
 INITIALIZE_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-#: Every version this client speaks, newest first.
 SUPPORTED_VERSIONS: tuple[str, ...] = STATELESS_VERSIONS + INITIALIZE_VERSIONS
+"""Every protocol version this client speaks, newest first: ``2026-07-28``
+(stateless, with `server/discover`), then the initialize-era
+``2025-11-25``, ``2025-06-18``, ``2025-03-26`` and ``2024-11-05``. A
+client may settle on any of them unless `connect(protocol=)` names fewer."""
 
 LOG_LEVELS: tuple[str, ...] = (
     "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",

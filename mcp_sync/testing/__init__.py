@@ -53,8 +53,10 @@ from .core import (
 )
 from .demo import demo_server
 from .http import HTTPServer, RecordedRequest
+from ._tasks import TaskContext, close_tasks, task_tool
 
 __all__ = [
     "SUPPORTED_VERSIONS", "ClientError", "HTTPServer", "MissingClientCapability", "RecordedRequest",
-    "RequestCancelled", "RequestContext", "RpcError", "Server", "ServerSession", "ToolContext", "demo_server",
+    "RequestCancelled", "RequestContext", "RpcError", "Server", "ServerSession", "TaskContext", "ToolContext",
+    "close_tasks", "demo_server", "task_tool",
 ]

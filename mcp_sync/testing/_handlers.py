@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable
 
+from . import _tasks
 from ._context import Call, ToolContext
 from ._features import ArgumentError, paginate, resource_contents, text_content
 from ._protocol import INVALID_PARAMS, RESOURCE_NOT_FOUND_LEGACY, JSONDict, RpcError
@@ -77,6 +78,9 @@ def _tools_call(session: ServerSession, call: Call) -> JSONDict:
         checked = tool.check_arguments(arguments)
     except ArgumentError as exc:
         raise RpcError(INVALID_PARAMS, f"Invalid arguments for tool {name}: {exc}") from None
+    created = _tasks.call_task_tool(session, call, tool, checked)  # a task tool, run as a task
+    if created is not None:
+        return created
     try:
         value = tool.fn(checked, ToolContext(session, call))
         return tool.result_from(value)
@@ -197,3 +201,7 @@ HANDLERS: dict[str, Callable[[ServerSession, Call], JSONDict]] = {
     "prompts/get": _prompts_get,
     "completion/complete": _complete,
 }
+
+from ._skills import SKILL_HANDLERS  # noqa: E402  (it needs nothing of this module)
+
+HANDLERS.update(SKILL_HANDLERS)

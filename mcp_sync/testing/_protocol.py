@@ -52,6 +52,8 @@ RequestId = str | int
 FEATURE_METHODS = frozenset({
     "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
     "prompts/list", "prompts/get", "completion/complete",
+    # The Skills extension (answered -32601 unless the server serves skills).
+    "skills/list", "skills/get", "resources/directory/read",
 })
 STATELESS_METHODS = FEATURE_METHODS | {"server/discover", "subscriptions/listen"}
 LEGACY_METHODS = FEATURE_METHODS | {
@@ -60,6 +62,7 @@ LEGACY_METHODS = FEATURE_METHODS | {
 #: Results that carry caching hints (2026-07-28 server/utilities/caching).
 CACHEABLE = frozenset({
     "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
+    "skills/list", "skills/get",
 })
 
 #: What changes: `Server.notify_changed(kind)` -> the list_changed notification

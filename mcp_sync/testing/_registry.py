@@ -44,6 +44,8 @@ from ._protocol import (
     RequestId,
 )
 from ._session import ServerSession
+from ._skills import SkillShelf
+from . import _tasks
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -123,6 +125,8 @@ class Server:
         self._served: collections.Counter[str] = collections.Counter()
         #: (method, uri or None) -> (ttlMs or None, cacheScope or None)
         self._cache_hints: dict[tuple[str, str | None], tuple[int | None, str | None]] = {}
+        #: The Skills extension, made by the first use of `skills`.
+        self._skill_shelf: SkillShelf | None = None
 
     # -- registration -----------------------------------------------------
 
@@ -454,15 +458,30 @@ class Server:
             found = self._tools.get(tool)
         return found.input_schema if found is not None else None
 
+    @property
+    def skills(self) -> SkillShelf:
+        """The skills this server serves (Skills extension, SEP-2640); see
+        `SkillShelf.add`. The extension is declared once a skill is added."""
+        with self._lock:
+            if self._skill_shelf is None:
+                self._skill_shelf = SkillShelf(self)
+            return self._skill_shelf
+
     def capabilities(self) -> JSONDict:
         notifies = self.change_notifications
-        return {
+        capabilities: JSONDict = {
             "tools": {"listChanged": notifies},
             "resources": {"subscribe": notifies, "listChanged": notifies},
             "prompts": {"listChanged": notifies},
             "completions": {},
             "logging": {},
         }
+        skills = self._skill_shelf.capability() if self._skill_shelf is not None else None
+        if skills is not None:
+            capabilities["extensions"] = skills
+        if _tasks.store_of(self) is not None:  # the Tasks extension: a task tool is registered
+            capabilities["extensions"] = {**capabilities.get("extensions", {}), _tasks.EXTENSION: {}}
+        return capabilities
 
     def server_info(self) -> JSONDict:
         return {"name": self.name, "version": self.version}

@@ -66,7 +66,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _asking
+from . import _asking, _tasks
 from ._asking import (
     MRTR_METHODS,
     RESULT_NAMES,
@@ -376,6 +376,8 @@ class ServerSession:
         call.version = version
         call.stateless = True
         call.log_level = level
+        if call.method.startswith("tasks/"):
+            return _tasks.route(self, call)
         if call.method not in STATELESS_METHODS:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
         if call.method == "subscriptions/listen":
@@ -443,6 +445,8 @@ class ServerSession:
                 else:
                     self._subscribed.discard(uri)
             return lambda _call: {}
+        if method.startswith("tasks/"):
+            return _tasks.route(self, call)
         if method not in FEATURE_METHODS:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
         return self._feature_handler(method)

@@ -52,7 +52,8 @@ _STATELESS_STATUS = {
 }
 
 #: Method -> the params key mirrored in `Mcp-Name`.
-_NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                 "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 _SENTINEL = re.compile(r"=\?base64\?(?P<payload>.*)\?=", re.DOTALL)
 _HEADER_SAFE = re.compile(r"[\x20-\x7e\t]*")

@@ -47,6 +47,7 @@ from typing import Any, Iterable
 from ._context import RequestContext, ToolContext
 from ._protocol import LOG_LEVELS
 from ._registry import Server
+from ._tasks import add_task_tools
 
 INSTRUCTIONS = (
     "Demo MCP server for mcp_sync tests. Tools: echo, add, countdown (progress), sleep "
@@ -136,10 +137,13 @@ def demo_server(
     *,
     name: str = "mcp-sync-demo",
     exit_on_crash: bool = False,
+    tasks: bool = False,
 ) -> Server:
     """A new demo server. `exit_on_crash` makes the `crash` tool end the
     process with code 3 (the stdio program sets it); in-process it returns
-    an error result instead."""
+    an error result instead. `tasks=True` adds the task tools of the Tasks
+    extension (`slow_compute`, `confirm_delete`, `multi_input`,
+    `failing_job`, `protocol_error_job`; see `mcp_sync.testing._tasks`)."""
     server = Server(name=name, version="1.0.0", instructions=INSTRUCTIONS, page_size=page_size, versions=versions)
 
     @server.tool(
@@ -355,4 +359,6 @@ def demo_server(
     def complete_item(value: str, context: dict[str, str]) -> list[str]:
         return [item_id for item_id in ITEM_IDS if item_id.startswith(value)]
 
+    if tasks:
+        add_task_tools(server)
     return server

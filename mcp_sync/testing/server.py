@@ -182,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"also {','.join(OLD_VERSIONS)})")
     parser.add_argument("--name", default="mcp-sync-demo", help="serverInfo name (default: %(default)s)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging to stderr")
+    parser.add_argument("--tasks", action="store_true", help="add the Tasks extension's task tools")
     parser.add_argument("--http", type=_port, default=None, metavar="PORT",
                         help="serve Streamable HTTP on PORT (0: any free port) instead of stdio, "
                         "until SIGTERM or SIGINT")
@@ -196,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
-    server = demo_server(page_size=args.page_size, versions=args.versions, name=args.name, exit_on_crash=True)
+    server = demo_server(page_size=args.page_size, versions=args.versions, name=args.name, exit_on_crash=True,
+                         tasks=args.tasks)
     if args.http is not None:
         return serve_http(server, args.host, args.http, response_mode=args.response_mode, sse_ids=args.sse_ids)
     return serve_stdio(server)

@@ -43,43 +43,59 @@ class MessageSink(Protocol):
     error)` fails one request whose own exchange broke.
     """
 
-    def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None) -> None: ...
+    def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None) -> None:
+        """Hand over one decoded message (a dict, or a list for a batch).
 
-    def transport_failed(self, error: TransportError) -> None: ...
+        `related_to` is the id of the request on whose own response stream
+        it came, when the transport knows it (HTTP); None otherwise. Call
+        it from the thread that read the message; it never blocks on IO.
+        """
+        ...
 
-    def request_failed(self, request_id: int | str, error: TransportError) -> None: ...
+    def transport_failed(self, error: TransportError) -> None:
+        """Report that the channel broke: every pending request fails with
+        `error`. Call it once, when the channel breaks."""
+        ...
+
+    def request_failed(self, request_id: int | str, error: TransportError) -> None:
+        """Fail the one request `request_id` whose own exchange broke (its
+        HTTP POST or response stream): only its caller (or subscription)
+        gets `error`; the channel and other requests are unaffected."""
+        ...
 
 
 class Transport(abc.ABC):
     """One channel to one server. Subclass it for a custom transport."""
 
-    #: True when cancelling a request means sending `notifications/cancelled`
-    #: (stdio and other shared streams); False when the transport cancels by
-    #: closing the request's own stream, through `cancel()`.
     cancels_by_notification: bool = True
+    """True when cancelling a request means sending `notifications/cancelled`
+    (stdio and other shared streams); False when the transport cancels by
+    closing the request's own stream, through `cancel()`."""
 
     @abc.abstractmethod
     def start(self, sink: MessageSink) -> None:
         """Open the channel and begin delivering incoming messages to `sink`."""
 
-    #: True when the server runs in a process this transport started, so that
-    #: "restart the server" (after the stdio probe) means opening it again.
     restarts_server: bool = True
+    """True when the server runs in a process this transport started, so that
+    "restart the server" (after the stdio probe) means opening it again."""
 
-    #: True when the transport mirrors tool parameters into headers
-    #: (`x-mcp-header`), so tools with invalid annotations must be dropped.
     mirrors_headers: bool = False
+    """True when the transport mirrors tool parameters into headers
+    (`x-mcp-header`), so tools with invalid annotations must be dropped."""
 
-    #: The client's default request timeout, set by the client before
-    #: `start()`, for transports that bound work of their own (a DELETE).
     request_timeout: float | None = None
+    """The client's default request timeout, set by the client before
+    `start()`, for transports that bound work of their own (a DELETE)."""
 
-    #: Bytes of messages written to and read from the server so far, for
-    #: `Client.stats()`; a transport that does not count leaves them at 0.
-    #: The bundled ones count message bytes (stdio lines, HTTP bodies and
-    #: SSE streams), not framing such as HTTP heads.
     bytes_sent: int = 0
+    """Bytes of messages written to the server so far, for `Client.stats()`;
+    a transport that does not count leaves it at 0. The bundled ones count
+    message bytes (stdio lines, HTTP bodies), not framing such as HTTP heads."""
+
     bytes_received: int = 0
+    """Bytes of messages read from the server so far (stdio lines, HTTP
+    bodies and SSE streams), for `Client.stats()`; 0 when not counted."""
 
     @abc.abstractmethod
     def send(self, message: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
@@ -164,6 +180,8 @@ class Custom(Target):
         self._factory = factory
 
     def open(self) -> Transport:
+        """A new transport from the factory; `TypeError` if the factory
+        returned something that is not a `Transport`."""
         transport = self._factory()
         if not isinstance(transport, Transport):
             raise TypeError(f"the Custom factory returned {type(transport).__name__}, not a Transport")

@@ -159,6 +159,16 @@ class HTTP(Target):
       400, 404 or 405, try the old HTTP+SSE transport at the same URL (a
       GET expecting an `endpoint` event) and use it if the server offers it
       (see `SSE`). False: the status error stands.
+
+    The URL and its parts are kept as attributes:
+
+    Attributes:
+        url: The URL as given.
+        scheme: `"http"` or `"https"`.
+        host: The host, as in the URL (an IPv6 address keeps its brackets).
+        port: The URL's port, else 443 for https and 80 for http.
+        path: The path and query requests go to (`"/"` when the URL has no
+            path).
     """
 
     def __init__(
@@ -229,6 +239,8 @@ class HTTP(Target):
 
     @property
     def origin(self) -> str:
+        """`scheme://host:port`, always with the port, such as
+        `"https://example.com:443"`."""
         return f"{self.scheme}://{self.host}:{self.port}"
 
     @property
@@ -244,9 +256,12 @@ class HTTP(Target):
         return self.network.tls_context()
 
     def open(self) -> Transport:
+        """A new Streamable HTTP transport to this server (not yet started)."""
         return HTTPTransport(self)
 
     def server_key(self) -> Hashable:
+        """The origin and path: one endpoint is one server, whatever the
+        headers or credentials."""
         return ("http", self.origin, self.path)
 
     def __repr__(self) -> str:

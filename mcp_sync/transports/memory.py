@@ -90,7 +90,20 @@ class MemoryTransport(Transport):
 
 
 class Memory(Target):
-    """Target an in-process server: `connect(Memory(server))` or just `connect(server)`."""
+    """Target an in-process server: `connect(Memory(server))` or just `connect(server)`.
+
+    The server is any object with `open_session(send)` (see the module
+    docstring); `mcp_sync.testing` makes them. Messages cross as JSON text,
+    so what would not survive the wire fails here too.
+
+    Attributes:
+        server: The in-process server each `open()` opens a session on.
+
+    Example::
+
+        client = mcp_sync.connect(Memory(mcp_sync.testing.demo_server()))
+        assert client.transport_kind == "memory"
+    """
 
     def __init__(self, server: InProcessServer) -> None:
         if not callable(getattr(server, "open_session", None)):
@@ -98,4 +111,5 @@ class Memory(Target):
         self.server = server
 
     def open(self) -> Transport:
+        """A new transport; its `start()` opens a session on `server`."""
         return MemoryTransport(self.server)

@@ -110,6 +110,21 @@ class Stdio(Target):
     before the next line printed or when stderr ends (and still sent to
     the logger). Whatever the choice, the last lines are kept for the
     error that reports a server's exit.
+
+    Attributes:
+        command: The program to run (looked up on `PATH` as `subprocess`
+            does).
+        args: Its arguments, a list of strings.
+        env: Variables to set for the server, or None for none beyond what
+            it inherits.
+        inherit_env: Whether the server starts from this process's
+            environment (True) or from `env` alone (False).
+        cwd: The server's working directory, or None for this process's.
+        max_line_bytes: The most one incoming message (one line) may hold
+            (16 MiB by default); a longer one fails the connection.
+        shutdown_timeout: Seconds `close()` waits at each step of shutdown.
+        stderr: Where the server's stderr lines go, as given: `"log"`,
+            `"print"`, a callable, or None for the default described above.
     """
 
     def __init__(
@@ -141,9 +156,12 @@ class Stdio(Target):
         self.stderr = stderr
 
     def open(self) -> Transport:
+        """A new stdio transport: its `start()` starts the server process."""
         return StdioTransport(self)
 
     def server_key(self) -> Hashable:
+        """The command line, `cwd` and environment: the same program run the
+        same way is taken to be the same server."""
         env = None if self.env is None else tuple(sorted(self.env.items()))
         cwd = None if self.cwd is None else os.fspath(self.cwd)
         return ("stdio", self.command, tuple(self.args), cwd, env, self.inherit_env)

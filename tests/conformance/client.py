@@ -71,6 +71,25 @@ def list_only(client: mcp_sync.Client, context: dict[str, Any]) -> None:
     client.list_tools()
 
 
+def skills_listed(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    # A host builds its registry from the listing alone: nothing is read.
+    for skill in client.skills.list():
+        log.info("skill %s: %s (%d files)", skill.uri, skill.description, len(skill.files or ()))
+
+
+def skills_loaded(client: mcp_sync.Client, context: dict[str, Any]) -> None:
+    # Load each skill (SKILL.md first), then its other files; a file that
+    # fails verification stops the skill: nothing more of it is read.
+    for skill in client.skills.list():
+        try:
+            client.skills.read(skill.uri)
+            for file in skill.files or ():
+                if file.uri != skill.uri:
+                    client.skills.read(skill.uri, file.path)
+        except mcp_sync.SkillVerificationError as exc:
+            log.error("skill %s refused (%s): %s", skill.uri, exc.check, exc)
+
+
 SCENARIOS: dict[str, Callable[[mcp_sync.Client, dict[str, Any]], None]] = {
     "initialize": list_only,
     "tools_call": tools_call,
@@ -82,6 +101,10 @@ SCENARIOS: dict[str, Callable[[mcp_sync.Client, dict[str, Any]], None]] = {
     "json-schema-ref-no-deref": list_only,
     "json-schema-2020-12-preservation": schema_preservation,
     "sep-2322-client-request-state": list_and_call_all,
+    "sep-2640-client-no-prefetch": skills_listed,
+    "sep-2640-client-verify-digest": skills_loaded,
+    "sep-2640-client-verify-size": skills_loaded,
+    "sep-2640-client-verify-frontmatter": skills_loaded,
     "elicitation-sep1034-client-defaults": list_and_call_all,
 }
 

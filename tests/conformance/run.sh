@@ -2,8 +2,9 @@
 # Run the official MCP client conformance suite: the complete requirement set
 # of each protocol revision mcp_sync speaks (its not-scored entries, the
 # authorization extensions among them, run and print too), plus the
-# 2025-06-18 scenarios. Fails when any scored scenario or any of the
-# authorization extension scenarios fails.
+# 2025-06-18 scenarios and the Skills extension scenarios. Fails when any
+# scored scenario, any of the authorization extension scenarios or any of the
+# Skills extension scenarios fails.
 #
 #   bash tests/conformance/run.sh [RUNNER]
 #
@@ -21,6 +22,10 @@ CLIENT="$PYTHON tests/conformance/client.py"
 # the suite, but a failure here is a failure of mcp_sync.
 AUTH_EXTENSIONS=(auth/client-credentials-basic auth/client-credentials-jwt
   auth/enterprise-managed-authorization auth/wif-jwt-bearer auth/dpop auth/dpop-nonce)
+# The Skills extension (SEP-2640) scenarios: run one by name each, at the
+# suite's default wire; a failure of any is a failure of mcp_sync.
+SKILLS_EXTENSIONS=(sep-2640-client-no-prefetch sep-2640-client-verify-digest
+  sep-2640-client-verify-size sep-2640-client-verify-frontmatter)
 
 [[ -f $RUNNER ]] || { echo "conformance runner not found: $RUNNER" >&2; exit 2; }
 bash "$RUNNER" --install-only >/dev/null || { echo "could not install the conformance suite" >&2; exit 2; }
@@ -39,6 +44,9 @@ run requirements-2025-11-25 --requirements 2025-11-25
 run requirements-2026-07-28 --requirements 2026-07-28
 for scenario in initialize tools_call; do
   run "2025-06-18-$scenario" --scenario "$scenario" --spec-version 2025-06-18
+done
+for scenario in "${SKILLS_EXTENSIONS[@]}"; do
+  run "$scenario" --scenario "$scenario"
 done
 
 # The verdicts file of each requirements run lists the not-scored scenarios

@@ -1,0 +1,608 @@
+"""The Skills extension (`io.modelcontextprotocol/skills`, SEP-2640): `client.skills`.
+
+What it owns: listing skills (`skills/list`, every page), getting one entry
+(`skills/get`), reading a skill's files (`resources/read`) with every check
+the extension asks of a host, and listing a directory
+(`resources/directory/read`, only when the server declared
+`directoryRead: true`). What it must not know: transports, eras beyond
+how the extension is declared, or how requests are retried or cached (all
+requests go through `Client.request`, so `skills/list` and `skills/get`
+share the client's cache by their `ttlMs`/`cacheScope`).
+
+How it works. An entry (`Skill`) is a manifest: the SKILL.md URI, its
+frontmatter, and every file with its size and `sha256:` digest (or
+`"dynamic"`). Nothing is fetched before it is asked for: not on connect,
+not on listing. The entry last obtained for a skill (by `list()` or
+`get()`) is *held*, keyed by the server and the URI together, and every
+read is checked against it: a file it does not list is refused before
+anything is sent, the content's size and digest must match, and the
+frontmatter of SKILL.md must equal the entry's field by field. Content that
+fails a check is never returned: `SkillVerificationError` says which check.
+The extension's limits (512 files, 16 MiB per skill) are checked from the
+entry before any read, and for a dynamic skill over what has been read.
+
+Thread-safe: entries are immutable and the table of held entries is
+guarded by one lock, never held while a request is on the wire.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .errors import (
+    ConnectionClosed,
+    ExtensionNotDeclared,
+    InvalidResult,
+    PaginationError,
+    SkillVerificationError,
+)
+from .protocol.inputs import merge_capabilities
+from .protocol.versions import META_CLIENT_CAPABILITIES
+from .types import Resource
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .client import Client
+    from .options import RequestOptions
+
+__all__ = ["EXTENSION", "MAX_FILES", "MAX_TOTAL_SIZE", "Skill", "SkillContent", "SkillFile", "Skills"]
+
+log = logging.getLogger("mcp_sync.skills")
+
+#: The extension's identifier, as declared in capabilities.
+EXTENSION = "io.modelcontextprotocol/skills"
+#: Per-skill limits every host must accept (SEP-2640 "Limits"); larger
+#: skills are declined before anything is read.
+MAX_FILES = 512
+MAX_TOTAL_SIZE = 16 * 1024 * 1024
+#: The manifest's file name: the skill's URI ends with it.
+MANIFEST = "SKILL.md"
+_DYNAMIC = "dynamic"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_FRONTMATTER = re.compile(r"^---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
+# Extensions came to the initialize handshake's capabilities with 2025-11-25;
+# older revisions keep their own capability shapes.
+_INITIALIZE_EXTENSIONS_SINCE = "2025-11-25"
+_DECLARATION: Mapping[str, Any] = {"extensions": {EXTENSION: {}}}
+
+
+def initialize_capabilities(capabilities: Mapping[str, Any], version: str) -> dict[str, Any]:
+    """The capabilities an `initialize` for `version` sends: `capabilities`
+    with the extension declared, in the revisions that have extensions.
+
+    Example::
+
+        >>> initialize_capabilities({}, "2025-11-25")
+        {'extensions': {'io.modelcontextprotocol/skills': {}}}
+    """
+    if version < _INITIALIZE_EXTENSIONS_SINCE:  # revisions are ISO dates
+        return dict(capabilities)
+    return merge_capabilities(capabilities, _DECLARATION)
+
+
+@attrs.frozen
+class SkillFile:
+    """One file of a skill as its entry lists it.
+
+    Attributes:
+        uri: The file's resource URI.
+        path: Its path inside the skill (``"SKILL.md"``, ``"references/FORMS.md"``).
+        digest: ``"sha256:<64 lowercase hex>"`` of its raw bytes.
+        size: Its length in bytes.
+
+    Example::
+
+        for file in skill.files or ():
+            print(file.path, file.size)
+    """
+
+    uri: str
+    path: str
+    digest: str
+    size: int
+
+
+@attrs.frozen(eq=True, hash=False)
+class Skill:
+    """A skill's entry from `skills/list` or `skills/get`: what can be read
+    and how each read is checked. Nothing of the skill has been fetched.
+
+    A skill is identified by its server and its URI together (`key`): two
+    servers may serve the same URI, and those are two unrelated skills.
+
+    Attributes:
+        server: The client's identity for the server that serves it.
+        uri: The URI of its SKILL.md.
+        frontmatter: SKILL.md's YAML frontmatter as the entry gives it.
+        files: Every file of the skill with its digest and size, SKILL.md
+            included; None for a dynamic skill (`dynamic`).
+        raw: The wire entry as received.
+
+    Example::
+
+        skill = client.skills.get("skill://pdf-processing/SKILL.md")
+        print(skill.name, skill.description, [f.path for f in skill.files or ()])
+    """
+
+    server: str
+    uri: str
+    frontmatter: Mapping[str, Any]
+    files: tuple[SkillFile, ...] | None
+    raw: Mapping[str, Any] = attrs.field(eq=False, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(server, uri): what identifies the skill, e.g. as a dict key."""
+        return (self.server, self.uri)
+
+    @property
+    def name(self) -> str:
+        """The frontmatter's `name`."""
+        return str(self.frontmatter["name"])
+
+    @property
+    def description(self) -> str:
+        """The frontmatter's `description`."""
+        return str(self.frontmatter["description"])
+
+    @property
+    def root(self) -> str:
+        """The skill's directory URI: `uri` without ``/SKILL.md``."""
+        return self.uri[: -len(MANIFEST) - 1]
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the server generates the skill's content (no file list,
+        no digests: reads are not content-checked, only SKILL.md's
+        frontmatter and the size limit are)."""
+        return self.files is None
+
+    @property
+    def total_size(self) -> int | None:
+        """The sum of the listed files' sizes; None for a dynamic skill."""
+        return None if self.files is None else sum(f.size for f in self.files)
+
+    @property
+    def within_limits(self) -> bool:
+        """Whether the entry is within the extension's limits (512 files,
+        16 MiB); a skill beyond them is listed but not read."""
+        return self.files is None or (len(self.files) <= MAX_FILES and sum(f.size for f in self.files) <= MAX_TOTAL_SIZE)
+
+    def file(self, path: str) -> SkillFile | None:
+        """The listed file at `path` (relative, or its full URI), or None."""
+        uri = path if "://" in path else f"{self.root}/{path}"
+        for listed in self.files or ():
+            if listed.uri == uri:
+                return listed
+        return None
+
+
+@attrs.frozen
+class SkillContent:
+    """A file of a skill that passed every check of its entry.
+
+    Attributes:
+        skill: The entry it was checked against.
+        uri: The file's resource URI.
+        path: Its path inside the skill.
+        data: Its raw bytes.
+        mime_type: Its media type as the server said, or None.
+        verified: True when size and digest were checked (always, except
+            for a dynamic skill, whose entry has neither).
+
+    Example::
+
+        content = client.skills.read("skill://pdf-processing/SKILL.md")
+        print(content.text)
+    """
+
+    skill: Skill
+    uri: str
+    path: str
+    data: bytes = attrs.field(repr=lambda data: f"<{len(data)} bytes>")
+    mime_type: str | None
+    verified: bool
+
+    @property
+    def text(self) -> str:
+        """The content decoded as UTF-8 (undecodable bytes replaced)."""
+        return self.data.decode("utf-8", errors="replace")
+
+
+class Skills:
+    """The Skills extension of one client: `client.skills`.
+
+    Every method raises `ExtensionNotDeclared` (nothing sent) when the server
+    did not declare the extension; the keyword options are those of
+    `Client.request` (`timeout`, `meta`, `bypass_cache`, ...).
+
+    Example::
+
+        for skill in client.skills.list():
+            print(skill.name, "-", skill.description)
+        manual = client.skills.read(skill.uri)            # SKILL.md, checked
+        forms = client.skills.read(skill.uri, "references/FORMS.md")
+    """
+
+    def __init__(self, client: Client) -> None:
+        # Weak: the client holds this object, and a client dropped unclosed
+        # must still be collectable (its finalizer closes it).
+        self._client = weakref.ref(client)
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], Skill] = {}
+        # Dynamic skills: bytes read so far, per file, for the size limit.
+        self._dynamic_read: dict[tuple[str, str], dict[str, int]] = {}
+
+    # -- the calls ------------------------------------------------------------------------
+
+    def list(self, **options: Unpack[RequestOptions]) -> list[Skill]:
+        """Every skill the server lists, following `nextCursor` (at most the
+        client's `max_pages`). Reads nothing of the skills themselves. An
+        entry the extension calls invalid (no file list, a bad digest, a
+        file outside the skill) is left out and logged.
+
+        Example::
+
+            names = [skill.name for skill in client.skills.list()]
+        """
+        client = self._connected()
+        _declaration(client)
+        seen: set[str] = set()
+        cursor: str | None = None
+        skills: list[Skill] = []
+        for _ in range(client.max_pages):
+            result = client.request("skills/list", {} if cursor is None else {"cursor": cursor},
+                                    **_with_declaration(client, options))
+            entries = result.get("skills")
+            if not isinstance(entries, list):
+                raise InvalidResult("skills/list: the result has no 'skills' array")
+            for raw in entries:
+                try:
+                    skills.append(_entry(client._cache_server, raw))
+                except InvalidResult as exc:
+                    log.warning("skills/list: an entry left out: %s", exc)
+            next_cursor = result.get("nextCursor")
+            if next_cursor is None or next_cursor == "":
+                with self._lock:
+                    for skill in skills:
+                        self._hold(skill)
+                return skills
+            if not isinstance(next_cursor, str):
+                raise InvalidResult("skills/list: nextCursor must be a string")
+            if next_cursor in seen:
+                raise PaginationError(f"skills/list: the server repeated cursor {next_cursor!r}")
+            seen.add(next_cursor)
+            cursor = next_cursor
+        raise PaginationError(f"skills/list: still more after max_pages={client.max_pages} pages")
+
+    def get(self, uri: str, **options: Unpack[RequestOptions]) -> Skill:
+        """The current entry of the skill whose SKILL.md is at `uri`
+        (`skills/get`), listed or not; it becomes the entry reads are
+        checked against. A URI the server serves no skill at raises
+        `InvalidParams`.
+
+        Example::
+
+            skill = client.skills.get("skill://git-workflow/SKILL.md")
+        """
+        _check_uri(uri)
+        client = self._connected()
+        _declaration(client)
+        result = client.request("skills/get", {"uri": uri}, **_with_declaration(client, options))
+        skill = _entry(client._cache_server, result.get("skill"))
+        if skill.uri != uri:
+            raise InvalidResult(f"skills/get {uri}: the server answered with the entry of {skill.uri}")
+        with self._lock:
+            self._hold(skill)
+        return skill
+
+    def read(self, uri: str, path: str = MANIFEST, **options: Unpack[RequestOptions]) -> SkillContent:
+        """Read one file of the skill whose SKILL.md is at `uri`: `path` is
+        relative to the skill's directory (default SKILL.md) or the file's
+        full URI. It is checked against the skill's held entry (fetched with
+        `get()` first when there is none): a file the entry does not list is
+        refused before anything is sent, then size, digest and, for
+        SKILL.md, the frontmatter are checked. A failed check raises
+        `SkillVerificationError` and the content is never returned; call
+        `get(uri)` to refresh a stale entry.
+
+        Example::
+
+            text = client.skills.read(skill.uri, "references/FORMS.md").text
+        """
+        _check_uri(uri)
+        if not isinstance(path, str) or not path:
+            raise TypeError("path must be a non-empty string")
+        client = self._connected()
+        _declaration(client)
+        with self._lock:
+            skill = self._held.get((client._cache_server, uri))
+        if skill is None:
+            skill = self.get(uri, **options)
+        file_uri, relative = _resolve(skill, path)
+        listed: SkillFile | None = None
+        if skill.files is not None:
+            if not skill.within_limits:
+                raise SkillVerificationError(
+                    "limits", skill, file_uri,
+                    f"{skill.uri} has {len(skill.files)} files of {skill.total_size} bytes, over the limits of "
+                    f"{MAX_FILES} files and {MAX_TOTAL_SIZE} bytes per skill: it is not read")
+            listed = skill.file(file_uri)
+            if listed is None:
+                raise SkillVerificationError(
+                    "unlisted", skill, file_uri,
+                    f"{file_uri} is not a file of {skill.uri} as its entry lists it; nothing was read "
+                    "(call get() to refresh the entry if the skill changed)")
+        manifest = file_uri == skill.uri
+        yaml = _yaml(skill, file_uri) if manifest else None  # before fetching anything
+        result = client.request("resources/read", {"uri": file_uri}, **_with_declaration(client, options))
+        data, mime_type = _content(result, file_uri)
+        if listed is not None:
+            if len(data) != listed.size:
+                raise SkillVerificationError(
+                    "size", skill, file_uri,
+                    f"{file_uri}: {len(data)} bytes read, the entry says {listed.size}; the content is not used")
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            if digest != listed.digest:
+                raise SkillVerificationError(
+                    "digest", skill, file_uri,
+                    f"{file_uri}: content digest {digest} differs from the entry's {listed.digest}; "
+                    "the content is not used")
+        else:
+            self._count_dynamic(skill, file_uri, len(data))
+        if yaml is not None:
+            _check_frontmatter(yaml, skill, file_uri, data)
+        return SkillContent(skill, file_uri, relative, data, mime_type, listed is not None)
+
+    def read_directory(self, uri: str, **options: Unpack[RequestOptions]) -> list[Resource]:
+        """The direct children of a directory resource (a skill's root such
+        as ``skill://pdf-processing``, or a folder in it), every page; a
+        subdirectory has `mime_type` ``"inode/directory"``. Only sent to a
+        server that declared `directoryRead: true` (else
+        `ExtensionNotDeclared`). A live view: a child its skill's entry does
+        not list is still refused by `read()`.
+
+        Example::
+
+            names = [r.name for r in client.skills.read_directory("skill://pdf-processing/templates")]
+        """
+        _check_uri(uri)
+        client = self._connected()
+        if _declaration(client).get("directoryRead") is not True:
+            raise ExtensionNotDeclared(EXTENSION, "directoryRead",
+                                       "the server did not declare directoryRead: true, so "
+                                       "resources/directory/read is not sent")
+        seen: set[str] = set()
+        params: dict[str, Any] = {"uri": uri}
+        children: list[Resource] = []
+        for _ in range(client.max_pages):
+            result = client.request("resources/directory/read", params, **_with_declaration(client, options))
+            entries = result.get("resources")
+            if not isinstance(entries, list):
+                raise InvalidResult("resources/directory/read: the result has no 'resources' array")
+            children.extend(Resource.from_wire(entry) for entry in entries)
+            next_cursor = result.get("nextCursor")
+            if next_cursor is None or next_cursor == "":
+                return children
+            if not isinstance(next_cursor, str) or next_cursor in seen:
+                raise PaginationError(f"resources/directory/read: bad or repeated cursor {next_cursor!r}")
+            seen.add(next_cursor)
+            params = {"uri": uri, "cursor": next_cursor}
+        raise PaginationError(f"resources/directory/read: still more after max_pages={client.max_pages} pages")
+
+    def held(self) -> list[Skill]:
+        """The entries reads are checked against now (those `list()` and
+        `get()` obtained last), without asking the server.
+
+        Example::
+
+            known = {skill.uri for skill in client.skills.held()}
+        """
+        with self._lock:
+            return list(self._held.values())
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _connected(self) -> Client:
+        client = self._client()
+        if client is None:
+            raise ConnectionClosed("the client is closed")
+        return client
+
+    def _hold(self, skill: Skill) -> None:
+        """Under `_lock`: reads are checked against `skill` from now on."""
+        old = self._held.get(skill.key)
+        self._held[skill.key] = skill
+        if old is None or old.files != skill.files:
+            self._dynamic_read.pop(skill.key, None)
+
+    def _count_dynamic(self, skill: Skill, file_uri: str, size: int) -> None:
+        """The size limit of a dynamic skill, over what was actually read."""
+        with self._lock:
+            sizes = self._dynamic_read.setdefault(skill.key, {})
+            total = sum(sizes.values()) - sizes.get(file_uri, 0) + size
+            if total > MAX_TOTAL_SIZE:
+                raise SkillVerificationError(
+                    "limits", skill, file_uri,
+                    f"{file_uri}: reading it makes {total} bytes of the dynamic skill {skill.uri}, over the "
+                    f"limit of {MAX_TOTAL_SIZE} bytes per skill; the content is not used")
+            sizes[file_uri] = size
+
+
+def _check_uri(uri: Any) -> None:
+    if not isinstance(uri, str) or not uri:
+        raise TypeError("uri must be a non-empty string")
+
+
+def _declaration(client: Client) -> Mapping[str, Any]:
+    """The server's settings of the extension; `ExtensionNotDeclared` when
+    it did not declare it (then no skills request may be sent)."""
+    extensions = (client.server_capabilities or {}).get("extensions")
+    settings = extensions.get(EXTENSION) if isinstance(extensions, Mapping) else None
+    if not isinstance(settings, Mapping):
+        raise ExtensionNotDeclared(EXTENSION, None, "the server did not declare the skills extension, "
+                                   "so no skills request is sent")
+    return settings
+
+
+def _with_declaration(client: Client, options: Mapping[str, Any]) -> Any:
+    """The call's options, declaring the extension in this request's
+    client capabilities where capabilities travel per request (2026-07-28);
+    in the initialize era it was declared by `initialize`."""
+    dialect = client._require_dialect()
+    if not dialect.stateless:
+        return options
+    meta = dict(options.get("meta") or {})
+    declared = merge_capabilities(client._capabilities(options.get("input_handlers")), _DECLARATION)
+    meta.setdefault(META_CLIENT_CAPABILITIES, declared)
+    return {**options, "meta": meta}
+
+
+def _entry(server: str, raw: Any) -> Skill:
+    """A `Skill` from a wire entry; `InvalidResult` for an entry the
+    extension says a host must not load."""
+    if not isinstance(raw, Mapping):
+        raise InvalidResult("a skill entry must be an object")
+    uri = raw.get("uri")
+    if not isinstance(uri, str) or not uri.endswith("/" + MANIFEST) or len(uri) <= len(MANIFEST) + 1:
+        raise InvalidResult(f"skill entry uri {uri!r} is not the URI of a SKILL.md")
+    frontmatter = raw.get("frontmatter")
+    if not isinstance(frontmatter, Mapping) or not isinstance(frontmatter.get("name"), str) \
+            or not isinstance(frontmatter.get("description"), str):
+        raise InvalidResult(f"{uri}: the entry's frontmatter needs a string name and description")
+    root = uri[: -len(MANIFEST) - 1]
+    resources = raw.get("resources")
+    files: tuple[SkillFile, ...] | None
+    if resources == _DYNAMIC:
+        files = None
+    elif isinstance(resources, list):
+        found: dict[str, SkillFile] = {}
+        for item in resources:
+            if not isinstance(item, Mapping):
+                raise InvalidResult(f"{uri}: every resources item must be an object")
+            file_uri, digest, size = item.get("uri"), item.get("digest"), item.get("size")
+            if not isinstance(file_uri, str) or not file_uri.startswith(root + "/"):
+                raise InvalidResult(f"{uri}: resource {file_uri!r} is not a file of the skill")
+            if not isinstance(digest, str) or not _DIGEST.match(digest):
+                raise InvalidResult(f"{uri}: resource {file_uri} has digest {digest!r}, not sha256:<64 lowercase hex>")
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise InvalidResult(f"{uri}: resource {file_uri} needs a non-negative integer size")
+            if file_uri in found:
+                raise InvalidResult(f"{uri}: resource {file_uri} is listed twice")
+            found[file_uri] = SkillFile(file_uri, file_uri[len(root) + 1:], digest, size)
+        if uri not in found:
+            raise InvalidResult(f"{uri}: the entry's resources do not list SKILL.md itself")
+        files = tuple(found.values())
+    else:
+        raise InvalidResult(f"{uri}: resources must be a list of files or \"dynamic\"")
+    return Skill(server, uri, dict(frontmatter), files, raw)
+
+
+def _resolve(skill: Skill, path: str) -> tuple[str, str]:
+    """The file URI and relative path `path` names within `skill`;
+    ValueError for a path that leaves the skill's directory."""
+    if "://" in path:
+        if not path.startswith(skill.root + "/"):
+            raise ValueError(f"{path} is not inside the skill {skill.uri}")
+        relative = path[len(skill.root) + 1:]
+    else:
+        relative = path
+    segments = relative.split("/")
+    if any(segment in ("", ".", "..") for segment in segments) or "\\" in relative:
+        raise ValueError(f"{path!r} is not a plain path inside the skill (no empty, '.' or '..' segments)")
+    return f"{skill.root}/{relative}", relative
+
+
+def _content(result: Mapping[str, Any], uri: str) -> tuple[bytes, str | None]:
+    """The raw bytes of the file at `uri` in a resources/read result."""
+    import base64
+    import binascii
+
+    contents = result.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise InvalidResult(f"resources/read {uri}: the result has no contents")
+    items = [c for c in contents if isinstance(c, Mapping)]
+    item = next((c for c in items if c.get("uri") == uri), items[0] if len(items) == 1 else None)
+    if item is None:
+        raise InvalidResult(f"resources/read {uri}: no content for that URI in the result")
+    mime_type = item.get("mimeType") if isinstance(item.get("mimeType"), str) else None
+    if isinstance(item.get("text"), str):
+        return item["text"].encode("utf-8"), mime_type
+    if isinstance(item.get("blob"), str):
+        try:
+            return base64.b64decode(item["blob"], validate=True), mime_type
+        except (binascii.Error, ValueError):
+            raise InvalidResult(f"resources/read {uri}: the blob is not valid base64") from None
+    raise InvalidResult(f"resources/read {uri}: the content has neither text nor blob")
+
+
+def _yaml(skill: Skill, uri: str) -> Any:
+    """PyYAML, needed to check SKILL.md's frontmatter: without it the check
+    cannot be made, so the read is refused before anything is fetched."""
+    try:
+        return importlib.import_module("yaml")
+    except ImportError:
+        raise SkillVerificationError(
+            "frontmatter", skill, uri,
+            "checking SKILL.md's frontmatter needs PyYAML: pip install 'mcp-sync-client[skills]'") from None
+
+
+def _plain(value: Any) -> Any:
+    """A YAML value as JSON would carry it (YAML reads dates as dates)."""
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: True is not 1, 1 is 1.0, objects and arrays deeply."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if _number(a) and _number(b):
+        return bool(a == b)
+    return type(a) is type(b) and bool(a == b)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_frontmatter(yaml: Any, skill: Skill, uri: str, data: bytes) -> None:
+    """SKILL.md's frontmatter must equal the entry's, field by field."""
+    text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+    match = _FRONTMATTER.match(text)
+    if match is None:
+        raise SkillVerificationError("frontmatter", skill, uri, f"{uri} does not begin with YAML frontmatter")
+    try:
+        parsed = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        raise SkillVerificationError("frontmatter", skill, uri, f"{uri}: its frontmatter is not valid YAML: {exc}") from None
+    if not isinstance(parsed, Mapping):
+        raise SkillVerificationError("frontmatter", skill, uri, f"{uri}: its frontmatter is not a mapping")
+    parsed = _plain(parsed)
+    fields = sorted(set(parsed) | set(skill.frontmatter))
+    differ = [f for f in fields if f not in parsed or f not in skill.frontmatter
+              or not _same(parsed[f], skill.frontmatter[f])]
+    if differ:
+        raise SkillVerificationError(
+            "frontmatter", skill, uri,
+            f"{uri}: its frontmatter differs from the entry's in {', '.join(differ)}; the skill is not loaded")

@@ -1,0 +1,451 @@
+"""Tasks: long-running tool calls as handles (the `io.modelcontextprotocol/tasks` extension).
+
+A server that has negotiated the extension may answer a `tools/call` with a
+`CreateTaskResult` (`resultType: "task"`) instead of the tool's result. This
+module owns what the client does with one:
+
+* declaring the extension: per request in `_meta`'s client capabilities
+  (2026-07-28), or at `initialize` (`connect(..., tasks=True)`) in the
+  initialize era, whose capabilities cannot change later;
+* `Task`, the blocking handle: `refresh()` (`tasks/get`), `wait()` (polls at
+  the server's `pollIntervalMs`, answers `input_required` rounds with the
+  input handlers on the waiting thread through `tasks/update`), `cancel()`
+  (`tasks/cancel`);
+* `call_tool()` and `get_task()`, which `Client.call_tool(..., task=True)`
+  and `Client.get_task()` delegate to.
+
+It must not know how requests are sent: it goes through the client's
+request path (`Client._request`), so retries, tracing, metrics and the
+`Mcp-Method`/`Mcp-Name` headers work as for any request.
+
+Field names are those of the extension (`ttlMs`, `pollIntervalMs`); the
+older `ttl` and `pollInterval` (also milliseconds) are read when the new
+ones are missing.
+
+Threading: a `Task` may be shared. Its state is guarded by a condition;
+one waiting thread at a time polls (the "poller"), the others wait on the
+condition for its outcome, so every waiter sees the same result or error.
+When the poller gives up (its own timeout), another waiter takes over.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+from .errors import (
+    ConnectionClosed,
+    InvalidResult,
+    McpError,
+    MissingClientCapability,
+    RequestTimeout,
+    server_error_from_wire,
+)
+from .options import RequestOptions, check_input_handlers, check_timeout
+from .protocol import versions
+from .types import CallToolResult
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["EXTENSION", "Task", "TaskCancelled"]
+
+#: The extension's identifier, as declared in capabilities.
+EXTENSION = "io.modelcontextprotocol/tasks"
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+STATUSES = TERMINAL | {"working", "input_required"}
+#: Seconds between polls when the server suggests no interval.
+DEFAULT_POLL_INTERVAL = 1.0
+# Bounds on a server's suggestion: a zero interval would spin, a huge one
+# would make a finished task look hung.
+MIN_POLL_INTERVAL = 0.01
+MAX_POLL_INTERVAL = 30.0
+
+Finish = Callable[[Mapping[str, Any]], CallToolResult]
+
+
+class TaskCancelled(McpError):
+    """The task was cancelled (by `Task.cancel()`, another client, or the
+    server) before it produced a result.
+
+    Example::
+
+        try:
+            task.wait()
+        except mcp_sync.TaskCancelled as exc:
+            print("task", exc.task_id, "was cancelled")
+
+    Attributes:
+        task_id (str): The task's id.
+        status_message (str | None): The server's `statusMessage`, if any.
+    """
+
+    def __init__(self, message: str, *, task_id: str, status_message: str | None = None) -> None:
+        self.task_id = task_id
+        self.status_message = status_message
+        super().__init__(message)
+
+
+def with_extension(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """`capabilities` that also declare the tasks extension."""
+    out = dict(capabilities)
+    extensions = dict(out.get("extensions") or {})
+    extensions.setdefault(EXTENSION, {})
+    out["extensions"] = extensions
+    return out
+
+
+def _names_tasks(capabilities: Any) -> bool:
+    return (isinstance(capabilities, Mapping) and isinstance(capabilities.get("extensions"), Mapping)
+            and EXTENSION in capabilities["extensions"])
+
+
+def _declares(client: Client) -> bool:
+    """Whether every request of the client declares the extension already."""
+    return _names_tasks(client.client_capabilities)
+
+
+def _declaring_options(client: Client, options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` whose request declares the extension.
+
+    2026-07-28: the per-request client capabilities in `_meta` gain it.
+    Initialize era: the capabilities were fixed by `initialize`, so a client
+    that did not declare it there cannot use tasks (ValueError)."""
+    out = dict(options)
+    dialect = client._require_dialect()
+    if not dialect.stateless:
+        if not _names_tasks(client._declared):
+            raise ValueError(
+                f"this connection settled on protocol {dialect.version} (initialize era), where the client's "
+                "capabilities are fixed at connect(): pass tasks=True to connect() to use tasks")
+        return out
+    if _declares(client):
+        return out
+    handlers = {**client.input_handlers, **check_input_handlers(options.get("input_handlers"))}
+    meta = dict(options.get("meta") or {})
+    meta[versions.META_CLIENT_CAPABILITIES] = with_extension(client._capabilities(handlers))
+    out["meta"] = meta
+    return out
+
+
+def _explained(exc: MissingClientCapability) -> MissingClientCapability:
+    """-32021 naming the tasks extension, with a message that says what to do."""
+    if not _names_tasks(exc.required_capabilities):
+        return exc
+    better = MissingClientCapability(
+        exc.code, f"{exc.message} (this tool only runs as a task: pass task=True to call_tool(), "
+                  "or tasks=True to connect())", exc.data, method=exc.method)
+    return better
+
+
+def _parse_time(value: Any) -> datetime.datetime | None:
+    if not isinstance(value, str):
+        return None
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _millis(state: Mapping[str, Any], new: str, old: str) -> float | None:
+    """A duration field in seconds, from its new name or else its old one."""
+    value = state.get(new, state.get(old))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return value / 1000.0
+
+
+class Task:
+    """A tool call running on the server as a task. Thread-safe.
+
+    Get one from `client.call_tool(..., task=True)` or
+    `client.get_task(task_id)`. When the server answered at once instead of
+    creating a task, the handle is already `completed` and its `id` is None.
+
+    Example::
+
+        task = client.call_tool("slow_compute", {"seconds": 0.2}, task=True)
+        print(task.id, task.status)        # working
+        result = task.wait(timeout=10)     # the CallToolResult
+        print(result.text)
+
+    Attributes:
+        id: The task id (None when no task was created).
+        status: ``"working"``, ``"input_required"``, ``"completed"``,
+            ``"failed"`` or ``"cancelled"``, as last seen.
+        status_message: The server's `statusMessage`, or None.
+        created_at, last_updated_at: Timestamps as `datetime` (None when the
+            server sent none or an unreadable one).
+        ttl: Seconds the server keeps the task from its creation (None:
+            unlimited or not said).
+        poll_interval: Seconds between polls the server asks for (None: not
+            said; `wait()` then polls every second).
+        raw: The last task object received, as received.
+    """
+
+    def __init__(self, client: Client | None, state: Mapping[str, Any], finish: Finish,
+                 options: Mapping[str, Any] | None = None) -> None:
+        self._client_ref = weakref.ref(client) if client is not None else None
+        self._finish = finish
+        self._options: dict[str, Any] = dict(options or {})
+        self._cond = threading.Condition()
+        self._polling = False
+        self._nudge = threading.Event()
+        self._answered: set[str] = set()
+        self._outcome: CallToolResult | None = None
+        self._error: McpError | None = None
+        self.id: str | None = None
+        self._apply(state)
+
+    @classmethod
+    def _settled(cls, result: CallToolResult) -> Task:
+        """A handle for a call the server answered at once."""
+        task = cls(None, {"status": "completed"}, lambda wire: result)
+        task._outcome = result
+        return task
+
+    # -- state ------------------------------------------------------------------
+
+    def _apply(self, state: Mapping[str, Any]) -> None:
+        task_id = state.get("taskId", self.id)
+        status = state.get("status")
+        if self._client_ref is not None and (not isinstance(task_id, str) or not task_id):
+            raise InvalidResult("the task has no string taskId")
+        if status not in STATUSES:
+            raise InvalidResult(f"task {task_id}: unknown status {status!r}")
+        if self.id is not None and task_id != self.id:
+            raise InvalidResult(f"asked for task {self.id}, the server answered for {task_id}")
+        self.id = task_id
+        self.status: str = status
+        message = state.get("statusMessage")
+        self.status_message: str | None = message if isinstance(message, str) else None
+        self.created_at = _parse_time(state.get("createdAt"))
+        self.last_updated_at = _parse_time(state.get("lastUpdatedAt"))
+        self.ttl = _millis(state, "ttlMs", "ttl")
+        self.poll_interval = _millis(state, "pollIntervalMs", "pollInterval")
+        self.raw: dict[str, Any] = dict(state)
+
+    @property
+    def done(self) -> bool:
+        """Whether the task reached a terminal status (as last seen)."""
+        return self.status in TERMINAL
+
+    def __repr__(self) -> str:
+        return f"<Task {self.id} {self.status}>"
+
+    # -- requests ----------------------------------------------------------------
+
+    def _client(self) -> Client:
+        client = self._client_ref() if self._client_ref is not None else None
+        if client is None:
+            raise ConnectionClosed("the client of this task is gone")
+        return client
+
+    def _request(self, method: str, params: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        client = self._client()
+        options: dict[str, Any] = {k: v for k, v in self._options.items() if k in ("meta", "trace_context")}
+        if timeout is not None or "timeout" in self._options:
+            options["timeout"] = timeout if timeout is not None else self._options["timeout"]
+        options = _declaring_options(client, options)
+        # Mcp-Name lets a load balancer route the task's requests to the
+        # instance that holds it; the 2026-07-28 transport adds both headers
+        # itself, the initialize era's HTTP needs them passed.
+        headers = {"Mcp-Method": method, "Mcp-Name": params["taskId"]}
+        return client._request(method, params, cast(RequestOptions, options), headers=lambda: headers)
+
+    def refresh(self, *, timeout: float | None = None) -> Task:
+        """Fetch the task's state (`tasks/get`) and return the handle.
+
+        Example::
+
+            task.refresh()
+            print(task.status, task.status_message)
+        """
+        check_timeout("timeout", timeout)
+        if self.id is None:
+            return self
+        state = self._request("tasks/get", {"taskId": self.id}, timeout)
+        with self._cond:
+            self._apply(state)
+        return self
+
+    def cancel(self, *, timeout: float | None = None) -> None:
+        """Ask the server to cancel the task (`tasks/cancel`). Idempotent:
+        cancelling a finished or already cancelled task is not an error.
+        Cancelling is cooperative: the task may still complete.
+
+        Example::
+
+            task.cancel()
+        """
+        check_timeout("timeout", timeout)
+        if self.id is None:
+            return
+        self._request("tasks/cancel", {"taskId": self.id}, timeout)
+        self._nudge.set()  # a waiting poller looks again now rather than after its interval
+
+    def wait(self, timeout: float | None = None) -> CallToolResult:
+        """Block until the task ends and return the tool's `CallToolResult`
+        (`is_error` set when the tool reported failure).
+
+        A `failed` task raises the server's error (a `ServerError`), a
+        `cancelled` one `TaskCancelled`; `RequestTimeout` after `timeout`
+        seconds (None: no limit), the task still running. While the task is
+        `input_required`, its requests are answered with the input
+        handlers, on this thread.
+
+        Example::
+
+            result = task.wait(timeout=60)
+        """
+        check_timeout("timeout", timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._outcome is not None:
+                    return self._outcome
+                if self._error is not None:
+                    raise self._error
+                if not self._polling:
+                    self._polling = True
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise self._timed_out(timeout)
+                self._cond.wait(left)
+        try:
+            return self._poll(deadline, timeout)
+        finally:
+            with self._cond:
+                self._polling = False
+                self._cond.notify_all()
+
+    def _timed_out(self, timeout: float | None) -> RequestTimeout:
+        return RequestTimeout(f"task {self.id} still {self.status} after {timeout:g} s", method="tasks/get",
+                              timeout=timeout)
+
+    def _poll(self, deadline: float | None, timeout: float | None) -> CallToolResult:
+        while True:
+            with self._cond:
+                status, raw = self.status, self.raw
+            if status in TERMINAL:
+                return self._settle(raw)
+            if status == "input_required":
+                self._answer(raw, deadline, timeout)
+            interval = min(max(self.poll_interval or DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL), MAX_POLL_INTERVAL)
+            if deadline is not None:
+                before = deadline - time.monotonic()
+                if before <= 0:
+                    raise self._timed_out(timeout)
+                interval = min(interval, before)
+            if self._nudge.wait(interval):
+                self._nudge.clear()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise self._timed_out(timeout)
+            self.refresh(timeout=self._request_timeout(left))
+
+    def _request_timeout(self, left: float | None) -> float | None:
+        client = self._client()
+        own = self._options.get("timeout", client.timeout)
+        if left is None:
+            return own
+        return left if own is None else min(own, left)
+
+    def _settle(self, raw: Mapping[str, Any]) -> CallToolResult:
+        """The outcome of a terminal state, kept for every waiter."""
+        task_id = self.id or ""
+        try:
+            if raw.get("status") == "completed":
+                result = raw.get("result")
+                if not isinstance(result, Mapping):
+                    raise InvalidResult(f"task {task_id} completed without a result object")
+                outcome = self._finish(result)
+                with self._cond:
+                    self._outcome = outcome
+                return outcome
+            if raw.get("status") == "failed":
+                error = raw.get("error")
+                if error is None:
+                    message = self.status_message or "the task failed and the server gave no error"
+                    error = {"code": -32603, "message": message}
+                raise server_error_from_wire(error, method="tools/call")
+            raise TaskCancelled(f"task {task_id} was cancelled" + (f": {self.status_message}"
+                                                                     if self.status_message else ""),
+                                task_id=task_id, status_message=self.status_message)
+        except McpError as exc:
+            with self._cond:
+                self._error = exc
+            raise
+
+    def _answer(self, raw: Mapping[str, Any], deadline: float | None, timeout: float | None) -> None:
+        """Answer the task's new input requests (`tasks/update`), on this thread."""
+        from . import multiround  # the same checks and handler rules as a multi-round call
+
+        requests = raw.get("inputRequests")
+        if not isinstance(requests, Mapping):
+            raise InvalidResult(f"task {self.id} is input_required without an inputRequests object")
+        # Keys are unique over the task's life: one already answered may
+        # still show until the server has taken the answer in.
+        fresh = {key: value for key, value in requests.items() if key not in self._answered}
+        if not fresh:
+            return
+        client = self._client()
+        handlers = {**client.input_handlers, **check_input_handlers(self._options.get("input_handlers"))}
+        answers = multiround.answer_requests("tasks/get", raw, fresh, handlers, client._catalog.schemas)
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise self._timed_out(timeout)
+        assert self.id is not None
+        self._request("tasks/update", {"taskId": self.id, "inputResponses": answers},
+                      self._request_timeout(left))
+        self._answered.update(answers)
+
+
+def call_tool(client: Client, tool: Any, arguments: Mapping[str, Any] | None, options: Mapping[str, Any], *,
+              task: bool, wait: bool) -> CallToolResult | Task:
+    """`Client.call_tool()`: see there."""
+    if not isinstance(task, bool) or not isinstance(wait, bool):
+        raise TypeError("task and wait must be booleans")
+    asked = task or wait
+    opts: dict[str, Any] = dict(options)
+    timeout = opts.get("timeout", client.timeout)
+    check_timeout("timeout", timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if asked:
+        opts = _declaring_options(client, opts)
+    try:
+        raw, finish = client._calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
+                                                  max_pages=client.max_pages, timeout=client.timeout)
+    except MissingClientCapability as exc:
+        better = _explained(exc)
+        if better is exc:
+            raise
+        raise better from None
+    if raw.get("resultType") != "task":
+        result = finish(raw)
+        return Task._settled(result) if asked and not wait else result
+    if not asked and not _declares(client):
+        raise InvalidResult("tools/call: the server answered with a task, which the client did not ask for")
+    handle = Task(client, raw, finish, opts)
+    if task and not wait:
+        return handle
+    # wait=True, or a client that declared tasks for every call but wants
+    # plain results: the call's timeout bounds the whole wait.
+    return handle.wait(None if deadline is None else max(deadline - time.monotonic(), 1e-9))
+
+
+def get_task(client: Client, task_id: str, options: Mapping[str, Any]) -> Task:
+    """`Client.get_task()`: see there."""
+    if not isinstance(task_id, str) or not task_id:
+        raise TypeError("task_id must be a non-empty string")
+    check_timeout("timeout", options.get("timeout"))
+    # The tool's definition is not known here: the result is typed, not validated.
+    handle = Task(client, {"taskId": task_id, "status": "working"}, CallToolResult.from_wire, options)
+    handle.refresh()
+    return handle
