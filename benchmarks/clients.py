@@ -32,15 +32,18 @@ THREAD_SAFE = {"mcp_sync", "raw_reader", "raw_http", "official_sync", "official_
 class McpSync:
     """mcp_sync as a user would call it: connect once, call tools by name."""
 
-    def __init__(self, transport: str, target: list[str] | str, *, compress: bool = True) -> None:
+    def __init__(self, transport: str, target: list[str] | str, *, compress: bool = True,
+                 protocol: str | None = None) -> None:
         import mcp_sync
 
         # The 10 MB blob answers with about 20 MB (the text in content and in
         # structuredContent), over the 16 MiB default bound on one message.
+        # `protocol` pins a revision (say the initialize era's 2025-11-25).
+        pin: dict[str, Any] = {"protocol": protocol} if protocol else {}
         if isinstance(target, list):
-            self._client = mcp_sync.connect(mcp_sync.Stdio(target[0], target[1:], max_line_bytes=LIMIT))
+            self._client = mcp_sync.connect(mcp_sync.Stdio(target[0], target[1:], max_line_bytes=LIMIT), **pin)
         else:
-            self._client = mcp_sync.connect(target, max_response_bytes=LIMIT, compress=compress)
+            self._client = mcp_sync.connect(target, max_response_bytes=LIMIT, compress=compress, **pin)
 
     def echo(self, text: str) -> str:
         return self._client.call_tool("echo", {"text": text}).text
@@ -99,6 +102,9 @@ class McpSync:
 
     def blob(self, n: int) -> int:
         return len(self._client.call_tool("blob", {"n": n}).text)
+
+    def list_tools(self) -> int:
+        return len(self._client.list_tools())
 
     def received(self) -> int:
         """Bytes received so far, on the wire (compressed when they came so)."""

@@ -51,6 +51,25 @@ class _Floor:
     def blob(self, n: int) -> int:
         return len(self._call("blob", {"n": n}))
 
+    def _rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def list_tools(self) -> int:
+        """Every tool, page by page: decode each page and build one plain
+        dict per tool (the floor of any typed listing). Returns the count."""
+        tools: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            params: dict[str, Any] = {"_meta": META} if cursor is None else {"cursor": cursor, "_meta": META}
+            result = self._rpc("tools/list", params)
+            for tool in result["tools"]:
+                tools.append({"name": tool["name"], "title": tool.get("title"),
+                              "description": tool.get("description"), "input_schema": tool.get("inputSchema"),
+                              "output_schema": tool.get("outputSchema"), "annotations": tool.get("annotations")})
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return len(tools)
+
 
 class RawStdioInline(_Floor):
     """One caller at a time: write a line, read the next line."""
@@ -100,17 +119,27 @@ class RawStdioReader(_Floor):
             inbox.put(message)
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        return _text(self._send("tools/call", _call_params(name, arguments)))
+
+    def _rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        response = self._send(method, params)
+        if "error" in response:
+            raise RuntimeError(f"server error: {response['error']}")
+        result: dict[str, Any] = response["result"]
+        return result
+
+    def _send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         assert self._proc.stdin is not None
         inbox: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         request_id = next(self._ids)
-        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                           "params": _call_params(name, arguments)}).encode() + b"\n"
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method,
+                           "params": params}).encode() + b"\n"
         with self._lock:
             self._waiting[request_id] = inbox
         with self._write_lock:
             self._proc.stdin.write(line)
             self._proc.stdin.flush()
-        return _text(inbox.get())
+        return inbox.get()
 
     def close(self) -> None:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -143,26 +172,37 @@ class RawHTTP(_Floor):
         return conn
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        return _text(self._send("tools/call", _call_params(name, arguments), name))
+
+    def _rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        response = self._send(method, params, None)
+        if "error" in response:
+            raise RuntimeError(f"server error: {response['error']}")
+        result: dict[str, Any] = response["result"]
+        return result
+
+    def _send(self, method: str, params: dict[str, Any], name: str | None) -> dict[str, Any]:
         request_id = next(self._ids)
-        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                           "params": _call_params(name, arguments)}).encode()
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
         conn = self._connection()
-        conn.request("POST", self._path, body, {
+        headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
             # The headers 2026-07-28 requires a client to mirror from the body.
             "MCP-Protocol-Version": VERSION,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": name,
-        })
+            "Mcp-Method": method,
+        }
+        if name is not None:
+            headers["Mcp-Name"] = name
+        conn.request("POST", self._path, body, headers)
         reply = conn.getresponse()
         data = reply.read()
         if reply.status != 200:
             raise RuntimeError(f"HTTP {reply.status}")
-        response = json.loads(data)
+        response: dict[str, Any] = json.loads(data)
         if response.get("id") != request_id:
             raise RuntimeError("response for another request")
-        return _text(response)
+        return response
 
     def close(self) -> None:
         with self._lock:

@@ -23,8 +23,13 @@ from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "blob_gzip", "memory", "threads_alive",
-         "stats_cost", "tracing_off_cost")
+         "stats_cost", "tracing_off_cost", "sse",
+         "listing", "listing_paged", "many_clients", "memory_sse")
+#: What `--long` runs: sessions of a million calls (about an hour on two cores).
+LONG_CASES = ("memory", "memory_sse")
+LONG_FIRST, LONG_TOTAL = 100_000, 1_000_000
 BLOB_SIZE = 10_000_000
+LISTED_TOOLS = 10_000
 
 
 def calibrate() -> float:
@@ -100,6 +105,13 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                 spec.update(case="threads", threads=int(case[len("threads"):]), calls=args.calls)
             elif case == "blob":
                 spec["size"] = BLOB_SIZE
+            elif case == "sse":
+                # Paired in one worker: SSE-answered and JSON-answered calls,
+                # taking turns, for mcp_sync and the official client.
+                if transport != HTTP or client not in ("mcp_sync", "official_sync"):
+                    continue
+                spec.update(calls=args.calls, threads=32, rounds=max(args.repeat, 3))
+                repeat = 1
             elif case == "blob_gzip":
                 # Paired in one worker: compression on and off, taking turns.
                 if client != "mcp_sync" or transport != HTTP:
@@ -114,12 +126,33 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                 total = args.growth_calls if client != "official_sync" else args.memory_calls
                 spec.update(first=args.memory_calls, total=total)
                 repeat = 1
+            elif case == "memory_sse":
+                # The same over HTTP with every answer an SSE stream.
+                if client != "mcp_sync" or transport != HTTP:
+                    continue
+                spec.update(first=args.memory_calls, total=args.growth_calls)
+                repeat = 1
             elif case == "threads_alive":
                 repeat = 1
             elif case == "stats_cost":
                 if client != "mcp_sync":
                     continue
                 spec.update(batches=20, size=max(args.calls // 5, 200))
+                repeat = 1
+            elif case == "many_clients":
+                # 100 idle clients in one worker (HTTP: both eras, in turn).
+                if client != "mcp_sync":
+                    continue
+                spec.update(count=args.many, threads=16)
+                repeat = 1
+            elif case in ("listing", "listing_paged"):
+                # Paired in one worker: mcp_sync and the floor (decode and
+                # plain dicts) taking turns on one server.
+                if client != "mcp_sync":
+                    continue
+                pages = 100 if case == "listing_paged" else 1
+                spec.update(case="listing", tools=args.listed_tools, rounds=max(args.repeat, 8),
+                            page_size=max(args.listed_tools // pages, 1))
                 repeat = 1
             elif case == "tracing_off_cost":
                 # The sequential stdio case, with the hook and without it.
@@ -144,8 +177,22 @@ COLUMNS = {
                   ("wire_mb_identity", "wire MB identity", 1), ("wire_ratio", "wire gzip/identity", 4)],
     "memory": [("rss_first_mb", "RSS@first MB", 1), ("rss_total_mb", "RSS@total MB", 1),
                ("growth_mb", "growth MB", 2), ("total", "calls", 0)],
+    "memory_sse": [("rss_first_mb", "RSS@first MB", 1), ("rss_total_mb", "RSS@total MB", 1),
+                   ("growth_mb", "growth MB", 2), ("total", "calls", 0)],
     "threads_alive": [("threads", "threads", 0), ("threads_left_after_close", "left after close", 0)],
     "stats_cost": [("cpu_with_us", "cpu us/call with stats", 1), ("cpu_without_us", "cpu us/call without", 1)],
+    "sse": [("p50_json_us", "p50 us JSON", 0), ("p50_sse_us", "p50 us SSE", 0), ("p50_ratio", "p50 SSE/JSON", 2),
+            ("calls_s_json", "32 thr calls/s JSON", 0), ("calls_s_sse", "32 thr calls/s SSE", 0),
+            ("threads_ratio", "32 thr SSE/JSON", 2), ("sse_connections", "SSE connections", 0)],
+    "many_clients": [("mb_per_client", "MB/extra client", 3), ("threads_per_client", "threads/client", 2),
+                     ("connect_s", "s connect 16 thr", 2), ("connect_ratio", "connect / raw start", 2),
+                     ("mb_per_client_session", "MB/client session", 3),
+                     ("threads_per_client_session", "thr/client session", 2)],
+    "listing": [("seconds", "s mcp_sync", 3), ("floor_seconds", "s floor", 3), ("ratio", "time / floor", 2),
+                ("cpu_ratio", "cpu / floor", 2), ("cpu_no_gc_ratio", "cpu/floor no gc", 2), ("tools", "tools", 0)],
+    "listing_paged": [("seconds", "s mcp_sync", 3), ("floor_seconds", "s floor", 3), ("ratio", "time / floor", 2),
+                      ("cpu_ratio", "cpu / floor", 2), ("cpu_no_gc_ratio", "cpu/floor no gc", 2),
+                      ("tools", "tools", 0)],
     "tracing_off_cost": [("cpu_hook_us", "cpu us/call hook", 1), ("cpu_bypassed_us", "cpu us/c bypassed", 1),
                          ("wall_hook_us", "wall us/call hook", 1), ("wall_bypassed_us", "wall us/c bypassed", 1)],
 }
@@ -207,6 +254,35 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     ratio("stdio client CPU tracing hook (off) / bypassed", value(results, "tracing_off_cost", "mcp_sync/stdio",
                                                                   "cpu_hook_us"),
           value(results, "tracing_off_cost", "mcp_sync/stdio", "cpu_bypassed_us"), 1.02, True)
+    # SSE-answered calls against JSON-answered ones, paired in one worker.
+    for key, label, limit, at_most in (("p50_ratio", "p50", 1.3, True), ("threads_ratio", "32 threads calls/s", 0.8,
+                                                                         False)):
+        found = value(results, "sse", "mcp_sync/http", key)
+        if found is not None:
+            ratio(f"HTTP SSE-answered / JSON-answered {label}", found, 1.0, limit, at_most)
+    # list_tools() of 10,000 tools against decoding the same pages into
+    # plain dicts, paired in one worker.
+    # 100 idle clients in one process: this process's memory and threads
+    # per extra client (server processes not counted); over stdio, 100
+    # connected from 16 threads against as many raw server starts.
+    for transport in (STDIO, HTTP):
+        row = f"mcp_sync/{transport}"
+        absolute(f"{transport} RSS per extra idle client (MB)",
+                 value(results, "many_clients", row, "mb_per_client"), 1.0)
+        absolute(f"{transport} threads per idle connection", value(results, "many_clients", row, "threads_per_client"),
+                 1.0 if transport == STDIO else 0.0)
+    absolute("HTTP threads per idle session (2025-11-25, GET stream)",
+             value(results, "many_clients", "mcp_sync/http", "threads_per_client_session"), 0.0)
+    many = int(value(results, "many_clients", "mcp_sync/stdio", "clients") or 0)
+    ratio(f"stdio connect {many} from 16 threads / raw server starts", value(results, "many_clients", "mcp_sync/stdio",
+                                                                         "connect_s"),
+          value(results, "many_clients", "mcp_sync/stdio", "floor_connect_s"), 1.5, True)
+    for transport in (STDIO, HTTP):
+        for case, label in (("listing", "1 page"), ("listing_paged", "100 pages")):
+            listed = int(value(results, case, f"mcp_sync/{transport}", "tools") or 0)
+            ratio(f"{transport} list {listed} tools, {label} / floor",
+                  value(results, case, f"mcp_sync/{transport}", "seconds"),
+                  value(results, case, f"mcp_sync/{transport}", "floor_seconds"), 2.0, True)
     for transport in (STDIO, HTTP):
         for case, label in (("seq", "1 caller"), ("threads8", "8 threads")):
             ratio(f"{transport} {label} calls/s / official from sync",
@@ -221,8 +297,14 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         raw = value(results, "memory", floor, "rss_first_mb")
         if mine is not None and raw is not None:
             absolute(f"{transport} RSS after 10k calls - raw (MB)", mine - raw, 15.0)
-        absolute(f"{transport} RSS growth 10k -> 100k calls (MB)",
-                 value(results, "memory", f"mcp_sync/{transport}", "growth_mb"), 2.0)
+        for case, label in (("memory", ""), ("memory_sse", " SSE answers")):
+            row = results.get(case, {}).get(f"mcp_sync/{transport}", {})
+            if "first" in row:
+                # A long session (--long) must stay flat; the default run's
+                # 10k -> 100k allows for the allocator settling.
+                long = row["first"] >= LONG_FIRST
+                absolute(f"{transport}{label} RSS growth {row['first'] // 1000}k -> {row['total'] // 1000}k calls (MB)",
+                         value(results, case, f"mcp_sync/{transport}", "growth_mb"), 1.0 if long else 2.0)
     absolute("import mcp_sync (s)", value(results, "import", "mcp_sync", "seconds"), 0.15)
     mine = value(results, "cold", "mcp_sync/stdio", "seconds")
     raw = value(results, "cold", "raw_inline/stdio", "seconds")
@@ -238,11 +320,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transports", help="stdio, http or both (default)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each timed case; the median is kept")
     parser.add_argument("--calls", type=int, default=2000, help="echo calls per timed run")
-    parser.add_argument("--memory-calls", type=int, default=10_000)
-    parser.add_argument("--growth-calls", type=int, default=100_000)
+    parser.add_argument("--memory-calls", type=int, help="calls before the first RSS reading (default 10,000; "
+                        f"--long: {LONG_FIRST:,})")
+    parser.add_argument("--growth-calls", type=int, help="calls in all, for the second (default 100,000; "
+                        f"--long: {LONG_TOTAL:,})")
+    parser.add_argument("--listed-tools", type=int, default=LISTED_TOOLS,
+                        help="tools the listing cases list (listing_paged: in 100 pages)")
+    parser.add_argument("--many", type=int, default=100, help="idle clients in the many_clients case")
+    parser.add_argument("--long", action="store_true",
+                        help=f"long sessions only: {', '.join(LONG_CASES)} for mcp_sync, {LONG_FIRST:,} -> "
+                        f"{LONG_TOTAL:,} calls unless given")
     parser.add_argument("--json", default="benchmark-results.json", help="where to write the results")
     args = parser.parse_args(argv)
-    cases = args.only.split(",") if args.only else list(CASES)
+    if args.memory_calls is None:
+        args.memory_calls = LONG_FIRST if args.long else 10_000
+    if args.growth_calls is None:
+        args.growth_calls = LONG_TOTAL if args.long else 100_000
+    if args.growth_calls < args.memory_calls:
+        parser.error("--growth-calls must be at least --memory-calls")
+    if args.long and not args.clients:
+        args.clients = "mcp_sync"
+    default_cases = LONG_CASES if args.long else [case for case in CASES if case != "memory_sse"]
+    cases = args.only.split(",") if args.only else list(default_cases)
     for case in cases:
         if case not in CASES:
             parser.error(f"unknown case {case!r}; choose from {', '.join(CASES)}")

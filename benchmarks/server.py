@@ -25,6 +25,21 @@ cost stays out of what is measured.
 With --stats PATH (or BENCH_SERVER_STATS=PATH) it writes {"requests",
 "tool_calls", "cpu_s", "wall_s"} there on exit (stdin EOF, SIGTERM or
 SIGINT), so a harness can tell the server's own CPU from the client's.
+
+With --get-stream (HTTP) it answers the initialize era's GET with an
+event stream it holds open and never writes to, rather than a 405.
+
+With --tools N it lists N tools (`echo`, `blob`, then generated ones, each
+with a described input schema and annotations, one in ten with an
+`outputSchema`), in pages of --page-size (default: all in one page; the
+cursor is the offset). The pages are encoded once, at start.
+
+With --sse (HTTP) it answers every request that has a 200 answer with an
+SSE stream instead of JSON, as the official SDK's server does by default:
+chunked, one `message` event, then the terminating chunk in a write of
+its own (the official server's end comes after its event generator ends).
+The stats then also count the connections accepted (`connections`), which
+tells whether a client reuses them.
 """
 
 from __future__ import annotations
@@ -107,6 +122,36 @@ def _blob_body(n: int) -> bytes:
         text, text)
 
 
+#: --tools: tools/list pages by cursor ("" for the first), then by `modern`.
+_PAGES: dict[str, tuple[str, str]] = {}
+
+
+def _generated_tool(i: int) -> dict[str, Any]:
+    tool: dict[str, Any] = {
+        "name": f"tool_{i:05d}", "title": f"Tool {i}",
+        "description": f"Generated tool number {i}: does nothing, described at a realistic length.",
+        "inputSchema": {"type": "object", "properties": {
+            "text": {"type": "string", "description": "what to work on"},
+            "count": {"type": "integer", "minimum": 0, "description": "how many times"}},
+            "required": ["text"]},
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+    }
+    if i % 10 == 0:
+        tool["outputSchema"] = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    return tool
+
+
+def _build_pages(count: int, page_size: int) -> dict[str, tuple[str, str]]:
+    tools = (_TOOLS + [_generated_tool(i) for i in range(count)])[:count]
+    pages = {}
+    for offset in range(0, max(count, 1), page_size):
+        result: dict[str, Any] = {"tools": tools[offset:offset + page_size]}
+        if offset + page_size < count:
+            result["nextCursor"] = str(offset + page_size)
+        pages["" if offset == 0 else str(offset)] = (_dumps(result), _dumps({**result, **_HINTS}))
+    return pages
+
+
 def _tools_call(rid: str, params: dict[str, Any], modern: bool) -> Reply:
     next(_tool_calls)
     name = params.get("name")
@@ -166,6 +211,11 @@ def handle(data: bytes) -> Reply | None:
         return _error(rid, -32022, "Unsupported protocol version", versions, status=400)
     if method == "tools/call":
         return _tools_call(rid, params, modern)
+    if method == "tools/list" and _PAGES:
+        page = _PAGES.get(params.get("cursor") or "")
+        if page is None:
+            return _error(rid, -32602, "Invalid params: unknown cursor")
+        return 200, [(_RESULT % (rid, page[modern])).encode()], False
     if type(method) is str and method in _FIXED:
         return 200, [(_RESULT % (rid, _FIXED[method][modern])).encode()], False
     if method == "initialize":
@@ -212,6 +262,11 @@ def _header(head: bytes, name: bytes) -> bytes | None:
 
 #: --gzip: compress answers for clients that accept gzip.
 _GZIP = False
+#: --sse: answer requests with an SSE stream.
+_SSE = False
+#: --get-stream: accept the initialize era's GET stream (and hold it open).
+_GET_STREAM = False
+_connections = itertools.count()
 
 
 @functools.lru_cache(maxsize=8)
@@ -268,6 +323,9 @@ def _serve_connection(sock: socket.socket) -> None:
                     status, parts, session = reply
                     if session:
                         extra += f"Mcp-Session-Id: {os.urandom(16).hex()}\r\n"
+                    if _SSE and status == 200:
+                        _send_sse(sock, extra, parts)
+                        continue
                     extra += "Content-Type: application/json\r\n"
                     accepts = _header(head, b"\r\naccept-encoding:") or b""
                     if _GZIP and b"gzip" in accepts and sum(map(len, parts)) > 1024:
@@ -278,6 +336,14 @@ def _serve_connection(sock: socket.socket) -> None:
                         sock.sendall(part)
             elif request[0] == b"DELETE":
                 sock.sendall(_head(200, 0, extra))
+            elif request[0] == b"GET" and _GET_STREAM:
+                # The initialize era's standalone stream: opened, never
+                # written to, held until the client goes.
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                while sock.recv(65536):
+                    pass
+                return
             else:
                 sock.sendall(_head(405, 0, extra + "Allow: POST, DELETE\r\n"))
             if not keep:
@@ -288,6 +354,17 @@ def _serve_connection(sock: socket.socket) -> None:
         sock.close()
 
 
+def _send_sse(sock: socket.socket, extra: str, parts: list[bytes]) -> None:
+    """One answer as an SSE stream: a `message` event in one chunk, then
+    the stream's end in a write of its own."""
+    data = b"".join(parts).rstrip(b"\n")
+    event = b"event: message\r\ndata: %s\r\n\r\n" % data
+    head = (f"HTTP/1.1 200 OK\r\n{extra}Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n").encode()
+    sock.sendall(head + b"%x\r\n%s\r\n" % (len(event), event))
+    sock.sendall(b"0\r\n\r\n")
+
+
 def _accept(listener: socket.socket) -> None:
     while True:
         try:
@@ -295,6 +372,7 @@ def _accept(listener: socket.socket) -> None:
         except OSError:
             return  # the listener was closed: shutting down
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        next(_connections)
         threading.Thread(target=_serve_connection, args=(conn,), daemon=True).start()
 
 
@@ -322,6 +400,8 @@ def serve_http(port: int) -> None:
 def _write_stats(path: str, started: float) -> None:
     stats = {"requests": next(_requests), "tool_calls": next(_tool_calls),
              "cpu_s": time.process_time(), "wall_s": time.monotonic() - started}
+    if _SSE:
+        stats["connections"] = next(_connections)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump(stats, f)
@@ -330,17 +410,25 @@ def _write_stats(path: str, started: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until stdin ends or SIGTERM/SIGINT; then write the stats if asked."""
-    global _requests, _tool_calls, _GZIP
+    global _requests, _tool_calls, _GZIP, _PAGES, _SSE, _GET_STREAM
     started = time.monotonic()
     parser = argparse.ArgumentParser(description="A minimal MCP server for benchmarking MCP clients.")
     parser.add_argument("transport", choices=("stdio", "http"))
     parser.add_argument("--port", type=int, default=0, help="HTTP port (default 0: any free port)")
     parser.add_argument("--gzip", action="store_true", help="HTTP: gzip answers over 1 KiB for clients that accept it")
+    parser.add_argument("--sse", action="store_true", help="HTTP: answer requests with an SSE stream, not JSON")
+    parser.add_argument("--get-stream", action="store_true", help="HTTP: hold GET streams open instead of a 405")
+    parser.add_argument("--tools", type=int, default=0, help="list this many tools (echo and blob first)")
+    parser.add_argument("--page-size", type=int, default=0, help="tools per tools/list page (default: one page)")
     parser.add_argument("--stats", default=os.environ.get("BENCH_SERVER_STATS"),
                         help="write the stats JSON here on exit (default: $BENCH_SERVER_STATS)")
     args = parser.parse_args(argv)
     _requests, _tool_calls = itertools.count(), itertools.count()
     _GZIP = args.gzip
+    _SSE = args.sse
+    _GET_STREAM = args.get_stream
+    if args.tools:
+        _PAGES = _build_pages(args.tools, args.page_size or args.tools)
     previous = {}
     if threading.current_thread() is threading.main_thread():  # signals can only be set there
         for sig in (signal.SIGTERM, signal.SIGINT):  # both unwind to the finally below

@@ -43,15 +43,15 @@ class Server:
     """The benchmark server for one measurement; its CPU cost is read from
     the stats file it writes on exit."""
 
-    def __init__(self, transport: str, *, gzip: bool = False) -> None:
+    def __init__(self, transport: str, *, gzip: bool = False, extra: tuple[str, ...] = ()) -> None:
         fd, self.stats_path = tempfile.mkstemp(prefix="bench-server-", suffix=".json")
         os.close(fd)
         os.unlink(self.stats_path)
-        self.argv = [sys.executable, str(SERVER), "stdio", "--stats", self.stats_path]
+        self.argv = [sys.executable, str(SERVER), "stdio", "--stats", self.stats_path, *extra]
         self.proc: subprocess.Popen[str] | None = None
         self.target: list[str] | str = self.argv
         if transport == "http":
-            argv = [sys.executable, str(SERVER), "http", "--port", "0", "--stats", self.stats_path]
+            argv = [sys.executable, str(SERVER), "http", "--port", "0", "--stats", self.stats_path, *extra]
             if gzip:
                 argv.append("--gzip")
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -169,15 +169,139 @@ def blob_gzip(target: str, size: int, rounds: int) -> dict[str, Any]:
             "wire_ratio": wire[True] / wire[False], **memory()}
 
 
+def listing(transport: str, target: list[str] | str, rounds: int) -> dict[str, Any]:
+    """`list_tools()` of the server's many tools against the floor (decode
+    and plain dicts), paired: both clients in this process, taking turns.
+
+    Wall and CPU time (CPU includes reader threads) are means over the
+    rounds: a full collection of the garbage collector falls in whichever
+    listing crosses its threshold, so a mean spreads it as a program that
+    lists again and again pays it, where a median would pick the rounds
+    without it. Then CPU once more with the collector off, medians: what
+    building the listing costs by itself."""
+    import gc
+
+    from .clients import open_sync
+
+    floor = "raw_reader" if transport == "stdio" else "raw_http"
+    clients = {"mcp_sync": open_sync("mcp_sync", transport, target), "floor": open_sync(floor, transport, target)}
+    seconds: dict[str, list[float]] = {name: [] for name in clients}
+    cpu: dict[str, list[float]] = {name: [] for name in clients}
+    cpu_no_gc: dict[str, list[float]] = {name: [] for name in clients}
+    counts: dict[str, int] = {}
+    try:
+        for client in clients.values():
+            client.list_tools()  # warm up: imports, first-call paths
+        for collecting in (True, False):
+            for _ in range(rounds):
+                for name, client in clients.items():
+                    if not collecting:
+                        gc.collect()
+                        gc.disable()
+                    try:
+                        started, started_cpu = time.perf_counter(), time.process_time()
+                        counts[name] = client.list_tools()
+                        used = time.process_time() - started_cpu
+                        if collecting:
+                            seconds[name].append(time.perf_counter() - started)
+                            cpu[name].append(used)
+                        else:
+                            cpu_no_gc[name].append(used)
+                    finally:
+                        gc.enable()
+    finally:
+        for client in clients.values():
+            client.close()
+    if counts["mcp_sync"] != counts["floor"]:
+        raise RuntimeError(f"mcp_sync listed {counts['mcp_sync']} tools, the floor {counts['floor']}")
+    wall = {name: statistics.mean(samples) for name, samples in seconds.items()}
+    spent = {name: statistics.mean(samples) for name, samples in cpu.items()}
+    alone = {name: statistics.median(samples) for name, samples in cpu_no_gc.items()}
+    return {"tools": counts["floor"], "seconds": wall["mcp_sync"], "floor_seconds": wall["floor"],
+            "ratio": wall["mcp_sync"] / wall["floor"], "cpu_s": spent["mcp_sync"], "floor_cpu_s": spent["floor"],
+            "cpu_ratio": spent["mcp_sync"] / spent["floor"], "cpu_no_gc_s": alone["mcp_sync"],
+            "floor_cpu_no_gc_s": alone["floor"], "cpu_no_gc_ratio": alone["mcp_sync"] / alone["floor"], **memory()}
+
+
+def _connect_many(opener: Any, count: int, threads: int) -> tuple[list[Any], float]:
+    """`count` clients opened by `threads` threads at once, each making one
+    call (so each has a live connection); and the seconds that took."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> Any:
+        client = opener()
+        if client.echo(f"c{i}") != f"c{i}":
+            raise RuntimeError("echo returned another text")
+        return client
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        clients = list(pool.map(one, range(count)))
+    return clients, time.perf_counter() - started
+
+
+def _settled() -> tuple[float, int]:
+    """RSS (MB) and live threads once garbage and exiting threads are gone."""
+    import gc
+
+    gc.collect()
+    time.sleep(0.2)  # a closing connection's threads finish their exit
+    return memory()["rss_mb"], threading.active_count()
+
+
+def many_clients(transport: str, target: list[str] | str, count: int, threads: int,
+                 protocol: str | None) -> dict[str, Any]:
+    """`count` mcp_sync clients in this process, idle after one call each:
+    memory and threads per extra client (this process only, servers not
+    counted), and how long `threads` threads took to connect them all;
+    over stdio, against starting as many servers (and one round trip
+    each) with the raw floor, the same way."""
+    from .clients import McpSync
+    from .floors import RawStdioInline
+
+    result: dict[str, Any] = {"clients": count}
+    threads_before = threading.active_count()
+    if isinstance(target, list):
+        argv = target
+        floors, result["floor_connect_s"] = _connect_many(lambda: RawStdioInline(argv), count, threads)
+        for floor in floors:
+            floor.close()
+
+    def opener() -> Any:
+        return McpSync(transport, target, protocol=protocol)
+
+    first, _ = _connect_many(opener, 1, 1)  # imports and first-use caches
+    rss_one, threads_one = _settled()
+    clients, result["connect_s"] = _connect_many(opener, count - 1, threads)
+    clients += first
+    try:
+        rss_many, threads_many = _settled()
+    finally:
+        for client in clients:
+            client.close()
+    rss_closed, threads_closed = _settled()
+    result.update(rss_one_mb=rss_one, rss_many_mb=rss_many, mb_per_client=(rss_many - rss_one) / (count - 1),
+                  threads_one=threads_one, threads_per_client=(threads_many - threads_one) / (count - 1),
+                  threads_left_after_close=threads_closed - threads_before, rss_closed_mb=rss_closed)
+    if "floor_connect_s" in result:
+        result["connect_ratio"] = result["connect_s"] / result["floor_connect_s"]
+    return result
+
+
 def growth(client: Any, first: int, total: int) -> dict[str, Any]:
     for i in range(first):
         client.echo(f"m{i}")
     at_first = memory()["rss_mb"]
+    # RSS at ten steps on the way, in the JSON results: a trend, not a blip.
+    step = max((total - first) // 10, 1)
+    samples = []
     for i in range(first, total):
         client.echo(f"m{i}")
+        if (i + 1 - first) % step == 0:
+            samples.append(round(memory()["rss_mb"], 2))
     at_total = memory()["rss_mb"]
     return {"rss_first_mb": at_first, "rss_total_mb": at_total, "growth_mb": at_total - at_first,
-            "first": first, "total": total}
+            "first": first, "total": total, "rss_steps_mb": samples}
 
 
 # -- the same cases over the plain async client -------------------------------------
@@ -262,10 +386,30 @@ def cold(spec: dict[str, Any], server: Server) -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    server = Server(spec["transport"], gzip=spec["case"] == "blob_gzip")
+    extra: tuple[str, ...] = ()
+    if spec["case"] == "listing":
+        extra = ("--tools", str(spec["tools"]), "--page-size", str(spec["page_size"]))
+    elif spec["case"] == "many_clients" and spec["transport"] == "http":
+        extra = ("--get-stream",)
+    elif spec["case"] == "memory_sse":
+        extra = ("--sse",)
+    server = Server(spec["transport"], gzip=spec["case"] == "blob_gzip", extra=extra)
     try:
         if spec["case"] == "cold":
             result = cold(spec, server)
+        elif spec["case"] == "listing":
+            result = listing(spec["transport"], server.target, spec["rounds"])
+        elif spec["case"] == "many_clients":
+            result = many_clients(spec["transport"], server.target, spec["count"], spec["threads"], None)
+            if spec["transport"] == "http":
+                # The initialize era too: each session holds a GET stream.
+                session = many_clients("http", server.target, spec["count"], spec["threads"], "2025-11-25")
+                result.update({f"{key}_session": value for key, value in session.items() if key != "clients"})
+        elif spec["case"] == "sse":
+            from .sse import paired
+
+            assert isinstance(server.target, str)
+            result = paired(spec["client"], server.target, spec["calls"], spec["threads"], spec["rounds"])
         elif spec["case"] == "blob_gzip":
             assert isinstance(server.target, str)
             result = blob_gzip(server.target, spec["size"], spec["rounds"])
@@ -294,7 +438,7 @@ def run_sync(spec: dict[str, Any], server: Server) -> dict[str, Any]:
             result = threaded(client, spec["calls"], spec["threads"])
         elif case == "blob":
             result = blob(client, spec["size"])
-        elif case == "memory":
+        elif case in ("memory", "memory_sse"):
             result = growth(client, spec["first"], spec["total"])
         elif case == "threads_alive":
             client.echo("one call")

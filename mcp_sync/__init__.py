@@ -9,6 +9,8 @@
 See the README and docs/ for the threading model and the error model.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import handlers
 from ._version import __version__
 from .cache import ResultCache, StaleResult
@@ -64,7 +66,12 @@ from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
 from .skills import Skill, SkillContent, SkillFile, Skills
 from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
-from .transports import HTTP, SSE, Custom, Memory, MessageSink, Stdio, Target, Transport
+from .tasks import Task, TaskCancelled
+from .transports import Custom, Memory, MessageSink, Stdio, Target, Transport
+
+if TYPE_CHECKING:
+    from . import auth
+    from .transports import HTTP, SSE
 from .types import (
     AudioContent,
     BlobResourceContents,
@@ -114,9 +121,36 @@ __all__ = [
     "handlers", "Notification", "NotificationStream", "progress_bar", "ProgressBar", "Drops", "ResultCache", "StaleResult",
     "Status", "StatusChange", "Reconnect", "Stats", "MethodStats", "Overloaded",
     "Subscription", "SubscriptionEnded", "SubscriptionBroken", "SubscriptionResumed",
+    # the Tasks extension
+    "Task", "TaskCancelled",
     # config files and groups
     "load_config", "ServerConfig", "config_locations", "find_config", "connect_configured", "ConfigError",
     "ClientGroup", "GroupItem", "Listing", "RoutingError",
     # the Skills extension
     "Skills", "Skill", "SkillFile", "SkillContent", "SkillVerificationError", "ExtensionNotDeclared",
 ]
+
+
+# `HTTP`, `SSE` and the `auth` package load on first use (PEP 562): they bring
+# the HTTP stack (urllib3, requests), which costs more than the rest of the
+# package put together and which a stdio-only program never needs.
+_LAZY = frozenset({"HTTP", "SSE", "auth"})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "auth":
+        import importlib
+
+        value: Any = importlib.import_module(f"{__name__}.auth")
+    elif name in _LAZY:
+        from . import transports
+
+        value = getattr(transports, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _LAZY)

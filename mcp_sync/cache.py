@@ -1,7 +1,8 @@
 """Caching of cacheable results by the server's hints (`ttlMs`, `cacheScope`).
 
 What it owns: a bounded, thread-safe store of complete results of
-`server/discover`, the four list methods and `resources/read`, keyed by the
+`server/discover`, the four list methods, `resources/read` and the Skills
+extension's `skills/list` and `skills/get`, keyed by the
 server, the method and the parameters that affect the result; and the table
 of fetches in flight, so that identical requests from several threads at
 once become one request on the wire.

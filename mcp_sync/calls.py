@@ -98,12 +98,15 @@ class ToolCatalog:
             known = {} if replace else dict(self._tools)
             known.update((tool.name, tool) for tool in tools)
             self._tools = known
+            # One compiled validator per known tool with an outputSchema.
+            self.schemas.hold(sum(1 for tool in known.values() if tool.output_schema is not None))
 
     def after_fork(self) -> None:
         """In a child after `os.fork()`: a parent thread may have held the
         lock at the fork; the table itself is still right."""
         self._lock = threading.Lock()
         self.schemas = SchemaCache()
+        self.schemas.hold(sum(1 for tool in self._tools.values() if tool.output_schema is not None))
 
     def usable(self, tools: list[Tool]) -> list[Tool]:
         """Listed tools minus those an HTTP mirroring transport cannot call."""
@@ -161,7 +164,11 @@ class TypedCalls:
     def ping(self, options: RequestOptions) -> None:
         self.request("ping", None, options)
 
-    def list_page(self, kind: str, cursor: str | None, options: RequestOptions) -> Page:
+    def list_page(self, kind: str, cursor: str | None, options: RequestOptions, *, remember: bool = True) -> Page:
+        """One page. `list_all` passes remember=False and remembers the
+        whole listing once at its end: merging page by page would copy the
+        growing table for every page (100 pages of 100 tools: half a
+        million copied entries)."""
         if kind not in _LISTS:
             raise ValueError(f"kind must be one of {', '.join(_LISTS)}, not {kind!r}")
         if cursor is not None and not isinstance(cursor, str):
@@ -178,7 +185,7 @@ class TypedCalls:
         next_cursor = result.get("nextCursor")
         if next_cursor is not None and not isinstance(next_cursor, str):
             raise InvalidResult(f"{method}: nextCursor is not a string")
-        if kind == "tools":
+        if kind == "tools" and remember:
             self.catalog.remember(typed, replace=False)
         return Page(items=typed, next_cursor=next_cursor, raw=result)
 
@@ -187,7 +194,7 @@ class TypedCalls:
         seen: set[str] = set()
         cursor: str | None = None
         for _ in range(max_pages):
-            page = self.list_page(kind, cursor, options)
+            page = self.list_page(kind, cursor, options, remember=False)
             items.extend(page.items)
             if page.next_cursor is None:
                 if kind == "tools":

@@ -34,12 +34,13 @@ import itertools
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Callable, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypeGuard, cast, overload
 
 import attrs
 
@@ -58,6 +59,7 @@ from .errors import (
     InputHandlerError,
     InvalidResult,
     McpError,
+    MissingClientCapability,
     Overloaded,
     RequestTimeout,
     ServerError,
@@ -91,10 +93,8 @@ from .metrics import Metrics, Stats
 from .status import SAFE_TO_RETRY, Reconnect, Status, StatusChange, StatusMonitor
 from .skills import Skills, initialize_capabilities
 from .subscriptions import Subscription, SubscriptionBroken
-from .transports import HTTP, SSE, Memory, Stdio, Target, Transport, resolve_target
-from .transports.http import HTTPTransport
+from .transports import Memory, Stdio, Target, Transport, resolve_target
 from .transports.memory import MemoryTransport
-from .transports.sse import SSETransport
 from .transports.stdio import StdioTransport
 from .types import (
     CallToolResult,
@@ -114,6 +114,28 @@ from .types import (
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from .transports.http import HTTP
+    from .transports.sse import SSE
+
+
+def _loaded(module: str) -> Any:
+    """The transport module `module` if something imported it, else None.
+    The HTTP transports are checked for without importing them: no object of
+    theirs can exist before their module loads, and loading it loads the HTTP
+    stack (urllib3, requests), which a stdio-only program never needs."""
+    return sys.modules.get(f"{__package__}.transports.{module}")
+
+
+def _is_sse(target: object) -> TypeGuard[SSE]:
+    sse = _loaded("sse")
+    return sse is not None and isinstance(target, sse.SSE)
+
+
+def _is_plain_http(target: object) -> TypeGuard[HTTP]:
+    """`HTTP` itself, not a subclass (`SSE` derives from it)."""
+    http = _loaded("http")
+    return http is not None and type(target) is http.HTTP
 
 __all__ = ["connect", "Client", "ClientOptions", "RequestOptions", "DEFAULT_TIMEOUT"]
 
@@ -750,7 +772,7 @@ class Client:
         allowed = self.allowed_versions
         stateless = [v for v in allowed if versions.dialect_for(v).stateless]
         initialize_era = [v for v in allowed if not versions.dialect_for(v).stateless]
-        if isinstance(self._target, SSE):
+        if _is_sse(self._target):
             stateless = self._over_sse(initialize_era)
         key = self._target.server_key() if isinstance(self._target, Target) else None
         remembered = era_memory.recall(key)
@@ -759,7 +781,9 @@ class Client:
             # (a server that swallows it would cost `probe_timeout` again).
             original = self._target
             try:
-                if remembered == "sse" and type(original) is HTTP and original.sse_fallback:
+                if remembered == "sse" and _is_plain_http(original) and original.sse_fallback:
+                    from .transports.sse import SSE
+
                     # It chose the HTTP+SSE transport before: no refused POSTs this time.
                     self._abandon_connection(conn, "using the HTTP+SSE transport the server chose before")
                     self._target = SSE.from_http(original)
@@ -769,7 +793,7 @@ class Client:
                         # No event stream with an endpoint there any more.
                         raise _Changed(exc) from exc
                 conn = self._initialize_or_fall_back(conn, initialize_era[0])
-                era_memory.remember(key, "sse" if isinstance(self._target, SSE) else "initialize")
+                era_memory.remember(key, "sse" if _is_sse(self._target) else "initialize")
                 return conn
             except (_Changed, ServerError, VersionNegotiationError, HTTPStatusError) as exc:
                 # An expired token or a server in trouble says nothing about the era.
@@ -812,7 +836,7 @@ class Client:
                 era_memory.remember(key, "initialize")
                 return conn
             conn = self._initialize_or_fall_back(conn, initialize_era[0])
-            era_memory.remember(key, "sse" if isinstance(self._target, SSE) else "initialize")
+            era_memory.remember(key, "sse" if _is_sse(self._target) else "initialize")
         elif stateless:
             self._dialect = versions.dialect_for(stateless[0])
             conn.transport.negotiated(self._dialect.version, True)
@@ -883,10 +907,12 @@ class Client:
             return conn
         except HTTPStatusError as exc:
             target = self._target
-            if (type(target) is not HTTP or not target.sse_fallback or type(exc) is not HTTPStatusError
+            if (not _is_plain_http(target) or not target.sse_fallback or type(exc) is not HTTPStatusError
                     or exc.status not in (400, 404, 405)):
                 raise
             refusal = exc
+        from .transports.sse import SSE
+
         sse = SSE.from_http(target)
         self._abandon_connection(conn, "trying the HTTP+SSE transport")
         self._target = sse
@@ -1079,8 +1105,11 @@ class Client:
         if not dialect.stateless:
             return self._listen_initialize_era(wanted, wait, max_buffer, overflow)
         conn = self._live_connection()
+        capabilities = self._capabilities()
+        if "taskIds" in wanted:  # the tasks extension's filter key: declared with it
+            capabilities = _tasks.with_extension(capabilities)
         params = {"notifications": wanted,
-                  "_meta": dialect.request_meta(self._capabilities(), self.client_info, self.log_level)}
+                  "_meta": dialect.request_meta(capabilities, self.client_info, self.log_level)}
         # The connection the stream is open on now (a reconnect moves it).
         current = [conn]
 
@@ -1231,9 +1260,10 @@ class Client:
             print(client.transport_kind)  # "sse" for an HTTP+SSE-only server
         """
         target = self._target
-        if isinstance(target, (SSE, SSETransport)):
+        sse, http = _loaded("sse"), _loaded("http")
+        if sse is not None and isinstance(target, (sse.SSE, sse.SSETransport)):
             return "sse"
-        if isinstance(target, (HTTP, HTTPTransport)):
+        if http is not None and isinstance(target, (http.HTTP, http.HTTPTransport)):
             return "streamable-http"
         if isinstance(target, (Stdio, StdioTransport)):
             return "stdio"
@@ -1434,7 +1464,13 @@ class Client:
         """
         if task or wait or self.options.tasks:
             return _tasks.call_tool(self, tool, arguments, options, task=task, wait=wait)
-        return self._calls.call_tool(tool, arguments, options, max_pages=self.max_pages, timeout=self.timeout)
+        try:
+            return self._calls.call_tool(tool, arguments, options, max_pages=self.max_pages, timeout=self.timeout)
+        except MissingClientCapability as exc:
+            better = _tasks.explained(exc)  # a tool that only runs as a task says so
+            if better is exc:
+                raise
+            raise better from None
 
     def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:
         """Re-attach to a task by its id (`tasks/get`): from another client,

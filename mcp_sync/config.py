@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from .errors import ConfigError
-from .transports import HTTP, Stdio, Target
+from .transports import Stdio, Target
 
 if TYPE_CHECKING:
     from .client import Client
@@ -444,6 +444,8 @@ def _target(name: str, entry: Mapping[str, Any], where: str, workspace: Path) ->
             from .transports.sse import SSE  # the old transport, loaded only when a file asks for it
 
             return SSE(url, headers=headers)
+        from .transports.http import HTTP  # loaded only when a file names a URL
+
         return HTTP(url, headers=headers)
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ConfigError):

@@ -41,7 +41,7 @@ import attrs
 
 from .client import Client, RequestOptions, _connect_observed, connect
 from .errors import ConnectionClosed, McpError, RoutingError
-from .transports import HTTP_OPTIONS, resolve_target
+from .transports import _http_options, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
 
 if TYPE_CHECKING:
@@ -155,10 +155,13 @@ class ClientGroup:
             raise TypeError("ClientGroup() takes a mapping of server name to target")
         if not isinstance(separator, str) or not separator:
             raise ValueError("separator must be a non-empty string")
-        unknown = set(connect_options) - _CLIENT_OPTIONS - HTTP_OPTIONS
+        # `HTTP()`'s options only when some option is not a client one: they
+        # come from `HTTP` itself, and loading it loads the HTTP stack.
+        http_names = _http_options() if set(connect_options) - _CLIENT_OPTIONS else frozenset()
+        unknown = set(connect_options) - _CLIENT_OPTIONS - http_names
         if unknown:
             raise TypeError(f"ClientGroup() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-        http_options = {k: v for k, v in connect_options.items() if k in HTTP_OPTIONS}
+        http_options = {k: v for k, v in connect_options.items() if k in http_names}
         self._options = {k: v for k, v in connect_options.items() if k in _CLIENT_OPTIONS}
         slots: dict[str, _Slot] = {}
         for name in targets:  # a ServerConfig substitutes here: a missing variable fails now, named

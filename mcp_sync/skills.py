@@ -27,6 +27,7 @@ guarded by one lock, never held while a request is on the wire.
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import hashlib
 import importlib
@@ -120,6 +121,8 @@ class Skill:
 
     A skill is identified by its server and its URI together (`key`): two
     servers may serve the same URI, and those are two unrelated skills.
+    Entries compare equal field by field; use `key` (not the entry, which
+    is unhashable) as a dict key.
 
     Attributes:
         server: The client's identity for the server that serves it.
@@ -346,26 +349,27 @@ class Skills:
                     "(call get() to refresh the entry if the skill changed)")
         manifest = file_uri == skill.uri
         yaml = _yaml(skill, file_uri) if manifest else None  # before fetching anything
-        result = client.request("resources/read", {"uri": file_uri}, **_with_declaration(client, options))
+        request_options = _with_declaration(client, options)
+        result = client.request("resources/read", {"uri": file_uri}, **request_options)
         data, mime_type = _content(result, file_uri)
         if listed is not None:
-            if len(data) != listed.size:
-                raise SkillVerificationError(
-                    "size", skill, file_uri,
-                    f"{file_uri}: {len(data)} bytes read, the entry says {listed.size}; the content is not used")
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            if digest != listed.digest:
-                raise SkillVerificationError(
-                    "digest", skill, file_uri,
-                    f"{file_uri}: content digest {digest} differs from the entry's {listed.digest}; "
-                    "the content is not used")
+            failure = _mismatch(skill, listed, data)
+            if failure is not None and client.cache is not None and not options.get("bypass_cache"):
+                # A cached copy that no longer matches the entry must be
+                # fetched again (the entry may have been refreshed since).
+                result = client.request("resources/read", {"uri": file_uri},
+                                        **{**request_options, "bypass_cache": True})
+                data, mime_type = _content(result, file_uri)
+                failure = _mismatch(skill, listed, data)
+            if failure is not None:
+                raise failure
         else:
             self._count_dynamic(skill, file_uri, len(data))
         if yaml is not None:
             _check_frontmatter(yaml, skill, file_uri, data)
         return SkillContent(skill, file_uri, relative, data, mime_type, listed is not None)
 
-    def read_directory(self, uri: str, **options: Unpack[RequestOptions]) -> list[Resource]:
+    def read_directory(self, uri: str, **options: Unpack[RequestOptions]) -> builtins.list[Resource]:
         """The direct children of a directory resource (a skill's root such
         as ``skill://pdf-processing``, or a folder in it), every page; a
         subdirectory has `mime_type` ``"inode/directory"``. Only sent to a
@@ -385,7 +389,7 @@ class Skills:
                                        "resources/directory/read is not sent")
         seen: set[str] = set()
         params: dict[str, Any] = {"uri": uri}
-        children: list[Resource] = []
+        children: builtins.list[Resource] = []
         for _ in range(client.max_pages):
             result = client.request("resources/directory/read", params, **_with_declaration(client, options))
             entries = result.get("resources")
@@ -401,7 +405,7 @@ class Skills:
             params = {"uri": uri, "cursor": next_cursor}
         raise PaginationError(f"resources/directory/read: still more after max_pages={client.max_pages} pages")
 
-    def held(self) -> list[Skill]:
+    def held(self) -> builtins.list[Skill]:
         """The entries reads are checked against now (those `list()` and
         `get()` obtained last), without asking the server.
 
@@ -440,6 +444,22 @@ class Skills:
             sizes[file_uri] = size
 
 
+def _mismatch(skill: Skill, listed: SkillFile, data: bytes) -> SkillVerificationError | None:
+    """The size or digest check `data` fails against its entry, or None."""
+    if len(data) != listed.size:
+        return SkillVerificationError(
+            "size", skill, listed.uri,
+            f"{listed.uri}: {len(data)} bytes read, the entry says {listed.size}; the content is not used "
+            "(get(uri, bypass_cache=True) refreshes a stale entry)")
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if digest != listed.digest:
+        return SkillVerificationError(
+            "digest", skill, listed.uri,
+            f"{listed.uri}: content digest {digest} differs from the entry's {listed.digest}; the content is "
+            "not used (get(uri, bypass_cache=True) refreshes a stale entry)")
+    return None
+
+
 def _check_uri(uri: Any) -> None:
     if not isinstance(uri, str) or not uri:
         raise TypeError("uri must be a non-empty string")
@@ -448,7 +468,13 @@ def _check_uri(uri: Any) -> None:
 def _declaration(client: Client) -> Mapping[str, Any]:
     """The server's settings of the extension; `ExtensionNotDeclared` when
     it did not declare it (then no skills request may be sent)."""
-    extensions = (client.server_capabilities or {}).get("extensions")
+    capabilities = client.server_capabilities
+    if capabilities is None and client._require_dialect().stateless:
+        # Settled without `server/discover` (a pinned version over stdio):
+        # ask once what the server declares; it is cached like any result.
+        client.discover()
+        capabilities = client.server_capabilities
+    extensions = (capabilities or {}).get("extensions")
     settings = extensions.get(EXTENSION) if isinstance(extensions, Mapping) else None
     if not isinstance(settings, Mapping):
         raise ExtensionNotDeclared(EXTENSION, None, "the server did not declare the skills extension, "
@@ -464,7 +490,9 @@ def _with_declaration(client: Client, options: Mapping[str, Any]) -> Any:
     if not dialect.stateless:
         return options
     meta = dict(options.get("meta") or {})
-    declared = merge_capabilities(client._capabilities(options.get("input_handlers")), _DECLARATION)
+    extra = options.get("input_handlers")
+    handlers = {**client.input_handlers, **extra} if extra else None
+    declared = merge_capabilities(client._capabilities(handlers), _DECLARATION)
     meta.setdefault(META_CLIENT_CAPABILITIES, declared)
     return {**options, "meta": meta}
 

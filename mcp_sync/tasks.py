@@ -7,10 +7,11 @@ module owns what the client does with one:
 * declaring the extension: per request in `_meta`'s client capabilities
   (2026-07-28), or at `initialize` (`connect(..., tasks=True)`) in the
   initialize era, whose capabilities cannot change later;
-* `Task`, the blocking handle: `refresh()` (`tasks/get`), `wait()` (polls at
-  the server's `pollIntervalMs`, answers `input_required` rounds with the
-  input handlers on the waiting thread through `tasks/update`), `cancel()`
-  (`tasks/cancel`);
+* `Task`, the blocking handle: `refresh()` (`tasks/get`), `wait()` (follows
+  `notifications/tasks` on a `subscriptions/listen` stream when the server
+  acknowledges the task id there (2026-07-28), else polls at the server's
+  `pollIntervalMs`; answers `input_required` rounds with the input handlers
+  on the waiting thread through `tasks/update`), `cancel()` (`tasks/cancel`);
 * `call_tool()` and `get_task()`, which `Client.call_tool(..., task=True)`
   and `Client.get_task()` delegate to.
 
@@ -31,6 +32,7 @@ When the poller gives up (its own timeout), another waiter takes over.
 from __future__ import annotations
 
 import datetime
+import logging
 import threading
 import time
 import weakref
@@ -38,6 +40,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from .errors import (
+    ConnectError,
     ConnectionClosed,
     InvalidResult,
     McpError,
@@ -45,12 +48,17 @@ from .errors import (
     RequestTimeout,
     server_error_from_wire,
 )
+from .notifications import Notification
 from .options import RequestOptions, check_input_handlers, check_timeout
 from .protocol import versions
+from .protocol.headers import encode_header_value
 from .types import CallToolResult
 
 if TYPE_CHECKING:
     from .client import Client
+    from .subscriptions import Subscription
+
+log = logging.getLogger("mcp_sync.client")
 
 __all__ = ["EXTENSION", "Task", "TaskCancelled"]
 
@@ -64,6 +72,8 @@ DEFAULT_POLL_INTERVAL = 1.0
 # would make a finished task look hung.
 MIN_POLL_INTERVAL = 0.01
 MAX_POLL_INTERVAL = 30.0
+#: Seconds a `subscriptions/listen` for a task's notifications may take to be acknowledged.
+LISTEN_ACK_TIMEOUT = 5.0
 
 Finish = Callable[[Mapping[str, Any]], CallToolResult]
 
@@ -132,14 +142,13 @@ def _declaring_options(client: Client, options: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def _explained(exc: MissingClientCapability) -> MissingClientCapability:
+def explained(exc: MissingClientCapability) -> MissingClientCapability:
     """-32021 naming the tasks extension, with a message that says what to do."""
     if not _names_tasks(exc.required_capabilities):
         return exc
-    better = MissingClientCapability(
+    return MissingClientCapability(
         exc.code, f"{exc.message} (this tool only runs as a task: pass task=True to call_tool(), "
                   "or tasks=True to connect())", exc.data, method=exc.method)
-    return better
 
 
 def _parse_time(value: Any) -> datetime.datetime | None:
@@ -199,6 +208,7 @@ class Task:
         self._answered: set[str] = set()
         self._outcome: CallToolResult | None = None
         self._error: McpError | None = None
+        self._no_listen = False  # the server offers no notifications/tasks stream
         self.id: str | None = None
         self._apply(state)
 
@@ -248,15 +258,25 @@ class Task:
 
     def _request(self, method: str, params: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         client = self._client()
-        options: dict[str, Any] = {k: v for k, v in self._options.items() if k in ("meta", "trace_context")}
+        # The call's input handlers come along: the capabilities they imply
+        # are declared on the task's requests as on the call.
+        options: dict[str, Any] = {k: v for k, v in self._options.items()
+                                   if k in ("meta", "trace_context", "input_handlers")}
         if timeout is not None or "timeout" in self._options:
             options["timeout"] = timeout if timeout is not None else self._options["timeout"]
         options = _declaring_options(client, options)
         # Mcp-Name lets a load balancer route the task's requests to the
         # instance that holds it; the 2026-07-28 transport adds both headers
         # itself, the initialize era's HTTP needs them passed.
-        headers = {"Mcp-Method": method, "Mcp-Name": params["taskId"]}
-        return client._request(method, params, cast(RequestOptions, options), headers=lambda: headers)
+        headers = {"Mcp-Method": method, "Mcp-Name": encode_header_value(params["taskId"])}
+        try:
+            return client._request(method, params, cast(RequestOptions, options), headers=lambda: headers)
+        except ConnectError:
+            # tasks/get is a pure read, tasks/cancel and tasks/update are
+            # idempotent (answered keys are ignored): safe to send once more.
+            # Polls come at the server's interval, which can meet its
+            # keep-alive timeout and find the pooled connection just reset.
+            return client._request(method, params, cast(RequestOptions, options), headers=lambda: headers)
 
     def refresh(self, *, timeout: float | None = None) -> Task:
         """Fetch the task's state (`tasks/get`) and return the handle.
@@ -297,7 +317,8 @@ class Task:
         `cancelled` one `TaskCancelled`; `RequestTimeout` after `timeout`
         seconds (None: no limit), the task still running. While the task is
         `input_required`, its requests are answered with the input
-        handlers, on this thread.
+        handlers, on this thread. In 2026-07-28 it follows the server's
+        `notifications/tasks` when the server offers them, else it polls.
 
         Example::
 
@@ -330,25 +351,92 @@ class Task:
                               timeout=timeout)
 
     def _poll(self, deadline: float | None, timeout: float | None) -> CallToolResult:
-        while True:
-            with self._cond:
-                status, raw = self.status, self.raw
-            if status in TERMINAL:
-                return self._settle(raw)
-            if status == "input_required":
-                self._answer(raw, deadline, timeout)
-            interval = min(max(self.poll_interval or DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL), MAX_POLL_INTERVAL)
-            if deadline is not None:
-                before = deadline - time.monotonic()
-                if before <= 0:
+        subscription: Subscription | None = None
+        listened = False
+        try:
+            while True:
+                with self._cond:
+                    status, raw = self.status, self.raw
+                if status in TERMINAL:
+                    return self._settle(raw)
+                if status == "input_required":
+                    self._answer(raw, deadline, timeout)
+                if not listened:  # only for a task that is still running
+                    subscription, listened = self._listen(deadline), True
+                interval = min(max(self.poll_interval or DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL),
+                               MAX_POLL_INTERVAL)
+                if subscription is not None:
+                    # Notifications carry every change: a poll is only the
+                    # safety net for one lost on the way.
+                    interval = MAX_POLL_INTERVAL
+                if deadline is not None:
+                    before = deadline - time.monotonic()
+                    if before <= 0:
+                        raise self._timed_out(timeout)
+                    interval = min(interval, before)
+                if subscription is not None:
+                    if self._heard(subscription, interval):
+                        continue
+                    if subscription.ended:
+                        subscription = None  # the stream is gone: back to polling
+                elif self._nudge.wait(interval):
+                    self._nudge.clear()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
                     raise self._timed_out(timeout)
-                interval = min(interval, before)
-            if self._nudge.wait(interval):
-                self._nudge.clear()
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise self._timed_out(timeout)
-            self.refresh(timeout=self._request_timeout(left))
+                self.refresh(timeout=self._request_timeout(left))
+        finally:
+            if subscription is not None:
+                subscription.close()
+
+    def _listen(self, deadline: float | None) -> Subscription | None:
+        """A `subscriptions/listen` stream of this task's `notifications/tasks`
+        (2026-07-28), or None when the server does not offer one: polling."""
+        client = self._client()
+        dialect = client._dialect
+        if self._no_listen or dialect is None or not dialect.stateless or self.id is None:
+            return None
+        # A server that does not acknowledge at once is not waited for long.
+        wait = LISTEN_ACK_TIMEOUT if deadline is None else min(LISTEN_ACK_TIMEOUT, deadline - time.monotonic())
+        if wait <= 0:
+            return None
+        try:
+            subscription = client.listen(extra={"taskIds": [self.id]}, timeout=wait)
+        except McpError as exc:
+            log.debug("task %s: no notifications (%s); polling", self.id, exc)
+            self._no_listen = True
+            return None
+        accepted = subscription.accepted or {}
+        if self.id not in (accepted.get("taskIds") or []):
+            subscription.close()
+            self._no_listen = True
+            return None
+        return subscription
+
+    def _heard(self, subscription: Subscription, interval: float) -> bool:
+        """Whether a `notifications/tasks` for this task arrived within
+        `interval` seconds (the state is then applied); False on silence,
+        or when the stream ended."""
+        deadline = time.monotonic() + interval
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                event = subscription.next(timeout=left)
+            except (RequestTimeout, StopIteration):
+                return False
+            if isinstance(event, Notification):
+                if event.method == "notifications/tasks" and event.params.get("taskId") == self.id:
+                    try:
+                        with self._cond:
+                            self._apply(event.params)
+                    except InvalidResult as exc:  # a malformed one: the next poll will tell
+                        log.debug("task %s: ignoring a malformed notification: %s", self.id, exc)
+                        return False
+                    return True
+            elif subscription.ended:
+                return False
 
     def _request_timeout(self, left: float | None) -> float | None:
         client = self._client()
@@ -423,7 +511,7 @@ def call_tool(client: Client, tool: Any, arguments: Mapping[str, Any] | None, op
         raw, finish = client._calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
                                                   max_pages=client.max_pages, timeout=client.timeout)
     except MissingClientCapability as exc:
-        better = _explained(exc)
+        better = explained(exc)
         if better is exc:
             raise
         raise better from None

@@ -358,6 +358,8 @@ def header_params(input_schema: Mapping[str, Any] | None) -> tuple[HeaderParam, 
     """
     if not isinstance(input_schema, Mapping):
         return ()
+    if not _mentions_annotation(input_schema):
+        return ()  # the common case, found without the checking walk
     found = _annotations(input_schema)
     seen: dict[str, HeaderParam] = {}
     for param in found:
@@ -369,6 +371,32 @@ def header_params(input_schema: Mapping[str, Any] | None) -> tuple[HeaderParam, 
             )
         seen[param.name.lower()] = param
     return tuple(found)
+
+
+def _mentions_annotation(item: Any, budget: int = 128) -> bool:
+    """Whether any object inside `item` has an `x-mcp-header` key at all,
+    even where it would not count (under `default`, say): a quick walk
+    that lets most schemas skip `_annotations`, whose bookkeeping costs
+    several times more (listing 10,000 tools over HTTP checks every
+    schema). It recurses at most `budget` deep and answers True past that,
+    leaving a deeper schema to the full walk."""
+    if isinstance(item, Mapping):
+        if _ANNOTATION in item:
+            return True
+        children: Any = item.values()
+    elif isinstance(item, (list, tuple)):
+        children = item
+    else:
+        return False
+    if budget <= 0:
+        return True
+    for child in children:
+        kind = type(child)
+        if kind is str or kind is int or kind is bool or kind is float or child is None:
+            continue  # the common scalars, without the slow ABC check
+        if _mentions_annotation(child, budget - 1):
+            return True
+    return False
 
 
 # One value still to visit: the value, its chain of `properties` keys, whether

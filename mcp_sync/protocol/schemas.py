@@ -55,29 +55,67 @@ def nesting_depth(value: Any, limit: int | None = None) -> int:
     """How deeply `value` nests objects and arrays: 0 for a scalar, 1 for
     ``{}`` or ``[]``, 2 for ``{"a": []}``, and so on.
 
-    Uses its own stack, so any depth is measured without recursing. With
-    `limit`, the walk stops as soon as the depth is known to exceed it and
-    returns ``limit + 1``.
+    Any depth is measured without running out of stack: with no `limit`
+    (or a large one) the walk keeps its own stack, and with a `limit` it
+    recurses at most that deep, stopping as soon as the depth is known to
+    exceed it, and returns ``limit + 1``.
 
         >>> nesting_depth({"type": "object", "properties": {"a": {"type": "string"}}})
         3
     """
+    if limit is not None and limit <= _RECURSION_BUDGET:
+        # Bounded recursion (limit + 1 frames at most): no list per level,
+        # so nothing for the garbage collector to track. A listing of
+        # 10,000 tools checks every schema, and the lists the walk below
+        # allocates made the collector scan the whole heap more often.
+        return _depth_within(value, limit) if _is_container(value) else 0
+    depth = 0
+    level: list[Any] = [value]
+    while True:
+        below: list[Any] = []
+        containers = False
+        for item in level:
+            if _is_container(item):
+                below.extend(item.values() if isinstance(item, Mapping) else item)
+                containers = True
+        if not containers:
+            return depth
+        depth += 1
+        if limit is not None and depth > limit:
+            return limit + 1
+        level = below
+
+
+#: The deepest `limit` that `nesting_depth` walks by recursion.
+_RECURSION_BUDGET = 200
+
+
+def _is_container(item: Any) -> bool:
+    kind = type(item)
+    if kind is dict or kind is list or kind is tuple:
+        return True
+    if kind is str or kind is int or kind is bool or kind is float or item is None:
+        return False  # the common scalars, without the slow ABC check
+    return isinstance(item, (Mapping, list, tuple))
+
+
+def _depth_within(item: Any, budget: int) -> int:
+    """The depth of the object or array `item` when at most `budget`, else
+    ``budget + 1``; recurses at most `budget` + 1 frames deep."""
+    if budget < 1:
+        return budget + 1
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
+    for child in item.values() if type(item) is dict or isinstance(item, Mapping) else item:
+        kind = type(child)  # _is_container inlined: most children are strings
+        if kind is str or kind is int or kind is bool or kind is float or child is None:
             continue
-        if depth > deepest:
-            deepest = depth
-            if limit is not None and deepest > limit:
-                return limit + 1
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (Mapping, list, tuple)))
-    return deepest
+        if kind is dict or kind is list or kind is tuple or isinstance(child, (Mapping, list, tuple)):
+            found = _depth_within(child, budget - 1)
+            if found > deepest:
+                if found >= budget:  # the child alone is too deep
+                    return budget + 1
+                deepest = found
+    return deepest + 1
 
 
 class SchemaTooDeep(ValueError):
@@ -108,9 +146,19 @@ class SchemaCache:
     """Compiled validators by schema, bounded (least recently used goes). Thread-safe."""
 
     def __init__(self, max_entries: int = 256) -> None:
-        self._max = max_entries
+        self._least = self._max = max_entries
         self._lock = threading.Lock()
         self._validators: collections.OrderedDict[str, Any] = collections.OrderedDict()
+
+    def hold(self, entries: int) -> None:
+        """Keep room for at least `entries` validators (never fewer than the
+        bound it was made with). A client holds one per listed tool with an
+        `outputSchema`: a bound below that would evict a validator before
+        its tool came round again and compile on every call."""
+        with self._lock:
+            self._max = max(self._least, entries)
+            while len(self._validators) > self._max:
+                self._validators.popitem(last=False)
 
     def validator(self, schema: Mapping[str, Any]) -> Any:
         """The compiled validator of `schema`. Raises jsonschema's

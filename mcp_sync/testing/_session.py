@@ -384,6 +384,7 @@ class ServerSession:
             if not server.change_notifications:
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
             call.listen = Listen(call, accept_filter(call.params))
+            _tasks.listen_for_tasks(self, call)  # the tasks extension's `taskIds`
             return lambda call: serve_listen(self, call)
         if call.method in MRTR_METHODS:
             call.mrtr = self._mrtr(call)

@@ -27,8 +27,12 @@ Everything lives in one `TaskStore` per `Server` (so every session, every
 stateless request, and every client of the same server sees the same
 tasks), bounded by `max_tasks`; ids are unguessable. Task threads are
 daemons that end when their tool returns; `close_tasks(server)` cancels
-and joins them. `notifications/tasks` are not sent (they are optional):
-clients poll.
+and joins them.
+
+Notifications (2026-07-28): a `subscriptions/listen` whose filter has
+`taskIds` (and which declares the extension) is acknowledged with the known
+ones and gets `notifications/tasks` carrying the full task state, once at
+once and then on every change.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ._context import ToolContext
 from ._features import ToolDef, text_content
 from ._protocol import (
     INTERNAL_ERROR,
@@ -55,6 +60,7 @@ if TYPE_CHECKING:
     from ._context import Call
     from ._registry import Server
     from ._session import ServerSession
+    from ._subscriptions import Listen
 
 _log = logging.getLogger("mcp_sync.testing")
 
@@ -62,7 +68,7 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 #: The methods the extension defines; `tasks/result` and `tasks/list` are gone.
 METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-_REQUIRED = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+_REQUIRED: JSONDict = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 _store_lock = threading.Lock()
 
 
@@ -72,7 +78,18 @@ class TaskCancelled(Exception):
 
 class TaskContext:
     """What a task tool gets: `cancelled` (an Event), `elicit()`,
-    `elicit_all()` and `set_message()`."""
+    `elicit_all()` and `set_message()`.
+
+    Example::
+
+        def backup(args, ctx):
+            ctx.set_message("copying")
+            if ctx.cancelled.wait(2.0):      # cancellable sleep
+                return "stopped"
+            answer = ctx.elicit("Keep the old copy?", {"type": "object",
+                                 "properties": {"keep": {"type": "boolean"}}})
+            return "kept" if (answer.get("content") or {}).get("keep") else "replaced"
+    """
 
     def __init__(self, task: ServerTask) -> None:
         self._task = task
@@ -139,9 +156,13 @@ class ServerTask:
         self.answers: dict[str, JSONDict] = {}   # key -> answer, not yet taken by the tool
         self.next_key = 0
         self.thread: threading.Thread | None = None
+        #: Told of every change, under `cond` (the store's `notifications/tasks`).
+        self.on_change: Callable[[ServerTask], None] | None = None
 
     def touch(self) -> None:
         self.updated_at = _now()
+        if self.on_change is not None:
+            self.on_change(self)
 
     def state(self) -> JSONDict:
         with self.cond:
@@ -219,6 +240,8 @@ class TaskStore:
         self.max_tasks = max_tasks
         self._lock = threading.Lock()
         self._tasks: dict[str, ServerTask] = {}
+        #: task id -> the `subscriptions/listen` streams that asked for it.
+        self._watchers: dict[str, list[Listen]] = {}
 
     def start(self, tool: ToolDef, fn: Callable[[JSONDict, Any], Any], args: JSONDict) -> ServerTask:
         with self._lock:
@@ -226,6 +249,7 @@ class TaskStore:
             if len(self._tasks) >= self.max_tasks:
                 raise RpcError(INTERNAL_ERROR, "Internal error: too many tasks")
             task = ServerTask(secrets.token_urlsafe(16), self.ttl_ms, self.poll_interval_ms)
+            task.on_change = self._changed
             # Stored before the answer goes out: a tasks/get right after it finds the task.
             self._tasks[task.id] = task
         task.thread = threading.Thread(target=_run, args=(task, tool, fn, args), daemon=True,
@@ -233,15 +257,41 @@ class TaskStore:
         task.thread.start()
         return task
 
+    def watch(self, task: ServerTask, listen: Listen) -> None:
+        """Send `listen` the task's state now and on every change."""
+        with self._lock:
+            watchers = [w for w in self._watchers.get(task.id, []) if w.end is None]
+            if len(watchers) >= 100:  # bounded: the oldest stream stops hearing of it
+                watchers.pop(0)
+            watchers.append(listen)
+            self._watchers[task.id] = watchers
+        listen.push(listen.tag("notifications/tasks", task.state()))
+
+    def _changed(self, task: ServerTask) -> None:
+        with self._lock:
+            watchers = [w for w in self._watchers.get(task.id, []) if w.end is None and not w.finished.is_set()]
+            if watchers:
+                self._watchers[task.id] = watchers
+            else:
+                self._watchers.pop(task.id, None)
+        if watchers:
+            state = task.state()
+            for listen in watchers:
+                listen.push(listen.tag("notifications/tasks", state))
+
     def _expire(self) -> None:
         now = time.monotonic()
         for task_id, task in list(self._tasks.items()):
             if task.ttl_ms is not None and task.status in TERMINAL and now - task.created > task.ttl_ms / 1000:
                 del self._tasks[task_id]
+                self._watchers.pop(task_id, None)
+
+    def find(self, task_id: Any) -> ServerTask | None:
+        with self._lock:
+            return self._tasks.get(task_id) if isinstance(task_id, str) else None
 
     def get(self, task_id: Any) -> ServerTask:
-        with self._lock:
-            task = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        task = self.find(task_id)
         if task is None:
             raise RpcError(INVALID_PARAMS, f"Failed to retrieve task: Task not found ({task_id!r})")
         return task
@@ -284,22 +334,39 @@ def _ensure_store(server: Server) -> TaskStore:
 
 
 def close_tasks(server: Server) -> None:
-    """Cancel the server's running tasks and join their threads."""
+    """Cancel the server's running tasks and join their threads.
+
+    Example::
+
+        server = demo_server(tasks=True)
+        ...
+        close_tasks(server)
+    """
     store = store_of(server)
     if store is not None:
         store.close()
 
 
 def task_tool(server: Server, name: str, fn: Callable[[JSONDict, Any], Any], *, description: str | None = None,
-              input_schema: Mapping[str, Any] | None = None, required: bool = False) -> None:
+              input_schema: Mapping[str, Any] | None = None, required: bool = False,
+              prepare: Callable[[JSONDict, ToolContext], JSONDict] | None = None) -> None:
     """Register `fn(args, ctx)` as a tool that runs as a task when the
-    client declares the extension (see the module)."""
+    client declares the extension (see the module). `prepare(args, ctx)`,
+    if given, runs first within the `tools/call` itself (so it may ask the
+    client, with multi round-trip requests in 2026-07-28) and returns the
+    arguments the task gets: the task is created on the call's last round.
+
+    Example::
+
+        server = Server(name="jobs")
+        task_tool(server, "backup", backup, input_schema={"type": "object"})
+    """
     _ensure_store(server)
 
     def plain(args: JSONDict, ctx: Any) -> Any:
-        return fn(args, _PlainContext(ctx))
+        return fn(prepare(args, ctx) if prepare is not None else args, _PlainContext(ctx))
 
-    plain._mcp_task = (fn, required)  # type: ignore[attr-defined]
+    plain._mcp_task = (fn, required, prepare)  # type: ignore[attr-defined]
     server.tool(name, description, input_schema)(plain)
 
 
@@ -319,17 +386,38 @@ def call_task_tool(session: ServerSession, call: Call, tool: ToolDef, args: JSON
     spec = getattr(tool.fn, "_mcp_task", None)
     if spec is None:
         return None
-    fn, required = spec
+    fn, required, prepare = spec
     store = store_of(session._server)
     if store is None or not declared(session, call):
         if required:
             raise RpcError(MISSING_REQUIRED_CLIENT_CAPABILITY,
                            f"Missing required client capability: tool {tool.name} only runs as a task", _REQUIRED)
         return None
+    if prepare is not None:
+        args = prepare(args, ToolContext(session, call))
     task = store.start(tool, fn, args)
     out: JSONDict = {"resultType": "task"}
     out.update(task.state())
     return out
+
+
+def listen_for_tasks(session: ServerSession, call: Call) -> None:
+    """A `subscriptions/listen` filter's `taskIds`: the known ones are
+    accepted, and each gets `notifications/tasks` (its full state) now and on
+    every change. -32021 unless the request declares the extension."""
+    requested = (call.params.get("notifications") or {}).get("taskIds")
+    store = store_of(session._server)
+    if requested is None or store is None or call.listen is None:
+        return  # an unknown key, as for a server without tasks
+    if not isinstance(requested, list) or not all(isinstance(i, str) for i in requested):
+        raise RpcError(INVALID_PARAMS, "Invalid params: notifications.taskIds must be an array of strings")
+    if not declared(session, call):
+        raise RpcError(MISSING_REQUIRED_CLIENT_CAPABILITY,
+                       f"Missing required client capability: taskIds needs the {EXTENSION} extension", _REQUIRED)
+    tasks = [task for task in map(store.find, dict.fromkeys(requested)) if task is not None]
+    call.listen.accepted["taskIds"] = [task.id for task in tasks]
+    for task in tasks:
+        store.watch(task, call.listen)
 
 
 def route(session: ServerSession, call: Call) -> Callable[[Call], JSONDict]:
@@ -366,7 +454,9 @@ def _object(properties: JSONDict, required: list[str] | None = None) -> JSONDict
 
 def add_task_tools(server: Server) -> None:
     """The demo's task tools: `slow_compute`, `confirm_delete`,
-    `multi_input`, `failing_job` (task only) and `protocol_error_job`."""
+    `multi_input`, `failing_job` (task only), `protocol_error_job`,
+    `test_tool_with_task` (asks within the call, then a task; task only),
+    and `greet`, a plain tool."""
 
     def slow_compute(args: JSONDict, ctx: Any) -> Any:
         seconds = float(args.get("seconds", 1))
@@ -376,8 +466,11 @@ def add_task_tools(server: Server) -> None:
         value = args.get("value")
         return value if isinstance(value, str) else f"computed after {seconds:g} s"
 
+    def greet(args: JSONDict, ctx: ToolContext) -> str:
+        return f"Hello, {args['name']}!"
+
     def confirm_delete(args: JSONDict, ctx: Any) -> Any:
-        path = args["path"]
+        path = args["filename"]
         answer = ctx.elicit(f"Delete {path}?", _object({"confirm": {"type": "boolean"}}, ["confirm"]))
         content = answer.get("content") or {}
         if answer.get("action") == "accept" and content.get("confirm"):
@@ -399,12 +492,24 @@ def add_task_tools(server: Server) -> None:
     def protocol_error_job(args: JSONDict, ctx: Any) -> Any:
         raise RpcError(INTERNAL_ERROR, "Internal error: the job crashed", {"job": "protocol_error_job"})
 
+    def ask_name(args: JSONDict, ctx: ToolContext) -> JSONDict:
+        answer = ctx.elicit("What is your name?", _object({"name": {"type": "string"}}, ["name"]))
+        return {**args, "user_name": (answer.get("content") or {}).get("name")}
+
+    def hello_later(args: JSONDict, ctx: Any) -> Any:
+        if ctx.cancelled.wait(float(args.get("seconds", 0.05))):
+            raise TaskCancelled()
+        return f"Hello, {args['user_name']}!"
+
+    # The tool names and arguments are those the official conformance suite's
+    # server scenarios expect, so the suite can check this server's wire.
+    server.tool("greet", "Say hello (never a task).", _object({"name": {"type": "string"}}, ["name"]))(greet)
     task_tool(server, "slow_compute", slow_compute,
               description="Sleep `seconds`, then return `value` (or a message); runs as a task.",
               input_schema=_object({"seconds": {"type": "number"}, "value": {"type": "string"}}))
     task_tool(server, "confirm_delete", confirm_delete,
-              description="Ask the client to confirm deleting `path` (mid-task input).",
-              input_schema=_object({"path": {"type": "string"}}, ["path"]))
+              description="Ask the client to confirm deleting `filename` (mid-task input).",
+              input_schema=_object({"filename": {"type": "string"}}, ["filename"]))
     task_tool(server, "multi_input", multi_input,
               description="Ask two questions at once (mid-task input).")
     task_tool(server, "failing_job", failing_job, required=True,
@@ -412,3 +517,5 @@ def add_task_tools(server: Server) -> None:
               input_schema=_object({"seconds": {"type": "number"}}))
     task_tool(server, "protocol_error_job", protocol_error_job,
               description="Fail with a JSON-RPC error: the task ends failed.")
+    task_tool(server, "test_tool_with_task", hello_later, required=True, prepare=ask_name,
+              description="Ask the user's name within the call, then greet them from a task.")

@@ -2,18 +2,56 @@
 HTTP), `sse` (the old HTTP+SSE), `memory` (in-process), and the
 `Transport`/`Target` interface for custom ones."""
 
+import functools
+import importlib
 import inspect
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Custom, MessageSink, Target, Transport
-from .http import HTTP
-
-#: The keyword options of `HTTP()`, which `connect()` also takes for a URL.
-HTTP_OPTIONS = frozenset(p for p in inspect.signature(HTTP.__init__).parameters if p not in ("self", "url"))
 from .memory import Memory
-from .sse import SSE
 from .stdio import Stdio
+
+if TYPE_CHECKING:
+    from .http import HTTP
+    from .sse import SSE
+
+    #: The keyword options of `HTTP()`, which `connect()` also takes for a URL.
+    HTTP_OPTIONS: frozenset[str]
+
+# `HTTP`, `SSE` and `HTTP_OPTIONS` load on first use (PEP 562): the HTTP
+# stack (urllib3, requests, auth) costs more than the rest of the package
+# put together, and a stdio-only program never needs it.
+_LAZY_SUBMODULES = frozenset({"decoding", "http", "http11", "http_auth", "pool", "sse", "tunnel"})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HTTP":
+        from .http import HTTP
+        value: Any = HTTP
+    elif name == "SSE":
+        from .sse import SSE
+        value = SSE
+    elif name == "HTTP_OPTIONS":
+        value = _http_options()
+    elif name in _LAZY_SUBMODULES:
+        # `mcp_sync.transports.http` as an attribute, as when it was imported eagerly.
+        return importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def _http_options() -> frozenset[str]:
+    from .http import HTTP
+    return frozenset(p for p in inspect.signature(HTTP.__init__).parameters if p not in ("self", "url"))
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"HTTP", "SSE", "HTTP_OPTIONS"} | _LAZY_SUBMODULES)
+
 
 __all__ = ["Custom", "HTTP", "Memory", "MessageSink", "SSE", "Stdio", "Target", "Transport", "resolve_target"]
 
@@ -21,7 +59,8 @@ __all__ = ["Custom", "HTTP", "Memory", "MessageSink", "SSE", "Stdio", "Target", 
 def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> Target | Transport:
     """Turn what the user passed to `connect()` into a `Target` (or a bare
     transport). `http_options` are `HTTP()` options, for a URL string only."""
-    unknown = set(http_options or {}) - HTTP_OPTIONS
+    # Only a URL with HTTP options needs `HTTP` itself (and so the HTTP stack).
+    unknown = set(http_options) - _http_options() if http_options else set()
     if unknown:
         raise TypeError(f"connect() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     if http_options and not (isinstance(target, str) and target.startswith(("http://", "https://"))):
@@ -35,6 +74,7 @@ def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> T
         return Stdio(target[0], list(target[1:]))
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
+            from .http import HTTP
             return HTTP(target, **(http_options or {}))
         if "://" in target:
             raise ValueError(f"unsupported URL scheme in {target!r}: use http:// or https://")

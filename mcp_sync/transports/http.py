@@ -15,9 +15,12 @@ decoded (`decoding`), or how credentials are made and refreshed
 How it works. Every request is its own POST. A caller that is about to wait
 for its answer does the exchange itself (`exchange()`): it POSTs and reads
 the answer on its own thread, socket reads bounded by its deadline, so the
-common JSON answer costs one read and no thread hand-off. When the answer
-is an SSE stream (progress, log messages, server requests may come before
-the response), the rest of the stream goes to an exchange thread and the
+common JSON answer costs one read and no thread hand-off. An SSE answer
+is read on the caller's thread too while nothing but its response comes,
+and so is the stream's end, which follows the response at once: the
+connection is back in the pool, for the next call to reuse, before the
+call returns. Once something else comes first (progress, log messages,
+server requests), the rest of the stream goes to an exchange thread and the
 caller waits on its inbox, where its callbacks run; the thread owns the
 exchange from then on and forgets it when the stream is done, and a stream
 that ended cleanly gives its connection back for reuse. `send()` of a
@@ -102,6 +105,17 @@ _ONE_WAY_SECONDS = 30.0
 #: How long the rest of an SSE stream may take to end after its response
 #: (a server SHOULD close it then) for its connection to be reused.
 _STREAM_END_SECONDS = 0.5
+
+#: How long a caller waits for the end of an SSE stream after its response
+#: before handing the rest to an exchange thread: the end usually follows
+#: at once (another write of the server's), and read here, it gives the
+#: connection back before the call returns, for the next call to reuse.
+_CALLER_END_SECONDS = 0.05
+
+#: After a stream that did not end that soon, this many streams' ends are
+#: left to exchange threads at once: a server that keeps streams open after
+#: the response must not cost every call the wait.
+_SKIP_END_WAITS = 100
 
 #: The longest `_open_get_stream` waits for the server to answer the GET.
 _GET_OPEN_WAIT = 2.0
@@ -312,6 +326,8 @@ class HTTPTransport(Transport):
         self._others: set[Exchange] = set()
         self._closing = False
         self._closed = False
+        #: Streams whose end callers will not wait for (see `_stream_on_caller`).
+        self._skip_end_waits = 0
         self._close_lock = threading.Lock()
         # Initialize-era state.
         self._legacy = False
@@ -795,13 +811,7 @@ class HTTPTransport(Transport):
                 if not exchange.on_caller:
                     self._read_request_stream(exchange, response)
                     return False
-                # Events before the response must reach the caller while the
-                # stream is open: it waits on its inbox meanwhile, and its
-                # deadline is kept by cancelling the exchange.
-                exchange.on_caller, exchange.deadline = False, None
-                response.deadline = None
-                self._threads.submit(lambda: self._stream_on_thread(exchange, response))
-                return True
+                return self._stream_on_caller(exchange, response)
             self._drain(response)
             raise InvalidMessage(f"the server answered with content type {content_type or 'none'!r}")
         preview = self._read_body(response, _ERROR_BODY_PREVIEW * 8, truncate=True)
@@ -862,20 +872,57 @@ class HTTPTransport(Transport):
 
     # -- SSE ---------------------------------------------------------------------------------
 
-    def _stream_on_thread(self, exchange: Exchange, response: Response) -> None:
+    def _stream_on_caller(self, exchange: Exchange, response: Response) -> bool:
+        """An SSE answer, read on the caller's thread for as long as nothing
+        but its response arrives (the common stream: maybe a priming event,
+        the response, the end). The stream's end is read here too, so its
+        connection is back in the pool before the call returns and the next
+        call reuses it. True when the rest was handed to an exchange thread:
+        when a message before the response (progress, a log message, a
+        server request) must reach the caller while the stream is open (it
+        waits on its inbox meanwhile, and its deadline is kept by cancelling
+        the exchange), when the stream broke and may be resumed, or when the
+        stream stays open after the response (then it may end later)."""
+        parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
+        decoder = _stream_decoder(response)
+        done = self._read_events(exchange, response, parser, decoder, on_caller=True)
+        if done == "response":
+            if self._skip_end_waits > 0:
+                self._skip_end_waits -= 1  # approximate under threads, which is all it needs
+            elif not self._end_stream(exchange, response, done, wait=_CALLER_END_SECONDS):
+                return False  # ended (or not reusable): given back either way
+            else:
+                # Not ended soon: this server may keep its streams open after
+                # the response, so the next ones are not waited for here.
+                self._skip_end_waits = _SKIP_END_WAITS
+        exchange.on_caller, exchange.deadline = False, None
+        response.deadline = None
+        self._threads.submit(lambda: self._stream_on_thread(exchange, response, parser, decoder, done))
+        return True
+
+    def _stream_on_thread(self, exchange: Exchange, response: Response, parser: SSEParser,
+                          decoder: Decoder | None, done: str) -> None:
         """The rest of an SSE answer, read on an exchange thread, which owns
-        the exchange from the hand-off on."""
+        the exchange from the hand-off on (`done`: how reading on the
+        caller's thread stopped)."""
         try:
             with self._reporting(exchange):
-                self._read_request_stream(exchange, response)
+                self._read_request_stream(exchange, response, parser, decoder, done)
         finally:
             self._forget(exchange)
 
-    def _read_request_stream(self, exchange: Exchange, response: Response) -> None:
+    def _read_request_stream(self, exchange: Exchange, response: Response, parser: SSEParser | None = None,
+                             decoder: Decoder | None = None, done: str = "delivered") -> None:
         """Read a POST's SSE stream until its response; resume it with GET and
-        `Last-Event-ID` (initialize era) if it breaks after an event id."""
-        parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
-        done = self._read_events(exchange, response, parser)
+        `Last-Event-ID` (initialize era) if it breaks after an event id.
+        `parser`, `decoder` and `done` carry on where the caller's thread
+        stopped ("delivered": reading goes on; "response": only the stream's
+        end is left; "eof", "broken": resume)."""
+        if parser is None:
+            parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
+            decoder = _stream_decoder(response)
+        if done == "delivered":
+            done = self._read_events(exchange, response, parser, decoder)
         self._end_stream(exchange, response, done)
         attempts = 0
         while done != "response" and self._legacy and parser.last_event_id is not None:
@@ -892,19 +939,27 @@ class HTTPTransport(Transport):
                 preview = self._read_body(resumed, _ERROR_BODY_PREVIEW, truncate=True)
                 exchange.release(reusable=False)
                 raise self._status_error(resumed, preview, session=True)
-            done = self._read_events(exchange, resumed, parser)
+            done = self._read_events(exchange, resumed, parser, _stream_decoder(resumed))
             self._end_stream(exchange, resumed, done)
         if done != "response" and not exchange.stop.is_set():
             raise ConnectionClosed(f"the response stream of request {exchange.request_id!r} ended before the response")
 
-    def _end_stream(self, exchange: Exchange, response: Response, done: str) -> None:
+    def _end_stream(self, exchange: Exchange, response: Response, done: str, wait: float | None = None) -> bool:
         """Give the stream's connection back: for reuse when the stream ended
-        cleanly (a server ends it right after the response), else closed."""
+        cleanly (a server ends it right after the response: with chunked
+        framing, the terminating chunk), else closed. With `wait` (on the
+        caller's thread, after the response): when the end has not come
+        within `wait` seconds, nothing is given back and True says the
+        stream is still open (the caller hands it to an exchange thread)."""
         if done == "response" and not response.isclosed() and not exchange.stop.is_set():
             try:
                 response.deadline = time.monotonic() + _STREAM_END_SECONDS
+                waited = None if wait is None else time.monotonic() + wait
                 left = _READ_CHUNK
                 while left > 0 and not response.isclosed():
+                    # The caller reads only what has come (within `wait`).
+                    if waited is not None and not response.ready(waited - time.monotonic()):
+                        return True
                     chunk = response.read1(left)
                     if not chunk:
                         break
@@ -915,13 +970,20 @@ class HTTPTransport(Transport):
             exchange.release(reusable=False)
         else:
             self._done(exchange, response)
+        return False
 
-    def _read_events(self, exchange: Exchange, response: Response, parser: SSEParser) -> str:
+    def _read_events(self, exchange: Exchange, response: Response, parser: SSEParser, decoder: Decoder | None, *,
+                     on_caller: bool = False) -> str:
         """Feed the stream to the parser: 'response' once this request's
         response arrived (reading stops there), 'eof' at the stream's end,
-        'broken' when it broke (or the exchange was aborted)."""
+        'broken' when it broke (or the exchange was aborted). On the
+        caller's thread (`on_caller`), also 'delivered' once a chunk brought
+        a message other than the response (the caller must see it while the
+        stream is open); a read that failed because the exchange stopped,
+        the transport closed or the caller's deadline passed is raised, as
+        on the JSON path."""
         try:
-            decoder = _decoder(response)
+            delivered = False
             while True:
                 chunk = response.read1(_READ_CHUNK)
                 self._count(received=len(chunk))
@@ -938,6 +1000,7 @@ class HTTPTransport(Transport):
                             self._deliver(exchange, items)
                         if answered:
                             return "response"
+                        delivered = delivered or bool(items)
                         continue
                     is_response = "method" not in message and ("result" in message or "error" in message)
                     if is_response and message.get("id") != exchange.request_id:
@@ -947,8 +1010,11 @@ class HTTPTransport(Transport):
                     self._deliver(exchange, message)
                     if is_response:
                         return "response"
+                    delivered = True
                 if not chunk:
                     return "eof"
+                if on_caller and delivered:
+                    return "delivered"
         except EventTooLarge as exc:
             raise MessageTooLarge(
                 f"an SSE event of request {exchange.request_id!r} is larger than max_response_bytes={exc.limit}",
@@ -958,6 +1024,8 @@ class HTTPTransport(Transport):
             raise InvalidMessage(f"the response stream of request {exchange.request_id!r} could not be decoded: "
                                  f"{exc}") from None
         except (OSError, ValueError) as exc:
+            if on_caller and (exchange.stop.is_set() or self._closing or isinstance(exc, socket.timeout)):
+                raise
             if exchange.stop.is_set() or self._closing:
                 return "broken"
             if self._legacy and parser.last_event_id is not None:
@@ -1241,6 +1309,16 @@ def _sse_events(parser: SSEParser, decoder: Decoder | None, chunk: bytes) -> Ite
     if decoder is None:
         return parser.feed(chunk)
     return (event for piece in decoder.feed(chunk) for event in parser.feed(piece))
+
+
+def _stream_decoder(response: Response) -> Decoder | None:
+    """`_decoder` of an SSE stream: a coding the client does not decode is
+    the server's fault (`InvalidMessage`), and the stream is not read on."""
+    try:
+        return _decoder(response)
+    except UnsupportedEncoding as exc:
+        response.shutdown()
+        raise InvalidMessage(f"the server answered with {exc}") from None
 
 
 def _decoder(response: Response) -> Decoder | None:

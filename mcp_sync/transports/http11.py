@@ -36,6 +36,7 @@ blocked `recv` short) lands while a response is awaited.
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -383,6 +384,22 @@ class Response:
             if self._line() in (b"\r\n", b"\n", b""):
                 return
         raise ResponseError(f"the response has more than {MAX_HEADERS} trailer fields")
+
+    def ready(self, timeout: float) -> bool:
+        """Whether the next read would find bytes (or the body's end)
+        without waiting, after waiting at most `timeout` seconds for the
+        server to send some. A caller that must not block long asks first."""
+        fp = self._fp
+        if fp is None or fp._pos < len(fp._buf):
+            return True
+        pending = getattr(self._sock, "pending", None)  # bytes TLS decrypted but not yet read
+        if pending is not None and pending():
+            return True
+        if not hasattr(select, "poll"):  # Windows
+            return bool(select.select([self._sock], [], [], max(timeout, 0.0))[0])
+        poller = select.poll()  # not select() alone: it fails on descriptors above 1023
+        poller.register(self._sock, select.POLLIN)
+        return bool(poller.poll(max(timeout, 0.0) * 1000))
 
     def _finish(self) -> None:
         self._done = True

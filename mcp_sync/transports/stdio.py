@@ -1,12 +1,17 @@
 """The stdio transport: a server subprocess, one JSON-RPC message per line.
 
-Owns the child process and two threads: the *reader*, which reads stdout
-line by line, parses and hands each message to the sink (it never runs user
-code and never writes), and the *stderr drain*, which forwards the server's
-stderr where `Stdio(stderr=)` says (see `stderr.StderrLines`: the
-`mcp_sync.server.stderr` logger by default) and keeps the last lines so
-that a crash can explain itself. Writers (any caller thread) share stdin
-under one lock; each message is written whole or the connection fails.
+Owns the child process and one thread, the *reader*: it waits on the
+server's stdout and stderr with `poll()`, parses each stdout line and
+hands the message to the sink (it never runs user code and never writes),
+and forwards each stderr line where `Stdio(stderr=)` says (see
+`stderr.StderrLines`: the `mcp_sync.server.stderr` logger by default),
+keeping the last lines so that a crash can explain itself. A connection
+costs one thread, idle or not. A second thread, the *stderr drain*, reads
+stderr instead when `stderr=` is a callable (user code: it must never delay
+the reading of responses, and a slow one should hold up the server's stderr
+writes only, as it always did) and on Windows, where pipes cannot be
+selected. Writers (any caller thread) share stdin under one lock; each
+message is written whole or the connection fails.
 
 The server runs in a process group of its own (a session of its own on
 POSIX): the SIGINT that Ctrl-C in a terminal, or Jupyter's "Interrupt
@@ -72,6 +77,14 @@ _WRITE_SLICE = 0.1
 #: is gone (after its three `shutdown_timeout` steps at most).
 _JOIN_SLACK = 0.5
 
+#: Bytes asked of a pipe at once by the reader (a pipe holds 64 KiB on Linux).
+_READ_SIZE = 65536
+#: The longest stderr line forwarded whole; a longer one comes in pieces.
+_STDERR_LINE = 65536
+#: How long the reader keeps reading stderr after stdout ended, before it
+#: reports the server's exit: its last words explain the exit.
+_LAST_WORDS_SECONDS = 1.0
+
 #: Pipes of servers inherited across `os.fork()`, whose descriptors
 #: `discard()` closed: kept so that their file objects are never closed (or
 #: collected) in the child. One entry per discarded transport.
@@ -100,9 +113,10 @@ class Stdio(Target):
     `stderr` says where the server's stderr lines go: ``"log"`` (the
     ``mcp_sync.server.stderr`` logger at INFO), ``"print"`` (each line,
     prefixed with the program's name, to `sys.stderr`), or a callable given
-    each line. A callable runs on the transport's stderr thread (never the
-    thread that reads responses): keep it quick, as the server may block
-    writing to stderr while it runs; an exception it raises is logged and
+    each line. A callable runs on a stderr thread of its own (never the
+    thread that reads responses; without a callable, that one thread reads
+    both pipes): keep it quick, as the server may block writing to stderr
+    while it runs; an exception it raises is logged and
     the next line still reaches it. The default is ``"log"``, except in a
     Jupyter kernel, where nobody configured logging: there it is
     ``"print"`` at most 20 lines a second after a burst of 100, the lines
@@ -226,9 +240,14 @@ class StdioTransport(Transport):
                 os.set_blocking(self._proc.stdin.fileno(), False)
             self._sink = sink
             name = os.path.basename(target.command)
-            self._drain = threading.Thread(target=self._drain_stderr, name=f"mcp-sync-stderr-{name}", daemon=True)
-            self._reader = threading.Thread(target=self._read_stdout, name=f"mcp-sync-reader-{name}", daemon=True)
-            self._drain.start()
+            if sys.platform == "win32" or callable(target.stderr):
+                self._drain = threading.Thread(target=self._drain_stderr, name=f"mcp-sync-stderr-{name}",
+                                               daemon=True)
+                self._reader = threading.Thread(target=self._read_stdout, name=f"mcp-sync-reader-{name}",
+                                                daemon=True)
+                self._drain.start()
+            else:
+                self._reader = threading.Thread(target=self._read_both, name=f"mcp-sync-reader-{name}", daemon=True)
             self._reader.start()
 
     def discard(self) -> None:
@@ -353,7 +372,9 @@ class StdioTransport(Transport):
         with self._pipes_lock:
             self._pipes_left = True  # from now on a thread that ends closes its own pipe
             done = list(self._pipes_done)
-        for stream, thread in ((proc.stdout, self._reader), (proc.stderr, self._drain)):
+        # Without a drain thread, the reader reads stderr too.
+        drain = self._drain if self._drain is not None else self._reader
+        for stream, thread in ((proc.stdout, self._reader), (proc.stderr, drain)):
             if thread is None or any(stream is d for d in done):
                 _close_quietly(stream)
             elif thread is not threading.current_thread():
@@ -532,17 +553,173 @@ class StdioTransport(Transport):
                 # so (exit code, stderr) rather than blame the half line.
                 error = self._exit_error("the server exited in the middle of a message")
                 break
-            try:
-                message = jsonrpc.parse(line)  # one message, or a batch for the engine to split
-            except InvalidMessage as exc:
-                error = InvalidMessage(f"the server wrote a line that is not JSON-RPC: {exc}{self._tail_text()}")
+            bad = self._take(line, sink)
+            if bad is not None:
+                error = bad
                 break
-            sink.deliver(message)
         if not self._closing:
             sink.transport_failed(error)
 
-    def _exit_error(self, what: str) -> TransportError:
-        """The error for a server that went away: its exit code and last stderr."""
+    def _take(self, line: bytes, sink: MessageSink) -> TransportError | None:
+        """One whole stdout line (with its LF, within the limit): its message
+        delivered, or the error that ends reading."""
+        try:
+            message = jsonrpc.parse(line)  # one message, or a batch for the engine to split
+        except InvalidMessage as exc:
+            return InvalidMessage(f"the server wrote a line that is not JSON-RPC: {exc}{self._tail_text()}")
+        sink.deliver(message)
+        return None
+
+    def _read_both(self) -> None:
+        """The reader of a connection without a drain thread: stdout and
+        stderr, whichever has bytes, until both ended."""
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None and proc.stderr is not None
+        lines = StderrLines(self._target.stderr, self._target.command)
+        # Taken now: close() may close a pipe once it is done.
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        # poll(), not a `selectors` selector: its Python layer costs about
+        # 5 us per wake-up, a tenth of a call; nor select(), which fails on
+        # descriptors above 1023.
+        poller = select.poll()
+        watched = {out_fd, err_fd}
+        for fd in watched:
+            poller.register(fd, select.POLLIN)
+        try:
+            self._poll_loop(proc, poller, watched, lines, out_fd, err_fd)
+        except Exception as exc:
+            log.error("the stdio reader failed unexpectedly", exc_info=True)
+            sink = self._sink
+            if not self._closing and sink is not None:
+                sink.transport_failed(ConnectionClosed(
+                    f"reading the server's stdout failed unexpectedly: {type(exc).__name__}: {exc}"))
+        finally:
+            left = watched  # the pipes not done yet (after a failure nobody foresaw)
+            if err_fd in left:
+                lines.finish()
+            for stream, fd in ((proc.stdout, out_fd), (proc.stderr, err_fd)):
+                if fd in left:
+                    self._pipe_done(stream)
+
+    def _poll_loop(self, proc: subprocess.Popen[bytes], poller: select.poll, watched: set[int], lines: StderrLines,
+                   out_fd: int, err_fd: int) -> None:
+        """Read whichever pipe has bytes (`watched`: the pipes not ended),
+        until both ended; stop reading stdout at the first error."""
+        sink = self._sink
+        assert sink is not None
+        limit = self._target.max_line_bytes
+        parts: list[bytes] = []  # the stdout line begun, in pieces
+        size = 0  # ... and its length
+        err_rest = b""  # the stderr line begun
+        wait, read = poller.poll, os.read
+        # Once stdout ended: what to report, after stderr ended or at this time.
+        ended: str | None = None
+        report_at = exit_by = 0.0
+        while True:
+            ready = wait() if ended is None else wait(max(report_at - time.monotonic(), 0.0) * 1000)
+            if not ready and ended is not None:
+                # The wait for its last words was the wait for its exit too.
+                self._report(sink, self._exit_error(ended, wait=max(exit_by - time.monotonic(), 0.0)))
+                ended = None
+                if not watched:
+                    return
+                continue
+            for fd, _ in ready:
+                if fd == out_fd:
+                    error: TransportError | None = None
+                    try:
+                        data = read(out_fd, _READ_SIZE)
+                    except OSError as exc:
+                        data = b""
+                        error = ConnectionClosed(f"reading the server's stdout failed: {exc}")
+                    self.bytes_received += len(data)  # the reader's own counter
+                    if data and not parts and data.find(b"\n") == len(data) - 1 and len(data) <= limit + 1:
+                        # The common read: one whole line.
+                        if data.isspace():
+                            continue
+                        error = self._take(data, sink)
+                        if error is None:
+                            continue
+                    elif data:
+                        start = 0
+                        while True:
+                            end = data.find(b"\n", start)
+                            if end < 0:
+                                break
+                            if parts:
+                                parts.append(data[start:end + 1])
+                                line, parts, size = b"".join(parts), [], 0
+                            else:
+                                line = data[start:end + 1]
+                            start = end + 1
+                            if len(line) > limit + 1:
+                                error = MessageTooLarge(
+                                    f"the server sent a line longer than max_line_bytes={limit}", limit=limit)
+                                break
+                            if not line.isspace():
+                                error = self._take(line, sink)
+                                if error is not None:
+                                    break
+                        if error is None and start < len(data):
+                            parts.append(data[start:])
+                            size += len(data) - start
+                            if size > limit:
+                                error = MessageTooLarge(
+                                    f"the server sent a line longer than max_line_bytes={limit}", limit=limit)
+                        if error is None:
+                            continue
+                    poller.unregister(out_fd)
+                    watched.discard(out_fd)
+                    self._pipe_done(proc.stdout)
+                    if error is not None:
+                        self._report(sink, error)
+                    else:
+                        # Its last stderr lines explain the exit: read them first.
+                        ended = "the server exited in the middle of a message" if size else (
+                            "the server closed its stdout")
+                        # (None to wait for when stderr has ended already.)
+                        exit_by = time.monotonic() + _LAST_WORDS_SECONDS
+                        report_at = exit_by if watched else 0.0
+                else:
+                    try:
+                        data = read(err_fd, _READ_SIZE)
+                    except OSError as exc:
+                        log.debug("reading the stderr of server %s failed: %s", self._target.command, exc)
+                        data = b""
+                    err_rest += data
+                    start = 0
+                    while True:  # lines of at most _STDERR_LINE bytes; at the end, what is left
+                        end = err_rest.find(b"\n", start, start + _STDERR_LINE)
+                        if end >= 0:
+                            end += 1
+                        elif len(err_rest) - start >= _STDERR_LINE:
+                            end = start + _STDERR_LINE
+                        elif not data and start < len(err_rest):
+                            end = len(err_rest)
+                        else:
+                            break
+                        text = err_rest[start:end].decode("utf-8", "replace").rstrip("\r\n")
+                        start = end
+                        self._stderr_tail.append(text)
+                        lines.line(text)
+                    err_rest = err_rest[start:]
+                    if not data:
+                        poller.unregister(err_fd)
+                        watched.discard(err_fd)
+                        lines.finish()
+                        self._pipe_done(proc.stderr)
+                        if ended is not None:
+                            report_at = 0.0  # nothing more to wait for
+            if not watched and ended is None:
+                return
+
+    def _report(self, sink: MessageSink, error: TransportError) -> None:
+        if not self._closing:
+            sink.transport_failed(error)
+
+    def _exit_error(self, what: str, wait: float = 1.0) -> TransportError:
+        """The error for a server that went away: its exit code (waited for
+        at most `wait` seconds) and last stderr."""
         proc = self._proc
         if self._closing:
             return ConnectionClosed("the connection is closed")
@@ -551,7 +728,7 @@ class StdioTransport(Transport):
             try:
                 # stdout ending usually means the process is exiting; give it a
                 # moment so the exit code and its last stderr lines are known.
-                returncode = proc.wait(timeout=1.0)
+                returncode = proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
                 returncode = None
         if returncode is None:

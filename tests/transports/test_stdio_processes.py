@@ -205,9 +205,11 @@ def test_close_is_bounded_when_a_process_outside_the_group_holds_stdout(tmp_path
         assert process_alive(grandchild)  # out of reach, as a daemon is meant to be
     finally:
         _kill(grandchild)
-    # Once the pipe's last holder is gone, the reader and the stderr drain
-    # end on their own and close the pipes they were left holding.
+    # Once the pipe's last holder is gone, the reader (and the stderr drain,
+    # where there is one) end on their own and close the pipes they were left holding.
     for thread in (transport._reader, transport._drain):
+        if thread is None:
+            continue
         thread.join(10)
         assert not thread.is_alive()
     assert transport._proc.stdout.closed and transport._proc.stderr.closed
