@@ -57,8 +57,6 @@ from .errors import (
 )
 from .notifications import Notification, NotificationStream
 from .progress import ProgressBar, progress_bar
-from .config import ServerConfig, config_locations, connect_configured, find_config, load_config
-from .group import ClientGroup, GroupItem, Listing
 from .connection import Drops
 from .metrics import MethodStats, Stats
 from .status import Reconnect, Status, StatusChange
@@ -71,6 +69,8 @@ from .transports import Custom, Memory, MessageSink, Stdio, Target, Transport
 
 if TYPE_CHECKING:
     from . import auth
+    from .config import ServerConfig, config_locations, connect_configured, find_config, load_config
+    from .group import ClientGroup, GroupItem, Listing
     from .transports import HTTP, SSE
 from .types import (
     AudioContent,
@@ -131,26 +131,30 @@ __all__ = [
 ]
 
 
-# `HTTP`, `SSE` and the `auth` package load on first use (PEP 562): they bring
-# the HTTP stack (urllib3, requests), which costs more than the rest of the
-# package put together and which a stdio-only program never needs.
-_LAZY = frozenset({"HTTP", "SSE", "auth"})
+# These names load on first use (PEP 562), from the module named: `HTTP`,
+# `SSE` and the `auth` package bring the HTTP stack (urllib3, requests), which
+# costs more than the rest of the package put together and which a stdio-only
+# program never needs; config files and groups are not needed by most programs.
+_LAZY = {
+    "HTTP": "transports", "SSE": "transports", "auth": "",
+    "ServerConfig": "config", "config_locations": "config", "connect_configured": "config",
+    "find_config": "config", "load_config": "config",
+    "ClientGroup": "group", "GroupItem": "group", "Listing": "group",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "auth":
-        import importlib
-
-        value: Any = importlib.import_module(f"{__name__}.auth")
-    elif name in _LAZY:
-        from . import transports
-
-        value = getattr(transports, name)
-    else:
+    if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    if _LAZY[name]:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    else:  # a subpackage
+        value = importlib.import_module(f"{__name__}.{name}")
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _LAZY)
+    return sorted(set(globals()) | set(__all__) | set(_LAZY))

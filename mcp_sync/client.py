@@ -29,7 +29,6 @@ first use in the era already settled (`_after_fork`).
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import itertools
 import json
 import logging
@@ -1663,7 +1662,11 @@ class Client:
         HTTP (another token, another cache), else this server's one context."""
         auth = getattr(self._target, "auth", None)
         token = auth.token() if auth is not None else None
-        return hashlib.sha256(token.encode()).hexdigest() if token else "-"
+        if not token:
+            return "-"
+        import hashlib  # here: it loads OpenSSL, a cost at import for every program
+
+        return hashlib.sha256(token.encode()).hexdigest()
 
     def _send(self, call: Call) -> dict[str, Any]:
         """One round's result (which may be `input_required`), through the

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import builtins
 import datetime
-import hashlib
 import importlib
 import logging
 import re
@@ -451,6 +450,8 @@ def _mismatch(skill: Skill, listed: SkillFile, data: bytes) -> SkillVerification
             "size", skill, listed.uri,
             f"{listed.uri}: {len(data)} bytes read, the entry says {listed.size}; the content is not used "
             "(get(uri, bypass_cache=True) refreshes a stale entry)")
+    import hashlib  # here: it loads OpenSSL, a cost at import for every program
+
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     if digest != listed.digest:
         return SkillVerificationError(
