@@ -48,6 +48,13 @@ log = logging.getLogger("mcp_sync.transport.http")
 #: socket that is still connecting cannot be woken by `shutdown()`.
 _CONNECT_POLL = 0.05
 
+#: The longest a keep-alive connection is left idle and still reused. Many
+#: servers close idle connections after 5 s (uvicorn, Node's http): a
+#: request sent on one just as the server closes it fails with a reset and
+#: no answer, and a request may not be safe to send again. A connection idle
+#: for this long is closed instead; a new one costs one handshake.
+MAX_IDLE_SECONDS = 4.0
+
 #: How long an exchange thread waits for work before it retires.
 IDLE_THREAD_SECONDS = 30.0
 
@@ -84,10 +91,12 @@ def _shutdown(sock: socket.socket) -> None:
 class Conn:
     """One connection: a connected socket (None once closed)."""
 
-    __slots__ = ("sock",)
+    __slots__ = ("sock", "idle_since")
 
     def __init__(self, sock: socket.socket | None = None) -> None:
         self.sock = sock
+        #: When it was last given back to the pool (`time.monotonic()`).
+        self.idle_since = 0.0
 
     def alive(self) -> bool:
         """Whether an idle keep-alive connection is still usable: the server
@@ -402,8 +411,8 @@ class Pool:
                 exchange.check()
                 self._leases.add(exchange)
                 conn = self._idle.pop() if self._idle else None
-            if conn is not None and not conn.alive():
-                conn.close()  # the server dropped the idle keep-alive
+            if conn is not None and (time.monotonic() - conn.idle_since > MAX_IDLE_SECONDS or not conn.alive()):
+                conn.close()  # idle too long to race the server's own close, or dropped by it
                 conn = None
             if conn is not None:
                 exchange.attach(conn)
@@ -433,6 +442,7 @@ class Pool:
                 self._leases.discard(exchange)
                 if keep and not self._closed:
                     assert conn is not None
+                    conn.idle_since = time.monotonic()
                     self._idle.append(conn)
                     conn = None
                 self._cond.notify()

@@ -171,3 +171,16 @@ def test_progress_before_the_response_still_reaches_the_caller_while_it_waits():
                                   progress=lambda p: seen.append((p.progress, threading.get_ident())))
         assert result.text == "liftoff"
         assert [p for p, _ in seen] == [1, 2, 3] and {t for _, t in seen} == {threading.get_ident()}
+
+
+def test_a_connection_idle_past_max_idle_seconds_is_not_reused(dials, monkeypatch):
+    # Servers close idle keep-alives after about 5 s; reusing one as they do
+    # loses the request, so one idle past MAX_IDLE_SECONDS is closed instead.
+    with HTTPServer(demo_server()) as httpd, mcp_sync.connect(httpd.url) as client:
+        client.call_tool("echo", {"text": "first"})
+        before = dials[0]
+        assert client.call_tool("echo", {"text": "again"}).text == "again"
+        assert dials[0] == before  # idle a moment: reused
+        monkeypatch.setattr(pool, "MAX_IDLE_SECONDS", -1.0)  # now every idle connection is too old
+        assert client.call_tool("echo", {"text": "late"}).text == "late"
+        assert dials[0] == before + 1
