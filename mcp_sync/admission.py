@@ -35,13 +35,13 @@ import time
 from collections import OrderedDict
 from types import TracebackType
 
-from .errors import McpError, Overloaded, RequestTimeout
+from .errors import McpError, Overloaded, RequestTimeout, copy_error
 
 __all__ = ["Admission"]
 
 #: A call waiting on the main thread wakes this often, so that
 #: `_thread.interrupt_main()` (which sets a flag, not a signal) is seen.
-_MAIN_THREAD_SLICE = 0.1
+MAIN_THREAD_SLICE = 0.1
 #: Any other waiter wakes this often to look for itself whether a slot is
 #: free: the safety net for a hand-over cut short by an interrupt.
 _SAFETY_SLICE = 1.0
@@ -61,16 +61,6 @@ def _closed_gate() -> threading.Lock:
     gate = threading.Lock()
     gate.acquire()
     return gate
-
-
-def _fresh(exc: McpError) -> McpError:
-    """A copy of `exc` for one thread: threads raising the same instance
-    would tangle its traceback."""
-    new = exc.__class__.__new__(exc.__class__, *exc.args)
-    new.__dict__.update(exc.__dict__)
-    new.args = exc.args
-    new.__cause__ = exc.__cause__
-    return new
 
 
 class Admission:
@@ -286,7 +276,7 @@ class Admission:
     def _enter_or_wait(self, ticket: _Ticket, deadline: float | None) -> None:
         with self._lock:
             if self._closed is not None:
-                raise _fresh(self._closed)
+                raise copy_error(self._closed)
             if not self._waiters and self._has_room():
                 self._count, ticket.held = self._count + 1, True   # calls nothing: one step
                 self._note_peak_locked()
@@ -306,7 +296,7 @@ class Admission:
         assert gate is not None
         started = time.monotonic()
         on_main = threading.current_thread() is threading.main_thread()
-        slice_ = _MAIN_THREAD_SLICE if on_main else _SAFETY_SLICE
+        slice_ = MAIN_THREAD_SLICE if on_main else _SAFETY_SLICE
         while True:
             wait = slice_ if deadline is None else max(0.0, min(slice_, deadline - time.monotonic()))
             gate.acquire(True, wait)
@@ -317,7 +307,7 @@ class Admission:
                 if self._closed is not None:
                     if ticket.held:  # handed a slot just before the close
                         self._count, ticket.held = self._count - 1, False
-                    raise _fresh(self._closed)
+                    raise copy_error(self._closed)
                 if ticket.held:
                     return
                 if self._has_room() and next(iter(self._waiters), None) is ticket:

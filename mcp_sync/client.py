@@ -86,7 +86,7 @@ from .options import (
 from .protocol import inputs, versions
 from .protocol.meta import merge_meta, validate_trace_context
 from .protocol.versions import Dialect, FallBack, UseStateless
-from .admission import Admission
+from .admission import MAIN_THREAD_SLICE, Admission
 from .keepalive import Keepalive
 from .metrics import Metrics, Stats
 from .status import SAFE_TO_RETRY, Reconnect, Status, StatusChange, StatusMonitor
@@ -292,9 +292,6 @@ def _connect_observed(target: Any, made: Callable[[Client], None], **options: An
 #: Whether this thread's call holds an admission slot (`Client._send`).
 _in_slot = threading.local()
 
-#: How long a wait on the main thread blocks at most before it lets a
-#: pending `_thread.interrupt_main()` land.
-_MAIN_SLICE = 0.1
 
 
 def forget_eras(target: Any = None) -> None:
@@ -319,6 +316,13 @@ def forget_eras(target: Any = None) -> None:
     resolved = resolve_target(target)
     if isinstance(resolved, Target):
         era_memory.forget(resolved.server_key())
+
+
+def _refused_post(exc: HTTPStatusError) -> bool:
+    """Whether a POST was refused the way a server without Streamable HTTP
+    refuses it (400, 404, 405: the 2025-03-26 backwards-compatibility rule),
+    not for authentication (a subclass) or trouble (5xx)."""
+    return type(exc) is HTTPStatusError and exc.status in (400, 404, 405)
 
 
 class _Changed(Exception):
@@ -351,13 +355,13 @@ def _acquire_until(lock: threading.Lock, deadline: float | None) -> bool:
     main = threading.current_thread() is threading.main_thread()
     while True:
         if deadline is None:
-            wait = _MAIN_SLICE if main else -1.0
+            wait = MAIN_THREAD_SLICE if main else -1.0
         else:
             wait = deadline - time.monotonic()
             if wait <= 0:
                 return lock.acquire(blocking=False)
             if main:
-                wait = min(wait, _MAIN_SLICE)
+                wait = min(wait, MAIN_THREAD_SLICE)
         if lock.acquire(timeout=wait):
             return True
         if deadline is not None and time.monotonic() >= deadline:
@@ -377,7 +381,7 @@ def _pause(stop: threading.Event, seconds: float) -> None:
         left = end - time.monotonic()
         if left <= 0:
             return
-        stop.wait(min(left, _MAIN_SLICE) if main else left)
+        stop.wait(min(left, MAIN_THREAD_SLICE) if main else left)
 
 
 def _failure_notice(client: Client) -> Callable[[TransportError], None]:
@@ -470,7 +474,7 @@ def _heal_round(ref: weakref.ReferenceType[Client]) -> float | None:
             subscription._on_event("broken", error)
 
     def settled(sub: Subscription) -> bool:
-        return sub._resumed_event.is_set() or sub.ended
+        return sub._interrupted_at is None or sub.ended
 
     # The server acknowledging the streams opened again proves the new
     # connection alive, as a response to a call would. Looked at in slices:
@@ -480,7 +484,7 @@ def _heal_round(ref: weakref.ReferenceType[Client]) -> float | None:
     while (reopened and conn.failure is None and not client._closed and time.monotonic() < limit
            and not all(settled(sub) for sub in reopened)):
         held.closed_event.wait(0.05)
-    if reopened and all(sub._resumed_event.is_set() for sub in reopened):
+    if reopened and all(sub._interrupted_at is None for sub in reopened):
         client._alive()
     if conn.failure is not None and any(sub.interrupted for sub in list(held.subscriptions)):
         return 0.0  # round again
@@ -796,8 +800,7 @@ class Client:
                 return conn
             except (_Changed, ServerError, VersionNegotiationError, HTTPStatusError) as exc:
                 # An expired token or a server in trouble says nothing about the era.
-                if type(exc) is not _Changed and isinstance(exc, HTTPStatusError) and (
-                        type(exc) is not HTTPStatusError or exc.status not in (400, 404, 405)):
+                if isinstance(exc, HTTPStatusError) and not _refused_post(exc):
                     self._target = original
                     raise
                 # The server changed since (upgraded in place): settle afresh.
@@ -906,8 +909,7 @@ class Client:
             return conn
         except HTTPStatusError as exc:
             target = self._target
-            if (not _is_plain_http(target) or not target.sse_fallback or type(exc) is not HTTPStatusError
-                    or exc.status not in (400, 404, 405)):
+            if not _is_plain_http(target) or not target.sse_fallback or not _refused_post(exc):
                 raise
             refusal = exc
         from .transports.sse import SSE
@@ -1461,9 +1463,9 @@ class Client:
                                       progress=lambda p: print(p.progress, p.total))
             print(result.text)
         """
-        if task or wait or self.options.tasks:
-            return _tasks.call_tool(self, tool, arguments, options, task=task, wait=wait)
         try:
+            if task or wait or self.options.tasks:
+                return _tasks.call_tool(self, tool, arguments, options, task=task, wait=wait)
             return self._calls.call_tool(tool, arguments, options, max_pages=self.max_pages, timeout=self.timeout)
         except MissingClientCapability as exc:
             better = _tasks.explained(exc)  # a tool that only runs as a task says so
@@ -1842,7 +1844,7 @@ class Client:
             result = response.get("result")
             if not isinstance(result, dict):
                 raise InvalidResult(f"{method}: the result is not an object")
-            if result.get("resultType") != "task":  # a task goes to `tasks`
+            if not (method == "tools/call" and result.get("resultType") == "task"):  # a task goes to `tasks`
                 dialect.result_type(result)  # an unknown resultType is invalid
             return result
 
@@ -2013,11 +2015,7 @@ class Client:
             # The session's subscriptions went with it.
             for subscription in list(self._held.subscriptions):
                 subscription._interrupt()
-            self._session = handshake.initialize(
-                conn, dialect.version, self.allowed_versions, self._identity(dialect.version), timeout=self.timeout,
-                on_log=self._log_server_message,
-                on_server_request=lambda message: self._answer_server_request(message, self.input_handlers, conn),
-            )
+            self._initialize(conn, dialect.version)
             self._session_generation += 1
             self._metrics.count("reconnects")
             status.set(Status.READY)
@@ -2131,9 +2129,12 @@ class _Held:
         # whether it must look again before it ends (under `lock`).
         self.healer: threading.Thread | None = None
         self.heal_again = False
+        # Initialize-era subscriptions, held strongly: `close()` ends them
+        # (the session's streams go with it).
         self.initialize_era_subscriptions: set[Subscription] = set()
-        # Every open subscription, both eras, held weakly: only to end them
-        # in a fork child (the streams are the parent's).
+        # Every open subscription, both eras, held weakly: to interrupt and
+        # reopen them after a reconnect or a new session, and to end them in
+        # a fork child (the streams are the parent's).
         self.subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
 
     def release(self) -> None:

@@ -43,6 +43,8 @@ _TYPES = "stdio, http, sse"
 #: `${env:NAME}`, `${NAME}`, `${NAME:-default}` (Claude Code), `${input:id}` (VS Code prompts).
 _VARIABLE = re.compile(r"\$\{(?P<body>[^}]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: What may follow a trailing comma before the closer it precedes (JSONC).
+_TRAILING_COMMA = re.compile(r"(\s|//[^\n]*|/\*.*?\*/)*[}\]]", re.S)
 
 
 class _UnknownServer(ConfigError, KeyError):
@@ -112,6 +114,7 @@ class ServerConfig(Mapping[str, Target]):
             return f"server {name!r} is disabled in {self._where()}"
         known = ", ".join(sorted(self.entries)) or "none"
         return f"no server named {name!r} in {self._where()} (servers: {known})"
+
 
 
 def load_config(source: ConfigSource | ServerConfig) -> ServerConfig:
@@ -280,7 +283,7 @@ def _strip_jsonc(text: str) -> str:
             i = j
         elif c == ",":
             # A comma followed only by whitespace (or comments) and a closer goes.
-            rest = re.match(r"(\s|//[^\n]*|/\*.*?\*/)*[}\]]", text[i + 1:], re.S)
+            rest = _TRAILING_COMMA.match(text, i + 1)  # no copy of the rest of the file
             out.append(" " if rest else c)
             i += 1
         else:

@@ -62,6 +62,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
 from . import router as routes
+from .admission import MAIN_THREAD_SLICE
 from .errors import (
     ConnectionClosed,
     InvalidMessage,
@@ -101,15 +102,10 @@ MAX_QUEUED_LOGS = 256
 INBOX_MAX_PROGRESS = 256
 #: The most log messages waiting in one call's inbox; beyond, the oldest is dropped.
 INBOX_MAX_LOGS = 256
-#: A waiting call on the main thread wakes this often, so that
-#: `_thread.interrupt_main()` (which sets a flag, not a signal) is seen.
-_MAIN_THREAD_SLICE = 0.1
 
 ServerRequestHandler = Callable[[dict[str, Any]], Any]
 NotificationHandler = Callable[[dict[str, Any]], None]
 
-
-_clone = copy_error
 
 
 class Drops:
@@ -542,7 +538,7 @@ class Connection:
         )
         # The main thread wakes now and then, so a simulated Ctrl-C
         # (`_thread.interrupt_main()`) is raised while it waits.
-        slice_ = _MAIN_THREAD_SLICE if threading.current_thread() is threading.main_thread() else None
+        slice_ = MAIN_THREAD_SLICE if threading.current_thread() is threading.main_thread() else None
         get = pending.inbox.get
         try:
             if pending.unsent is not None:
@@ -572,7 +568,7 @@ class Connection:
                 if kind is RESPONSE:
                     return payload  # type: ignore[no-any-return]
                 if kind is CLOSED:
-                    raise _clone(payload)
+                    raise copy_error(payload)
                 if kind is PROGRESS:
                     if reset_timeout_on_progress and deadline is not None and timeout is not None:
                         deadline = time.monotonic() + timeout
@@ -627,7 +623,7 @@ class Connection:
             if kind is RESPONSE:
                 return payload  # type: ignore[no-any-return]
             if kind is CLOSED:
-                raise _clone(payload)
+                raise copy_error(payload)
             if kind is SERVER_REQUEST:
                 self._answer_elsewhere(payload)
 
@@ -740,7 +736,7 @@ class Connection:
 
     def _raise_if_unusable(self) -> None:
         if self._failure is not None:
-            raise _clone(self._failure)
+            raise copy_error(self._failure)
         if self._closed:
             raise ConnectionClosed("the connection is closed")
 

@@ -38,6 +38,7 @@ from .types import (
     EmbeddedResource,
     GetPromptResult,
     ImageContent,
+    ItemList,
     Page,
     Prompt,
     PromptMessage,
@@ -87,30 +88,16 @@ def to_text(obj: Any) -> str:
     return "\n".join(_text(obj))
 
 
-class Table:
+class Table(ItemList):
     """A list of tools, resources, templates or prompts shown as a table in
-    Jupyter; made by `table()`. Iterates, indexes and measures like the list."""
+    Jupyter; made by `table()`. A plain `list` otherwise (an `ItemList`,
+    what the list calls return)."""
 
-    def __init__(self, items: Iterable[Any]) -> None:
-        self.items = list(items)
-
-    def __iter__(self) -> Any:
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> Any:
-        return self.items[index]
+    # IPython prefers a class's own __repr__ to an inherited _repr_pretty_.
+    _repr_pretty_ = ItemList._repr_pretty_
 
     def __repr__(self) -> str:
-        return f"Table({self.items!r})"
-
-    def _repr_html_(self) -> str:
-        return to_html(self.items)
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text("Table(...)" if cycle else to_text(self.items))
+        return f"Table({list.__repr__(self)})"
 
 
 def table(items: Iterable[Any]) -> Table:
@@ -136,7 +123,7 @@ def _html(obj: Any) -> str:
     if isinstance(obj, Page):
         more = f"<p>next_cursor: <code>{_e(obj.next_cursor)}</code></p>" if obj.next_cursor else ""
         return _html_list(obj.items) + more
-    if isinstance(obj, (list, tuple, Table)):
+    if isinstance(obj, (list, tuple)):
         return _html_list(list(obj))
     if isinstance(obj, Tool):
         return _html_tool(obj)
@@ -283,7 +270,7 @@ def _text(obj: Any) -> list[str]:
     if isinstance(obj, Page):
         lines = _text_list(obj.items)
         return lines + ([f"next_cursor: {obj.next_cursor}"] if obj.next_cursor else [])
-    if isinstance(obj, (list, tuple, Table)):
+    if isinstance(obj, (list, tuple)):
         return _text_list(list(obj))
     if isinstance(obj, Tool):
         lines = [f"Tool {obj.name}" + (f": {_first_line(obj.description)}" if obj.description else "")]

@@ -164,15 +164,16 @@ class ClientGroup:
         http_options = {k: v for k, v in connect_options.items() if k in http_names}
         self._options = {k: v for k, v in connect_options.items() if k in _CLIENT_OPTIONS}
         slots: dict[str, _Slot] = {}
+        any_url = False
         for name in targets:  # a ServerConfig substitutes here: a missing variable fails now, named
             if not isinstance(name, str) or not name:
                 raise TypeError(f"server names must be non-empty strings, not {name!r}")
             target = targets[name]
             is_url = isinstance(target, str) and target.startswith(("http://", "https://"))
+            any_url = any_url or is_url
             # Resolved now, so a target connect() would refuse fails here, not in a listing's thread.
             slots[name] = _Slot(resolve_target(target, http_options if is_url else None))
-        if http_options and not any(isinstance(t, str) and t.startswith(("http://", "https://"))
-                                    for t in (targets[n] for n in targets)):
+        if http_options and not any_url:
             raise TypeError(f"{', '.join(sorted(http_options))} only apply to URL targets, and there are none")
         if max_workers is None:
             max_workers = min(32, max(1, len(slots)))

@@ -91,7 +91,7 @@ def answer_rounds(
             threading.Event().wait(STATE_ONLY_DELAY)
             responses = None
             continue
-        responses = _answer(method, result, requests, handlers, schemas)
+        responses = answer_requests(method, result, requests, handlers, schemas)
 
 
 def _read(method: str, result: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -107,7 +107,7 @@ def _read(method: str, result: Mapping[str, Any]) -> tuple[dict[str, Any], str |
     return dict(requests or {}), state
 
 
-def _answer(
+def answer_requests(
     method: str, result: Mapping[str, Any], requests: Mapping[str, Any],
     handlers: Mapping[str, Handler], schemas: SchemaCache,
 ) -> dict[str, Any]:
@@ -139,9 +139,6 @@ def _answer(
         answers[key] = run_handler(kind, handlers[kind], params, schemas, result)
     return answers
 
-
-#: Answers one round of `inputRequests` (also a task's; see `tasks`).
-answer_requests = _answer
 
 
 def run_handler(kind: str, handler: Handler, params: dict[str, Any], schemas: SchemaCache,

@@ -44,6 +44,9 @@ from .errors import RequestTimeout
 
 log = logging.getLogger("mcp_sync.notifications")
 
+#: The longest `Dispatcher.close()` waits for a callback that is running.
+CLOSE_JOIN_SECONDS = 2.0
+
 LIST_CHANGED = frozenset({
     "notifications/tools/list_changed",
     "notifications/prompts/list_changed",
@@ -462,6 +465,11 @@ class Dispatcher:
             q.ending = True
             q.cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            # Bounded: a callback of the user's that never returns must not
+            # hang `close()`; its (daemon) thread then ends when it does.
+            thread.join(CLOSE_JOIN_SECONDS)
+            if thread.is_alive():
+                log.warning("a notification or status callback was still running %g s after close(); "
+                            "left to finish on its own", CLOSE_JOIN_SECONDS)
         for stream in streams:
             stream.close()

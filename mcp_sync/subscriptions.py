@@ -134,8 +134,6 @@ class Subscription:
         # new connection (set by the client), and since when it is cut off.
         self._reopen: Callable[[Any], None] | None = None
         self._interrupted_at: float | None = None
-        self._resumed_event = threading.Event()  # set while not interrupted
-        self._resumed_event.set()
 
     # -- the reading thread's side ------------------------------------------------------
 
@@ -185,7 +183,6 @@ class Subscription:
         with self._cond:
             if self._end is None and self._interrupted_at is None:
                 self._interrupted_at = time.monotonic()
-                self._resumed_event.clear()
 
     def _resumed(self) -> None:
         """Open again on a new connection: tell the consumer of the gap."""
@@ -198,7 +195,6 @@ class Subscription:
         gap = time.monotonic() - self._interrupted_at
         self._interrupted_at = None
         self._push(SubscriptionResumed(gap))
-        self._resumed_event.set()
 
     def _orphan(self, error: McpError) -> None:
         """In a fork child: end the stream with `error`. The condition is

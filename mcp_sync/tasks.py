@@ -39,6 +39,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from . import multiround
 from .errors import (
     ConnectError,
     ConnectionClosed,
@@ -472,9 +473,8 @@ class Task:
             raise
 
     def _answer(self, raw: Mapping[str, Any], deadline: float | None, timeout: float | None) -> None:
-        """Answer the task's new input requests (`tasks/update`), on this thread."""
-        from . import multiround  # the same checks and handler rules as a multi-round call
-
+        """Answer the task's new input requests (`tasks/update`), on this
+        thread, with the same checks and handler rules as a multi-round call."""
         requests = raw.get("inputRequests")
         if not isinstance(requests, Mapping):
             raise InvalidResult(f"task {self.id} is input_required without an inputRequests object")
@@ -507,19 +507,12 @@ def call_tool(client: Client, tool: Any, arguments: Mapping[str, Any] | None, op
     deadline = None if timeout is None else time.monotonic() + timeout
     if asked:
         opts = _declaring_options(client, opts)
-    try:
-        raw, finish = client._calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
-                                                  max_pages=client.max_pages, timeout=client.timeout)
-    except MissingClientCapability as exc:
-        better = explained(exc)
-        if better is exc:
-            raise
-        raise better from None
+    raw, finish = client._calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
+                                              max_pages=client.max_pages, timeout=client.timeout)
     if raw.get("resultType") != "task":
         result = finish(raw)
         return Task._settled(result) if asked and not wait else result
-    if not asked and not _declares(client):
-        raise InvalidResult("tools/call: the server answered with a task, which the client did not ask for")
+    # Not asked for here means declared for every call (`connect(tasks=True)`).
     handle = Task(client, raw, finish, opts)
     if task and not wait:
         return handle

@@ -121,33 +121,20 @@ class WireModel:
         printer.text(f"{type(self).__name__}(...)" if cycle else to_text(self))
 
 
-_FIELDS: dict[type, tuple[tuple[tuple[str, str, Any], ...], frozenset[str]]] = {}
-
-
-def _wire_fields(cls: type) -> tuple[tuple[tuple[str, str, Any], ...], frozenset[str]]:
-    """A type's (attribute, wire name, converter) triples and wire names,
-    read from its attrs metadata once: every result is built from them."""
-    found = _FIELDS.get(cls)
-    if found is None:
-        fields = tuple(
-            (field.name, field.metadata["wire"], field.metadata.get("convert"))
-            for field in attrs.fields(cls)
-            if field.metadata.get("wire") is not None
-        )
-        # Two threads racing here only compute the same value twice.
-        found = _FIELDS[cls] = (fields, frozenset(wire for _, wire, _ in fields))
-    return found
-
-
 _INDEX: dict[type, dict[str, tuple[str, Any]]] = {}
 
 
 def _wire_index(cls: type) -> dict[str, tuple[str, Any]]:
-    """A type's wire name -> (attribute, converter), built once."""
+    """A type's wire name -> (attribute, converter), read from its attrs
+    metadata once: every result is built from it."""
     found = _INDEX.get(cls)
     if found is None:
         # Two threads racing here only compute the same value twice.
-        found = _INDEX[cls] = {wire: (attribute, convert) for attribute, wire, convert in _wire_fields(cls)[0]}
+        found = _INDEX[cls] = {
+            field.metadata["wire"]: (field.name, field.metadata.get("convert"))
+            for field in attrs.fields(cls)
+            if field.metadata.get("wire") is not None
+        }
     return found
 
 

@@ -7,6 +7,7 @@ against the published JSON schema of its protocol revision (see
 """
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -38,6 +39,27 @@ def process_alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return not os.path.isdir("/proc")  # gone meanwhile; without /proc, kill() is all we know
+
+
+def reap(pids, timeout: float):
+    """Exit codes of forked children, waited for until `timeout`; a child
+    still running then is killed and reported as hung (None)."""
+    codes = {}
+    deadline = time.monotonic() + timeout
+    while len(codes) < len(pids) and time.monotonic() < deadline:
+        for pid in pids:
+            if pid in codes:
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[pid] = os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    for pid in pids:
+        if pid not in codes:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            codes[pid] = None
+    return [codes[pid] for pid in pids]
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01) -> bool:

@@ -8,16 +8,14 @@ parent's session with its `close()`, and never hang.
 """
 
 import os
-import signal
 import sys
-import time
 import traceback
 
 import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command
+from tests.conftest import demo_command, reap
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
 
@@ -61,24 +59,8 @@ def _fork_children(client, tags, parent_server_pid=None):
 
 
 def _reap(pids, timeout: float = CHILD_DEADLINE):
-    """Exit codes of the children; a child still running at the deadline is
-    killed and reported as hung (None)."""
-    codes = {}
-    deadline = time.monotonic() + timeout
-    while len(codes) < len(pids) and time.monotonic() < deadline:
-        for pid in pids:
-            if pid in codes:
-                continue
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                codes[pid] = os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    for pid in pids:
-        if pid not in codes:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            codes[pid] = None
-    return [codes[pid] for pid in pids]
+    """Exit codes of the children (None: hung, killed at the deadline)."""
+    return reap(pids, timeout)
 
 
 def _calls_in_parent(client, tag: str = "parent"):
@@ -151,8 +133,7 @@ def test_a_subscription_inherited_by_a_child_ends_there_and_goes_on_in_the_paren
                     again.close()
                 finally:
                     os._exit(code)
-            _, status = os.waitpid(pid, 0)
-            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == OK, status
+            assert _reap([pid]) == [OK]
             # The parent's subscription is untouched: a change still reaches it.
             assert not sub.ended
             client.call_tool("echo", {"text": "still here"})

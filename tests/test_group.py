@@ -17,7 +17,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, Server, demo_server
-from tests.conftest import wait_until
+from tests.conftest import reap, wait_until
 
 LOCAL = [sys.executable, "-m", "mcp_sync.testing", "--name", "local"]
 DEAD = [sys.executable, "-c", "raise SystemExit(0)"]
@@ -325,19 +325,7 @@ def test_a_listing_in_a_forked_child_does_not_hang():
                 code = 0 if done.wait(5.0) else 2
             finally:
                 os._exit(code)
-        deadline = time.monotonic() + 15
-        status = None
-        while time.monotonic() < deadline:
-            waited, status = os.waitpid(pid, os.WNOHANG)
-            if waited:
-                break
-            time.sleep(0.05)
-        else:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the child never ended")
-        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
-            "the child's group.list_tools() did not finish within 5 s (exit 2: hung)"
+        assert reap([pid], 15) == [0], "the child's group.list_tools() did not finish within 5 s (exit 2: hung)"
     finally:
         group.close()
         http.close()

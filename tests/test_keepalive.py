@@ -15,6 +15,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.keepalive import Keepalive
+from tests.conftest import reap
 
 INTERVAL = 0.05
 NAME = "test-keepalive"
@@ -348,17 +349,7 @@ def test_after_fork_the_child_gets_its_own_thread():
             os._exit(code)
     os.close(write)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            time.sleep(0.02)
-        else:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the child hung")
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert reap([pid], 10) == [0], "the child failed or hung"
         assert os.read(read, 100) == b"probed"
     finally:
         os.close(read)

@@ -120,3 +120,28 @@ def test_close_ends_the_dispatcher_thread():
     assert any(t.name == "mcp-sync-notifications" for t in threading.enumerate())
     client.close()
     assert not any(t.name == "mcp-sync-notifications" for t in threading.enumerate())
+
+
+def test_a_callback_that_never_returns_does_not_hang_close(monkeypatch, caplog):
+    from mcp_sync import notifications
+
+    monkeypatch.setattr(notifications, "CLOSE_JOIN_SECONDS", 0.2)
+    dispatcher = Dispatcher()
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(n):
+        entered.set()
+        release.wait(30)
+
+    dispatcher.add_callback(stuck)
+    dispatcher.put(note("notifications/resources/updated", uri="x"))
+    assert entered.wait(5)
+    closer = threading.Thread(target=dispatcher.close)
+    closer.start()
+    closer.join(10)
+    try:
+        assert not closer.is_alive(), "close() waited for a callback that never returns"
+        assert "still running" in caplog.text
+    finally:
+        release.set()
+    assert wait_until(lambda: not any(t.name == "mcp-sync-notifications" for t in threading.enumerate()), 5)

@@ -76,7 +76,7 @@ def test_every_directive_names_something_that_exists() -> None:
     for path, where in directives().items():
         module_path, _, name = path.rpartition(".")
         try:
-            module = importlib.import_module(path)
+            importlib.import_module(path)
         except ImportError:
             try:
                 getattr(importlib.import_module(module_path), name)

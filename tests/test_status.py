@@ -18,9 +18,9 @@ from mcp_sync.status import (
     SAFE_TO_RETRY,
     Reconnect,
     Status,
-    StatusChange,
     StatusMonitor,
 )
+from tests.conftest import reap
 
 C, R, RC, X, F = Status.CONNECTING, Status.READY, Status.RECONNECTING, Status.CLOSED, Status.FAILED
 
@@ -348,17 +348,7 @@ def test_after_fork_the_child_is_not_stuck_on_a_lock_held_by_a_vanished_thread()
             os._exit(code)
     release.set()
     holder.join(5)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            break
-        time.sleep(0.02)
-    else:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        pytest.fail("the child hung on the monitor's lock")
+    assert reap([pid], 10) == [0], "the child failed or hung on the monitor's lock"
     assert monitor.status is C  # the parent is untouched
 
 

@@ -33,7 +33,6 @@ import socket
 import ssl
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -47,6 +46,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..errors import AuthorizationError, ConnectError
 from ..network import NetworkSettings, ProxyURL
+from ..transports.decoding import Decoder, DecodingError, UnsupportedEncoding, coding_of
 
 log = logging.getLogger("mcp_sync.auth")
 
@@ -308,49 +308,35 @@ def _read_body(response: requests.Response, label: str, limit: int, truncate: bo
     if (not truncate and declared is not None and declared.isascii() and declared.isdigit()
             and int(declared) > limit):
         raise AuthorizationError(too_large)
-    decoder = _decoder(response.headers.get("content-encoding"), label)
+    coding = response.headers.get("content-encoding")
+    try:
+        name = coding_of(coding)
+    except UnsupportedEncoding:
+        raise AuthorizationError(f"the answer to {label} is encoded with {coding!r}, which the client does not "
+                                 "decode") from None
+    # The transport's decoder: lazy, so a caller that stops at its limit
+    # never expands a bomb further than one piece.
+    decoder = None if name is None else Decoder(name)
     chunks: list[bytes] = []
     size = 0
     while size <= limit:
         data = response.raw.read(_READ_SIZE, decode_content=False)
         if not data:
             break
-        for piece in _decode(decoder, data, limit - size + 1, label):
-            size += len(piece)
-            chunks.append(piece)
+        try:
+            for piece in (data,) if decoder is None else decoder.feed(data):
+                size += len(piece)
+                chunks.append(piece)
+                if size > limit:
+                    break
+        except DecodingError:
+            raise AuthorizationError(f"the answer to {label} is not validly compressed") from None
     body = b"".join(chunks)
     if len(body) > limit:
         if not truncate:
             raise AuthorizationError(too_large)
         body = body[:limit]
     return body
-
-
-def _decoder(coding: str | None, label: str) -> Any:
-    name = (coding or "identity").strip().lower()
-    if name in ("", "identity"):
-        return None
-    if name in ("gzip", "x-gzip", "deflate"):
-        return zlib.decompressobj(32 + zlib.MAX_WBITS)  # a gzip or zlib header, detected
-    raise AuthorizationError(f"the answer to {label} is encoded with {coding!r}, which the client does not decode")
-
-
-def _decode(decoder: Any, data: bytes, room: int, label: str) -> Iterator[bytes]:
-    """The decoded bytes of `data`, never more than `room` in all (the
-    caller stops at its limit, so a bomb is never expanded further)."""
-    if decoder is None:
-        yield data
-        return
-    try:
-        while room > 0:
-            piece = decoder.decompress(data, room)
-            data = decoder.unconsumed_tail
-            if not piece and not data:
-                return
-            room -= len(piece)
-            yield piece
-    except zlib.error:
-        raise AuthorizationError(f"the answer to {label} is not validly compressed") from None
 
 
 # -- the client of the OAuth flows -----------------------------------------------------------------

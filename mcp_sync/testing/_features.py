@@ -209,6 +209,15 @@ CompletionKey = tuple[str, str, str]
 Completer = Callable[[str, dict[str, str]], Iterable[str]]
 
 
+def object_schema(properties: JSONDict, required: Iterable[str] = ()) -> JSONDict:
+    """A JSON Schema object type with these `properties` (and `required`)."""
+    schema: JSONDict = {"type": "object", "properties": properties}
+    required = list(required)
+    if required:
+        schema["required"] = required
+    return schema
+
+
 def text_content(text: str) -> JSONDict:
     return {"type": "text", "text": text}
 

@@ -97,8 +97,8 @@ class SSEServer(LoopbackServer):
         ssl_context: ssl.SSLContext | None = None,
         max_records: int = DEFAULT_MAX_RECORDS,
     ) -> None:
-        if not path.startswith("/") or not messages_path.startswith("/"):
-            raise ValueError("path and messages_path must start with '/'")
+        if not messages_path.startswith("/"):
+            raise ValueError("messages_path must start with '/'")
         super().__init__(server, host, port, path=path, ssl_context=ssl_context, max_records=max_records)
         self.messages_path = messages_path
         self.endpoint = endpoint if endpoint is not None else messages_path + "?session_id={session_id}"

@@ -58,6 +58,10 @@ class LoopbackServer:
 
     def __init__(self, server: Server, host: str, port: int, *, path: str,
                  ssl_context: ssl.SSLContext | None, max_records: int) -> None:
+        if not path.startswith("/"):
+            raise ValueError("path must start with '/'")
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
+            raise ValueError("max_records must be a positive integer")
         self.server = server
         self.host = host
         self.path = path

@@ -164,10 +164,6 @@ class HTTPServer(LoopbackServer):
             raise ValueError(f"response_mode must be one of {', '.join(RESPONSE_MODES)}, not {response_mode!r}")
         if retry_ms is not None and (isinstance(retry_ms, bool) or not isinstance(retry_ms, int) or retry_ms < 0):
             raise ValueError("retry_ms must be None or a non-negative integer")
-        if not path.startswith("/"):
-            raise ValueError("path must start with '/'")
-        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
-            raise ValueError("max_records must be a positive integer")
         super().__init__(server, host, port, path=path, ssl_context=ssl_context, max_records=max_records)
         self.response_mode = response_mode
         self.sse_ids = sse_ids

@@ -45,7 +45,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ._context import ToolContext
-from ._features import ToolDef, text_content
+from ._features import ToolDef, object_schema as _object, text_content
 from ._protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -443,13 +443,6 @@ def route(session: ServerSession, call: Call) -> Callable[[Call], JSONDict]:
 
 
 # -- the demo's task tools -----------------------------------------------------
-
-
-def _object(properties: JSONDict, required: list[str] | None = None) -> JSONDict:
-    schema: JSONDict = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return schema
 
 
 def add_task_tools(server: Server) -> None:

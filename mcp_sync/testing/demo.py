@@ -45,6 +45,7 @@ import sys
 from typing import Any, Iterable
 
 from ._context import RequestContext, ToolContext
+from ._features import object_schema as _object
 from ._protocol import LOG_LEVELS
 from ._registry import Server
 from ._tasks import add_task_tools
@@ -106,14 +107,6 @@ CANCELLED_BY_USER = "Cancelled by user"
 STYLES = ("formal", "friendly", "pirate")
 ITEM_IDS = ("1", "2", "3", "42")
 _CONDITIONS = ("sunny", "cloudy", "rainy", "windy", "snowy")
-
-
-def _object(properties: dict[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    required = list(required)
-    if required:
-        schema["required"] = required
-    return schema
 
 
 def _sampled_text(result: dict[str, Any]) -> str:

@@ -85,7 +85,7 @@ from .decoding import ACCEPT_ENCODING, Decoder, DecodingError, UnsupportedEncodi
 from .http11 import RequestHead, Response
 from .http_auth import Authorization
 from .pool import Dialer, Exchange, ExchangeThreads, NoFreeSlot, Pool, Stopped
-from .tunnel import open_tunnel
+from .tunnel import credentials_refused, open_tunnel
 
 _USER_AGENT = f"mcp-sync/{__version__}"
 
@@ -283,6 +283,17 @@ class HTTP(Target):
 
 
 
+def _dialer_for(host: str, port: int, tls: ssl.SSLContext | None, timeout: float, proxy: ProxyURL | None,
+                forwarded: bool) -> Dialer:
+    """How to reach `host:port`: directly, or through `proxy`, which either
+    forwards plain-HTTP requests itself (`forwarded`) or opens a CONNECT
+    tunnel that TLS then goes through."""
+    if proxy is None:
+        return Dialer(host, port, tls, timeout)
+    tunnel = None if forwarded else (lambda sock, limit: open_tunnel(sock, proxy, host, port, limit))
+    return Dialer(host, port, tls, timeout, via=(proxy.host, proxy.port), tunnel=tunnel)
+
+
 class HTTPTransport(Transport):
     restarts_server = False
     mirrors_headers = True
@@ -300,17 +311,12 @@ class HTTPTransport(Transport):
         self._url = target.url
         self._auth = Authorization(target.auth, target.url)
         self._sink: MessageSink | None = None
-        self._tls: ssl.SSLContext | None = None
         self._tls_lock = threading.Lock()
-        host = target.host.strip("[]")
-        if proxy is None:
-            self._dialer = Dialer(host, target.port, None, target.connect_timeout)
-        else:
+        if proxy is not None:
             log.debug("requests to %s go through the proxy %s", target.url, proxy)
-            tunnel = None if self._forward is not None else (
-                lambda sock, limit: open_tunnel(sock, proxy, host, target.port, limit))
-            self._dialer = Dialer(host, target.port, None, target.connect_timeout, via=(proxy.host, proxy.port),
-                                  tunnel=tunnel)
+        # TLS is set on first use (`_dial`): building the context reads CA files.
+        self._dialer = _dialer_for(target.host.strip("[]"), target.port, None, target.connect_timeout, proxy,
+                                   self._forward is not None)
         self._count_lock = threading.Lock()
         #: Request exchanges: keep-alive connections, at most `pool_size`.
         self._pool = Pool(self._dial, target.pool_size)
@@ -650,11 +656,7 @@ class HTTPTransport(Transport):
         tls = None
         if scheme == "https":
             tls = self._dialer.tls if self._dialer.tls is not None else target.tls_context()
-        if proxy is None:
-            dialer = Dialer(host, port, tls, target.connect_timeout)
-        else:
-            tunnel = None if forward is not None else (lambda sock, limit: open_tunnel(sock, proxy, host, port, limit))
-            dialer = Dialer(host, port, tls, target.connect_timeout, via=(proxy.host, proxy.port), tunnel=tunnel)
+        dialer = _dialer_for(host, port, tls, target.connect_timeout, proxy, forward is not None)
         name = f"[{host}]" if ":" in host else host
         authority = name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"
         form = f"{scheme}://{authority}{path}" if forward is not None else path
@@ -672,9 +674,8 @@ class HTTPTransport(Transport):
         server's tunnel reports its own, see `tunnel`)."""
         proxy = self._forward
         assert proxy is not None
-        which = "refused the credentials in the proxy URL" if proxy.username is not None else (
-            "needs credentials: put them in the proxy URL (http://user:password@host:port)")
-        return ConnectError(f"the proxy {proxy.address} {which} (HTTP 407 to a request for {self._url})")
+        return ConnectError(f"the proxy {proxy.address} {credentials_refused(proxy)} "
+                            f"(HTTP 407 to a request for {self._url})")
 
     def _new_head(self, path: str) -> RequestHead:
         """Request heads for `path`: in absolute form when a proxy forwards them."""
@@ -1205,14 +1206,8 @@ class HTTPTransport(Transport):
         if not truncate and length is not None and length.isdigit():
             # The common answer: its length is known and within the limit, so
             # read exactly that much, in one call when the socket allows.
-            expected = int(length)
-            data = response.read(expected)
-            while len(data) < expected:
-                chunk = response.read(expected - len(data))
-                if not chunk:
-                    break
-                data += chunk
-            return data
+            # `read(n)` blocks until n bytes or the body's end (cut short: ResponseError).
+            return response.read(int(length))
         parts: list[bytes] = []
         size = 0
         while True:

@@ -24,7 +24,7 @@ import time
 from ..errors import ConnectError
 from ..network import ProxyURL
 
-__all__ = ["open_tunnel", "MAX_HEAD"]
+__all__ = ["open_tunnel", "credentials_refused", "MAX_HEAD"]
 
 #: The longest CONNECT answer head accepted (bytes).
 MAX_HEAD = 65536
@@ -60,9 +60,7 @@ def open_tunnel(sock: socket.socket, proxy: ProxyURL, host: str, port: int, limi
         return
     said = f"HTTP {status}{' ' + reason if reason else ''}"
     if status == 407:
-        which = "refused the credentials in the proxy URL" if proxy.username is not None else (
-            "needs credentials: put them in the proxy URL (http://user:password@host:port)")
-        raise ConnectError(f"the proxy {proxy.address} {which} ({said} to CONNECT {target})")
+        raise ConnectError(f"the proxy {proxy.address} {credentials_refused(proxy)} ({said} to CONNECT {target})")
     raise ConnectError(f"the proxy {proxy.address} refused to open a tunnel to {target}: {said}")
 
 
@@ -72,6 +70,13 @@ def _bound(sock: socket.socket, limit: float) -> None:
     if left <= 0:
         raise socket.timeout("the deadline passed")
     sock.settimeout(left)
+
+
+def credentials_refused(proxy: ProxyURL) -> str:
+    """What a 407 from `proxy` means to the user, credentials never named."""
+    if proxy.username is not None:
+        return "refused the credentials in the proxy URL"
+    return "needs credentials: put them in the proxy URL (http://user:password@host:port)"
 
 
 def _read_head(sock: socket.socket, proxy: ProxyURL, limit: float) -> bytes:

@@ -67,6 +67,7 @@ def test_sixteen_threads(url):
             thread.start()
         for thread in threads:
             thread.join(60)
+        assert not any(thread.is_alive() for thread in threads), "a caller never returned"
         assert not errors
 
 

@@ -16,7 +16,6 @@ import http.client
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 

@@ -1483,3 +1483,12 @@ def test_official_sdk_client(serve: Callable[..., HTTPServer], versions: list[st
     if options.get("sse_ids"):
         resumes = [r for r in http_server.requests if r.method == "GET" and r.headers.get("Last-Event-ID")]
         assert len(resumes) == 2
+
+
+@pytest.mark.parametrize("server_class", ["HTTPServer", "SSEServer"])
+@pytest.mark.parametrize("options", [{"path": "mcp"}, {"max_records": 0}, {"max_records": True}])
+def test_both_loopback_servers_refuse_a_bad_path_or_record_limit(server_class, options):
+    from mcp_sync.testing import http as testing_http
+
+    with pytest.raises(ValueError, match="path|max_records"):
+        getattr(testing_http, server_class)(demo_server(), **options)

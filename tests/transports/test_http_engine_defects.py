@@ -24,7 +24,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import HTTP
-from mcp_sync.testing import HTTPServer, Server, demo_server
+from mcp_sync.testing import HTTPServer, demo_server
 from tests.conftest import wait_until
 
 LEGACY = "2025-11-25"

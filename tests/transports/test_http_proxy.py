@@ -22,6 +22,7 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
+import trustme
 
 import mcp_sync
 from mcp_sync import HTTP
@@ -32,7 +33,6 @@ from mcp_sync.testing import HTTPServer, demo_server
 from mcp_sync.testing.auth import AuthServer, ProtectedMCP
 from tests.servers.forward_proxy import ForwardProxy
 
-trustme = pytest.importorskip("trustme")  # in the test extra
 
 PROXY_VARIABLES = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
 SECRET = "s3cr3t-pa55"

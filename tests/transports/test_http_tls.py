@@ -6,12 +6,12 @@ import ssl
 import time
 
 import pytest
+import trustme
 
 import mcp_sync
 from mcp_sync import HTTP
 from mcp_sync.testing import HTTPServer, demo_server
 
-trustme = pytest.importorskip("trustme")  # in the test extra
 
 
 @pytest.fixture
@@ -95,7 +95,8 @@ def test_an_ssl_context_is_used_as_is(serve, ca):
 
 
 def test_a_truststore_context_is_accepted(ca):
-    truststore = pytest.importorskip("truststore")
+    import truststore  # in the test extra
+
     context = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     assert HTTP("https://127.0.0.1/mcp", verify=context).tls_context() is context
 

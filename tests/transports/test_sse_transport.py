@@ -134,6 +134,7 @@ def test_sixteen_threads_each_get_their_own_answers(serve):
             thread.start()
         for thread in threads:
             thread.join(30)
+        assert not any(thread.is_alive() for thread in threads), "a caller never returned"
         assert not errors
 
 

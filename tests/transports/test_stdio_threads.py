@@ -11,6 +11,7 @@ import pytest
 import mcp_sync
 from mcp_sync import Stdio
 from tests.conftest import scripted
+from tests.test_threads import check, hammer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pipes cannot be selected on Windows")
 
@@ -46,20 +47,8 @@ def test_answers_larger_than_a_pipe_and_many_at_once_arrive_whole():
     with mcp_sync.connect(Stdio(sys.executable, scripted()[1:])) as client:
         big = "z" * 300_000  # several reads of the pipe
         assert client.call_tool("echo", {"text": big}).text == big
-        wrong = []
-
-        def work(n):
-            for i in range(20):
-                text = f"{n}-{i}"
-                if client.call_tool("echo", {"text": text}).text != text:
-                    wrong.append(text)
-
-        threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert wrong == []
+        results, errors = hammer(client, threads=16, calls=20)
+    check(results, errors, threads=16, calls=20)
 
 
 def test_stderr_lines_longer_than_64k_come_in_pieces_with_the_reader_reading_both(caplog):
