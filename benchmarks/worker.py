@@ -119,13 +119,18 @@ def threaded(client: Any, calls: int, threads: int) -> dict[str, Any]:
     for worker in workers:
         worker.start()
     barrier.wait()
+    # The whole process's CPU (callers, reader, anything else the client
+    # runs), per call: what the 32-thread CPU target compares.
+    cpu = time.process_time()
     started = time.perf_counter()
     for worker in workers:
         worker.join()
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     if wrong:
         raise RuntimeError(f"{len(wrong)} responses reached the wrong caller, e.g. {wrong[0]}")
-    return {"calls_s": per_thread * threads / wall, "threads": threads}
+    return {"calls_s": per_thread * threads / wall, "threads": threads,
+            "client_cpu_us": cpu / (per_thread * threads) * 1e6}
 
 
 def blob(client: Any, size: int) -> dict[str, Any]:

@@ -81,6 +81,12 @@ class ToolCatalog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tools: dict[str, Tool] = {}
+        # The Tool objects, by name, that passed the x-mcp-header check of a
+        # mirroring transport: one listed again unchanged is the same object
+        # (see `listed`) and needs no second walk of its schema. Only ever
+        # added to, or replaced whole by `remember` (then pruned to the
+        # known tools), so an entry is never wrong, at worst missing.
+        self._headers_checked: dict[str, Tool] = {}
         self.schemas = SchemaCache()
         # Set when a connection is published: whether its transport mirrors
         # tool parameters into headers (Streamable HTTP, 2026-07-28).
@@ -98,6 +104,8 @@ class ToolCatalog:
             known = {} if replace else dict(self._tools)
             known.update((tool.name, tool) for tool in tools)
             self._tools = known
+            self._headers_checked = {name: tool for name, tool in self._headers_checked.items()
+                                     if known.get(name) is tool}
             # One compiled validator per known tool with an outputSchema.
             self.schemas.hold(sum(1 for tool in known.values() if tool.output_schema is not None))
 
@@ -108,11 +116,29 @@ class ToolCatalog:
         self.schemas = SchemaCache()
         self.schemas.hold(sum(1 for tool in self._tools.values() if tool.output_schema is not None))
 
+    def listed(self, items: list[Any]) -> list[Tool]:
+        """The usable tools of one `tools/list` page's wire items. A
+        definition equal to the one known by its name gives back the known
+        `Tool` (see `tools_from_wire`): relisting unchanged tools builds no
+        second catalog beside the first, and leaves the garbage collector
+        no new one to scan."""
+        return self.usable(tools_from_wire(items, self._tools))
+
     def usable(self, tools: list[Tool]) -> list[Tool]:
-        """Listed tools minus those an HTTP mirroring transport cannot call."""
+        """Listed tools minus those an HTTP mirroring transport cannot call.
+        A tool known from before is checked again unless it passed on a
+        mirroring transport: the transport may have changed since."""
         if not self.mirrors_headers:
             return tools
-        return [tool for tool in tools if self._header_params_of(tool, listed=True) is not None]
+        checked = self._headers_checked
+        kept = []
+        for tool in tools:
+            if checked.get(tool.name) is not tool:
+                if self._header_params_of(tool, listed=True) is None:
+                    continue
+                checked[tool.name] = tool
+            kept.append(tool)
+        return kept
 
     def _header_params_of(self, tool: Tool, *, listed: bool) -> tuple[HeaderParam, ...] | None:
         """The `x-mcp-header` parameters of a tool. A listed tool with an
@@ -132,6 +158,15 @@ class ToolCatalog:
             return None
         found = self._header_params_of(definition, listed=False)
         return param_headers(found, arguments) if found else None
+
+    def finish_call(self, name: str, definition: Tool | None, wire: Mapping[str, Any]) -> CallToolResult:
+        """A `tools/call` result typed, its structured content checked
+        against the tool's `outputSchema` when the definition is known."""
+        result = CallToolResult.from_wire(wire)
+        if (definition is not None and definition.output_schema is not None and not result.is_error
+                and self.structured_output):
+            self.check_output(name, definition.output_schema, result)
+        return result
 
     def check_output(self, name: str, schema: Mapping[str, Any], result: CallToolResult) -> None:
         if result.structured_content is None:
@@ -179,9 +214,7 @@ class TypedCalls:
         if not isinstance(items, list):
             raise InvalidResult(f"{method}: the result has no {key!r} list")
         # One bad tool definition is left out with a warning (see tools_from_wire).
-        typed = tools_from_wire(items) if kind == "tools" else [item_type.from_wire(item) for item in items]
-        if kind == "tools":
-            typed = self.catalog.usable(typed)
+        typed = self.catalog.listed(items) if kind == "tools" else [item_type.from_wire(item) for item in items]
         next_cursor = result.get("nextCursor")
         if next_cursor is not None and not isinstance(next_cursor, str):
             raise InvalidResult(f"{method}: nextCursor is not a string")
@@ -244,28 +277,34 @@ class TypedCalls:
         if arguments is not None:
             params["arguments"] = dict(arguments)
         catalog = self.catalog
+        known, headers, refresh_headers = self.header_hooks(name, definition, arguments,
+                                                             options.get("timeout", timeout), max_pages)
+        raw = self._send("tools/call", params, options, headers=headers, refresh_headers=refresh_headers)
+
+        def finish(wire: Mapping[str, Any]) -> CallToolResult:
+            return catalog.finish_call(name, known[0], wire)
+
+        return raw, finish
+
+    def header_hooks(
+        self, name: str, definition: Tool | None, arguments: Mapping[str, Any] | None, timeout: float | None,
+        max_pages: int,
+    ) -> tuple[list[Tool | None], HeadersFn, Callable[[], None] | None]:
+        """What a `tools/call` needs for the `Mcp-Param-*` headers of each
+        attempt: the definition it knows (a one-item list, updated when the
+        tool is listed again), the headers function, and the refresh that
+        lists the tools again after a -32020 (None when the transport
+        mirrors no headers)."""
+        catalog = self.catalog
         known = [definition]
 
         def refresh_headers() -> None:
             # The tool may have changed since it was listed: list again.
-            self.list_all("tools", {"timeout": options.get("timeout", timeout)}, max_pages)
+            self.list_all("tools", {"timeout": timeout}, max_pages)
             known[0] = catalog.get(name) or known[0]
 
-        raw = self._send(
-            "tools/call", params, options,
-            headers=lambda: catalog.headers_for(known[0], arguments),
-            refresh_headers=refresh_headers if catalog.mirrors_headers else None,
-        )
-
-        def finish(wire: Mapping[str, Any]) -> CallToolResult:
-            definition = known[0]
-            result = CallToolResult.from_wire(wire)
-            if (definition is not None and definition.output_schema is not None and not result.is_error
-                    and catalog.structured_output):
-                catalog.check_output(name, definition.output_schema, result)
-            return result
-
-        return raw, finish
+        return (known, lambda: catalog.headers_for(known[0], arguments),
+                refresh_headers if catalog.mirrors_headers else None)
 
     def read_resource(self, uri: str, options: RequestOptions) -> ReadResourceResult:
         if not isinstance(uri, str) or not uri:

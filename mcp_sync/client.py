@@ -149,6 +149,10 @@ _LOG_LEVELS = {
 
 
 
+#: The options of a call made with none (the fast lane's): read only.
+_NO_OPTIONS = cast("RequestOptions", {})
+
+
 @attrs.frozen
 class Call:
     """One round of a request as the retry loop (`Client._send`) sends it:
@@ -644,6 +648,8 @@ class Client:
         self._discovered: DiscoverResult | None = None
         self._session: InitializeResult | None = None
         self._catalog = ToolCatalog()
+        # `_request_meta`'s last one: (what it was made of, the `_meta`).
+        self._meta_cache: tuple[tuple[Any, ...], Mapping[str, Any]] | None = None
         self._calls = TypedCalls(_send_through(self), self._catalog)
         self._skills = Skills(self)
         # Reconnecting (see `_live_connection`): the policy, and where the
@@ -711,10 +717,16 @@ class Client:
             raise
         return conn
 
-    def _abandon_connection(self, conn: Connection, reason: str) -> None:
+    def _abandon_connection(self, conn: Connection, reason: str, *, later: bool = False) -> None:
+        """Close a connection that was never published. `later`: on a
+        thread of its own (see `_Held.close_later`), for a reconnect, whose
+        caller's deadline must not wait out the server's shutdown."""
         with self._held.lock:
             self._held.starting.discard(conn)
-        conn.close(reason)
+        if later:
+            self._held.close_later(conn, reason)
+        else:
+            conn.close(reason)
 
     def _publish(self, conn: Connection) -> None:
         """Make a started connection, its era settled, the one callers use:
@@ -749,12 +761,14 @@ class Client:
             probe, on_dead = _keepalive_hooks(self)
             self._held.keepalive = Keepalive(interval, self.options.keepalive_failures, probe=probe, on_dead=on_dead)
 
-    def _connect(self, era: Dialect | None, deadline: float | None = None) -> Connection:
+    def _connect(self, era: Dialect | None, deadline: float | None = None, *, reconnecting: bool = False) -> Connection:
         """Start a connection, settle its era, publish it. With `era` None
         the era is found (`server/discover` probe, falling back to
         `initialize`); else it is the one settled before (a restart, or a
         child after fork), and an initialize-era connection gets a new
-        session. Called with `_restart_lock` held."""
+        session. Called with `_restart_lock` held. When `reconnecting`, a
+        connection that fails to set up is closed on a thread of its own,
+        so the caller keeps its deadline."""
         conn = self._start_connection()
         try:
             if era is None:
@@ -764,7 +778,7 @@ class Client:
             else:
                 self._initialize(conn, era.version, deadline)
         except BaseException:
-            self._abandon_connection(conn, "the connection could not be set up")
+            self._abandon_connection(conn, "the connection could not be set up", later=reconnecting)
             raise
         self._publish(conn)
         return conn
@@ -935,6 +949,21 @@ class Client:
             self._abandon_connection(new, "the connection could not be set up")
             raise
         return new
+
+    def _request_meta(self, dialect: Dialect, handlers: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The `_meta` every request of `dialect` carries, for a call with
+        `handlers`. Read only: it is shared by every request made with the
+        client's own handlers (most calls), and built again when anything it
+        is made of was replaced (the dialect after a re-discovery, or one of
+        the client's attributes); per-call handlers get their own."""
+        made_of = (dialect, handlers, self.client_info, self.client_capabilities, self.log_level)
+        cached = self._meta_cache
+        if cached is not None and cached[0] == made_of:  # each item is itself, the usual case: no deep compare
+            return cached[1]
+        meta = dialect.request_meta(self._capabilities(handlers), self.client_info, self.log_level)
+        if handlers is self.input_handlers:
+            self._meta_cache = (made_of, meta)  # one tuple, swapped whole: no lock needed
+        return meta
 
     def _capabilities(self, handlers: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the client declares: what its handlers imply, merged with
@@ -1466,12 +1495,59 @@ class Client:
         try:
             if task or wait or self.options.tasks:
                 return _tasks.call_tool(self, tool, arguments, options, task=task, wait=wait)
+            if not options and type(tool) is str and tool and self.cache is None and self._tracer is None:
+                return self._call_tool_plain(tool, arguments)
             return self._calls.call_tool(tool, arguments, options, max_pages=self.max_pages, timeout=self.timeout)
         except MissingClientCapability as exc:
             better = _tasks.explained(exc)  # a tool that only runs as a task says so
             if better is exc:
                 raise
             raise better from None
+
+    def _call_tool_plain(self, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
+        """`call_tool`'s fast lane: a tool called by name with no options,
+        on a client with no cache and no tracer, which is most calls. The
+        same retry loop (`_send`) sends it, and an `input_required` answer
+        goes on to the multi-round loop; only the layers that would find
+        nothing to do (option checks, the cache, the tracing hook) are
+        skipped. What it sends and returns is what the general path sends
+        and returns for the same call (tests/test_fast_lane.py)."""
+        if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
+            raise TypeError("arguments must be a mapping")
+        catalog = self._catalog
+        definition = catalog.get(name)
+        params: dict[str, Any] = {"name": name} if arguments is None else {"name": name, "arguments": dict(arguments)}
+        known: list[Tool | None] | None = None
+        if catalog.mirrors_headers:  # Streamable HTTP: the `Mcp-Param-*` headers, as the general path makes them
+            known, headers, refresh = self._calls.header_hooks(name, definition, arguments, self.timeout,
+                                                                self.max_pages)
+            call = Call("tools/call", params, _NO_OPTIONS, self.input_handlers, headers, refresh)
+        else:
+            call = Call("tools/call", params, _NO_OPTIONS, self.input_handlers)
+        started = time.monotonic()
+        raw = self._send(call)
+        if raw.get("resultType") == "input_required":
+            raw = self._more_rounds(call, raw, started)
+        if raw.get("resultType") == "task":
+            raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
+        return catalog.finish_call(name, definition if known is None else known[0], raw)
+
+    def _more_rounds(self, call: Call, first: dict[str, Any], started: float) -> dict[str, Any]:
+        """The multi-round loop for a call whose first round (`first`, an
+        `input_required` result) was sent by the fast lane: the loop takes
+        that result as its first round's and sends the next rounds."""
+        waiting = [first]
+
+        def send(params: dict[str, Any]) -> dict[str, Any]:
+            if waiting:
+                return waiting.pop()
+            return self._send(attrs.evolve(call, params=params))
+
+        return multiround.answer_rounds(
+            send, call.method, dict(call.params or {}), handlers=call.handlers, answer_input=True,
+            max_rounds=self.max_input_rounds, input_responses=None, request_state=None,
+            schemas=self._catalog.schemas, max_total_timeout=self.max_total_timeout, started=started,
+        )
 
     def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:
         """Re-attach to a task by its id (`tasks/get`): from another client,
@@ -1683,31 +1759,20 @@ class Client:
         A server that went away is restarted by `_live_connection` when the
         era allows it; the calls in flight then fail, they are not resent."""
         method, options = call.method, call.options
-        timeout = options.get("timeout", self.timeout)
-        check_timeout("timeout", timeout)
-        progress = options.get("progress")
-        if progress is not None and not callable(progress):
-            raise TypeError("progress must be a callable")
-        option_meta = options.get("meta")
-        if option_meta is not None and not isinstance(option_meta, Mapping):
-            raise TypeError("meta must be a mapping")
         params_meta = (call.params or {}).get("_meta")
-        if params_meta is not None and not isinstance(params_meta, Mapping):
-            raise TypeError("params['_meta'] must be a mapping")
-        for layer in (option_meta, params_meta):
-            if layer and "progressToken" in layer:
-                raise ValueError("set progress= instead of a progressToken in _meta; the client routes by its own token")
-            if layer and versions.META_PROTOCOL_VERSION in layer:
-                raise ValueError("the protocol version is the client's to set: use protocol= on connect()")
-        trace = options.get("trace_context")
-        trace_meta = validate_trace_context(trace) if trace is not None else None
-        max_total = options.get("max_total_timeout", self.max_total_timeout)
-        check_timeout("max_total_timeout", max_total)
-        reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
-        on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
-        # A progress token is asked for when progress resets the timeout,
-        # even with no callback to show it.
-        wants_progress = progress is not None or reset_on_progress
+        if not options and params_meta is None:
+            # The fast lane's case: no option to read or check.
+            timeout: float | None = self.timeout
+            max_total: float | None = self.max_total_timeout
+            check_timeout("timeout", timeout)
+            check_timeout("max_total_timeout", max_total)
+            wants_progress = reset_on_progress = False
+            on_progress: Callable[[dict[str, Any]], None] | None = None
+            option_meta: Mapping[str, Any] | None = None
+            trace_meta: Mapping[str, Any] | None = None
+        else:
+            timeout, wants_progress, on_progress, reset_on_progress, max_total, params_meta, option_meta, \
+                trace_meta = self._send_settings(call)
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._closed:
             # Nothing to admit: the connection (or its absence) says why.
@@ -1760,6 +1825,39 @@ class Client:
                 if outcome in ("timeout", "interrupted") and dialect is not None and dialect.may_cancel(method):
                     self._metrics.count("cancellations")  # the engine told the server it gave up
 
+    def _send_settings(self, call: Call) -> tuple[
+            float | None, bool, Callable[[dict[str, Any]], None] | None, bool, float | None,
+            Mapping[str, Any] | None, Mapping[str, Any] | None, Mapping[str, Any] | None]:
+        """`_send`'s reading of a call's options, each checked."""
+        options = call.options
+        timeout = options.get("timeout", self.timeout)
+        check_timeout("timeout", timeout)
+        progress = options.get("progress")
+        if progress is not None and not callable(progress):
+            raise TypeError("progress must be a callable")
+        option_meta = options.get("meta")
+        if option_meta is not None and not isinstance(option_meta, Mapping):
+            raise TypeError("meta must be a mapping")
+        params_meta = (call.params or {}).get("_meta")
+        if params_meta is not None and not isinstance(params_meta, Mapping):
+            raise TypeError("params['_meta'] must be a mapping")
+        for layer in (option_meta, params_meta):
+            if layer and "progressToken" in layer:
+                raise ValueError("set progress= instead of a progressToken in _meta; the client routes by its own token")
+            if layer and versions.META_PROTOCOL_VERSION in layer:
+                raise ValueError("the protocol version is the client's to set: use protocol= on connect()")
+        trace = options.get("trace_context")
+        trace_meta = validate_trace_context(trace) if trace is not None else None
+        max_total = options.get("max_total_timeout", self.max_total_timeout)
+        check_timeout("max_total_timeout", max_total)
+        reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
+        on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
+        # A progress token is asked for when progress resets the timeout,
+        # even with no callback to show it.
+        wants_progress = progress is not None or reset_on_progress
+        return (timeout, wants_progress, on_progress, reset_on_progress, max_total, params_meta, option_meta,
+                trace_meta)
+
     def _send_mending(
         self, call: Call, method: str, timeout: float | None, deadline: float | None, wants_progress: bool,
         on_progress: Callable[[dict[str, Any]], None] | None, reset_on_progress: bool, max_total: float | None,
@@ -1774,10 +1872,9 @@ class Client:
                 hint = "use discover()" if method == "ping" else ""
                 raise UnsupportedMethod(method, dialect.version, hint)
             params = dict(call.params or {})
-            meta = merge_meta(
-                dialect.request_meta(self._capabilities(call.handlers), self.client_info, self.log_level),
-                params_meta, option_meta, trace_meta, None,
-            )
+            meta = self._request_meta(dialect, call.handlers)
+            if params_meta or option_meta or trace_meta:
+                meta = merge_meta(meta, params_meta, option_meta, trace_meta, None)
             if meta:
                 params["_meta"] = meta
             # A request without params sends none, as the schemas allow.
@@ -1927,7 +2024,10 @@ class Client:
 
     def _reconnect_paused(self, failed: Connection, deadline: float | None) -> Connection:
         cause: McpError | None = failed.failure
-        failed.close("reconnecting after the connection failed")
+        # On a thread of its own: a server that hangs on its way out must not
+        # hold the caller past its deadline (each attempt below waits for it,
+        # up to that deadline, before it starts a new server).
+        self._held.close_later(failed, "reconnecting after the connection failed")
         self._held.status.set(Status.RECONNECTING, cause)
         for subscription in list(self._held.subscriptions):
             subscription._interrupt()
@@ -1962,12 +2062,18 @@ class Client:
                 _pause(self._held.closed_event, wait)
             if self._closed:
                 raise ConnectionClosed("the client is closed")
+            # The connections being closed go first: the old server may hold
+            # what the new one needs (a port, a lock file), and a server that
+            # keeps failing must not pile up closing ones.
+            if not self._held.closers_done(deadline):
+                raise RequestTimeout("the connection is being re-established: the failed server was still "
+                                     "shutting down at the call's deadline")
             self._retry_at = 0.0
             self._attempts += 1
             log.warning("the connection failed; reconnecting (attempt %d): %s", self._attempts, cause)
             era = self._require_dialect()
             try:
-                new = self._connect(era, deadline)
+                new = self._connect(era, deadline, reconnecting=True)
             except McpError as exc:
                 if self._closed or policy is None:
                     raise  # without a policy: one attempt per call, never a loop
@@ -2132,6 +2238,9 @@ class _Held:
         # Initialize-era subscriptions, held strongly: `close()` ends them
         # (the session's streams go with it).
         self.initialize_era_subscriptions: set[Subscription] = set()
+        # Connections being closed on threads of their own (`close_later`),
+        # with how long each close may take (under `lock`).
+        self.closers: dict[threading.Thread, tuple[Connection, float]] = {}
         # Every open subscription, both eras, held weakly: to interrupt and
         # reopen them after a reconnect or a new session, and to end them in
         # a fork child (the streams are the parent's).
@@ -2154,6 +2263,11 @@ class _Held:
         for conn in conns:
             if conn is not None:
                 conn.close()
+        with self.lock:
+            closers = list(self.closers.items())
+        for closer, (_, bound) in closers:
+            if closer is not threading.current_thread():
+                closer.join(bound)
         if self.keepalive is not None:
             self.keepalive.close()
         healer = self.healer
@@ -2163,12 +2277,63 @@ class _Held:
         for subscription in subscriptions:
             subscription._on_event("closed", ConnectionClosed("the client was closed"))
 
+    def close_later(self, conn: Connection, reason: str) -> None:
+        """Close `conn` on a thread of its own: a caller with a deadline (a
+        reconnect) must not wait out a wedged server's shutdown (a stdio
+        server gets `shutdown_timeout` at each of its three steps).
+        `release()` waits for the thread, up to the connection's
+        `close_budget`, so it does not outlive `close()`. Once the client
+        is closing, or when no thread can be started, `conn` is closed here
+        and now, as `release()` would. One closer per connection."""
+        def run() -> None:
+            try:
+                conn.close(reason)
+            finally:
+                with self.lock:
+                    self.closers.pop(thread, None)
+
+        thread = threading.Thread(target=run, name="mcp-sync-closer", daemon=True)
+        with self.lock:
+            if any(closing is conn for closing, _ in self.closers.values()):
+                return
+            if not self.closed:
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had: close it on this one
+                    pass
+                else:
+                    self.closers[thread] = (conn, conn.close_budget + 1.0)
+                    return
+        conn.close(reason)
+
+    def closers_done(self, deadline: float | None) -> bool:
+        """Wait for the closes `close_later` runs, each up to its budget and
+        all up to `deadline`: False if the deadline came first."""
+        while True:
+            with self.lock:
+                closers = list(self.closers.items())
+            if not closers:
+                return True
+            closer, (_, bound) = closers[0]
+            wait = bound if deadline is None else min(bound, deadline - time.monotonic())
+            if wait <= 0:
+                return False
+            closer.join(wait)
+            if closer.is_alive():
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                with self.lock:  # past its budget: no longer waited for
+                    self.closers.pop(closer, None)
+
     def after_fork(self) -> None:
         """In a fork child: forget the parent's connections and threads
         without IO. The subscriptions the child inherited end at once with
         `SubscriptionBroken` (their streams are the parent's): a child that
         iterates one learns to listen again instead of waiting for ever."""
         self.lock = threading.Lock()
+        for closing, _ in self.closers.values():
+            closing.discard()  # the parent's thread closes it; this process only lets go of its copies
+        self.closers = {}
         self.closed_event = threading.Event()
         self.healer = None
         for subscription in list(self.subscriptions):

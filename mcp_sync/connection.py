@@ -485,10 +485,13 @@ class Connection:
         With `progress=True` the request id is set as `_meta.progressToken`.
         `headers` are extra transport headers for this request (HTTP only).
         """
+        # Made before the lock, its id given under it: the lock is held only
+        # for the table update (every caller and the reader take it).
+        pending = Pending(0, method, cancellable, self._max_server_requests)
         with self._lock:
-            self._raise_if_unusable()
-            request_id = next(self._ids)
-            pending = Pending(request_id, method, cancellable, self._max_server_requests)
+            if self._failure is not None or self._closed:
+                self._raise_if_unusable()
+            pending.id = pending.inbox.id = request_id = next(self._ids)
             self._router.add_call(request_id, pending)
         if progress:
             params = dict(params or {})
@@ -1009,6 +1012,12 @@ class Connection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def close_budget(self) -> float:
+        """The longest `close()` takes: the flush, the transport's own close
+        (`Transport.close_budget`), and the wait for the engine's threads."""
+        return CLOSE_FLUSH_TIMEOUT + self.transport.close_budget + CLOSE_JOIN_TIMEOUT
 
 
 def _is_own_thread() -> bool:

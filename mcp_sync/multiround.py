@@ -56,9 +56,13 @@ def answer_rounds(
     request_state: str | None,
     schemas: SchemaCache,
     max_total_timeout: float | None,
+    started: float | None = None,
 ) -> dict[str, Any]:
-    """Send `params` with `send` until the result is complete; see the module."""
-    started = time.monotonic()
+    """Send `params` with `send` until the result is complete; see the module.
+    `started` is when the first round was sent, when that was before this
+    loop began (the fast lane's first round: `Client._call_tool_plain`)."""
+    if started is None:
+        started = time.monotonic()
     responses = dict(input_responses) if input_responses is not None else None
     state = request_state
     answered = 0

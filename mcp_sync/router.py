@@ -130,6 +130,19 @@ class Router(Generic[Owner]):
         """The route of one incoming message. `related_to` is the id of the
         request on whose own response stream it arrived, when the transport
         knows (HTTP); None otherwise (a shared stream such as stdio)."""
+        if type(message) is dict and "result" in message and "method" not in message:
+            # The common message first: a result for a waiting call. The
+            # same rule as below (`_response`), with the checks `classify`
+            # would make for it done inline; anything else goes the long way.
+            request_id = message.get("id")
+            if type(request_id) is int and message.get("jsonrpc") == jsonrpc.JSONRPC:
+                owner = self.calls.pop(request_id, None)
+                if owner is not None:
+                    return (CALL, owner, RESPONSE, message)
+        return self.route(message, related_to)
+
+    def route(self, message: Any, related_to: Any = None) -> Route:
+        """`receive` without its shortcut: the rules for every message."""
         if not isinstance(message, dict):
             return (INVALID, None, f"not a JSON object: {type(message).__name__}", message)
         try:

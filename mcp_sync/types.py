@@ -251,8 +251,57 @@ class Tool(WireModel):
     extra: dict[str, Any] = _raw_field()
     raw: dict[str, Any] = _raw_field()
 
+    @classmethod
+    def from_wire(cls, raw: Any) -> Tool:
+        """Build one from its wire dict, as `WireModel.from_wire` does. The
+        schemas, `annotations` and `_meta` are the objects of `raw`, not
+        copies; `raw` itself is copied (shallow)."""
+        return cls._build(raw, own=False)
 
-def tools_from_wire(items: Sequence[Any]) -> list[Tool]:
+    @classmethod
+    def _build(cls, raw: Any, *, own: bool) -> Tool:
+        """`from_wire` for a plain dict of the usual shape, without the
+        generic loop: a listing of 10,000 tools builds 10,000, and each
+        object it copies or allocates here is one more for the garbage
+        collector to scan in the kept catalog. Anything else (a Mapping, a
+        field of another type, a schema too deep, a subclass) takes the
+        generic path, which words the error. `own`: `raw` is a decoded dict
+        nobody else keeps, so it is kept as `raw` rather than copied."""
+        if cls is not Tool or type(raw) is not dict:
+            return super().from_wire(raw)
+        get = raw.get
+        name = get("name")
+        input_schema = get("inputSchema")
+        output_schema = get("outputSchema")
+        annotations = get("annotations")
+        meta = get("_meta")
+        if (type(name) is not str or not (input_schema is None or type(input_schema) is dict)
+                or not (output_schema is None or type(output_schema) is dict)
+                or not (annotations is None or type(annotations) is dict)
+                or not (meta is None or type(meta) is dict)):
+            return super().from_wire(raw)
+        try:
+            if input_schema is not None:
+                check_depth(input_schema)
+            if output_schema is not None:
+                check_depth(output_schema)
+        except ValueError:
+            return super().from_wire(raw)
+        extra: dict[str, Any] = {}
+        for key in raw:
+            if key not in _TOOL_WIRE:  # rare: one unknown key, then sort them all
+                extra = {key: value for key, value in raw.items() if key not in _TOOL_WIRE}
+                break
+        # Positional, in field order: no keyword dict per tool.
+        return cls(name, get("title"), get("description"), input_schema, output_schema, annotations, get("icons"),
+                   meta, extra, raw if own else dict(raw))
+
+
+#: The wire names `Tool` knows (its fields' `_wire` names).
+_TOOL_WIRE = frozenset(_wire_index(Tool))
+
+
+def tools_from_wire(items: Sequence[Any], known: Mapping[str, Tool] | None = None) -> list[Tool]:
     """The tools of a `tools/list` result, leaving out the ones that cannot
     be used.
 
@@ -261,13 +310,25 @@ def tools_from_wire(items: Sequence[Any]) -> list[Tool]:
     it is left out and a warning on the ``mcp_sync.client`` logger names it
     and says why, as for a tool with an invalid `x-mcp-header` annotation.
 
+    The item dicts become the tools' `raw` as they are, not copies: they
+    are a decoded result's, given over. With `known` (tools listed before,
+    by name), a definition equal (`==`) to a known tool's `raw` gives back
+    that `Tool`: listing unchanged tools again builds nothing, and keeps
+    nothing new for the garbage collector to scan.
+
         >>> [t.name for t in tools_from_wire([{"name": "echo"}, {"title": "no name"}])]
         ['echo']
     """
     tools: list[Tool] = []
     for index, item in enumerate(items):
+        if known and type(item) is dict:
+            name = item.get("name")
+            before = known.get(name) if type(name) is str else None
+            if before is not None and before.raw == item:
+                tools.append(before)
+                continue
         try:
-            tools.append(Tool.from_wire(item))
+            tools.append(Tool._build(item, own=True))
         except InvalidResult as exc:
             name = item.get("name") if isinstance(item, Mapping) else None
             label = repr(name[:100]) if isinstance(name, str) else f"#{index} of the list"
@@ -541,7 +602,8 @@ _CONTENT_TYPES: dict[str, Any] = {
 
 
 def content_block(value: Any) -> ContentBlock:
-    if not isinstance(value, Mapping):
+    # `type() is dict` first: the ABC check is slow, and blocks are dicts.
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise TypeError("a content block must be an object")
     cls = _CONTENT_TYPES.get(value.get("type"), UnknownContent)  # type: ignore[arg-type]
     return cls.from_wire(value)  # type: ignore[no-any-return]

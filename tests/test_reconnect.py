@@ -374,3 +374,74 @@ def test_an_http_subscription_survives_the_server_going_away_and_coming_back():
             sub.close()
     finally:
         httpd.close()
+
+
+def hanging_server(tmp_path):
+    """A demo server launcher that, once `flag` exists, starts a server that
+    never answers and ignores the end of its input (a wedged restart). Each
+    start adds a line to `starts`."""
+    flag = tmp_path / "hang"
+    launcher = tmp_path / "launch_hanging.py"
+    launcher.write_text(
+        "import os, sys, time\n"
+        f"open({str(tmp_path / 'starts')!r}, 'a').write('x\\n')\n"
+        f"if os.path.exists({str(flag)!r}):\n"
+        "    sys.stdin.read()\n"
+        "    time.sleep(60)\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
+    return flag, launcher
+
+
+def test_a_restart_that_hangs_does_not_overrun_the_calls_deadline(tmp_path):
+    """The new server never answers `initialize` and ignores the end of its
+    input: the call fails at its own deadline, not after the shutdown's
+    grace (2 s here), which the abandoned server is given elsewhere."""
+    flag, launcher = hanging_server(tmp_path)
+    target = mcp_sync.Stdio(sys.executable, [str(launcher)], shutdown_timeout=2.0)
+    client = mcp_sync.connect(target, protocol="2025-11-25", reconnect=FAST)
+    try:
+        flag.touch()
+        kill_server(client)
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.call_tool("echo", {"text": "x"}, timeout=1.0)
+        took = time.monotonic() - started
+        assert took < 1.6, f"the call took {took:.2f} s with timeout=1.0"
+        assert (tmp_path / "starts").read_text().count("x") == 2
+        # The wedged server is still being shut down (its 2 s of grace): the
+        # next call does not start a third one beside it, and keeps its deadline.
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.RequestTimeout, match="still shutting down"):
+            client.call_tool("echo", {"text": "x"}, timeout=0.5)
+        took = time.monotonic() - started
+        assert took < 1.1, f"the call took {took:.2f} s with timeout=0.5"
+        assert (tmp_path / "starts").read_text().count("x") == 2
+    finally:
+        started = time.monotonic()
+        client.close()
+        closing = time.monotonic() - started
+    assert closing < 3 * 2.0 + 1.5  # close() still waits for the abandoned server, bounded
+    assert wait_until(lambda: not [t for t in threading.enumerate() if t.name.startswith("mcp-sync")], 5)
+
+
+def test_a_close_that_gets_no_thread_happens_on_the_callers(monkeypatch):
+    """Out of threads: the connection is closed at once, and nothing is left
+    for `close()` to join."""
+    closed = []
+
+    class Conn:
+        close_budget = 1.0
+
+        def close(self, reason=""):
+            closed.append(reason)
+
+    class NoThread(threading.Thread):
+        def start(self):
+            raise RuntimeError("can't start new thread")
+
+    with mcp_sync.connect(demo_command()) as client:
+        monkeypatch.setattr(mcp_sync.client.threading, "Thread", NoThread)
+        client._held.close_later(Conn(), "reconnecting")
+        monkeypatch.undo()
+        assert closed == ["reconnecting"]
+        assert client._held.closers == {}

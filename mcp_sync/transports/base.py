@@ -84,6 +84,12 @@ class Transport(abc.ABC):
     """True when the transport mirrors tool parameters into headers
     (`x-mcp-header`), so tools with invalid annotations must be dropped."""
 
+    close_budget: float = 5.0
+    """The longest `close()` may take, in seconds: how long a client waits
+    for a close it runs on a thread of its own (after a reconnect) before
+    its own `close()` returns. A transport whose close may take longer
+    says so here."""
+
     request_timeout: float | None = None
     """The client's default request timeout, set by the client before
     `start()`, for transports that bound work of their own (a DELETE)."""

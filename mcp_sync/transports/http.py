@@ -3,14 +3,15 @@
 Owns: what goes over HTTP for MCP: each request's exchange (a POST and its
 answer, JSON or an SSE stream), the resumption of a broken stream
 (`Last-Event-ID`), the initialize era's session (its id, the standalone GET
-stream and its reader thread, the DELETE that ends it), and the one-way
+stream, `_GetStream`, the DELETE that ends it), and the one-way
 POSTs (notifications, answers to server requests). It moves JSON-RPC
 messages; what they mean is the engine's and the client's business.
 
 Must not know: how connections are dialed, counted, reused or stopped
 (`pool`), how HTTP/1.1 is framed (`http11`), how a compressed body is
-decoded (`decoding`), or how credentials are made and refreshed
-(`http_auth`).
+decoded (`decoding`), how credentials are made and refreshed
+(`http_auth`), or how long-lived streams are read without a thread each
+(`streams`).
 
 How it works. Every request is its own POST. A caller that is about to wait
 for its answer does the exchange itself (`exchange()`): it POSTs and reads
@@ -85,6 +86,7 @@ from .decoding import ACCEPT_ENCODING, Decoder, DecodingError, UnsupportedEncodi
 from .http11 import RequestHead, Response
 from .http_auth import Authorization
 from .pool import Dialer, Exchange, ExchangeThreads, NoFreeSlot, Pool, Stopped
+from .streams import READER, BodyFrames, take_body
 from .tunnel import credentials_refused, open_tunnel
 
 _USER_AGENT = f"mcp-sync/{__version__}"
@@ -342,8 +344,8 @@ class HTTPTransport(Transport):
         #: The origin that issued the session id when it was another one (a
         #: followed redirect): the only other origin it is ever sent to.
         self._session_origin: tuple[str, str, int] | None = None
-        self._get_thread: threading.Thread | None = None
-        self._get_exchange: Exchange | None = None
+        #: The session's GET stream (read by the process's stream reader).
+        self._get_stream: _GetStream | None = None
         self._get_offered = True
 
     # -- lifecycle -------------------------------------------------------------------
@@ -369,6 +371,12 @@ class HTTPTransport(Transport):
     def describe(self) -> str:
         return f"Streamable HTTP server {self._target.url}"
 
+    @property
+    def close_budget(self) -> float:  # type: ignore[override]
+        """`close()`'s bound: the session DELETE, the GET stream's end, and
+        a margin for the pools' and helper threads' ends."""
+        return self._target.session_close_timeout + _GET_JOIN_SECONDS + 2.0
+
     def close(self) -> None:
         with self._close_lock:
             if self._closed:
@@ -376,21 +384,20 @@ class HTTPTransport(Transport):
             with self._lock:
                 self._closing = True
                 exchanges = [*self._exchanges.values(), *self._others]
-                get_exchange = self._get_exchange
-                get_thread = self._get_thread
+                get_stream = self._get_stream
             # Abort first: no exchange may go on (or start) once the
             # session is deleted, and none may wait behind the DELETE.
             for exchange in exchanges:
                 exchange.abort()
-            if get_exchange is not None:
-                get_exchange.abort()
+            if get_stream is not None:
+                get_stream.abort()
             if self._legacy and self._session_id is not None:
                 self._delete_session()
             for pool in (self._pool, self._one_way, self._streams):
                 pool.close()
             self._threads.close()
-            if get_thread is not None and get_thread is not threading.current_thread():
-                get_thread.join(_GET_JOIN_SECONDS)
+            if get_stream is not None:
+                get_stream.close(_GET_JOIN_SECONDS)
             self._closed = True
 
     def discard(self) -> None:
@@ -402,6 +409,8 @@ class HTTPTransport(Transport):
         self._closing = True
         self._closed = True
         self._sink = None
+        # The GET stream's reader thread was not copied either, and the
+        # stream reader of this process forgot it (`streams`).
         for exchange in [*list(self._exchanges.values()), *list(self._others), self._get_exchange]:
             if exchange is not None:
                 exchange.discard()
@@ -1046,86 +1055,30 @@ class HTTPTransport(Transport):
         stream, if the server offers one (a 405 says it does not)."""
         with self._lock:
             start_get = self._legacy and self._get_offered and not self._closing
-            if start_get and self._get_thread is not None and self._get_thread.is_alive():
+            if start_get and self._get_stream is not None and not self._get_stream.ended:
                 start_get = False
             if start_get:
-                opened = threading.Event()
-                thread = threading.Thread(target=self._read_get_stream, args=(opened,), name="mcp-sync-http-get",
-                                          daemon=True)
-                self._get_exchange = Exchange("get", self._streams)
-                self._get_thread = thread
+                stream = _GetStream(self)
+                self._get_stream = stream
         if start_get:
-            thread.start()
+            stream.start()
             # Wait (briefly) until the server has answered the GET, so the
             # stream exists before the first request is sent: a server may
             # otherwise take a late GET for something else, such as the
             # resumption of a request's stream.
-            opened.wait(min(_GET_OPEN_WAIT, self._target.connect_timeout))
+            stream.opened.wait(min(_GET_OPEN_WAIT, self._target.connect_timeout))
 
-    def _read_get_stream(self, opened: threading.Event) -> None:
-        """The initialize era's standalone GET stream: messages related to no
-        request. Reconnects after the server's retry interval while events
-        keep coming; gives up after repeated empty attempts, 405 or 404.
-        `opened` is set once the first GET has an answer (or failed)."""
-        try:
-            self._get_stream_loop(opened)
-        finally:
-            opened.set()
+    @property
+    def _get_exchange(self) -> Exchange | None:
+        stream = self._get_stream
+        return None if stream is None else stream.exchange
 
-    def _get_stream_loop(self, opened: threading.Event) -> None:
-        exchange = self._get_exchange
-        assert exchange is not None
-        failures = 0
-        last_id: str | None = None
-        retry_ms = DEFAULT_RETRY_MS
-        while not self._closing and failures < 3:
-            extra = {"Last-Event-ID": last_id} if last_id else {}
-            try:
-                # Setting the stream up is bounded like a one-way POST; the
-                # stream itself then lasts as long as the session.
-                exchange.deadline = time.monotonic() + self._side_bound()
-                try:
-                    response = self._get(exchange, extra)
-                finally:
-                    opened.set()
-                exchange.deadline = response.deadline = None
-                if response.status != 200:
-                    if response.status == 405:
-                        self._get_offered = False
-                        log.debug("the server offers no GET stream (405)")
-                    else:
-                        log.debug("the GET stream answered %s", response.status)
-                    self._drain(response)
-                    return
-                parser = SSEParser(max_event_bytes=self._target.max_response_bytes)
-                got_any = False
-                decoder = _decoder(response)
-                while True:
-                    chunk = response.read1(_READ_CHUNK)
-                    self._count(received=len(chunk))
-                    for event in _sse_events(parser, decoder, chunk):
-                        if not event.data.strip():
-                            continue
-                        got_any = True
-                        sink = self._sink
-                        if sink is not None:
-                            sink.deliver(jsonrpc.parse(event.data))  # a batch is split by the sink
-                    if not chunk:
-                        break
-                last_id = parser.last_event_id or last_id
-                retry_ms = parser.retry_ms if parser.retry_ms is not None else retry_ms
-                failures = 0 if got_any else failures + 1
-            except Exception as exc:  # the stream is retried, never left dead silently
-                if self._closing or exchange.stop.is_set():
-                    return
-                expected = isinstance(exc, (TransportError, EventTooLarge, OSError, ValueError))
-                log.log(logging.DEBUG if expected else logging.WARNING, "the GET stream failed: %s", exc,
-                        exc_info=not expected)
-                failures += 1
-            finally:
-                exchange.release(reusable=False)  # a stream's connection is its own
-            if exchange.stop.wait(retry_ms / 1000.0):
-                return
+    @property
+    def _get_thread(self) -> threading.Thread | None:
+        """The thread at work on the GET stream: the one opening it, else the
+        process's stream reader while the stream is open."""
+        stream = self._get_stream
+        return None if stream is None else stream.thread
 
     # -- bodies ------------------------------------------------------------------------------------
 
@@ -1231,6 +1184,210 @@ class HTTPTransport(Transport):
             response.read(_ERROR_BODY_PREVIEW * 8)
         except (OSError, ValueError):  # ValueError: http11.ResponseError
             response.will_close = True
+
+
+class _GetStream:
+    """The initialize era's standalone GET stream of one session: messages
+    related to no request, handed to the sink as they come. Reconnects after
+    the server's retry interval (with `Last-Event-ID`) while events keep
+    coming; gives up after three attempts in a row that failed or brought
+    nothing, after 405 (the server offers no GET stream) or another status.
+
+    Threads. Opening the stream (the GET and its answer's head: maybe a
+    dial, TLS and authorization) blocks, so it runs on a thread of its own
+    (`mcp-sync-http-get`) that ends once the head came. The stream is then
+    read by the process's stream reader (`streams.READER`), one thread for
+    every session's GET stream: an idle session costs no thread. The delay
+    before a reconnection is the reader's timer, which starts the next
+    opener.
+
+    Ownership. The connection's reading state (`_frames`, `_decoder`,
+    `_parser`, `_got_any`) and the counters (`_failures`, `_last_id`,
+    `_retry_ms`) have one owner at a time: the opener until it hands the
+    socket to the reader (through the reader's lock), then the reader
+    thread, which starts the next opener only once the connection is
+    given back. `_lock` guards `_closing` and `_opener`.
+    """
+
+    def __init__(self, transport: HTTPTransport) -> None:
+        self._transport = transport
+        #: One exchange for every connection of the stream: close() aborts it.
+        self.exchange = Exchange("get", transport._streams)
+        #: Set once the first GET has an answer (or failed).
+        self.opened = threading.Event()
+        self._lock = threading.Lock()
+        self._closing = False
+        self._opener: threading.Thread | None = None
+        self._failures = 0
+        self._last_id: str | None = None
+        self._retry_ms = DEFAULT_RETRY_MS
+        self._frames = BodyFrames(done=True)
+        self._decoder: Decoder | None = None
+        self._parser = SSEParser()
+        self._got_any = False
+        self._stream = READER.open(self._on_data, self._on_end, self._on_timer, self._on_close)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the stream is over for good (given up, or closed)."""
+        return self._stream.done
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread at work on it: the opener's, else the stream reader
+        while the stream lasts."""
+        opener = self._opener
+        if opener is not None and opener.is_alive():
+            return opener
+        return None if self._stream.done else READER.thread
+
+    def start(self) -> None:
+        if not self._start_opener():
+            self.opened.set()
+
+    def abort(self) -> None:
+        """(close(), first.) No reconnection from now on; a GET being opened
+        or read fails at once."""
+        with self._lock:
+            self._closing = True
+        self.exchange.abort()
+
+    def close(self, timeout: float) -> None:
+        """(close(), after `abort`.) Wait, at most `timeout` seconds in all,
+        until the opener has ended and the reader let go of the stream (and
+        ended, if this was its last stream)."""
+        limit = time.monotonic() + timeout
+        with self._lock:
+            self._closing = True
+            opener = self._opener
+        if opener is not None and opener is not threading.current_thread():
+            opener.join(max(limit - time.monotonic(), 0.0))
+        if not self._stream.close(max(limit - time.monotonic(), 0.0)):
+            log.warning("the GET stream was not let go of within %g s", timeout)
+
+    def _start_opener(self) -> bool:
+        with self._lock:
+            if self._closing:
+                return False
+            thread = threading.Thread(target=self._open, name="mcp-sync-http-get", daemon=True)
+            self._opener = thread
+            thread.start()
+        return True
+
+    # -- the opener's thread ---------------------------------------------------------------------
+
+    def _open(self) -> None:
+        transport = self._transport
+        exchange = self.exchange
+        extra = {"Last-Event-ID": self._last_id} if self._last_id else {}
+        try:
+            # Setting the stream up is bounded like a one-way POST; the
+            # stream itself then lasts as long as the session.
+            exchange.deadline = time.monotonic() + transport._side_bound()
+            try:
+                response = transport._get(exchange, extra)
+            finally:
+                self.opened.set()
+            exchange.deadline = response.deadline = None
+            if response.status != 200:
+                if response.status == 405:
+                    transport._get_offered = False
+                    log.debug("the server offers no GET stream (405)")
+                else:
+                    log.debug("the GET stream answered %s", response.status)
+                transport._drain(response)
+                exchange.release(reusable=False)
+                self._stream.close(_GET_JOIN_SECONDS)  # over for good
+                return
+            self._decoder = _decoder(response)
+            self._parser = SSEParser(max_event_bytes=transport._target.max_response_bytes)
+            self._got_any = False
+            self._frames, first = take_body(response)
+            conn = exchange.conn
+            sock = None if conn is None else conn.sock
+            if sock is None:
+                raise ConnectionClosed("the GET stream's connection was closed")
+        except Exception as exc:  # the stream is retried, never left dead silently
+            self._failed(exc)
+            return
+        if not self._stream.watch(sock, first):
+            exchange.release(reusable=False)  # closed meanwhile
+
+    # -- the reader's thread (or the opener's, before the hand-over) -------------------------------
+
+    def _on_data(self, data: bytes) -> None:
+        try:
+            for piece in self._frames.feed(data):
+                self._events(piece)
+            if self._frames.done:
+                self._stream.unwatch()
+                self._ended()
+        except Exception as exc:
+            self._stream.unwatch()
+            self._failed(exc)
+
+    def _on_end(self, error: OSError | None) -> None:
+        """The socket ended (no longer watched)."""
+        try:
+            if error is not None:
+                raise error
+            self._frames.end()
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._ended()
+
+    def _events(self, chunk: bytes) -> None:
+        """Deliver the events `chunk` of the body completes (b"": its end)."""
+        transport = self._transport
+        transport._count(received=len(chunk))
+        for event in _sse_events(self._parser, self._decoder, chunk):
+            if not event.data.strip():
+                continue
+            self._got_any = True
+            sink = transport._sink
+            if sink is not None:
+                sink.deliver(jsonrpc.parse(event.data))  # a batch is split by the sink
+
+    def _ended(self) -> None:
+        """The body ended cleanly: reconnect after the retry interval."""
+        if self._transport._closing or self.exchange.stop.is_set():
+            self.exchange.release(reusable=False)
+            return
+        try:
+            self._events(b"")
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self.exchange.release(reusable=False)  # a stream's connection is its own
+        parser = self._parser
+        self._last_id = parser.last_event_id or self._last_id
+        self._retry_ms = parser.retry_ms if parser.retry_ms is not None else self._retry_ms
+        self._failures = 0 if self._got_any else self._failures + 1
+        self._again()
+
+    def _failed(self, exc: BaseException) -> None:
+        """The GET or its stream failed: logged as it always was, retried."""
+        self.exchange.release(reusable=False)
+        if self._transport._closing or self.exchange.stop.is_set():
+            return
+        expected = isinstance(exc, (TransportError, EventTooLarge, OSError, ValueError))
+        log.log(logging.DEBUG if expected else logging.WARNING, "the GET stream failed: %s", exc,
+                exc_info=None if expected else exc)
+        self._failures += 1
+        self._again()
+
+    def _again(self) -> None:
+        if self._failures >= 3:
+            self._stream.close(_GET_JOIN_SECONDS)  # given up
+        else:
+            self._stream.later(self._retry_ms / 1000.0)
+
+    def _on_timer(self) -> None:
+        self._start_opener()
+
+    def _on_close(self) -> None:
+        self.exchange.release(reusable=False)
 
 
 #: Headers meant for the server's own origin, never sent to another (after a

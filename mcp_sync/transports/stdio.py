@@ -272,6 +272,11 @@ class StdioTransport(Transport):
                 pass
         _ORPHANS.append(proc)
 
+    @property
+    def close_budget(self) -> float:  # type: ignore[override]
+        """`close()`'s bound: three shutdown steps, then the readers' join."""
+        return 3 * self._target.shutdown_timeout + 1.0 + _JOIN_SLACK
+
     def close(self) -> None:
         """End the server and everything it started (its process group),
         join the reader threads, close the pipes. Returns within

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any, Callable
 
 import pytest
@@ -220,6 +221,13 @@ def test_listen_cancelled_by_the_client(conns: Any) -> None:
     first, _ = open_listen(conn, {"toolsListChanged": True}, request_id="L1")
     second, _ = open_listen(conn, {"toolsListChanged": True, "resourcesListChanged": True}, request_id="L2")
     conn.cancel(first)
+    # The cancellation is a notification: nothing answers it. The changes
+    # below are made once the server has closed the first subscription, or
+    # it could rightly notify it of them (the test raced there under load).
+    deadline = time.monotonic() + WAIT
+    while server.listening() != 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert server.listening() == 1
     server.tool(name="second")(noop)
     server.set_resource_text("test://brand-new", "x")
     with conn.cond:

@@ -1,0 +1,449 @@
+"""Issue 19: the initialize era's GET streams of every session in the
+process are read by one thread (`streams.READER`), not one thread each.
+
+The server here is a small initialize-era server written for these tests
+(`SessionServer`): each session's GET stream is chunked, stays open and
+carries what the test pushes to that one session: events, raw bytes cut
+anywhere (a stalled chunk size line), its end, or a dropped connection.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import mcp_sync
+from mcp_sync.transports.http11 import Response
+from mcp_sync.transports.streams import READER, BodyFrames, take_body
+
+PROTOCOL = "2025-11-25"
+UPDATED = "notifications/resources/updated"
+
+
+def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
+    limit = time.monotonic() + timeout
+    while time.monotonic() < limit:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())
+
+
+def reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "mcp-sync-streams"]
+
+
+def opener_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "mcp-sync-http-get"]
+
+
+def event(uri: str, event_id: int | None = None) -> bytes:
+    note = {"jsonrpc": "2.0", "method": UPDATED, "params": {"uri": uri}}
+    head = b"" if event_id is None else b"id: %d\n" % event_id
+    return head + b"data: " + json.dumps(note).encode() + b"\n\n"
+
+
+class SessionServer:
+    """Sessions, each with its own GET stream the test drives (`push`,
+    `raw`, `end`). `gets[session]` lists the Last-Event-ID of each GET."""
+
+    def __init__(self, get_answer: str = "stream") -> None:
+        #: "stream"; "405" (no GET stream); "stall" (the GET is never answered).
+        self.get_answer = get_answer
+        self.lock = threading.Lock()
+        self.count = 0
+        self.streams: dict[str, queue.Queue[Any]] = {}
+        self.gets: dict[str, list[str | None]] = {}
+        self.stop = threading.Event()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _json(self, status: int, payload: dict[str, Any] | None, session: str | None = None) -> None:
+                body = b"" if payload is None else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                if session is not None:
+                    self.send_header("Mcp-Session-Id", session)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if "id" not in message:
+                    self._json(202, None)
+                elif message["method"] == "initialize":
+                    with owner.lock:
+                        owner.count += 1
+                        session = f"s-{owner.count}"
+                    self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": {
+                        "protocolVersion": PROTOCOL, "capabilities": {"resources": {"subscribe": True}},
+                        "serverInfo": {"name": "sessions", "version": "1"}}}, session)
+                else:
+                    self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": {}})
+
+            def do_DELETE(self) -> None:
+                self._json(200, None)
+
+            def do_GET(self) -> None:
+                session = self.headers["Mcp-Session-Id"]
+                feed: queue.Queue[Any] = queue.Queue()
+                with owner.lock:
+                    owner.gets.setdefault(session, []).append(self.headers.get("Last-Event-ID"))
+                    owner.streams[session] = feed
+                if owner.get_answer == "405":
+                    self._json(405, None)
+                    return
+                if owner.get_answer == "stall":
+                    owner.stop.wait(10)
+                    self.close_connection = True
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                while not owner.stop.is_set():
+                    try:
+                        item = feed.get(timeout=0.1)
+                    except queue.Empty:
+                        continue
+                    if item == "drop":
+                        self.close_connection = True
+                        return
+                    if item == "end":
+                        self.wfile.write(b"0\r\n\r\n")
+                        self.close_connection = True
+                        return
+                    if isinstance(item, tuple):  # raw bytes, no framing added
+                        self.wfile.write(item[0])
+                    else:
+                        self._chunk(item)
+                    self.wfile.flush()
+                self.close_connection = True
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mcp"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="test-sessions", daemon=True)
+        self.thread.start()
+
+    def feed(self, session: str) -> queue.Queue[Any]:
+        with self.lock:
+            return self.streams[session]
+
+    def push(self, session: str, data: bytes) -> None:
+        self.feed(session).put(data)
+
+    def raw(self, session: str, data: bytes) -> None:
+        self.feed(session).put((data,))
+
+    def end(self, session: str) -> None:
+        self.feed(session).put("end")
+
+    def get_count(self, session: str) -> int:
+        with self.lock:
+            return len(self.gets.get(session, []))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def sessions():
+    server = SessionServer()
+    yield server
+    server.close()
+
+
+class Listener:
+    """A client and the URIs of the notifications it got, in order."""
+
+    def __init__(self, url: str) -> None:
+        self.client = mcp_sync.connect(url, protocol=PROTOCOL)
+        self.session = self.client._conn.transport.session_id
+        self.got: list[str] = []
+        self._lock = threading.Lock()
+        self.client.on_notification(self._take, methods=[UPDATED])
+
+    def _take(self, note: Any) -> None:
+        with self._lock:
+            self.got.append(note.params["uri"])
+
+    def seen(self) -> list[str]:
+        with self._lock:
+            return list(self.got)
+
+
+def test_twenty_sessions_share_one_reader_and_each_gets_only_its_own(sessions):
+    assert not reader_threads()
+    listeners = [Listener(sessions.url) for _ in range(20)]
+    try:
+        assert len({listener.session for listener in listeners}) == 20
+        assert wait_until(lambda: all(sessions.get_count(listener.session) == 1 for listener in listeners))
+        assert wait_until(lambda: not opener_threads()), "a GET opener outlived its GET's answer"
+        assert len(reader_threads()) == 1
+        assert READER.open_streams == 20
+        for round_ in range(2):
+            for n, listener in enumerate(listeners):
+                sessions.push(listener.session, event(f"{listener.session} #{round_}.{n}"))
+            assert wait_until(lambda: all(len(listener.seen()) == round_ + 1 for listener in listeners))
+        for n, listener in enumerate(listeners):
+            assert listener.seen() == [f"{listener.session} #0.{n}", f"{listener.session} #1.{n}"]
+        assert len(reader_threads()) == 1 and not opener_threads()
+    finally:
+        for listener in listeners:
+            listener.client.close()
+    # close() waits for the reader: none is left once the last client closed.
+    assert not reader_threads()
+    assert READER.open_streams == 0 and READER.thread is None
+
+
+def test_a_stalled_or_ending_stream_does_not_disturb_the_others(sessions):
+    a, b, c = (Listener(sessions.url) for _ in range(3))
+    try:
+        assert wait_until(lambda: all(sessions.get_count(x.session) == 1 for x in (a, b, c)))
+        # A's stream stalls inside a chunk size line, then inside an event:
+        # the one reader thread must not block on it.
+        sessions.push(a.session, event("a-1", event_id=7))
+        assert wait_until(lambda: a.seen() == ["a-1"])
+        data = event("a-2")
+        chunk = b"%x\r\n%s\r\n" % (len(data), data)
+        sessions.raw(a.session, chunk[:1])
+        sessions.push(b.session, event("b-1"))
+        sessions.push(c.session, event("c-1"))
+        assert wait_until(lambda: b.seen() == ["b-1"] and c.seen() == ["c-1"])
+        sessions.raw(a.session, chunk[1:20])
+        sessions.push(b.session, event("b-2"))
+        assert wait_until(lambda: b.seen() == ["b-1", "b-2"])
+        assert a.seen() == ["a-1"]
+        sessions.raw(a.session, chunk[20:])  # the rest: A's event arrives whole
+        assert wait_until(lambda: a.seen() == ["a-1", "a-2"])
+        # A's stream ends: A reconnects with the last event id; B and C keep theirs.
+        sessions.end(a.session)
+        assert wait_until(lambda: sessions.get_count(a.session) == 2, 10)
+        assert sessions.gets[a.session] == [None, "7"]
+        sessions.push(a.session, event("a-3"))
+        sessions.push(b.session, event("b-3"))
+        assert wait_until(lambda: a.seen()[-1:] == ["a-3"] and b.seen()[-1:] == ["b-3"])
+        assert a.seen() == ["a-1", "a-2", "a-3"]
+        assert b.seen() == ["b-1", "b-2", "b-3"]
+        assert c.seen() == ["c-1"]
+        assert sessions.get_count(b.session) == 1 and sessions.get_count(c.session) == 1
+        assert len(reader_threads()) == 1
+    finally:
+        for x in (a, b, c):
+            x.client.close()
+    assert not reader_threads()
+
+
+def test_a_stream_dropped_mid_chunk_is_reopened_and_the_others_keep_theirs(sessions):
+    a, b = Listener(sessions.url), Listener(sessions.url)
+    try:
+        assert wait_until(lambda: sessions.get_count(a.session) == 1 and sessions.get_count(b.session) == 1)
+        sessions.raw(a.session, b"ff\r\ndata: cut")
+        sessions.feed(a.session).put("drop")  # the connection closes inside the chunk
+        sessions.push(b.session, event("b-1"))
+        assert wait_until(lambda: b.seen() == ["b-1"])
+        assert wait_until(lambda: sessions.get_count(a.session) == 2, 10)
+        sessions.push(a.session, event("a-1"))
+        sessions.push(b.session, event("b-2"))
+        assert wait_until(lambda: a.seen() == ["a-1"] and b.seen() == ["b-1", "b-2"])
+        assert sessions.get_count(b.session) == 1
+    finally:
+        a.client.close()
+        b.client.close()
+    assert not reader_threads()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+def test_a_forked_child_has_no_reader_of_its_parent_and_starts_its_own(sessions):
+    parent = Listener(sessions.url)
+    try:
+        assert wait_until(lambda: sessions.get_count(parent.session) == 1)
+        assert len(reader_threads()) == 1
+        said, told = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 10
+            try:
+                os.close(said)
+                # Nothing of the parent's reader is left: no thread, no stream.
+                if READER.thread is not None or READER.open_streams != 0 or reader_threads():
+                    code = 11
+                else:
+                    child = Listener(sessions.url)
+                    os.write(told, child.session.encode() + b"\n")  # the parent pushes to it
+                    ok = wait_until(lambda: child.seen() == ["to the child"], 10)
+                    threads = reader_threads()
+                    child.client.close()
+                    code = 0 if ok and len(threads) == 1 and not reader_threads() else 12
+            finally:
+                os._exit(code)
+        os.close(told)
+        with os.fdopen(said, "rb") as pipe:
+            line = pipe.readline().strip().decode()
+        if line:
+            assert wait_until(lambda: sessions.get_count(line) == 1)
+            sessions.push(line, event("to the child"))
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        # The parent's stream is still its own and still read.
+        sessions.push(parent.session, event("after the fork"))
+        assert wait_until(lambda: parent.seen() == ["after the fork"])
+        assert sessions.count == 2 and sessions.get_count(parent.session) == 1
+    finally:
+        parent.client.close()
+    assert not reader_threads()
+
+
+# -- the hand-over of a body, and its framing pushed byte by byte ----------------------------------
+
+
+class _Bytes:
+    """A socket that hands out `data` in pieces of `size` bytes."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data, self.size = data, size
+
+    def settimeout(self, value: Any) -> None:
+        pass
+
+    def recv(self, n: int) -> bytes:
+        piece, self.data = self.data[:min(n, self.size)], self.data[min(n, self.size):]
+        return piece
+
+
+BODY = b"data: one\n\n" * 3 + b"data: two\n\n"
+CHUNKED = (b"b\r\ndata: one\n\n\r\n16;ext=1\r\n" + b"data: one\n\n" * 2 + b"\r\n"
+           + b"b\n" + b"data: two\n\n\n0\r\nX-T: 1\r\n\r\n")
+HEADS = {
+    "chunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", CHUNKED),
+    "length": (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BODY), BODY),
+    "close": (b"HTTP/1.1 200 OK\r\n\r\n", BODY),
+}
+
+
+@pytest.mark.parametrize("framing", sorted(HEADS))
+@pytest.mark.parametrize("size", [1, 3, 7, 4096])
+def test_a_body_handed_over_after_its_head_reads_as_http11_reads_it(framing, size):
+    head, wire = HEADS[framing]
+    expected = Response(_Bytes(head + wire, size))  # type: ignore[arg-type]
+    expected.begin()
+    assert expected.read() == BODY
+    response = Response(_Bytes(head + wire, 4096 if size == 4096 else len(head) + 5))  # type: ignore[arg-type]
+    response.begin()
+    frames, first = take_body(response)
+    assert response.isclosed()  # it reads nothing more
+    assert 0 < len(first) and wire.startswith(first)
+    rest = wire[len(first):]
+    got = b"".join(frames.feed(first))
+    for n in range(0, len(rest), size):
+        got += b"".join(frames.feed(rest[n:n + size]))
+    frames.end()
+    assert frames.done and got == BODY
+
+
+@pytest.mark.parametrize("wire, error", [
+    (b"zz\r\n", "invalid chunk size"),
+    (b"3\r\nabcX\r\n", "not followed by CRLF"),
+    (b"3\r\nab", "ended inside a chunk"),
+    (b"1" * 70000, "longer than"),
+])
+def test_bad_chunked_framing_is_a_response_error(wire, error):
+    frames = BodyFrames(chunked=True)
+    with pytest.raises(ValueError, match=error):
+        for n in range(0, len(wire), 1000):
+            frames.feed(wire[n:n + 1000])
+        frames.end()
+
+
+def test_a_length_body_cut_short_is_a_response_error():
+    frames = BodyFrames(length=10)
+    assert frames.feed(b"12345") == [b"12345"]
+    with pytest.raises(ValueError, match="5 bytes short"):
+        frames.end()
+
+
+def test_streams_over_tls_are_read_whole_records_and_all(tmp_path):
+    """TLS: an event spans many records, and a record may arrive in pieces;
+    what TLS decrypted with the head or with another record is read too."""
+    import ssl
+
+    import trustme
+
+    from mcp_sync import HTTP
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    big = "x" * 200_000  # about thirteen TLS records
+    with HTTPServer(demo_server(), ssl_context=context) as httpd:
+        clients = [mcp_sync.connect(HTTP(httpd.url, verify=str(bundle)), protocol=PROTOCOL) for _ in range(3)]
+        try:
+            got: list[list[str]] = [[] for _ in clients]
+            for n, client in enumerate(clients):
+                client.on_notification(lambda note, n=n: got[n].append(note.params["uri"]), methods=[UPDATED])
+            assert wait_until(lambda: httpd.notify(UPDATED, {"uri": "ready"}) == 3
+                              and wait_until(lambda: all(got), 1), 10)
+            for n in range(3):
+                httpd.notify(UPDATED, {"uri": f"{n}:{big}"})
+            assert wait_until(lambda: all(len(seen) >= 4 for seen in got))
+            for seen in got:
+                assert [uri.split(":")[0] for uri in seen if ":" in uri] == ["0", "1", "2"]
+                assert all(uri.endswith(big) for uri in seen if ":" in uri)
+            assert len(reader_threads()) == 1
+        finally:
+            for client in clients:
+                client.close()
+    assert not reader_threads()
+
+
+def test_a_405_leaves_no_stream_and_no_thread_behind():
+    server = SessionServer(get_answer="405")
+    try:
+        with mcp_sync.connect(server.url, protocol=PROTOCOL) as client:
+            assert server.get_count(client._conn.transport.session_id) == 1
+            # The opener leaves the reader at once: with no other stream, it ends.
+            assert wait_until(lambda: not reader_threads() and not opener_threads())
+            assert READER.open_streams == 0
+            assert client._conn.transport._get_offered is False
+    finally:
+        server.close()
+
+
+def test_close_during_a_get_the_server_never_answers_is_prompt_and_leaves_no_thread():
+    from mcp_sync import HTTP
+
+    server = SessionServer(get_answer="stall")
+    try:
+        client = mcp_sync.connect(HTTP(server.url, connect_timeout=0.3), protocol=PROTOCOL)
+        assert wait_until(lambda: server.get_count(client._conn.transport.session_id) == 1)
+        assert len(opener_threads()) == 1 and len(reader_threads()) == 1
+        started = time.monotonic()
+        client.close()
+        assert time.monotonic() - started < 2.0
+        assert not opener_threads() and not reader_threads()
+    finally:
+        server.close()
