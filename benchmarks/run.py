@@ -24,7 +24,7 @@ from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "blob_gzip", "memory", "threads_alive",
          "stats_cost", "tracing_off_cost", "sse",
-         "listing", "listing_paged", "many_clients", "memory_sse")
+         "listing", "listing_paged", "listing_changed", "many_clients", "memory_sse")
 #: What `--long` runs: sessions of a million calls (about an hour on two cores).
 LONG_CASES = ("memory", "memory_sse")
 LONG_FIRST, LONG_TOTAL = 100_000, 1_000_000
@@ -71,15 +71,24 @@ def median_of(results: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def import_time(module: str, repeat: int) -> dict[str, Any]:
-    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-    samples = []
+def import_times(modules: dict[str, str], repeat: int) -> dict[str, dict[str, Any]]:
+    """The median wall time of each import statement (`modules`: row name ->
+    what to import) in fresh interpreters, net of the interpreter's start.
+    The modules take turns, so a slow moment of the machine falls on all."""
+    samples: dict[str, list[float]] = {name: [] for name in modules}
+    errors: dict[str, str] = {}
     for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-        if done.returncode != 0:
-            return {"error": done.stderr.strip()[-300:]}
-        samples.append(float(done.stdout))
-    return {"seconds": statistics.median(samples), "runs": repeat}
+        for name, module in modules.items():
+            if name in errors:
+                continue
+            code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+            done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+            if done.returncode != 0:
+                errors[name] = done.stderr.strip()[-300:]
+                continue
+            samples[name].append(float(done.stdout))
+    return {name: {"error": errors[name]} if name in errors else
+            {"seconds": statistics.median(samples[name]), "runs": repeat} for name in modules}
 
 
 def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any], int]]:
@@ -145,14 +154,15 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                     continue
                 spec.update(count=args.many, threads=16)
                 repeat = 1
-            elif case in ("listing", "listing_paged"):
+            elif case in ("listing", "listing_paged", "listing_changed"):
                 # Paired in one worker: mcp_sync and the floor (decode and
-                # plain dicts) taking turns on one server.
+                # plain dicts) taking turns on one server; listing_changed:
+                # every tool changed since the client's last listing.
                 if client != "mcp_sync":
                     continue
-                pages = 100 if case == "listing_paged" else 1
+                pages = 1 if case == "listing" else 100
                 spec.update(case="listing", tools=args.listed_tools, rounds=max(args.repeat, 8),
-                            page_size=max(args.listed_tools // pages, 1))
+                            page_size=max(args.listed_tools // pages, 1), vary=case == "listing_changed")
                 repeat = 1
             elif case == "tracing_off_cost":
                 # The sequential stdio case, with the hook and without it.
@@ -193,6 +203,9 @@ COLUMNS = {
     "listing_paged": [("seconds", "s mcp_sync", 3), ("floor_seconds", "s floor", 3), ("ratio", "time / floor", 2),
                       ("cpu_ratio", "cpu / floor", 2), ("cpu_no_gc_ratio", "cpu/floor no gc", 2),
                       ("tools", "tools", 0)],
+    "listing_changed": [("seconds", "s mcp_sync", 3), ("floor_seconds", "s floor", 3), ("ratio", "time / floor", 2),
+                        ("cpu_ratio", "cpu / floor", 2), ("cpu_no_gc_ratio", "cpu/floor no gc", 2),
+                        ("tools", "tools", 0)],
     "tracing_off_cost": [("cpu_hook_us", "cpu us/call hook", 1), ("cpu_bypassed_us", "cpu us/c bypassed", 1),
                          ("wall_hook_us", "wall us/call hook", 1), ("wall_bypassed_us", "wall us/c bypassed", 1)],
 }
@@ -285,7 +298,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                                                                          "connect_s"),
           value(results, "many_clients", "mcp_sync/stdio", "floor_connect_s"), 1.5, True)
     for transport in (STDIO, HTTP):
-        for case, label in (("listing", "1 page"), ("listing_paged", "100 pages")):
+        for case, label in (("listing", "1 page"), ("listing_paged", "100 pages"),
+                            ("listing_changed", "100 pages, all changed")):
             listed = int(value(results, case, f"mcp_sync/{transport}", "tools") or 0)
             ratio(f"{transport} list {listed} tools, {label} / floor",
                   value(results, case, f"mcp_sync/{transport}", "seconds"),
@@ -313,6 +327,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 absolute(f"{transport}{label} RSS growth {row['first'] // 1000}k -> {row['total'] // 1000}k calls (MB)",
                          value(results, case, f"mcp_sync/{transport}", "growth_mb"), 1.0 if long else 2.0)
     absolute("import mcp_sync (s)", value(results, "import", "mcp_sync", "seconds"), 0.15)
+    ratio("import mcp_sync / import requests", value(results, "import", "mcp_sync", "seconds"),
+          value(results, "import", "requests", "seconds"), 1.0, True)
     mine = value(results, "cold", "mcp_sync/stdio", "seconds")
     raw = value(results, "cold", "raw_inline/stdio", "seconds")
     if mine is not None and raw is not None:
@@ -363,10 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         rows: dict[str, dict[str, Any]] = {}
         if case == "import":
-            rows["mcp_sync"] = import_time("mcp_sync", max(args.repeat, 7))
+            modules = {"mcp_sync": "mcp_sync", "requests": "requests"}
             if not args.clients or args.clients & {"official_sync", "official_async"}:
-                rows["official (mcp)"] = import_time(
-                    "mcp, mcp.client.stdio, mcp.client.streamable_http", max(args.repeat, 7))
+                modules["official (mcp)"] = "mcp, mcp.client.stdio, mcp.client.streamable_http"
+            rows.update(import_times(modules, max(args.repeat, 7)))
             results[case] = rows
             print("\n== import\n" + "\n".join(f"{k:28}{v.get('seconds', float('nan')):>20.3f} s"
                                                for k, v in rows.items()))

@@ -32,7 +32,11 @@ event stream it holds open and never writes to, rather than a 405.
 With --tools N it lists N tools (`echo`, `blob`, then generated ones, each
 with a described input schema and annotations, one in ten with an
 `outputSchema`), in pages of --page-size (default: all in one page; the
-cursor is the offset). The pages are encoded once, at start.
+cursor is the offset). The pages are encoded once, at start. With
+--vary as well, three listings' worth are encoded, each with other
+descriptions, and each listing (a first page asked for) is the next
+one's: a client listing in turn with another on the same server never
+gets the tools of its own last listing again.
 
 With --sse (HTTP) it answers every request that has a 200 answer with an
 SSE stream instead of JSON, as the official SDK's server does by default:
@@ -124,12 +128,16 @@ def _blob_body(n: int) -> bytes:
 
 #: --tools: tools/list pages by cursor ("" for the first), then by `modern`.
 _PAGES: dict[str, tuple[str, str]] = {}
+#: --vary: the listings served in turn (`_PAGES` is the current one).
+_LISTINGS: list[dict[str, tuple[str, str]]] = []
+_listings_served = itertools.count()
 
 
-def _generated_tool(i: int) -> dict[str, Any]:
+def _generated_tool(i: int, listing: int = 0) -> dict[str, Any]:
+    changed = f" (listing {listing})" if listing else ""
     tool: dict[str, Any] = {
         "name": f"tool_{i:05d}", "title": f"Tool {i}",
-        "description": f"Generated tool number {i}: does nothing, described at a realistic length.",
+        "description": f"Generated tool number {i}: does nothing, described at a realistic length{changed}.",
         "inputSchema": {"type": "object", "properties": {
             "text": {"type": "string", "description": "what to work on"},
             "count": {"type": "integer", "minimum": 0, "description": "how many times"}},
@@ -141,8 +149,8 @@ def _generated_tool(i: int) -> dict[str, Any]:
     return tool
 
 
-def _build_pages(count: int, page_size: int) -> dict[str, tuple[str, str]]:
-    tools = (_TOOLS + [_generated_tool(i) for i in range(count)])[:count]
+def _build_pages(count: int, page_size: int, listing: int = 0) -> dict[str, tuple[str, str]]:
+    tools = (_TOOLS + [_generated_tool(i, listing) for i in range(count)])[:count]
     pages = {}
     for offset in range(0, max(count, 1), page_size):
         result: dict[str, Any] = {"tools": tools[offset:offset + page_size]}
@@ -186,6 +194,7 @@ def _loads(data: bytes) -> Any:
 def handle(data: bytes) -> Reply | None:
     """Answer one JSON-RPC message; the reply's parts end with a newline.
     None for notifications and client responses: they get no answer."""
+    global _PAGES  # --vary: each listing is the next one's
     try:
         msg = _loads(data)
     except (ValueError, RecursionError):
@@ -212,6 +221,8 @@ def handle(data: bytes) -> Reply | None:
     if method == "tools/call":
         return _tools_call(rid, params, modern)
     if method == "tools/list" and _PAGES:
+        if _LISTINGS and not params.get("cursor"):
+            _PAGES = _LISTINGS[next(_listings_served) % len(_LISTINGS)]
         page = _PAGES.get(params.get("cursor") or "")
         if page is None:
             return _error(rid, -32602, "Invalid params: unknown cursor")
@@ -420,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--get-stream", action="store_true", help="HTTP: hold GET streams open instead of a 405")
     parser.add_argument("--tools", type=int, default=0, help="list this many tools (echo and blob first)")
     parser.add_argument("--page-size", type=int, default=0, help="tools per tools/list page (default: one page)")
+    parser.add_argument("--vary", action="store_true",
+                        help="--tools: three listings with other descriptions, served in turn")
     parser.add_argument("--stats", default=os.environ.get("BENCH_SERVER_STATS"),
                         help="write the stats JSON here on exit (default: $BENCH_SERVER_STATS)")
     args = parser.parse_args(argv)
@@ -429,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     _GET_STREAM = args.get_stream
     if args.tools:
         _PAGES = _build_pages(args.tools, args.page_size or args.tools)
+        if args.vary:
+            _LISTINGS[:] = [_build_pages(args.tools, args.page_size or args.tools, n) for n in (1, 2, 3)]
     previous = {}
     if threading.current_thread() is threading.main_thread():  # signals can only be set there
         for sig in (signal.SIGTERM, signal.SIGINT):  # both unwind to the finally below

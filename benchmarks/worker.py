@@ -396,7 +396,8 @@ def cold(spec: dict[str, Any], server: Server) -> dict[str, Any]:
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     extra: tuple[str, ...] = ()
     if spec["case"] == "listing":
-        extra = ("--tools", str(spec["tools"]), "--page-size", str(spec["page_size"]))
+        extra = ("--tools", str(spec["tools"]), "--page-size", str(spec["page_size"]),
+                 *(("--vary",) if spec.get("vary") else ()))
     elif spec["case"] == "many_clients" and spec["transport"] == "http":
         extra = ("--get-stream",)
     elif spec["case"] == "memory_sse":

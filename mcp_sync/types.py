@@ -609,6 +609,12 @@ def content_block(value: Any) -> ContentBlock:
     return cls.from_wire(value)  # type: ignore[no-any-return]
 
 
+#: The wire names of `CallToolResult` and of a text block: the shapes its
+#: `from_wire` builds directly.
+_CALL_RESULT_WIRE = frozenset(("content", "structuredContent", "isError", "_meta"))
+_TEXT_WIRE = frozenset(("type", "text", "annotations", "_meta"))
+
+
 def _content_list(value: Any) -> list[ContentBlock]:
     if not isinstance(value, list):
         raise TypeError("content must be a list")
@@ -653,6 +659,28 @@ class CallToolResult(WireModel):
     meta: dict[str, Any] | None = _wire("_meta")
     extra: dict[str, Any] = _raw_field()
     raw: dict[str, Any] = _raw_field()
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> CallToolResult:
+        """Build one from its wire dict, as `WireModel.from_wire` does
+        (tests/test_types.py compares the two on many shapes). Every
+        `call_tool()` builds one, so the usual shape (a plain dict, known
+        keys, text blocks) is built directly, without the generic loop;
+        anything else takes the generic path, which words the errors."""
+        if cls is CallToolResult and type(raw) is dict and _CALL_RESULT_WIRE.issuperset(raw):
+            content = raw.get("content")
+            is_error = raw.get("isError", False)
+            if type(content) is list and type(is_error) is bool:
+                blocks: list[ContentBlock] = []
+                for block in content:
+                    if (type(block) is not dict or block.get("type") != "text" or type(block.get("text")) is not str
+                            or not _TEXT_WIRE.issuperset(block)):
+                        break
+                    blocks.append(TextContent("text", block["text"], block.get("annotations"), block.get("_meta"),
+                                              {}, dict(block)))
+                else:
+                    return cls(blocks, raw.get("structuredContent"), is_error, raw.get("_meta"), {}, dict(raw))
+        return super().from_wire(raw)
 
     @property
     def text(self) -> str:

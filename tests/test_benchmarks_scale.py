@@ -45,14 +45,31 @@ def test_the_server_lists_many_tools_in_pages() -> None:
     assert sum("outputSchema" in tool for page in pages for tool in page["tools"]) >= 3
 
 
+def test_with_vary_each_listing_changes_every_tool_and_paging_stays_within_one() -> None:
+    request = lambda rid, cursor=None: json.dumps(  # noqa: E731
+        {"jsonrpc": "2.0", "id": rid, "method": "tools/list", "params": {} if cursor is None else {"cursor": cursor}})
+    # Three listings in turn, the first of them paged: page 2 belongs to listing 1.
+    lines = [request(1), request(2, "10"), request(3), request(4), request(5)]
+    done = subprocess.run([sys.executable, str(SERVER), "stdio", "--tools", "25", "--page-size", "10", "--vary"],
+                          input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=30)
+    results = [json.loads(line)["result"] for line in done.stdout.splitlines()]
+    descriptions = [{t["name"]: t["description"] for t in r["tools"] if t["name"].startswith("tool_")}
+                    for r in results]
+    assert all("(listing 1)" in d for d in descriptions[0].values())
+    assert all("(listing 1)" in d for d in descriptions[1].values())
+    assert [all(f"(listing {n})" in d for d in descriptions[i].values()) for i, n in ((2, 2), (3, 3), (4, 1))] == [
+        True, True, True]
+    assert descriptions[2].keys() == descriptions[0].keys() and descriptions[2] != descriptions[0]
+
+
 def test_the_growth_cases_run_and_report(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
-    done = run_suite("--only", "listing,listing_paged,many_clients,memory_sse", "--listed-tools", "300",
+    done = run_suite("--only", "listing,listing_paged,listing_changed,many_clients,memory_sse", "--listed-tools", "300",
                      "--many", "4", "--repeat", "1", "--memory-calls", "50", "--growth-calls", "100", json_path=out)
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     results = report["results"]
-    for case in ("listing", "listing_paged"):
+    for case in ("listing", "listing_paged", "listing_changed"):
         for transport in ("stdio", "http"):
             row = results[case][f"mcp_sync/{transport}"]
             assert "error" not in row, row
@@ -66,6 +83,7 @@ def test_the_growth_cases_run_and_report(tmp_path: Path) -> None:
     assert sse["total"] == 100 and len(sse["rss_steps_mb"]) == 10
     targets = {line["target"] for line in report["targets"]}
     assert "stdio list 300 tools, 100 pages / floor" in targets
+    assert "http list 300 tools, 100 pages, all changed / floor" in targets
     assert "http threads per idle connection" in targets
     assert "http SSE answers RSS growth 0k -> 0k calls (MB)" in targets
 

@@ -54,9 +54,11 @@ class SessionServer:
     """Sessions, each with its own GET stream the test drives (`push`,
     `raw`, `end`). `gets[session]` lists the Last-Event-ID of each GET."""
 
-    def __init__(self, get_answer: str = "stream") -> None:
+    def __init__(self, get_answer: str = "stream", coding: str | None = None) -> None:
         #: "stream"; "405" (no GET stream); "stall" (the GET is never answered).
         self.get_answer = get_answer
+        #: The GET stream's Content-Encoding (the test pushes bytes so coded).
+        self.coding = coding
         self.lock = threading.Lock()
         self.count = 0
         self.streams: dict[str, queue.Queue[Any]] = {}
@@ -112,6 +114,8 @@ class SessionServer:
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
+                if owner.coding is not None:
+                    self.send_header("Content-Encoding", owner.coding)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 while not owner.stop.is_set():
@@ -447,3 +451,276 @@ def test_close_during_a_get_the_server_never_answers_is_prompt_and_leaves_no_thr
         assert not opener_threads() and not reader_threads()
     finally:
         server.close()
+
+
+# -- review mends: the reader's edge cases ---------------------------------------------------------
+
+
+class _WantsWriteThenRead:
+    """A TLS socket as the reader sees it: its first recv needs to send
+    (SSLWantWriteError), every later one has nothing (SSLWantReadError).
+    The descriptor is a real socket that is always writable, never readable."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock, self.peer = socket.socketpair()
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def setblocking(self, flag: bool) -> None:
+        self.sock.setblocking(flag)
+
+    def recv(self, n: int) -> bytes:
+        import ssl
+
+        with self.lock:
+            self.calls += 1
+            first = self.calls == 1
+        if first:
+            raise ssl.SSLWantWriteError("want write")
+        raise ssl.SSLWantReadError("want read")
+
+    def close(self) -> None:
+        self.sock.close()
+        self.peer.close()
+
+
+def _open_quiet(**callbacks: Any) -> Any:
+    def nothing(*args: Any) -> None:
+        pass
+
+    names = ("on_data", "on_end", "on_timer", "on_close")
+    return READER.open(**{name: callbacks.get(name, nothing) for name in names})
+
+
+def test_a_tls_read_that_wanted_to_write_then_to_read_does_not_spin():
+    import selectors
+
+    fake = _WantsWriteThenRead()
+    ticked = threading.Event()
+    stream = _open_quiet()
+    clock = _open_quiet(on_timer=ticked.set)
+    try:
+        stream.watch(fake)  # type: ignore[arg-type]
+        assert wait_until(lambda: fake.calls >= 2, 5)
+        # A bounded run of the loop: until another stream's timer fired.
+        clock.later(0.3)
+        assert ticked.wait(5)
+        # Once TLS wanted to read again, only reading is waited for: a
+        # socket left registered for writing wakes select() at once, forever.
+        assert fake.calls < 10, f"{fake.calls} recv calls: the reader spins"
+        run = READER._run
+        assert run is not None and run.selector.get_key(fake).events == selectors.EVENT_READ
+    finally:
+        assert stream.close(5) and clock.close(5)
+        fake.close()
+    assert not reader_threads() and READER.open_streams == 0
+
+
+@pytest.mark.parametrize("failing", ["thread", "socketpair"])
+def test_a_reader_that_could_not_start_is_not_left_half_open(monkeypatch, failing):
+    import socket
+
+    from mcp_sync.transports import streams
+
+    if failing == "thread":
+        start = threading.Thread.start
+
+        def refuse(self: threading.Thread) -> None:
+            if self.name == streams.THREAD_NAME:
+                raise RuntimeError("can't start new thread")
+            start(self)
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        error: type[BaseException] = RuntimeError
+    else:
+        def no_fds(*args: Any) -> Any:
+            raise OSError(24, "Too many open files")
+
+        monkeypatch.setattr(socket, "socketpair", no_fds)
+        error = OSError
+    with pytest.raises(error):
+        _open_quiet()
+    assert READER.open_streams == 0 and READER._run is None and not reader_threads()
+    monkeypatch.undo()
+    # The reader works again: a stream is read, and closed promptly.
+    got = queue.Queue()  # type: ignore[var-annotated]
+    stream = _open_quiet(on_data=got.put)
+    import socket as socket_
+
+    mine, peer = socket_.socketpair()
+    try:
+        assert stream.watch(mine)
+        peer.sendall(b"hello")
+        limit = time.monotonic() + 5
+        seen = b""
+        while seen != b"hello" and time.monotonic() < limit:
+            try:
+                seen += got.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        assert seen == b"hello"
+        assert stream.close(5)
+    finally:
+        mine.close()
+        peer.close()
+    assert not reader_threads() and READER.open_streams == 0
+
+
+def test_a_get_connection_that_could_not_start_its_opener_is_retried(sessions, monkeypatch):
+    a = Listener(sessions.url)
+    try:
+        assert wait_until(lambda: sessions.get_count(a.session) == 1)
+        assert wait_until(lambda: not opener_threads())
+        start = threading.Thread.start
+        refused = threading.Event()
+
+        def refuse_once(self: threading.Thread) -> None:
+            if self.name == "mcp-sync-http-get" and not refused.is_set():
+                refused.set()
+                raise RuntimeError("can't start new thread")
+            start(self)
+
+        monkeypatch.setattr(threading.Thread, "start", refuse_once)
+        sessions.end(a.session)  # the reconnection's opener cannot start, once
+        assert refused.wait(5)
+        assert wait_until(lambda: sessions.get_count(a.session) == 2, 10), "the stream was left dead"
+        sessions.push(a.session, event("a-1"))
+        assert wait_until(lambda: a.seen() == ["a-1"])
+    finally:
+        a.client.close()  # no RuntimeError from joining a thread never started
+    assert not reader_threads() and not opener_threads()
+
+
+class _Counting:
+    """A transport's sink that counts what the GET stream delivers and
+    calls `then(count)` with each count (on the reader thread)."""
+
+    def __init__(self, then: Any = None) -> None:
+        self.count = 0
+        self.then = then
+
+    def deliver(self, message: Any, related_to: Any = None) -> None:
+        self.count += 1
+        if self.then is not None:
+            self.then(self.count)
+
+
+def test_a_compressed_burst_on_one_stream_does_not_hold_up_the_others():
+    import zlib
+
+    server = SessionServer(coding="deflate")
+    a, b = Listener(server.url), Listener(server.url)
+    try:
+        assert wait_until(lambda: server.get_count(a.session) == 1 and server.get_count(b.session) == 1)
+        burst_events = 40_000
+        seen_by_b: list[int] = []
+        b_got = threading.Event()
+        sink_a = _Counting(lambda n: n == 1 and server.push(b.session, zlib_event(b_comp, "b-1")))
+        sink_b = _Counting(lambda n: (seen_by_b.append(sink_a.count), b_got.set()))
+        a.client._conn.transport._sink = sink_a
+        b.client._conn.transport._sink = sink_b
+        a_comp, b_comp = zlib.compressobj(), zlib.compressobj()
+        burst = event("a") * burst_events  # about 4 MB decoded, a few KB sent
+        server.push(a.session, a_comp.compress(burst) + a_comp.flush(zlib.Z_SYNC_FLUSH))
+        assert b_got.wait(10) and wait_until(lambda: sink_a.count == burst_events, 20)
+        # B's event, sent once A's burst was being delivered, came before
+        # the burst's end: the reader took turns.
+        assert seen_by_b[0] < burst_events, f"B waited for all {burst_events} of A's events"
+    finally:
+        a.client.close()
+        b.client.close()
+        server.close()
+    assert not reader_threads()
+
+
+def zlib_event(comp: Any, uri: str) -> bytes:
+    import zlib
+
+    return comp.compress(event(uri)) + comp.flush(zlib.Z_SYNC_FLUSH)
+
+
+def test_a_reader_thread_that_died_is_restarted_and_its_streams_reopened(sessions, monkeypatch):
+    class Boom(BaseException):
+        pass
+
+    a, b = Listener(sessions.url), Listener(sessions.url)
+    try:
+        assert wait_until(lambda: sessions.get_count(a.session) == 1 and sessions.get_count(b.session) == 1)
+        sessions.push(a.session, event("a-0"))
+        sessions.push(b.session, event("b-0"))
+        assert wait_until(lambda: a.seen() == ["a-0"] and b.seen() == ["b-0"])  # both are read
+        first = READER.thread
+        fire = READER._fire_timers
+        blown = threading.Event()
+
+        def blow_once(run: Any) -> None:
+            if not blown.is_set():
+                blown.set()
+                raise Boom("the reader's bug")
+            fire(run)
+
+        monkeypatch.setattr(READER, "_fire_timers", blow_once)
+        sessions.push(a.session, event("a-00"))  # wakes the loop, which then dies
+        assert blown.wait(5)
+        # Each session reopens its GET stream, read by a new reader thread.
+        assert wait_until(lambda: sessions.get_count(a.session) == 2 and sessions.get_count(b.session) == 2,
+                          10), sessions.gets
+        assert READER.thread is not None and READER.thread is not first
+        sessions.push(a.session, event("a-1"))
+        sessions.push(b.session, event("b-1"))
+        assert wait_until(lambda: a.seen()[-1:] == ["a-1"] and b.seen() == ["b-0", "b-1"])
+        assert len(reader_threads()) == 1 and READER.open_streams == 2
+    finally:
+        a.client.close()
+        b.client.close()
+    assert not reader_threads() and READER.open_streams == 0
+
+
+def test_a_stream_reset_after_events_resumes_from_the_last_delivered_id(sessions):
+    a = Listener(sessions.url)
+    try:
+        assert wait_until(lambda: sessions.get_count(a.session) == 1)
+        sessions.push(a.session, event("a-1", event_id=4))
+        sessions.push(a.session, event("a-2", event_id=5))
+        assert wait_until(lambda: a.seen() == ["a-1", "a-2"])
+        sessions.raw(a.session, b"ff\r\ndata: cut")
+        sessions.feed(a.session).put("drop")  # reset inside the next event
+        assert wait_until(lambda: sessions.get_count(a.session) == 2, 10)
+        assert sessions.gets[a.session] == [None, "5"]  # not None: no replay of 4 and 5
+    finally:
+        a.client.close()
+    assert not reader_threads()
+
+
+def test_a_reader_that_keeps_dying_closes_its_streams_and_can_start_again(monkeypatch):
+    class Boom(BaseException):
+        pass
+
+    deaths: list[threading.Thread] = []
+
+    def always(run: Any) -> None:
+        deaths.append(threading.current_thread())
+        raise Boom("the reader's bug, every time")
+
+    monkeypatch.setattr(READER, "_fire_timers", always)
+    closed = threading.Event()
+    stream = _open_quiet(on_close=closed.set)
+    stream.later(0.0)  # each new thread inherits the timer, and dies at once
+    assert closed.wait(5), "the streams of a reader that keeps dying were never closed"
+    assert len(deaths) == 4 and len(set(deaths)) == 4  # the first thread and three more
+    assert stream.done and READER.open_streams == 0 and READER._run is None
+    assert wait_until(lambda: not reader_threads())
+    assert stream.close(5)  # closed already: nothing to wait for
+    monkeypatch.undo()
+    # The next stream starts the reader afresh.
+    ticked = threading.Event()
+    again = _open_quiet(on_timer=ticked.set)
+    again.later(0.0)
+    assert ticked.wait(5)
+    assert again.close(5)
+    assert not reader_threads() and READER.open_streams == 0

@@ -99,3 +99,53 @@ def test_frozen():
     tool = types.Tool.from_wire({"name": "t"})
     with pytest.raises(AttributeError):
         tool.name = "other"
+
+
+# -- CallToolResult.from_wire: the direct build and the generic one -----------------
+
+_TEXT = {"type": "text", "text": "hi"}
+_RESULT_SHAPES = [
+    {"content": [_TEXT]},
+    {"content": [_TEXT, {"type": "text", "text": "", "annotations": {"audience": ["user"]}, "_meta": {"k": 1}}]},
+    {"content": [], "isError": True, "structuredContent": {"n": 1}, "_meta": {"m": None}},
+    {"content": [_TEXT], "isError": False, "structuredContent": None},
+    {"content": [_TEXT], "isError": None},
+    {"content": [_TEXT], "isError": 0},
+    {"content": [_TEXT], "isError": "yes"},
+    {"content": None},
+    {},
+    {"content": [_TEXT], "unknown": 1},
+    {"content": [{"type": "text", "text": "x", "extra": 2}]},
+    {"content": [{"type": "text", "text": 5}]},
+    {"content": [{"type": "text"}]},
+    {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}, _TEXT]},
+    {"content": [_TEXT, {"type": "mystery"}]},
+    {"content": [_TEXT, "not a block"]},
+    {"content": "not a list"},
+    {"content": ({"type": "text", "text": "tuple"},)},
+]
+
+
+def _built(build, raw):
+    try:
+        result = build(raw)
+    except Exception as exc:  # compared below: the same error, worded the same
+        return ("error", type(exc), str(exc))
+    return ("ok", result, result.extra, result.raw, [(b, b.extra, b.raw) for b in result.content or []])
+
+
+@pytest.mark.parametrize("raw", _RESULT_SHAPES, ids=[str(i) for i in range(len(_RESULT_SHAPES))])
+def test_call_tool_result_direct_build_is_the_generic_one(raw):
+    from mcp_sync.types import CallToolResult, WireModel
+
+    generic = WireModel.from_wire.__func__  # type: ignore[attr-defined]
+    assert _built(CallToolResult.from_wire, raw) == _built(lambda r: generic(CallToolResult, r), raw)
+
+
+def test_call_tool_results_blocks_are_copied_as_the_generic_build_copies_them():
+    from mcp_sync.types import CallToolResult
+
+    block = {"type": "text", "text": "hi"}
+    result = CallToolResult.from_wire({"content": [block]})
+    block["text"] = "changed"
+    assert result.text == "hi" and result.content[0].raw == {"type": "text", "text": "hi"}

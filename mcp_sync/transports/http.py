@@ -53,6 +53,7 @@ from a legacy server's.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -86,7 +87,7 @@ from .decoding import ACCEPT_ENCODING, Decoder, DecodingError, UnsupportedEncodi
 from .http11 import RequestHead, Response
 from .http_auth import Authorization
 from .pool import Dialer, Exchange, ExchangeThreads, NoFreeSlot, Pool, Stopped
-from .streams import READER, BodyFrames, take_body
+from .streams import READER, TURN_BYTES, BodyFrames, take_body
 from .tunnel import credentials_refused, open_tunnel
 
 _USER_AGENT = f"mcp-sync/{__version__}"
@@ -1225,7 +1226,13 @@ class _GetStream:
         self._decoder: Decoder | None = None
         self._parser = SSEParser()
         self._got_any = False
-        self._stream = READER.open(self._on_data, self._on_end, self._on_timer, self._on_close)
+        #: The work of what was read that is still to do (a compressed
+        #: burst is done a slice per turn of the reader): bytes decoded by each step.
+        self._backlog: Iterator[int] | None = None
+        try:
+            self._stream = READER.open(self._on_data, self._on_end, self._on_timer, self._on_close)
+        except (OSError, RuntimeError) as exc:  # no thread or descriptor left for the reader
+            raise ConnectionClosed(f"the GET stream cannot be read: {exc}") from exc
 
     @property
     def ended(self) -> bool:
@@ -1266,12 +1273,22 @@ class _GetStream:
             log.warning("the GET stream was not let go of within %g s", timeout)
 
     def _start_opener(self) -> bool:
+        """Start the opener's thread; False if closing, or if it could not be
+        started (a failed attempt then: retried, or given up)."""
         with self._lock:
             if self._closing:
                 return False
             thread = threading.Thread(target=self._open, name="mcp-sync-http-get", daemon=True)
-            self._opener = thread
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread left: close() must not join this one
+                refused: RuntimeError | None = exc
+            else:
+                refused = None
+                self._opener = thread
+        if refused is not None:
+            self._failed(ConnectionClosed(f"the GET stream's opener could not start: {refused}"))
+            return False
         return True
 
     # -- the opener's thread ---------------------------------------------------------------------
@@ -1302,6 +1319,7 @@ class _GetStream:
             self._decoder = _decoder(response)
             self._parser = SSEParser(max_event_bytes=transport._target.max_response_bytes)
             self._got_any = False
+            self._backlog = None
             self._frames, first = take_body(response)
             conn = exchange.conn
             sock = None if conn is None else conn.sock
@@ -1315,16 +1333,45 @@ class _GetStream:
 
     # -- the reader's thread (or the opener's, before the hand-over) -------------------------------
 
-    def _on_data(self, data: bytes) -> None:
+    def _on_data(self, data: bytes) -> bool:
+        """What the socket had (b"": go on with the backlog). True when work
+        was kept back: a reader's turn's worth of decoded bytes was done,
+        so that one session's compressed burst cannot hold the others up."""
         try:
-            for piece in self._frames.feed(data):
-                self._events(piece)
+            if data:
+                work = self._work(self._frames.feed(data))
+                self._backlog = work if self._backlog is None else itertools.chain(self._backlog, work)
+            if self._backlog is not None:
+                done = 0
+                for size in self._backlog:
+                    done += size
+                    if done >= TURN_BYTES:
+                        return True
+                self._backlog = None
             if self._frames.done:
                 self._stream.unwatch()
                 self._ended()
         except Exception as exc:
+            self._backlog = None
             self._stream.unwatch()
             self._failed(exc)
+        return False
+
+    def _work(self, pieces: list[bytes]) -> Iterator[int]:
+        """Deliver the events of body `pieces`, a step at a time: each step
+        decodes one piece (at most `decoding.PIECE` bytes) and yields its
+        size (0 for a body not compressed: the reader's own count of the
+        bytes read bounds that work)."""
+        transport, decoder, parser = self._transport, self._decoder, self._parser
+        for chunk in pieces:
+            transport._count(received=len(chunk))
+            if decoder is None:
+                self._deliver(parser.feed(chunk))
+                yield 0
+                continue
+            for piece in decoder.feed(chunk):
+                self._deliver(parser.feed(piece))
+                yield len(piece)
 
     def _on_end(self, error: OSError | None) -> None:
         """The socket ended (no longer watched)."""
@@ -1339,9 +1386,12 @@ class _GetStream:
 
     def _events(self, chunk: bytes) -> None:
         """Deliver the events `chunk` of the body completes (b"": its end)."""
+        self._transport._count(received=len(chunk))
+        self._deliver(_sse_events(self._parser, self._decoder, chunk))
+
+    def _deliver(self, events: Iterable[Event]) -> None:
         transport = self._transport
-        transport._count(received=len(chunk))
-        for event in _sse_events(self._parser, self._decoder, chunk):
+        for event in events:
             if not event.data.strip():
                 continue
             self._got_any = True
@@ -1360,15 +1410,23 @@ class _GetStream:
             self._failed(exc)
             return
         self.exchange.release(reusable=False)  # a stream's connection is its own
-        parser = self._parser
-        self._last_id = parser.last_event_id or self._last_id
-        self._retry_ms = parser.retry_ms if parser.retry_ms is not None else self._retry_ms
+        self._take_resumption()
         self._failures = 0 if self._got_any else self._failures + 1
         self._again()
 
+    def _take_resumption(self) -> None:
+        """The last event id and retry interval the connection's events set
+        (the parser of an earlier connection gives what was taken already)."""
+        parser = self._parser
+        self._last_id = parser.last_event_id or self._last_id
+        self._retry_ms = parser.retry_ms if parser.retry_ms is not None else self._retry_ms
+
     def _failed(self, exc: BaseException) -> None:
-        """The GET or its stream failed: logged as it always was, retried."""
+        """The GET or its stream failed: logged as it always was, retried
+        from the last event delivered (the events before the failure were)."""
         self.exchange.release(reusable=False)
+        self._backlog = None
+        self._take_resumption()
         if self._transport._closing or self.exchange.stop.is_set():
             return
         expected = isinstance(exc, (TransportError, EventTooLarge, OSError, ValueError))

@@ -16,14 +16,26 @@ non-blocking; when the selector says it is readable, the reader receives
 until the socket would block (a TLS socket too: its `recv` then also
 returns what TLS had already decrypted, so nothing waits in its buffer
 unseen), at most `TURN_BYTES` per stream and turn, and hands each piece to
-the stream's `on_data`. A TLS record that is only partly there, a chunk
+the stream's `on_data`. The work a piece brings may be far more than its
+size (a compressed burst): `on_data` then does a turn's worth of it, keeps
+the rest back and says so (returns True); the stream's turn ends there and,
+on its next one, `on_data(b"")` goes on with it before the socket is read
+again. A TLS record that is only partly there, a chunk
 size line cut in two, an event half sent: each just waits for the next
 turn, and the other streams are served meanwhile. At the socket's end (or
 error) the socket is taken off the selector and `on_end` is called. A
 stream's timer (`Stream.later`) calls `on_timer` (a reconnection's delay).
 
+Failure. A thread that could not be started (no thread or no descriptor
+left) leaves nothing behind: `open()` raises and the reader is as before.
+Should the thread die of an error of its own, each stream it was reading
+is ended (`on_end`, as if its socket had failed, so its owner reconnects),
+its timer kept, and a new thread takes the streams over; after a few
+deaths in a row with no data read in between, the streams are closed
+(`on_close`) instead, and the next `open()` starts afresh.
+
 Lock discipline. `SharedReader._cond` (a Condition) guards the reader's
-shared state: the number of open streams, the command queue and the
+shared state: the open streams (and their number), the command queue and the
 current run (its thread, selector and wake socket). It is held for short
 bookkeeping only: never during IO (but a non-blocking one-byte send on
 the wake socket, and making a new run's selector and wake socket), never
@@ -46,6 +58,7 @@ the child's own thread.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import selectors
@@ -70,6 +83,10 @@ TURN_BYTES = 256 * 1024
 
 _RECV_SIZE = 65536
 
+#: How many times in a row (with no data read in between) a dead reader
+#: thread is replaced before its streams are closed instead.
+_MOST_DEATHS = 3
+
 
 class Stream:
     """One long-lived stream the shared reader serves: a socket at a time
@@ -77,9 +94,9 @@ class Stream:
     `SharedReader.open()`."""
 
     __slots__ = ("_reader", "on_data", "on_end", "on_timer", "on_close", "_closing", "_done",
-                 "sock", "deadline", "_want_write")
+                 "sock", "deadline", "_want_write", "_more")
 
-    def __init__(self, reader: SharedReader, on_data: Callable[[bytes], None],
+    def __init__(self, reader: SharedReader, on_data: Callable[[bytes], bool | None],
                  on_end: Callable[[OSError | None], None], on_timer: Callable[[], None],
                  on_close: Callable[[], None]) -> None:
         self._reader = reader
@@ -93,6 +110,8 @@ class Stream:
         self.sock: socket.socket | None = None
         self.deadline: float | None = None
         self._want_write = False
+        #: `on_data` kept work back: call it again before reading on.
+        self._more = False
 
     def watch(self, sock: socket.socket, first: bytes = b"") -> bool:
         """(Any thread.) Read `sock` (non-blocking from now on) on the reader
@@ -130,7 +149,11 @@ class _Run:
 
     def __init__(self) -> None:
         self.selector = selectors.DefaultSelector()
-        self.wake_r, self.wake_w = socket.socketpair()
+        try:
+            self.wake_r, self.wake_w = socket.socketpair()
+        except BaseException:  # no descriptor left: leave none behind
+            self.selector.close()
+            raise
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
         self.selector.register(self.wake_r, selectors.EVENT_READ, None)
@@ -138,6 +161,8 @@ class _Run:
         #: Streams to read again without waiting (their turn ran out).
         self.ready: set[Stream] = set()
         self.timers: set[Stream] = set()
+        #: Commands taken from the queue and not yet applied (the thread's own).
+        self.pending: collections.deque[tuple[Stream, str, Any]] = collections.deque()
 
     def wake(self) -> None:
         try:
@@ -169,6 +194,10 @@ class SharedReader:
         self._run: _Run | None = None
         #: The run whose thread is ending (or ended) after its last stream.
         self._ending: _Run | None = None
+        #: The open streams (a dead thread's successor takes them over).
+        self._streams: set[Stream] = set()
+        #: Threads that died in a row, with no data read since.
+        self._deaths = 0
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -181,24 +210,40 @@ class SharedReader:
         """How many streams are open (not yet closed)."""
         return self._open
 
-    def open(self, on_data: Callable[[bytes], None], on_end: Callable[[OSError | None], None],
+    def open(self, on_data: Callable[[bytes], bool | None], on_end: Callable[[OSError | None], None],
              on_timer: Callable[[], None], on_close: Callable[[], None]) -> Stream:
         """A new stream, with nothing to read yet: the thread runs (it is
         started if need be) until the stream is closed. The callbacks run on
         the reader thread: `on_data(bytes)` with what came, `on_end(error)`
         once the socket ended (None) or failed (the socket is no longer
         watched then), `on_timer()` when `later`'s delay passed,
-        `on_close()` once the stream is closed."""
+        `on_close()` once the stream is closed. `on_data` returns True when
+        it kept part of its work back (about a turn's worth done): it is
+        called again, with b"", on the stream's next turn, before its
+        socket is read on.
+
+        Raises OSError or RuntimeError when the thread cannot be started
+        (no descriptor or no thread left); nothing is left half open."""
         stream = Stream(self, on_data, on_end, on_timer, on_close)
         with self._cond:
-            self._open += 1
             if self._run is None:
-                run = _Run()
-                run.thread = threading.Thread(target=self._loop, args=(run,), name=THREAD_NAME, daemon=True)
-                self._run = run
-                run.thread.start()
+                self._start_run()
+            self._open += 1
+            self._streams.add(stream)
             self._cond.notify_all()  # a close() waiting for the thread's end need not wait
         return stream
+
+    def _start_run(self) -> None:
+        """(Under the lock.) A new run and its thread, or nothing (raised)."""
+        run = _Run()
+        run.thread = threading.Thread(target=self._loop, args=(run,), name=THREAD_NAME, daemon=True)
+        self._run = run
+        try:
+            run.thread.start()
+        except BaseException:
+            self._run = None
+            run.close()
+            raise
 
     # -- commands (any thread) ------------------------------------------------------------------
 
@@ -226,7 +271,7 @@ class SharedReader:
             if first:
                 self._close_now(run, stream)  # the thread ends at the top of its loop if that was the last
             return True
-        if run is None and first:  # no thread (a bug guard: an open stream keeps one): close it here
+        if run is None and first and not stream._done.is_set():  # no thread (a bug guard: an open stream keeps one)
             self._call(stream.on_close)
             stream._done.set()
         if not stream._done.wait(max(limit - time.monotonic(), 0.0)):
@@ -246,13 +291,14 @@ class SharedReader:
         try:
             while True:
                 with self._cond:
-                    commands, self._commands = self._commands, []
-                    if not commands and self._open == 0:
+                    run.pending.extend(self._commands)
+                    self._commands = []
+                    if not run.pending and self._open == 0:
                         self._run, self._ending = None, run
                         self._cond.notify_all()
                         break
-                for stream, kind, arg in commands:
-                    self._apply(run, stream, kind, arg)
+                while run.pending:
+                    self._apply(run, *run.pending.popleft())
                 for key, _ in run.selector.select(self._timeout(run)):
                     if key.data is None:
                         self._drain_wake(run)
@@ -262,17 +308,51 @@ class SharedReader:
                     run.ready.discard(stream)
                     self._pump(run, stream)
                 self._fire_timers(run)
-        except BaseException:
-            log.exception("the stream reader thread failed; its streams are dropped")
-            with self._cond:
-                if self._run is run:
-                    self._run, self._ending = None, run
-                    self._open = 0
-                    self._commands = []
-                    self._cond.notify_all()
-            raise
+        except BaseException as exc:  # a bug of the reader's own: its streams must not go silent
+            log.exception("the stream reader thread failed")
+            self._died(run, exc)
         finally:
             run.close()
+
+    def _died(self, run: _Run, exc: BaseException) -> None:
+        """(The dying thread.) Hand the streams to a new thread, each ended
+        as if its socket had failed and with its timer kept; or, after too
+        many deaths in a row (or none can start), close them."""
+        error = OSError(f"the stream reader failed: {type(exc).__name__}: {exc}")
+        dropped: list[Stream] = []
+        with self._cond:
+            if self._run is not run:
+                return
+            self._run, self._ending = None, run
+            carried: list[tuple[Stream, str, Any]] = []
+            for stream in self._streams:
+                if stream.sock is not None:
+                    carried.append((stream, "end", error))
+                if stream in run.timers and stream.deadline is not None:
+                    carried.append((stream, "later", stream.deadline))
+                stream.sock, stream.deadline = None, None
+                stream._want_write = stream._more = False
+            self._deaths += 1
+            restarted = False
+            if self._streams and self._deaths <= _MOST_DEATHS:
+                try:
+                    self._start_run()
+                    restarted = True
+                except (OSError, RuntimeError) as failure:
+                    log.error("no new stream reader thread: %s", failure)
+            if restarted:  # in order: the dead thread's, then what was asked since
+                self._commands = carried + list(run.pending) + self._commands
+            else:
+                dropped, self._streams = list(self._streams), set()
+                self._open = 0
+                self._commands = []
+            self._cond.notify_all()
+        if dropped:
+            log.error("the stream reader thread failed %d times in a row; its %d streams are closed",
+                      self._deaths, len(dropped))
+        for stream in dropped:  # no other thread reads them: this one is still their reader
+            self._call(stream.on_close)
+            stream._done.set()
 
     @staticmethod
     def _drain_wake(run: _Run) -> None:
@@ -291,6 +371,8 @@ class SharedReader:
         if kind == "later":
             stream.deadline = arg
             run.timers.add(stream)
+        elif kind == "end":  # from a dead thread: the socket it read is given up
+            self._call(stream.on_end, arg)
         elif kind == "watch":
             sock, first = arg
             self._unwatch(stream)
@@ -301,12 +383,13 @@ class SharedReader:
                 self._call(stream.on_end, exc if isinstance(exc, OSError) else OSError(str(exc)))
                 return
             stream.sock = sock
-            self._call(stream.on_data, first)
+            self._feed(run, stream, first)
             if stream.sock is sock:
                 run.ready.add(stream)  # bytes TLS decrypted with the head are not seen by the selector
 
     def _unwatch(self, stream: Stream) -> None:
         sock, stream.sock = stream.sock, None
+        stream._more = False
         run = self._run
         if run is not None:
             run.ready.discard(stream)
@@ -327,6 +410,7 @@ class SharedReader:
         finally:
             with self._cond:
                 self._open -= 1
+                self._streams.discard(stream)
                 self._cond.notify_all()
             stream._done.set()
 
@@ -347,9 +431,14 @@ class SharedReader:
 
     def _pump(self, run: _Run, stream: Stream) -> None:
         """Read what `stream`'s socket has, without blocking, at most
-        `TURN_BYTES`; hand it over piece by piece."""
+        `TURN_BYTES`; hand it over piece by piece. Work `on_data` kept back
+        comes first: no more is read while some is left."""
         sock = stream.sock
         budget = TURN_BYTES
+        if stream._more:
+            stream._more = False
+            if self._feed(run, stream, b""):
+                return
         while sock is not None and stream.sock is sock:
             if budget <= 0:
                 run.ready.add(stream)  # more may be there: after the others' turn
@@ -357,34 +446,64 @@ class SharedReader:
             try:
                 data = sock.recv(_RECV_SIZE)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
-                break  # nothing more for now (a TLS record may be only partly there)
+                # Nothing more for now (a TLS record may be only partly
+                # there). A send TLS wanted is done, as it wants to read:
+                # wait for reading only, or select() returns at once forever.
+                if stream._want_write:
+                    self._want(run, stream, sock, write=False)
+                break
             except ssl.SSLWantWriteError:
                 # TLS must send before it can read on (rare: a key update
                 # with a full send buffer): wait until the socket is writable.
                 if not stream._want_write:
-                    stream._want_write = True
-                    run.selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, stream)
+                    self._want(run, stream, sock, write=True)
                 return
             except OSError as exc:
                 self._unwatch(stream)
                 self._call(stream.on_end, exc)
                 return
-            if stream._want_write:
-                stream._want_write = False
-                run.selector.modify(sock, selectors.EVENT_READ, stream)
+            if stream._want_write and not self._want(run, stream, sock, write=False):
+                return
             if not data:
                 self._unwatch(stream)
                 self._call(stream.on_end, None)
                 return
             budget -= len(data)
-            self._call(stream.on_data, data)
+            self._deaths = 0  # the reader works
+            if self._feed(run, stream, data):
+                return
+
+    def _want(self, run: _Run, stream: Stream, sock: socket.socket, *, write: bool) -> bool:
+        """Wait for the socket to be readable (and writable, if `write`).
+        False when it could not be (a socket closed under the reader): the
+        stream has ended then."""
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if write else 0)
+        try:
+            run.selector.modify(sock, events, stream)
+        except (KeyError, ValueError, OSError) as exc:
+            self._unwatch(stream)
+            self._call(stream.on_end, exc if isinstance(exc, OSError) else OSError(str(exc)))
+            return False
+        stream._want_write = write
+        return True
+
+    def _feed(self, run: _Run, stream: Stream, data: bytes) -> bool:
+        """Hand `data` to `on_data`. True when it kept work back: the
+        stream's turn ends, and the next one starts with that work."""
+        sock = stream.sock
+        if self._call(stream.on_data, data) is True and sock is not None and stream.sock is sock:
+            stream._more = True
+            run.ready.add(stream)
+            return True
+        return False
 
     @staticmethod
-    def _call(callback: Callable[..., None], *args: Any) -> None:
+    def _call(callback: Callable[..., Any], *args: Any) -> Any:
         try:
-            callback(*args)
+            return callback(*args)
         except Exception:  # an owner handles its own errors; this guards the other streams
             log.exception("a stream callback failed")
+            return None
 
     # -- fork -----------------------------------------------------------------------------------
 
@@ -398,6 +517,8 @@ class SharedReader:
         self._open = 0
         self._commands = []
         self._run = self._ending = None
+        self._streams = set()
+        self._deaths = 0
         if run is not None:
             run.selector.close()  # closes the descriptor only: no epoll_ctl on the shared set
             for sock in (run.wake_r, run.wake_w):
