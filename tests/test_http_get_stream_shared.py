@@ -724,3 +724,212 @@ def test_a_reader_that_keeps_dying_closes_its_streams_and_can_start_again(monkey
     assert ticked.wait(5)
     assert again.close(5)
     assert not reader_threads() and READER.open_streams == 0
+
+
+# -- second review: resumption, reader deaths, a reader that cannot start -------------------------
+
+
+class _Client:
+    """A client with a small event limit, and the URIs it got, in order."""
+
+    def __init__(self, url: str, limit: int = 4096) -> None:
+        from mcp_sync import HTTP
+
+        self.client = mcp_sync.connect(HTTP(url, max_response_bytes=limit), protocol=PROTOCOL)
+        self.session = self.client._conn.transport.session_id
+        self.got: list[str] = []
+        self._lock = threading.Lock()
+        self.client.on_notification(self._take, methods=[UPDATED])
+
+    def _take(self, note: Any) -> None:
+        with self._lock:
+            self.got.append(note.params["uri"])
+
+    def seen(self) -> list[str]:
+        with self._lock:
+            return list(self.got)
+
+
+@pytest.mark.parametrize("bad", ["too large", "malformed"])
+def test_the_resumption_id_is_the_last_event_delivered_not_the_last_parsed(sessions, bad):
+    a = _Client(sessions.url, limit=4096)
+    try:
+        assert wait_until(lambda: sessions.get_count(a.session) == 1)
+        sessions.push(a.session, event("a-0", event_id=9))
+        assert wait_until(lambda: a.seen() == ["a-0"])
+        if bad == "too large":
+            # Two good events, then one over the limit, all in one write:
+            # the parser fails before it hands the good ones back.
+            wire = event("a-1", event_id=1) + event("a-2", event_id=2) + b"data: " + b"x" * 5000 + b"\n\n"
+            delivered, last = ["a-0"], "9"
+        else:
+            # A good event, one that is not JSON-RPC, then good ones: the
+            # events after the bad one are never delivered.
+            wire = (event("a-1", event_id=1) + b"id: 2\ndata: not json\n\n"
+                    + event("a-3", event_id=3) + event("a-4", event_id=4))
+            delivered, last = ["a-0", "a-1"], "1"
+        sessions.push(a.session, wire)
+        assert wait_until(lambda: sessions.get_count(a.session) == 2, 10), sessions.gets
+        # The server replays everything after the id named: events the
+        # client never got must not be named as seen.
+        assert sessions.gets[a.session] == [None, last]
+        assert a.seen() == delivered
+    finally:
+        a.client.close()
+    assert not reader_threads()
+
+
+class _Boom(BaseException):
+    pass
+
+
+def _die_always(monkeypatch: Any, deaths: list[threading.Thread]) -> None:
+    def always(run: Any) -> None:
+        deaths.append(threading.current_thread())
+        raise _Boom("the reader's bug, every time")
+
+    monkeypatch.setattr(READER, "_fire_timers", always)
+
+
+def test_streams_closed_after_too_many_deaths_are_closing_at_once(monkeypatch):
+    import socket
+
+    deaths: list[threading.Thread] = []
+    _die_always(monkeypatch, deaths)
+    gate, first_called = threading.Event(), threading.Event()
+    calls: dict[str, int] = {"x": 0, "y": 0}
+    lock = threading.Lock()
+
+    def closer(name: str) -> Any:
+        def on_close() -> None:
+            with lock:
+                calls[name] += 1
+            if not first_called.is_set():  # the first on_close of the dying thread waits
+                first_called.set()
+                assert gate.wait(10)
+        return on_close
+
+    x = _open_quiet(on_close=closer("x"))
+    y = _open_quiet(on_close=closer("y"))
+    x.later(0.0)
+    try:
+        assert first_called.wait(5)
+        # The dying thread is closing the streams one by one: the one it
+        # has not reached yet is closing already, and a close() here does
+        # not run its on_close a second time.
+        with lock:
+            waiting = "y" if calls["x"] == 1 else "x"
+        other = y if waiting == "y" else x
+        assert calls[waiting] == 0
+        assert other.close(0.0) is False  # not done yet: the dying thread still closes it
+    finally:
+        gate.set()
+    assert wait_until(lambda: x.done and y.done, 5)
+    assert calls == {"x": 1, "y": 1}
+    assert READER.open_streams == 0
+    monkeypatch.undo()
+    # A new reader (another session's stream): commands for the closed
+    # streams are refused, so no socket is left to a stream nobody reads.
+    z = _open_quiet()
+    mine, peer = socket.socketpair()
+    try:
+        assert y.watch(mine) is False
+        assert x.watch(peer) is False
+        assert READER.open_streams == 1
+        assert z.close(5)
+    finally:
+        mine.close()
+        peer.close()
+    assert not reader_threads() and READER.open_streams == 0
+
+
+def test_a_fresh_start_after_a_run_of_deaths_survives_one_death(monkeypatch):
+    deaths: list[threading.Thread] = []
+    _die_always(monkeypatch, deaths)
+    closed = threading.Event()
+    doomed = _open_quiet(on_close=closed.set)
+    doomed.later(0.0)
+    assert closed.wait(5)
+    assert wait_until(lambda: not reader_threads())
+    monkeypatch.undo()
+    # The next stream starts afresh: one death of its reader is replaced,
+    # not taken as the fourth of the earlier run.
+    fire = READER._fire_timers
+    blown = threading.Event()
+
+    def blow_once(run: Any) -> None:
+        if not blown.is_set():
+            blown.set()
+            raise _Boom("one bug")
+        fire(run)
+
+    monkeypatch.setattr(READER, "_fire_timers", blow_once)
+    ticked, shut = threading.Event(), threading.Event()
+    again = _open_quiet(on_timer=ticked.set, on_close=shut.set)
+    again.later(0.0)
+    try:
+        assert ticked.wait(5), "the timer was not carried over to a new reader"
+        assert blown.is_set() and not shut.is_set() and not again.done
+    finally:
+        assert again.close(5)
+    assert not reader_threads() and READER.open_streams == 0
+
+
+def test_a_watch_the_reader_died_applying_is_applied_by_the_next(monkeypatch):
+    import socket
+
+    apply = READER._apply
+    blown = threading.Event()
+
+    def blow_on_watch(run: Any, stream: Any, kind: str, arg: Any) -> None:
+        if kind == "watch" and not blown.is_set():
+            blown.set()
+            raise _Boom("died while applying a watch")
+        apply(run, stream, kind, arg)
+
+    monkeypatch.setattr(READER, "_apply", blow_on_watch)
+    got: queue.Queue[bytes] = queue.Queue()
+    stream = _open_quiet(on_data=got.put)
+    mine, peer = socket.socketpair()
+    try:
+        assert stream.watch(mine)
+        assert blown.wait(5)
+        peer.sendall(b"hello")
+        limit = time.monotonic() + 5
+        seen = b""
+        while seen != b"hello" and time.monotonic() < limit:
+            try:
+                seen += got.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        assert seen == b"hello", "the watch command was lost with the thread"
+    finally:
+        assert stream.close(5)
+        mine.close()
+        peer.close()
+    assert not reader_threads() and READER.open_streams == 0
+
+
+def test_a_reader_that_cannot_start_costs_the_get_stream_only(sessions, monkeypatch, caplog):
+    import logging
+
+    from mcp_sync.transports import streams
+
+    start = threading.Thread.start
+
+    def refuse(self: threading.Thread) -> None:
+        if self.name == streams.THREAD_NAME:
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with caplog.at_level(logging.WARNING, logger="mcp_sync.transport.http"):
+        client = mcp_sync.connect(sessions.url, protocol=PROTOCOL)  # initialized is sent
+    try:
+        session = client._conn.transport.session_id
+        assert sessions.get_count(session) == 0  # no GET stream for this session
+        assert any("GET stream" in record.getMessage() for record in caplog.records)
+        client.ping()  # the session works
+    finally:
+        client.close()
+    assert not reader_threads() and not opener_threads() and READER.open_streams == 0

@@ -1059,8 +1059,15 @@ class HTTPTransport(Transport):
             if start_get and self._get_stream is not None and not self._get_stream.ended:
                 start_get = False
             if start_get:
-                stream = _GetStream(self)
-                self._get_stream = stream
+                try:
+                    stream = _GetStream(self)
+                except ConnectionClosed as exc:
+                    # The GET stream is optional: without a reader for it the
+                    # session goes on as after a 405, with no GET stream.
+                    log.warning("no GET stream for this session: %s", exc)
+                    start_get = False
+                else:
+                    self._get_stream = stream
         if start_get:
             stream.start()
             # Wait (briefly) until the server has answered the GET, so the
@@ -1390,14 +1397,22 @@ class _GetStream:
         self._deliver(_sse_events(self._parser, self._decoder, chunk))
 
     def _deliver(self, events: Iterable[Event]) -> None:
+        """Hand `events` on, noting the id of each once it was: a reconnection
+        names the last event delivered, never one parsed but lost with a
+        failure after it (an event too large, or not JSON-RPC, further on)."""
         transport = self._transport
         for event in events:
-            if not event.data.strip():
-                continue
-            self._got_any = True
-            sink = transport._sink
-            if sink is not None:
-                sink.deliver(jsonrpc.parse(event.data))  # a batch is split by the sink
+            if event.data.strip():
+                self._got_any = True
+                sink = transport._sink
+                if sink is not None:
+                    sink.deliver(jsonrpc.parse(event.data))  # a batch is split by the sink
+            if event.id is not None:  # "" too: SSE's reset of the last event id
+                self._last_id = event.id
+        # Every event the parser completed was handed on: an id it took from
+        # an event without data (dispatched by SSE, not returned) counts too.
+        if self._parser.last_event_id is not None:
+            self._last_id = self._parser.last_event_id
 
     def _ended(self) -> None:
         """The body ended cleanly: reconnect after the retry interval."""
@@ -1415,10 +1430,11 @@ class _GetStream:
         self._again()
 
     def _take_resumption(self) -> None:
-        """The last event id and retry interval the connection's events set
-        (the parser of an earlier connection gives what was taken already)."""
+        """The retry interval the connection set (it takes effect at once;
+        the parser of an earlier connection gives what was taken already).
+        The last event id is `_deliver`'s: the parser's may name events
+        parsed with the one that failed, and never delivered."""
         parser = self._parser
-        self._last_id = parser.last_event_id or self._last_id
         self._retry_ms = parser.retry_ms if parser.retry_ms is not None else self._retry_ms
 
     def _failed(self, exc: BaseException) -> None:

@@ -163,6 +163,9 @@ class _Run:
         self.timers: set[Stream] = set()
         #: Commands taken from the queue and not yet applied (the thread's own).
         self.pending: collections.deque[tuple[Stream, str, Any]] = collections.deque()
+        #: The command being applied, until it took effect: a thread that
+        #: dies meanwhile hands it to its successor with the pending ones.
+        self.applying: tuple[Stream, str, Any] | None = None
 
     def wake(self) -> None:
         try:
@@ -263,6 +266,9 @@ class SharedReader:
             first = not stream._closing
             stream._closing = True
             here = run is not None and run.thread is threading.current_thread()
+            # The dead thread closing the streams it gave up (`_died`): this
+            # one's on_close runs now or ran, on this thread; never wait for it.
+            dying = not first and self._ending is not None and self._ending.thread is threading.current_thread()
             if first and run is not None and not here:
                 self._commands.append((stream, "close", None))
                 run.wake()
@@ -270,6 +276,8 @@ class SharedReader:
             assert run is not None
             if first:
                 self._close_now(run, stream)  # the thread ends at the top of its loop if that was the last
+            return True
+        if dying:
             return True
         if run is None and first and not stream._done.is_set():  # no thread (a bug guard: an open stream keeps one)
             self._call(stream.on_close)
@@ -298,7 +306,9 @@ class SharedReader:
                         self._cond.notify_all()
                         break
                 while run.pending:
-                    self._apply(run, *run.pending.popleft())
+                    run.applying = run.pending.popleft()
+                    self._apply(run, *run.applying)
+                    run.applying = None
                 for key, _ in run.selector.select(self._timeout(run)):
                     if key.data is None:
                         self._drain_wake(run)
@@ -320,11 +330,13 @@ class SharedReader:
         many deaths in a row (or none can start), close them."""
         error = OSError(f"the stream reader failed: {type(exc).__name__}: {exc}")
         dropped: list[Stream] = []
+        deaths = 0
         with self._cond:
             if self._run is not run:
                 return
             self._run, self._ending = None, run
             carried: list[tuple[Stream, str, Any]] = []
+            lost = run.applying  # a watch not yet registered, a timer maybe not yet set
             for stream in self._streams:
                 if stream.sock is not None:
                     carried.append((stream, "end", error))
@@ -332,6 +344,8 @@ class SharedReader:
                     carried.append((stream, "later", stream.deadline))
                 stream.sock, stream.deadline = None, None
                 stream._want_write = stream._more = False
+            if lost is not None and lost[0] in self._streams:
+                carried.append(lost)
             self._deaths += 1
             restarted = False
             if self._streams and self._deaths <= _MOST_DEATHS:
@@ -344,12 +358,15 @@ class SharedReader:
                 self._commands = carried + list(run.pending) + self._commands
             else:
                 dropped, self._streams = list(self._streams), set()
+                for stream in dropped:  # closing from now on: a close() or command of its owner's is a no-op
+                    stream._closing = True
                 self._open = 0
                 self._commands = []
+                deaths, self._deaths = self._deaths, 0  # the next open() starts afresh
             self._cond.notify_all()
         if dropped:
             log.error("the stream reader thread failed %d times in a row; its %d streams are closed",
-                      self._deaths, len(dropped))
+                      deaths, len(dropped))
         for stream in dropped:  # no other thread reads them: this one is still their reader
             self._call(stream.on_close)
             stream._done.set()
@@ -363,6 +380,10 @@ class SharedReader:
             pass
 
     def _apply(self, run: _Run, stream: Stream, kind: str, arg: Any) -> None:
+        if kind in ("close", "end"):
+            # Never applied twice: its callback may have run (a "later"
+            # may, it only sets the timer again).
+            run.applying = None
         if kind == "close":
             self._close_now(run, stream)
             return
@@ -380,9 +401,12 @@ class SharedReader:
             try:
                 run.selector.register(sock, selectors.EVENT_READ, stream)
             except (KeyError, ValueError, OSError) as exc:  # closed under it: an owner's abort came first
+                run.applying = None
                 self._call(stream.on_end, exc if isinstance(exc, OSError) else OSError(str(exc)))
                 return
             stream.sock = sock
+            # Watched from here: a death now ends the socket ("end"), as any read one.
+            run.applying = None
             self._feed(run, stream, first)
             if stream.sock is sock:
                 run.ready.add(stream)  # bytes TLS decrypted with the head are not seen by the selector
