@@ -179,10 +179,14 @@ def sessions():
 
 
 class Listener:
-    """A client and the URIs of the notifications it got, in order."""
+    """A client and the URIs of the notifications it got, in order; `limit`
+    bounds one event (`max_response_bytes`)."""
 
-    def __init__(self, url: str) -> None:
-        self.client = mcp_sync.connect(url, protocol=PROTOCOL)
+    def __init__(self, url: str, limit: int | None = None) -> None:
+        from mcp_sync import HTTP
+
+        target = url if limit is None else HTTP(url, max_response_bytes=limit)
+        self.client = mcp_sync.connect(target, protocol=PROTOCOL)
         self.session = self.client._conn.transport.session_id
         self.got: list[str] = []
         self._lock = threading.Lock()
@@ -644,10 +648,35 @@ def zlib_event(comp: Any, uri: str) -> bytes:
     return comp.compress(event(uri)) + comp.flush(zlib.Z_SYNC_FLUSH)
 
 
-def test_a_reader_thread_that_died_is_restarted_and_its_streams_reopened(sessions, monkeypatch):
-    class Boom(BaseException):
-        pass
+class Boom(BaseException):
+    """A bug on the reader thread (not an Exception: nothing may catch it)."""
 
+
+def _die_always(monkeypatch: Any, deaths: list[threading.Thread]) -> None:
+    """Every turn of the reader's loop dies; each death is recorded."""
+    def always(run: Any) -> None:
+        deaths.append(threading.current_thread())
+        raise Boom("the reader's bug, every time")
+
+    monkeypatch.setattr(READER, "_fire_timers", always)
+
+
+def _die_once(monkeypatch: Any, why: str = "the reader's bug") -> threading.Event:
+    """The reader's next turn dies, once; the event says it did."""
+    fire = READER._fire_timers
+    blown = threading.Event()
+
+    def blow_once(run: Any) -> None:
+        if not blown.is_set():
+            blown.set()
+            raise Boom(why)
+        fire(run)
+
+    monkeypatch.setattr(READER, "_fire_timers", blow_once)
+    return blown
+
+
+def test_a_reader_thread_that_died_is_restarted_and_its_streams_reopened(sessions, monkeypatch):
     a, b = Listener(sessions.url), Listener(sessions.url)
     try:
         assert wait_until(lambda: sessions.get_count(a.session) == 1 and sessions.get_count(b.session) == 1)
@@ -655,16 +684,7 @@ def test_a_reader_thread_that_died_is_restarted_and_its_streams_reopened(session
         sessions.push(b.session, event("b-0"))
         assert wait_until(lambda: a.seen() == ["a-0"] and b.seen() == ["b-0"])  # both are read
         first = READER.thread
-        fire = READER._fire_timers
-        blown = threading.Event()
-
-        def blow_once(run: Any) -> None:
-            if not blown.is_set():
-                blown.set()
-                raise Boom("the reader's bug")
-            fire(run)
-
-        monkeypatch.setattr(READER, "_fire_timers", blow_once)
+        blown = _die_once(monkeypatch)
         sessions.push(a.session, event("a-00"))  # wakes the loop, which then dies
         assert blown.wait(5)
         # Each session reopens its GET stream, read by a new reader thread.
@@ -698,16 +718,8 @@ def test_a_stream_reset_after_events_resumes_from_the_last_delivered_id(sessions
 
 
 def test_a_reader_that_keeps_dying_closes_its_streams_and_can_start_again(monkeypatch):
-    class Boom(BaseException):
-        pass
-
     deaths: list[threading.Thread] = []
-
-    def always(run: Any) -> None:
-        deaths.append(threading.current_thread())
-        raise Boom("the reader's bug, every time")
-
-    monkeypatch.setattr(READER, "_fire_timers", always)
+    _die_always(monkeypatch, deaths)
     closed = threading.Event()
     stream = _open_quiet(on_close=closed.set)
     stream.later(0.0)  # each new thread inherits the timer, and dies at once
@@ -729,30 +741,9 @@ def test_a_reader_that_keeps_dying_closes_its_streams_and_can_start_again(monkey
 # -- second review: resumption, reader deaths, a reader that cannot start -------------------------
 
 
-class _Client:
-    """A client with a small event limit, and the URIs it got, in order."""
-
-    def __init__(self, url: str, limit: int = 4096) -> None:
-        from mcp_sync import HTTP
-
-        self.client = mcp_sync.connect(HTTP(url, max_response_bytes=limit), protocol=PROTOCOL)
-        self.session = self.client._conn.transport.session_id
-        self.got: list[str] = []
-        self._lock = threading.Lock()
-        self.client.on_notification(self._take, methods=[UPDATED])
-
-    def _take(self, note: Any) -> None:
-        with self._lock:
-            self.got.append(note.params["uri"])
-
-    def seen(self) -> list[str]:
-        with self._lock:
-            return list(self.got)
-
-
 @pytest.mark.parametrize("bad", ["too large", "malformed"])
 def test_the_resumption_id_is_the_last_event_delivered_not_the_last_parsed(sessions, bad):
-    a = _Client(sessions.url, limit=4096)
+    a = Listener(sessions.url, limit=4096)
     try:
         assert wait_until(lambda: sessions.get_count(a.session) == 1)
         sessions.push(a.session, event("a-0", event_id=9))
@@ -777,18 +768,6 @@ def test_the_resumption_id_is_the_last_event_delivered_not_the_last_parsed(sessi
     finally:
         a.client.close()
     assert not reader_threads()
-
-
-class _Boom(BaseException):
-    pass
-
-
-def _die_always(monkeypatch: Any, deaths: list[threading.Thread]) -> None:
-    def always(run: Any) -> None:
-        deaths.append(threading.current_thread())
-        raise _Boom("the reader's bug, every time")
-
-    monkeypatch.setattr(READER, "_fire_timers", always)
 
 
 def test_streams_closed_after_too_many_deaths_are_closing_at_once(monkeypatch):
@@ -854,16 +833,7 @@ def test_a_fresh_start_after_a_run_of_deaths_survives_one_death(monkeypatch):
     monkeypatch.undo()
     # The next stream starts afresh: one death of its reader is replaced,
     # not taken as the fourth of the earlier run.
-    fire = READER._fire_timers
-    blown = threading.Event()
-
-    def blow_once(run: Any) -> None:
-        if not blown.is_set():
-            blown.set()
-            raise _Boom("one bug")
-        fire(run)
-
-    monkeypatch.setattr(READER, "_fire_timers", blow_once)
+    blown = _die_once(monkeypatch, "one bug")
     ticked, shut = threading.Event(), threading.Event()
     again = _open_quiet(on_timer=ticked.set, on_close=shut.set)
     again.later(0.0)
@@ -884,7 +854,7 @@ def test_a_watch_the_reader_died_applying_is_applied_by_the_next(monkeypatch):
     def blow_on_watch(run: Any, stream: Any, kind: str, arg: Any) -> None:
         if kind == "watch" and not blown.is_set():
             blown.set()
-            raise _Boom("died while applying a watch")
+            raise Boom("died while applying a watch")
         apply(run, stream, kind, arg)
 
     monkeypatch.setattr(READER, "_apply", blow_on_watch)
