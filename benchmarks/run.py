@@ -23,7 +23,7 @@ from typing import Any
 from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ("import", "cold", "seq", "threads8", "threads32", "blob", "blob_gzip", "memory", "threads_alive",
+CASES = ("import", "cold", "seq", "threads8", "threads32", "side_by_side", "blob", "blob_gzip", "memory", "threads_alive",
          "stats_cost", "tracing_off_cost", "sse",
          "listing", "listing_paged", "listing_changed", "many_clients", "memory_sse")
 #: What `--long` runs: sessions of a million calls (about an hour on two cores).
@@ -158,6 +158,12 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                     continue
                 spec.update(count=args.many, threads=16)
                 repeat = 1
+            elif case == "side_by_side":
+                # Paired in one worker: mcp_sync and its floor taking turns.
+                if client != "mcp_sync":
+                    continue
+                spec.update(calls=args.calls * 3 // 2, rounds=max(args.repeat, 5))
+                repeat = 1
             elif case in ("listing", "listing_paged", "listing_changed"):
                 # Paired in one worker: mcp_sync and the floor (decode and
                 # plain dicts) taking turns on one server; listing_changed:
@@ -207,6 +213,9 @@ COLUMNS = {
     "listing_paged": [("seconds", "s mcp_sync", 3), ("floor_seconds", "s floor", 3), ("ratio", "time / floor", 2),
                       ("cpu_ratio", "cpu / floor", 2), ("cpu_no_gc_ratio", "cpu/floor no gc", 2),
                       ("tools", "tools", 0)],
+    "side_by_side": [("calls_ratio_1", "1 caller calls/s", 2), ("cpu_ratio_1", "1 caller cpu", 2),
+                     ("calls_ratio_8", "8 thr calls/s", 2), ("cpu_ratio_8", "8 thr cpu", 2),
+                     ("calls_ratio_32", "32 thr calls/s", 2), ("cpu_ratio_32", "32 thr cpu", 2)],
     "listing_changed": [("seconds", "s mcp_sync", 3), ("floor_seconds", "s floor", 3), ("ratio", "time / floor", 2),
                         ("cpu_ratio", "cpu / floor", 2), ("cpu_no_gc_ratio", "cpu/floor no gc", 2),
                         ("tools", "tools", 0)],
@@ -263,6 +272,14 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     ratio("stdio 32 threads client CPU/call / raw reader", value(results, "threads32", "mcp_sync/stdio",
                                                                  "client_cpu_us"),
           value(results, "threads32", "raw_reader/stdio", "client_cpu_us"), 1.5, True)
+    # The same targets, measured side by side in one worker (see `side_by_side`).
+    for key, label, limit, at_most in (("calls_ratio_8", "8 threads calls/s", 0.8, False),
+                                       ("calls_ratio_32", "32 threads calls/s", 0.8, False),
+                                       ("cpu_ratio_1", "1 caller client CPU/call", 1.5, True),
+                                       ("cpu_ratio_32", "32 threads client CPU/call", 1.5, True)):
+        found = value(results, "side_by_side", "mcp_sync/stdio", key)
+        if found is not None:
+            ratio(f"stdio {label} / raw reader, side by side", found, 1.0, limit, at_most)
     ratio("HTTP p50 / http.client p50", value(results, "seq", "mcp_sync/http", "p50_us"),
           value(results, "seq", "raw_http/http", "p50_us"), 1.5, True)
     ratio("HTTP 32 threads calls/s / http.client", value(results, "threads32", "mcp_sync/http", "calls_s"),

@@ -133,6 +133,37 @@ def threaded(client: Any, calls: int, threads: int) -> dict[str, Any]:
             "client_cpu_us": cpu / (per_thread * threads) * 1e6}
 
 
+def side_by_side(transport: str, target: list[str] | str, calls: int, rounds: int) -> dict[str, Any]:
+    """mcp_sync and the floor in this one process, taking turns: each round
+    runs one client, then the other, with 1, 8 and 32 threads; the medians
+    of the rounds' ratios (calls/s, and the process's CPU per call). A slow
+    moment of a shared machine falls on both clients of a round, which
+    separate workers, minutes apart, cannot promise."""
+    from .clients import open_sync
+
+    floor = "raw_reader" if transport == "stdio" else "raw_http"
+    clients = {"mcp_sync": open_sync("mcp_sync", transport, target), "floor": open_sync(floor, transport, target)}
+    result: dict[str, Any] = {}
+    try:
+        for client in clients.values():
+            for i in range(200):
+                client.echo(f"warm-{i}")
+        for threads in (1, 8, 32):
+            speed, cpu = [], []
+            for _ in range(rounds):
+                mine = threaded(clients["mcp_sync"], calls, threads)
+                theirs = threaded(clients["floor"], calls, threads)
+                speed.append(mine["calls_s"] / theirs["calls_s"])
+                cpu.append(mine["client_cpu_us"] / theirs["client_cpu_us"])
+            result[f"calls_ratio_{threads}"] = statistics.median(speed)
+            result[f"cpu_ratio_{threads}"] = statistics.median(cpu)
+    finally:
+        for client in clients.values():
+            client.close()
+    result["rounds"] = rounds
+    return result
+
+
 def blob(client: Any, size: int) -> dict[str, Any]:
     client.echo("warm")
     before = memory()
@@ -408,6 +439,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             result = cold(spec, server)
         elif spec["case"] == "listing":
             result = listing(spec["transport"], server.target, spec["rounds"])
+        elif spec["case"] == "side_by_side":
+            result = side_by_side(spec["transport"], server.target, spec["calls"], spec["rounds"])
         elif spec["case"] == "many_clients":
             result = many_clients(spec["transport"], server.target, spec["count"], spec["threads"], None)
             if spec["transport"] == "http":

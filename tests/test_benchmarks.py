@@ -129,3 +129,17 @@ def test_the_official_client_runs_in_the_suite(tmp_path: Path, client: str) -> N
     assert done.returncode == 0, done.stderr
     row = json.loads(out.read_text())["results"]["seq"][f"{client}/stdio"]
     assert "error" not in row and row["calls_s"] > 0
+
+
+def test_the_side_by_side_case_reports_every_ratio(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = run_suite("--only", "side_by_side", "--calls", "64", "--repeat", "1", json_path=out)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    for transport in ("stdio", "http"):
+        row = report["results"]["side_by_side"][f"mcp_sync/{transport}"]
+        assert "error" not in row, row
+        assert row["rounds"] == 5
+        assert all(row[f"{kind}_ratio_{threads}"] > 0 for kind in ("calls", "cpu") for threads in (1, 8, 32))
+    targets = {line["target"] for line in report["targets"]}
+    assert "stdio 32 threads calls/s / raw reader, side by side" in targets
