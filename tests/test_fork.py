@@ -9,6 +9,8 @@ parent's session with its `close()`, and never hang.
 
 import os
 import sys
+import threading
+import time
 import traceback
 
 import pytest
@@ -140,3 +142,42 @@ def test_a_subscription_inherited_by_a_child_ends_there_and_goes_on_in_the_paren
             sub.close()
         finally:
             client.close()
+
+
+def test_a_child_forked_while_a_closer_runs_lets_go_of_that_connection(tmp_path):
+    """A reconnect closes the given-up connection on a closer thread; a child
+    forked meanwhile has no such thread: it lets go of its copy of that
+    connection (no IO) and works on a server of its own."""
+    from mcp_sync.status import Reconnect
+
+    flag = tmp_path / "hang"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        "import os, sys, time\n"
+        f"if os.path.exists({str(flag)!r}):\n"
+        "    sys.stdin.read()\n"
+        "    time.sleep(60)\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
+    target = mcp_sync.Stdio(sys.executable, [str(launcher)], shutdown_timeout=2.0)
+    with mcp_sync.connect(target, protocol="2025-11-25", reconnect=Reconnect(initial_delay=0.01, max_delay=0.05)) \
+            as client:
+        flag.touch()
+        conn = client._conn
+        os.kill(conn.transport.pid, 9)
+        deadline = time.monotonic() + 10
+        while conn.failure is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.call_tool("echo", {"text": "x"}, timeout=1.0)  # the new server hangs: given up
+        flag.unlink()
+        assert client._held.closers  # the wedged server is being shut down
+        pid = os.fork()
+        if pid == 0:
+            code = RAISED
+            try:
+                code = WRONG_ANSWER if client._held.closers else _child(client, "child", None)
+            finally:
+                os._exit(code)
+        assert _reap([pid]) == [OK]
+        _calls_in_parent(client)  # waits for the closer, then a server of its own
+    assert not [t for t in threading.enumerate() if t.name == "mcp-sync-closer"]
