@@ -81,6 +81,22 @@ def demo_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "mcp_sync.testing.server", *args]
 
 
+def hanging_server(tmp_path):
+    """(flag, launcher): a demo server launcher that, once `flag` exists,
+    starts a server that never answers and ignores the end of its input (a
+    wedged restart). Each start adds a line to `tmp_path / "starts"`."""
+    flag = tmp_path / "hang"
+    launcher = tmp_path / "launch_hanging.py"
+    launcher.write_text(
+        "import os, sys, time\n"
+        f"open({str(tmp_path / 'starts')!r}, 'a').write('x\\n')\n"
+        f"if os.path.exists({str(flag)!r}):\n"
+        "    sys.stdin.read()\n"
+        "    time.sleep(60)\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
+    return flag, launcher
+
+
 _failures: list = []
 
 

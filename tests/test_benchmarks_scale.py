@@ -46,8 +46,10 @@ def test_the_server_lists_many_tools_in_pages() -> None:
 
 
 def test_with_vary_each_listing_changes_every_tool_and_paging_stays_within_one() -> None:
-    request = lambda rid, cursor=None: json.dumps(  # noqa: E731
-        {"jsonrpc": "2.0", "id": rid, "method": "tools/list", "params": {} if cursor is None else {"cursor": cursor}})
+    def request(rid: int, cursor: str | None = None) -> str:
+        params = {} if cursor is None else {"cursor": cursor}
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/list", "params": params})
+
     # Three listings in turn, the first of them paged: page 2 belongs to listing 1.
     lines = [request(1), request(2, "10"), request(3), request(4), request(5)]
     done = subprocess.run([sys.executable, str(SERVER), "stdio", "--tools", "25", "--page-size", "10", "--vary"],

@@ -10,14 +10,13 @@ parent's session with its `close()`, and never hang.
 import os
 import sys
 import threading
-import time
 import traceback
 
 import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command, reap
+from tests.conftest import demo_command, hanging_server, reap, wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
 
@@ -150,23 +149,14 @@ def test_a_child_forked_while_a_closer_runs_lets_go_of_that_connection(tmp_path)
     connection (no IO) and works on a server of its own."""
     from mcp_sync.status import Reconnect
 
-    flag = tmp_path / "hang"
-    launcher = tmp_path / "launch.py"
-    launcher.write_text(
-        "import os, sys, time\n"
-        f"if os.path.exists({str(flag)!r}):\n"
-        "    sys.stdin.read()\n"
-        "    time.sleep(60)\n"
-        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
+    flag, launcher = hanging_server(tmp_path)
     target = mcp_sync.Stdio(sys.executable, [str(launcher)], shutdown_timeout=2.0)
     with mcp_sync.connect(target, protocol="2025-11-25", reconnect=Reconnect(initial_delay=0.01, max_delay=0.05)) \
             as client:
         flag.touch()
         conn = client._conn
         os.kill(conn.transport.pid, 9)
-        deadline = time.monotonic() + 10
-        while conn.failure is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert wait_until(lambda: conn.failure is not None)
         with pytest.raises(mcp_sync.RequestTimeout):
             client.call_tool("echo", {"text": "x"}, timeout=1.0)  # the new server hangs: given up
         flag.unlink()

@@ -21,7 +21,7 @@ import pytest
 import mcp_sync
 from mcp_sync.status import Reconnect, Status
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command, wait_until
+from tests.conftest import demo_command, hanging_server, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25"]
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
@@ -374,22 +374,6 @@ def test_an_http_subscription_survives_the_server_going_away_and_coming_back():
             sub.close()
     finally:
         httpd.close()
-
-
-def hanging_server(tmp_path):
-    """A demo server launcher that, once `flag` exists, starts a server that
-    never answers and ignores the end of its input (a wedged restart). Each
-    start adds a line to `starts`."""
-    flag = tmp_path / "hang"
-    launcher = tmp_path / "launch_hanging.py"
-    launcher.write_text(
-        "import os, sys, time\n"
-        f"open({str(tmp_path / 'starts')!r}, 'a').write('x\\n')\n"
-        f"if os.path.exists({str(flag)!r}):\n"
-        "    sys.stdin.read()\n"
-        "    time.sleep(60)\n"
-        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
-    return flag, launcher
 
 
 def test_a_restart_that_hangs_does_not_overrun_the_calls_deadline(tmp_path):

@@ -519,16 +519,19 @@ class StdioTransport(Transport):
         try:
             self._read_lines(proc)
         except Exception as exc:
-            # A bug or a failure nobody foresaw must fail the connection
-            # (every waiting call gets it), never end the reader silently
-            # with the connection still looking healthy.
-            log.error("the stdio reader failed unexpectedly", exc_info=True)
-            sink = self._sink
-            if not self._closing and sink is not None:
-                sink.transport_failed(ConnectionClosed(
-                    f"reading the server's stdout failed unexpectedly: {type(exc).__name__}: {exc}"))
+            self._reader_failed(exc)
         finally:
             self._pipe_done(proc.stdout)
+
+    def _reader_failed(self, exc: Exception) -> None:
+        """A bug or a failure nobody foresaw in a reader: it must fail the
+        connection (every waiting call gets it), never end the reader
+        silently with the connection still looking healthy."""
+        log.error("the stdio reader failed unexpectedly", exc_info=True)
+        sink = self._sink
+        if not self._closing and sink is not None:
+            sink.transport_failed(ConnectionClosed(
+                f"reading the server's stdout failed unexpectedly: {type(exc).__name__}: {exc}"))
 
     def _read_lines(self, proc: subprocess.Popen[bytes]) -> None:
         sink = self._sink
@@ -593,11 +596,7 @@ class StdioTransport(Transport):
         try:
             self._poll_loop(proc, poller, watched, lines, out_fd, err_fd)
         except Exception as exc:
-            log.error("the stdio reader failed unexpectedly", exc_info=True)
-            sink = self._sink
-            if not self._closing and sink is not None:
-                sink.transport_failed(ConnectionClosed(
-                    f"reading the server's stdout failed unexpectedly: {type(exc).__name__}: {exc}"))
+            self._reader_failed(exc)
         finally:
             left = watched  # the pipes not done yet (after a failure nobody foresaw)
             if err_fd in left:
