@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -394,6 +393,8 @@ class _MediaContent(WireModel):
     @property
     def bytes(self) -> bytes:
         """The decoded bytes."""
+        import base64  # here: with `struct`, a cost at import for every program
+
         return base64.b64decode(self.data)
 
 
@@ -532,6 +533,8 @@ class BlobResourceContents(WireModel):
     @property
     def bytes(self) -> bytes:
         """The decoded blob."""
+        import base64
+
         return base64.b64decode(self.blob)
 
 
@@ -609,9 +612,10 @@ def content_block(value: Any) -> ContentBlock:
     return cls.from_wire(value)  # type: ignore[no-any-return]
 
 
-#: The wire names of `CallToolResult` and of a text block: the shapes its
-#: `from_wire` builds directly.
-_CALL_RESULT_WIRE = frozenset(("content", "structuredContent", "isError", "_meta"))
+#: The wire names of `CallToolResult` (plus `resultType`, which every
+#: 2026-07-28 result carries and which goes to `extra`) and of a text block:
+#: the shapes its `from_wire` builds directly.
+_CALL_RESULT_WIRE = frozenset(("content", "structuredContent", "isError", "_meta", "resultType"))
 _TEXT_WIRE = frozenset(("type", "text", "annotations", "_meta"))
 
 
@@ -679,7 +683,8 @@ class CallToolResult(WireModel):
                     blocks.append(TextContent("text", block["text"], block.get("annotations"), block.get("_meta"),
                                               {}, dict(block)))
                 else:
-                    return cls(blocks, raw.get("structuredContent"), is_error, raw.get("_meta"), {}, dict(raw))
+                    extra = {"resultType": raw["resultType"]} if "resultType" in raw else {}
+                    return cls(blocks, raw.get("structuredContent"), is_error, raw.get("_meta"), extra, dict(raw))
         return super().from_wire(raw)
 
     @property

@@ -123,6 +123,10 @@ _RESULT_SHAPES = [
     {"content": [_TEXT, "not a block"]},
     {"content": "not a list"},
     {"content": ({"type": "text", "text": "tuple"},)},
+    {"resultType": "complete", "content": [_TEXT], "isError": False},
+    {"resultType": "complete", "content": [_TEXT], "structuredContent": [1], "_meta": {}},
+    {"resultType": None, "content": [_TEXT]},
+    {"resultType": "complete", "content": [_TEXT], "unknown": 1},
 ]
 
 
@@ -140,6 +144,23 @@ def test_call_tool_result_direct_build_is_the_generic_one(raw):
 
     generic = WireModel.from_wire.__func__  # type: ignore[attr-defined]
     assert _built(CallToolResult.from_wire, raw) == _built(lambda r: generic(CallToolResult, r), raw)
+
+
+@pytest.mark.parametrize("raw", [
+    {"content": [_TEXT]},
+    {"content": [_TEXT, _TEXT], "isError": True, "structuredContent": {"n": 1}, "_meta": {"m": 1}},
+    # 2026-07-28: every result says its resultType (the shape every call of that era gets).
+    {"resultType": "complete", "content": [_TEXT], "isError": False},
+])
+def test_call_tool_result_usual_shapes_take_the_direct_build(raw, monkeypatch):
+    from mcp_sync.types import CallToolResult, WireModel
+
+    def generic(cls, raw):
+        raise AssertionError("the generic build was used")
+
+    monkeypatch.setattr(WireModel, "from_wire", classmethod(generic))
+    result = CallToolResult.from_wire(raw)
+    assert result.raw == raw and result.text == "\n".join(b["text"] for b in raw["content"])
 
 
 def test_call_tool_results_blocks_are_copied_as_the_generic_build_copies_them():
