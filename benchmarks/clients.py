@@ -8,8 +8,6 @@ process holds exactly one client's code.
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any
 
 LIMIT = 64 * 1024 * 1024
@@ -48,64 +46,58 @@ class McpSync:
     def echo(self, text: str) -> str:
         return self._client.call_tool("echo", {"text": text}).text
 
-    def stats_cost(self, batches: int, size: int) -> dict[str, float]:
-        """What `stats()` costs, paired: batches of calls alternate between
-        the client's metrics recorder and one that does nothing, on the same
-        client and server; the medians of client CPU per call of each."""
-        real, none = self._client._metrics, _NoMetrics()
-        cpu_us: dict[bool, list[float]] = {True: [], False: []}
-        for i in range(200):
-            self.echo(f"warm-{i}")
-        try:
-            for batch in range(batches):
-                recording = batch % 2 == 0
-                self._client._metrics = real if recording else none  # type: ignore[assignment]
-                started = time.process_time()
-                for i in range(size):
-                    self.echo(f"s-{i}")
-                cpu_us[recording].append((time.process_time() - started) / size * 1e6)
-        finally:
-            self._client._metrics = real
-        return {"cpu_with_us": statistics.median(cpu_us[True]), "cpu_without_us": statistics.median(cpu_us[False])}
+    def stats_cost(self, quads: int, block: int) -> dict[str, float]:
+        """What `stats()` costs, paired (see `paired`): short blocks of calls
+        in ABBA order between the client's metrics recorder (A) and one that
+        does nothing (B), on the same client and server; the median of the
+        quads' ratios of client CPU per call, and each arm's per call."""
+        from .paired import paired
 
-    def tracing_off_cost(self, batches: int, size: int) -> dict[str, float]:
-        """What the tracing hook costs when nothing traces, paired: batches
-        of calls alternate between the client as built (the hook present, no
-        provider configured) and the same client whose `_request` is a copy
-        compiled from its source without the hook's lines; the medians of
-        client CPU and of wall time per call of each. The calls pass an
-        option (`timeout`), so they take the general path, where the hook
+        client = self._client
+        real, none = client._metrics, _NoMetrics()
+
+        def use_real() -> None:
+            client._metrics = real
+
+        def use_none() -> None:
+            client._metrics = none  # type: ignore[assignment]
+
+        try:
+            return paired(use_real, use_none, lambda i: self.echo(f"s-{i}"), quads=quads, block=block)
+        finally:
+            client._metrics = real
+
+    def tracing_off_cost(self, quads: int, block: int) -> dict[str, float]:
+        """What the tracing hook costs when nothing traces, paired (see
+        `paired`): short blocks of calls in ABBA order between the client as
+        built (A: the hook present, no provider configured) and the same
+        client whose `_request` is a copy compiled from its source without
+        the hook's lines (B); the median of the quads' ratios of client CPU
+        and of wall time per call, and each arm's per call. The calls pass
+        an option (`timeout`), so they take the general path, where the hook
         is: a plain call's fast lane (taken only when no tracer is set)
         tests `_tracer` once and never reaches `_request`."""
+        from .paired import paired
+
         client = self._client
 
-        def echo(text: str) -> str:
-            return client.call_tool("echo", {"text": text}, timeout=60).text
+        def echo(i: int) -> str:
+            return client.call_tool("echo", {"text": f"t-{i}"}, timeout=60).text
 
         if client._tracer is not None:
             raise RuntimeError("a tracer or meter provider is configured: this case measures tracing off")
         bypassed = _without_tracing_hook(client)
-        cpu_us: dict[bool, list[float]] = {True: [], False: []}
-        wall_us: dict[bool, list[float]] = {True: [], False: []}
-        for i in range(200):
-            echo(f"warm-{i}")
+
+        def use_hooked() -> None:
+            client.__dict__.pop("_request", None)
+
+        def use_bypassed() -> None:
+            client._request = bypassed  # type: ignore[method-assign]
+
         try:
-            for batch in range(batches):
-                hooked = batch % 2 == 0
-                if hooked:
-                    client.__dict__.pop("_request", None)
-                else:
-                    client._request = bypassed  # type: ignore[method-assign]
-                started, started_wall = time.process_time(), time.perf_counter()
-                for i in range(size):
-                    echo(f"t-{i}")
-                cpu_us[hooked].append((time.process_time() - started) / size * 1e6)
-                wall_us[hooked].append((time.perf_counter() - started_wall) / size * 1e6)
+            return paired(use_hooked, use_bypassed, echo, quads=quads, block=block)
         finally:
             client.__dict__.pop("_request", None)
-        return {"cpu_hook_us": statistics.median(cpu_us[True]), "cpu_bypassed_us": statistics.median(cpu_us[False]),
-                "wall_hook_us": statistics.median(wall_us[True]),
-                "wall_bypassed_us": statistics.median(wall_us[False])}
 
     def blob(self, n: int) -> int:
         return len(self._client.call_tool("blob", {"n": n}).text)
@@ -150,6 +142,9 @@ def _without_tracing_hook(client: Any) -> Any:
 
 class _NoMetrics:
     def record(self, method: str, outcome: str, seconds: float) -> None:
+        pass
+
+    def finished(self, method: str, outcome: str, seconds: float) -> None:
         pass
 
     def count(self, name: str, n: int = 1) -> None:

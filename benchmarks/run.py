@@ -148,9 +148,11 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
             elif case == "threads_alive":
                 repeat = 1
             elif case == "stats_cost":
+                # Paired in one worker (see paired.py): at the default
+                # --calls, 2,000 quads of four blocks of 10 calls.
                 if client != "mcp_sync":
                     continue
-                spec.update(batches=20, size=max(args.calls // 5, 200))
+                spec.update(quads=max(args.calls, 500), block=10)
                 repeat = 1
             elif case == "many_clients":
                 # 100 idle clients in one worker (HTTP: both eras, in turn).
@@ -178,7 +180,7 @@ def plan(case: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, 
                 # The sequential stdio case, with the hook and without it.
                 if client != "mcp_sync" or transport != STDIO:
                     continue
-                spec.update(batches=20, size=max(args.calls // 5, 200))
+                spec.update(quads=max(args.calls, 500), block=10)
                 repeat = 1
             runs.append((client, transport, spec, repeat))
     return runs
@@ -200,7 +202,9 @@ COLUMNS = {
     "memory_sse": [("rss_first_mb", "RSS@first MB", 1), ("rss_total_mb", "RSS@total MB", 1),
                    ("growth_mb", "growth MB", 2), ("total", "calls", 0)],
     "threads_alive": [("threads", "threads", 0), ("threads_left_after_close", "left after close", 0)],
-    "stats_cost": [("cpu_with_us", "cpu us/call with stats", 1), ("cpu_without_us", "cpu us/call without", 1)],
+    "stats_cost": [("cpu_a_us", "cpu us/call with stats", 1), ("cpu_b_us", "cpu us/call without", 1),
+                   ("cpu_total_ratio", "cpu with/without", 4), ("cpu_ratio", "median of quads", 4),
+                   ("cpu_ratio_lo", "95% low", 4), ("cpu_ratio_hi", "95% high", 4)],
     "sse": [("p50_json_us", "p50 us JSON", 0), ("p50_sse_us", "p50 us SSE", 0), ("p50_ratio", "p50 SSE/JSON", 2),
             ("calls_s_json", "32 thr calls/s JSON", 0), ("calls_s_sse", "32 thr calls/s SSE", 0),
             ("threads_ratio", "32 thr SSE/JSON", 2), ("sse_connections", "SSE connections", 0)],
@@ -219,8 +223,10 @@ COLUMNS = {
     "listing_changed": [("seconds", "s mcp_sync", 3), ("floor_seconds", "s floor", 3), ("ratio", "time / floor", 2),
                         ("cpu_ratio", "cpu / floor", 2), ("cpu_no_gc_ratio", "cpu/floor no gc", 2),
                         ("tools", "tools", 0)],
-    "tracing_off_cost": [("cpu_hook_us", "cpu us/call hook", 1), ("cpu_bypassed_us", "cpu us/c bypassed", 1),
-                         ("wall_hook_us", "wall us/call hook", 1), ("wall_bypassed_us", "wall us/c bypassed", 1)],
+    "tracing_off_cost": [("cpu_a_us", "cpu us/call hook", 1), ("cpu_b_us", "cpu us/c bypassed", 1),
+                         ("cpu_total_ratio", "cpu hook/bypassed", 4), ("cpu_ratio", "median of quads", 4),
+                         ("cpu_ratio_lo", "95% low", 4), ("cpu_ratio_hi", "95% high", 4),
+                         ("wall_ratio", "wall hook/bypassed", 4)],
 }
 
 
@@ -285,16 +291,14 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     ratio("HTTP 32 threads calls/s / http.client", value(results, "threads32", "mcp_sync/http", "calls_s"),
           value(results, "threads32", "raw_http/http", "calls_s"), 0.7, False)
     # What stats() costs: client CPU per call with and without its recorder,
-    # in alternating batches on one client (paired, so noise cancels).
+    # over short ABBA blocks, the ratio of the totals (see paired.py).
     for transport in (STDIO, HTTP):
-        ratio(f"{transport} client CPU with stats() / without", value(results, "stats_cost", f"mcp_sync/{transport}",
-                                                                     "cpu_with_us"),
-              value(results, "stats_cost", f"mcp_sync/{transport}", "cpu_without_us"), 1.02, True)
-    # What the tracing hook costs with no provider: paired in one worker,
+        ratio(f"{transport} client CPU with stats() / without",
+              value(results, "stats_cost", f"mcp_sync/{transport}", "cpu_total_ratio"), 1.0, 1.02, True)
+    # What the tracing hook costs with no provider: the same estimator,
     # against the same client with the hook compiled out.
-    ratio("stdio client CPU tracing hook (off) / bypassed", value(results, "tracing_off_cost", "mcp_sync/stdio",
-                                                                  "cpu_hook_us"),
-          value(results, "tracing_off_cost", "mcp_sync/stdio", "cpu_bypassed_us"), 1.02, True)
+    ratio("stdio client CPU tracing hook (off) / bypassed",
+          value(results, "tracing_off_cost", "mcp_sync/stdio", "cpu_total_ratio"), 1.0, 1.02, True)
     # SSE-answered calls against JSON-answered ones, paired in one worker.
     for key, label, limit, at_most in (("p50_ratio", "p50", 1.3, True), ("threads_ratio", "32 threads calls/s", 0.8,
                                                                          False)):

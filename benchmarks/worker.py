@@ -486,9 +486,9 @@ def run_sync(spec: dict[str, Any], server: Server) -> dict[str, Any]:
             client.echo("one call")
             result = {"threads": threading.active_count() - before}
         elif case == "stats_cost":
-            result = client.stats_cost(spec["batches"], spec["size"])
+            result = client.stats_cost(spec["quads"], spec["block"])
         elif case == "tracing_off_cost":
-            result = client.tracing_off_cost(spec["batches"], spec["size"])
+            result = client.tracing_off_cost(spec["quads"], spec["block"])
         else:
             raise ValueError(f"unknown case {case!r}")
     finally:

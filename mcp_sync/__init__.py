@@ -62,15 +62,15 @@ from .metrics import MethodStats, Stats
 from .status import Reconnect, Status, StatusChange
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
-from .skills import Skill, SkillContent, SkillFile, Skills
-from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
-from .tasks import Task, TaskCancelled
 from .transports import Custom, Memory, MessageSink, Stdio, Target, Transport
 
 if TYPE_CHECKING:
     from . import auth
     from .config import ServerConfig, config_locations, connect_configured, find_config, load_config
     from .group import ClientGroup, GroupItem, Listing
+    from .skills import Skill, SkillContent, SkillFile, Skills
+    from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
+    from .tasks import Task, TaskCancelled
     from .transports import HTTP, SSE
 from .types import (
     AudioContent,
@@ -134,12 +134,18 @@ __all__ = [
 # These names load on first use (PEP 562), from the module named: `HTTP`,
 # `SSE` and the `auth` package bring the HTTP stack (urllib3, requests), which
 # costs more than the rest of the package put together and which a stdio-only
-# program never needs; config files and groups are not needed by most programs.
+# program never needs; config files and groups are not needed by most programs;
+# nor are the Tasks and Skills extensions and `listen()`'s subscriptions, whose
+# classes (and `datetime`) are a tenth of the import.
 _LAZY = {
     "HTTP": "transports", "SSE": "transports", "auth": "",
     "ServerConfig": "config", "config_locations": "config", "connect_configured": "config",
     "find_config": "config", "load_config": "config",
     "ClientGroup": "group", "GroupItem": "group", "Listing": "group",
+    "Task": "tasks", "TaskCancelled": "tasks",
+    "Skill": "skills", "SkillContent": "skills", "SkillFile": "skills", "Skills": "skills",
+    "Subscription": "subscriptions", "SubscriptionBroken": "subscriptions",
+    "SubscriptionEnded": "subscriptions", "SubscriptionResumed": "subscriptions",
 }
 
 

@@ -44,8 +44,6 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypeGuard, cast, overl
 import attrs
 
 from . import era_memory, handshake, multiround, tracing
-from . import tasks as _tasks
-from .tasks import Task
 from ._version import __version__
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, SendFn, ToolCatalog, TypedCalls
@@ -90,8 +88,6 @@ from .admission import MAIN_THREAD_SLICE, Admission
 from .keepalive import Keepalive
 from .metrics import Metrics, Stats
 from .status import SAFE_TO_RETRY, Reconnect, Status, StatusChange, StatusMonitor
-from .skills import Skills, initialize_capabilities
-from .subscriptions import Subscription, SubscriptionBroken
 from .transports import Memory, Stdio, Target, Transport, resolve_target
 from .transports.memory import MemoryTransport
 from .transports.stdio import StdioTransport
@@ -114,8 +110,15 @@ from .types import (
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from .skills import Skills
+    from .subscriptions import Subscription
+    from .tasks import Task
     from .transports.http import HTTP
     from .transports.sse import SSE
+
+# The Tasks and Skills extensions and `listen()`'s subscriptions load on
+# first use (imported in the methods that need them): `import mcp_sync`
+# and a plain call never do, and together they are a tenth of the import.
 
 
 def _loaded(module: str) -> Any:
@@ -621,6 +624,8 @@ class Client:
         self.client_info: dict[str, Any] = dict(options.client_info or {"name": "mcp_sync", "version": __version__})
         self.client_capabilities: dict[str, Any] = dict(options.client_capabilities or {})
         if options.tasks:  # declared like any capability: per request, or at initialize
+            from . import tasks as _tasks
+
             self.client_capabilities = _tasks.with_extension(self.client_capabilities)
         self.log_level = options.log_level
         self.max_pages = options.max_pages
@@ -651,7 +656,7 @@ class Client:
         # `_request_meta`'s last one: (what it was made of, the `_meta`).
         self._meta_cache: tuple[tuple[Any, ...], Mapping[str, Any]] | None = None
         self._calls = TypedCalls(_send_through(self), self._catalog)
-        self._skills = Skills(self)
+        self._skills: Skills | None = None  # made on first use: see `skills`
         # Reconnecting (see `_live_connection`): the policy, and where the
         # current run of attempts stands (under `_restart_lock`).
         self._reconnect_policy = Reconnect.coerce(options.reconnect) if options.restart else None
@@ -874,6 +879,8 @@ class Client:
         if initialize_version is not None:
             # Capabilities are fixed by `initialize` in that era: declare the
             # extensions the client implements (Skills) there, once.
+            from .skills import initialize_capabilities
+
             capabilities = initialize_capabilities(capabilities, initialize_version)
         return handshake.Identity(capabilities, self.client_info, self.log_level)
 
@@ -1117,6 +1124,8 @@ class Client:
             with client.listen(tools_list_changed=True) as sub:
                 event = sub.next(timeout=60)
         """
+        from .subscriptions import Subscription, SubscriptionBroken
+
         dialect = self._require_dialect()
         wait = self.timeout if timeout is None else timeout
         check_timeout("timeout", wait)
@@ -1137,6 +1146,8 @@ class Client:
         conn = self._live_connection()
         capabilities = self._capabilities()
         if "taskIds" in wanted:  # the tasks extension's filter key: declared with it
+            from . import tasks as _tasks
+
             capabilities = _tasks.with_extension(capabilities)
         params = {"notifications": wanted,
                   "_meta": dialect.request_meta(capabilities, self.client_info, self.log_level)}
@@ -1202,6 +1213,8 @@ class Client:
         """The same `listen()` for a 2025 server: `resources/subscribe` for
         the URIs, and its unsolicited notifications filtered to what was
         asked (and what its capabilities offer)."""
+        from .subscriptions import Subscription
+
         capabilities = self.server_capabilities or {}
         offers = {
             "toolsListChanged": bool((capabilities.get("tools") or {}).get("listChanged")),
@@ -1369,7 +1382,15 @@ class Client:
             for skill in client.skills.list():
                 print(skill.name, client.skills.read(skill.uri).text[:80])
         """
-        return self._skills
+        skills = self._skills
+        if skills is None:
+            from .skills import Skills
+
+            with self._state_lock:  # one object per client, whichever thread asks first
+                if self._skills is None:
+                    self._skills = Skills(self)
+                skills = self._skills
+        return skills
 
     def _require_dialect(self) -> Dialect:
         dialect = self._dialect
@@ -1494,11 +1515,15 @@ class Client:
         """
         try:
             if task or wait or self.options.tasks:
+                from . import tasks as _tasks
+
                 return _tasks.call_tool(self, tool, arguments, options, task=task, wait=wait)
             if not options and type(tool) is str and tool and self.cache is None and self._tracer is None:
                 return self._call_tool_plain(tool, arguments)
             return self._calls.call_tool(tool, arguments, options, max_pages=self.max_pages, timeout=self.timeout)
         except MissingClientCapability as exc:
+            from . import tasks as _tasks
+
             better = _tasks.explained(exc)  # a tool that only runs as a task says so
             if better is exc:
                 raise
@@ -1560,6 +1585,8 @@ class Client:
             result = task.wait(timeout=60)
         """
         check_option_names(options)
+        from . import tasks as _tasks
+
         return _tasks.get_task(self, task_id, options)
 
     def list_resources(self, **options: Unpack[RequestOptions]) -> list[Resource]:
@@ -1820,7 +1847,7 @@ class Client:
             if outcome == "shed":
                 self._metrics.count("shed")  # refused before anything was sent: not a request
             else:
-                self._metrics.record(method, outcome, time.monotonic() - started)
+                self._metrics.finished(method, outcome, time.monotonic() - started)
                 dialect = self._dialect
                 if outcome in ("timeout", "interrupted") and dialect is not None and dialect.may_cancel(method):
                     self._metrics.count("cancellations")  # the engine told the server it gave up

@@ -19,15 +19,17 @@ import collections
 import enum
 import logging
 import math
-import random
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import attrs
 
 from .errors import McpError
+
+if TYPE_CHECKING:
+    import random
 
 __all__ = ["Status", "StatusChange", "StatusMonitor", "Reconnect", "SAFE_TO_RETRY"]
 
@@ -362,6 +364,8 @@ class Reconnect:
     def delays(self, rng: random.Random | None = None) -> Iterator[float]:
         """The wait before each attempt, one per attempt: endless when
         `max_attempts` is None. `rng` draws the jitter (for repeatable tests)."""
+        import random  # here: only a reconnect needs it, not `import mcp_sync`
+
         uniform = rng.uniform if rng is not None else random.uniform
         cap = self.initial_delay
         attempt = 0

@@ -35,8 +35,6 @@ into leaving the tool out).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import reprlib
 from collections.abc import Mapping, Sequence
@@ -151,6 +149,8 @@ def encode_header_value(value: str) -> str:
         raise TypeError(f"header value must be a string, not {type(value).__name__}")
     if _is_plain_safe(value) and not _looks_like_sentinel(value):
         return value
+    import base64  # here: it (and `struct`) would cost every `import mcp_sync`
+
     encoded = base64.b64encode(value.encode("utf-8")).decode("ascii")
     return SENTINEL_PREFIX + encoded + SENTINEL_SUFFIX
 
@@ -173,6 +173,9 @@ def decode_header_value(value: str) -> str:
     if len(value) < len(SENTINEL_PREFIX) + len(SENTINEL_SUFFIX):
         raise InvalidHeaderValue(f"malformed Base64 sentinel value {_show(value)}")
     payload = value[len(SENTINEL_PREFIX) : -len(SENTINEL_SUFFIX)]
+    import base64
+    import binascii
+
     try:
         return base64.b64decode(payload, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError) as exc:

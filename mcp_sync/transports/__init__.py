@@ -5,7 +5,6 @@ HTTP), `sse` (the old HTTP+SSE), `memory` (in-process), and the
 import functools
 import importlib
 import inspect
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from .base import Custom, MessageSink, Target, Transport
@@ -78,6 +77,8 @@ def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> T
             return HTTP(target, **(http_options or {}))
         if "://" in target:
             raise ValueError(f"unsupported URL scheme in {target!r}: use http:// or https://")
+        import shlex  # here: only this error message needs it
+
         try:
             example = shlex.split(target) or [target]
         except ValueError:  # unbalanced quotes

@@ -42,14 +42,11 @@ import collections
 import logging
 import os
 import select
-import shlex
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import (
     ConnectError,
@@ -63,6 +60,12 @@ from ..errors import (
 from ..protocol import jsonrpc
 from .base import MessageSink, Target, Transport
 from .stderr import StderrLines, StderrOption, check_option
+
+# `subprocess` (with `signal`, `selectors`, `locale`) and `shlex` load when a
+# server is started, not at `import mcp_sync`: some 5 ms of it, which a
+# program that never runs a stdio server would pay for nothing.
+if TYPE_CHECKING:
+    import subprocess
 
 log = logging.getLogger("mcp_sync.transport.stdio")
 
@@ -218,6 +221,8 @@ class StdioTransport(Transport):
         # Under the close lock: a close() from another thread either comes
         # first (and nothing is started) or waits and then stops what was
         # started; a process is never started after close() returned.
+        import subprocess
+
         with self._close_lock:
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
@@ -231,6 +236,8 @@ class StdioTransport(Transport):
                 hint = ""
                 if isinstance(exc, FileNotFoundError) and not target.args and len(target.command.split()) > 1:
                     # ['python server.py']: a command line given as one string.
+                    import shlex
+
                     hint = f" (the command and its arguments are separate strings: {shlex.split(target.command)!r})"
                 raise ConnectError(f"cannot start server {target.command!r}: {exc}{hint}") from exc
             if sys.platform != "win32":
@@ -303,6 +310,8 @@ class StdioTransport(Transport):
     def _stop_process(self, proc: subprocess.Popen[bytes]) -> None:
         """The spec's shutdown order, for the server's whole group: end of
         input, SIGTERM, SIGKILL, at most `shutdown_timeout` for each."""
+        import subprocess
+
         grace = self._target.shutdown_timeout
         polite_until = time.monotonic() + grace
         # A writer waiting for room sees `_closing` within a slice and lets go.
@@ -351,6 +360,8 @@ class StdioTransport(Transport):
     def _end(self, proc: subprocess.Popen[bytes], *, kill: bool) -> None:
         """SIGTERM (or SIGKILL) to the server's group; on Windows, which has
         no group signal to send, TerminateProcess on the server only."""
+        import signal
+
         try:
             if sys.platform != "win32":
                 _signal_group(proc, signal.SIGKILL if kill else signal.SIGTERM)
@@ -729,6 +740,8 @@ class StdioTransport(Transport):
             return ConnectionClosed("the connection is closed")
         returncode = None
         if proc is not None:
+            import subprocess
+
             try:
                 # stdout ending usually means the process is exiting; give it a
                 # moment so the exit code and its last stderr lines are known.
@@ -789,6 +802,8 @@ def _own_process_group() -> dict[str, Any]:
     (a session, on POSIX): the SIGINT a terminal's Ctrl-C or Jupyter's
     "Interrupt kernel" sends to the client's group must not reach it."""
     if sys.platform == "win32":
+        import subprocess
+
         return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
 
