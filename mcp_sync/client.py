@@ -29,6 +29,7 @@ first use in the era already settled (`_after_fork`).
 from __future__ import annotations
 
 import contextvars
+import importlib
 import itertools
 import json
 import logging
@@ -48,6 +49,7 @@ from ._version import __version__
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, SendFn, ToolCatalog, TypedCalls
 from .connection import Connection, Drops, new_id_counter
+from .declarations import initialize_capabilities
 from .errors import (
     ConnectError,
     ConnectionClosed,
@@ -879,8 +881,6 @@ class Client:
         if initialize_version is not None:
             # Capabilities are fixed by `initialize` in that era: declare the
             # extensions the client implements (Skills) there, once.
-            from .skills import initialize_capabilities
-
             capabilities = initialize_capabilities(capabilities, initialize_version)
         return handshake.Identity(capabilities, self.client_info, self.log_level)
 
@@ -1001,6 +1001,7 @@ class Client:
         self._session_lock = threading.Lock()
         self._catalog.after_fork()
         self._metrics.after_fork()
+        self._skills = None  # made afresh on first use, with locks of the child's own
         # The child's connection is its own: a fresh run of the reconnect policy.
         self._attempts, self._delays, self._retry_at, self._gave_up = 0, None, 0.0, None
         self._held.after_fork()
@@ -2433,5 +2434,29 @@ def _after_fork_in_child() -> None:
             client._after_fork()
 
 
+#: What the package imports on first use rather than at `import mcp_sync`
+#: (its own modules, whatever their names, and these).
+_IMPORTED_LATE = frozenset((
+    "subprocess", "signal", "shlex", "random", "base64", "binascii", "datetime", "hashlib", "requests", "urllib3",
+))
+
+
+def _finish_imports_before_fork() -> None:
+    """Before `os.fork()`: wait for any import of a module the package
+    loads on first use that another thread is in the middle of. The child
+    would inherit the half-built module and the lock of an importing thread
+    it does not have, and its own first use of that module would wait for
+    that lock for ever. Importing a module that is being imported waits for
+    it; one already loaded costs a dictionary lookup, and one not loaded is
+    left alone."""
+    for name, module in list(sys.modules.items()):
+        if (name.startswith("mcp_sync.") or name in _IMPORTED_LATE) and getattr(
+                getattr(module, "__spec__", None), "_initializing", False):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - its importer sees the error; the fork goes on
+                pass
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_finish_imports_before_fork, after_in_child=_after_fork_in_child)

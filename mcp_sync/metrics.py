@@ -26,8 +26,8 @@ it waits for the lock and folds, which bounds the queue whatever the
 scheduling. `snapshot()` folds everything first, so it counts every request
 finished before it. `reset()` and `after_fork()` replace the whole state
 under the lock; a record racing them lands in the old state and is
-forgotten with it, as is a sample being folded when a KeyboardInterrupt
-lands in the fold.
+forgotten with it. A KeyboardInterrupt landing in a fold can leave the one
+sample being folded half counted (in its outcome but not its latency).
 
 Memory is bounded whatever the caller does: the intake holds at most
 `4 * _FOLD_AT` items plus one per thread appending, a histogram is a fixed
@@ -384,7 +384,8 @@ class Metrics:
     def finished(self, method: str, outcome: str, seconds: float) -> None:
         """`record()` without its checks, for the engine, which calls it once
         per request: its outcome is one of `OUTCOMES` and its duration the
-        difference of two `time.monotonic()` readings, by construction.
+        difference of two `time.monotonic()` readings, by construction. (A
+        sample `record()` would refuse is dropped, later, uncounted.)
 
         Example::
 
@@ -400,22 +401,30 @@ class Metrics:
                     self._fold()
 
     def _fold(self) -> None:
-        """Count what waits in the intake (lock held)."""
+        """Count what waits in the intake (lock held). A sample that
+        `record()` would refuse (`finished()` trusts its caller) is dropped."""
         intake, methods, index, bounds = self._intake, self._methods, _OUTCOME_INDEX, _BOUNDS
         while intake:
             try:
                 method, outcome, seconds = intake.popleft()
             except IndexError:  # pragma: no cover - the intake is popped under the lock only
                 break
+            at = index.get(outcome)
+            if at is None or not 0.0 <= seconds < _INF:
+                continue
             entry = methods.get(method)
             if entry is None:
                 entry = self._entry(method)
+            # Everything looked up first, then the two counts back to back:
+            # a KeyboardInterrupt landing in a fold can leave at most that
+            # one sample half counted.
+            bucket = _BUCKET0 + _bisect_left(bounds, seconds)
+            entry[at] += 1
+            entry[bucket] += 1
             if seconds > entry[_MAX]:
                 entry[_MAX] = seconds
             if seconds < entry[_MIN]:
                 entry[_MIN] = seconds
-            entry[index[outcome]] += 1
-            entry[_BUCKET0 + _bisect_left(bounds, seconds)] += 1
 
     def _entry(self, method: str) -> list[Any]:
         """The record `method` is counted in (lock held), made now if need

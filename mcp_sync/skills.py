@@ -46,6 +46,11 @@ from .errors import (
     PaginationError,
     SkillVerificationError,
 )
+# The declaration lives apart, for the handshake (see declarations.py);
+# `initialize_capabilities` stays importable from here.
+from .declarations import DECLARATION as _DECLARATION
+from .declarations import SKILLS_EXTENSION
+from .declarations import initialize_capabilities as initialize_capabilities
 from .protocol.inputs import merge_capabilities
 from .protocol.versions import META_CLIENT_CAPABILITIES
 from .types import Resource
@@ -61,7 +66,7 @@ __all__ = ["EXTENSION", "MAX_FILES", "MAX_TOTAL_SIZE", "Skill", "SkillContent", 
 log = logging.getLogger("mcp_sync.skills")
 
 #: The extension's identifier, as declared in capabilities.
-EXTENSION = "io.modelcontextprotocol/skills"
+EXTENSION = SKILLS_EXTENSION
 #: Per-skill limits every host must accept (SEP-2640 "Limits"); larger
 #: skills are declined before anything is read.
 MAX_FILES = 512
@@ -71,24 +76,6 @@ MANIFEST = "SKILL.md"
 _DYNAMIC = "dynamic"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _FRONTMATTER = re.compile(r"^---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
-# Extensions came to the initialize handshake's capabilities with 2025-11-25;
-# older revisions keep their own capability shapes.
-_INITIALIZE_EXTENSIONS_SINCE = "2025-11-25"
-_DECLARATION: Mapping[str, Any] = {"extensions": {EXTENSION: {}}}
-
-
-def initialize_capabilities(capabilities: Mapping[str, Any], version: str) -> dict[str, Any]:
-    """The capabilities an `initialize` for `version` sends: `capabilities`
-    with the extension declared, in the revisions that have extensions.
-
-    Example::
-
-        >>> initialize_capabilities({}, "2025-11-25")
-        {'extensions': {'io.modelcontextprotocol/skills': {}}}
-    """
-    if version < _INITIALIZE_EXTENSIONS_SINCE:  # revisions are ISO dates
-        return dict(capabilities)
-    return merge_capabilities(capabilities, _DECLARATION)
 
 
 @attrs.frozen

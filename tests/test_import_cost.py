@@ -132,9 +132,9 @@ with mcp_sync.connect({[sys.executable, "-m", "mcp_sync.testing.server"]!r}) as 
     assert loaded_after(code, DEFERRED) == ["subprocess", "signal"]
 
 
-def test_an_initialize_era_stdio_call_loads_skills_only_for_its_declaration():
-    # `initialize` declares the Skills extension (skills.initialize_capabilities,
-    # whose module brings `datetime`); tasks and subscriptions stay unloaded.
+def test_an_initialize_era_stdio_call_loads_no_extension_module():
+    # `initialize` declares the Skills extension (declarations.py, loaded with
+    # the client); skills, tasks and subscriptions stay unloaded.
     code = f"""
 import mcp_sync
 command = {[sys.executable, "-m", "mcp_sync.testing.server", "--versions", "2025-11-25"]!r}
@@ -142,7 +142,7 @@ with mcp_sync.connect(command) as client:
     assert client.call_tool("echo", {{"text": "hi"}}).text == "hi"
     assert client.protocol_version == "2025-11-25"
 """
-    assert loaded_after(code, DEFERRED) == ["mcp_sync.skills", "subprocess", "signal", "datetime"]
+    assert loaded_after(code, DEFERRED) == ["subprocess", "signal"]
 
 
 def test_each_deferred_name_resolves_to_its_modules_object():

@@ -189,3 +189,14 @@ def test_record_still_refuses_what_finished_trusts():
         with pytest.raises(ValueError):
             recorder.record("a", outcome, seconds)
     assert recorder.snapshot().requests == {}
+
+
+def test_a_bad_sample_given_to_finished_is_dropped_and_corrupts_nothing():
+    recorder = Metrics()
+    recorder.finished("a", "bogus", 0.1)
+    recorder.finished("a", "ok", -1.0)
+    recorder.finished("a", "ok", float("nan"))
+    recorder.finished("a", "ok", 0.25)
+    stats = recorder.snapshot().requests["a"]
+    assert stats.count == 1 and sum(stats.outcomes.values()) == 1
+    assert stats.max == 0.25 and stats.p50 == 0.25
