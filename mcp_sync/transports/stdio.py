@@ -76,6 +76,18 @@ STDERR_TAIL_LINES = 20
 #: wakes this often: to see that `close()` began, and (on the main thread)
 #: to let a simulated Ctrl-C (`_thread.interrupt_main()`) land.
 _WRITE_SLICE = 0.1
+#: Whether a message of at most `_ATOMIC_WRITE` bytes is written without the
+#: write lock (see `StdioTransport._write_alone`): on POSIX, where one write
+#: of at most PIPE_BUF bytes to a pipe is never split nor mixed with another
+#: writer's (on systems whose pipes are known to keep that promise), and
+#: only with the GIL, whose order makes the hand-shake with the lock's
+#: holders safe (a free-threaded build takes the lock).
+_LOCK_FREE_WRITES = sys.platform.startswith(("linux", "darwin", "freebsd", "openbsd", "netbsd"))
+if _LOCK_FREE_WRITES and hasattr(sys, "_is_gil_enabled"):  # 3.13 on: the build decides, not the moment
+    import sysconfig
+
+    _LOCK_FREE_WRITES = not sysconfig.get_config_var("Py_GIL_DISABLED")
+_ATOMIC_WRITE = getattr(select, "PIPE_BUF", 512)
 #: How long `close()` waits for the reader threads once the server's group
 #: is gone (after its three `shutdown_timeout` steps at most).
 _JOIN_SLACK = 0.5
@@ -195,6 +207,12 @@ class StdioTransport(Transport):
         self._proc: subprocess.Popen[bytes] | None = None
         self._sink: MessageSink | None = None
         self._write_lock = threading.Lock()
+        # Writers without the lock (small messages, see `_write_alone`): a
+        # token each while they write; the lock's holder sets `_exclusive`
+        # and waits for none to be left before it writes or closes stdin.
+        self._alone: set[object] = set()
+        self._exclusive = False
+        self._sent_lock = threading.Lock()  # bytes_sent, from writers with and without the write lock
         self._close_lock = threading.Lock()
         self._closing = False
         self._closed = False
@@ -227,7 +245,7 @@ class StdioTransport(Transport):
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
             try:
-                self._proc = subprocess.Popen(
+                proc = subprocess.Popen(
                     [target.command, *target.args],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     env=env, cwd=target.cwd, close_fds=True, **_own_process_group(),
@@ -241,10 +259,13 @@ class StdioTransport(Transport):
                     hint = f" (the command and its arguments are separate strings: {shlex.split(target.command)!r})"
                 raise ConnectError(f"cannot start server {target.command!r}: {exc}{hint}") from exc
             if sys.platform != "win32":
-                assert self._proc.stdin is not None
+                assert proc.stdin is not None
                 # Writes then never block: a deadline, or close(), can end a
-                # write to a server that stopped reading.
-                os.set_blocking(self._proc.stdin.fileno(), False)
+                # write to a server that stopped reading (and a lone write,
+                # see `_write_alone`, writes all or nothing). Set before the
+                # process is published, so that no write ever sees it blocking.
+                os.set_blocking(proc.stdin.fileno(), False)
+            self._proc = proc
             self._sink = sink
             name = os.path.basename(target.command)
             if sys.platform == "win32" or callable(target.stderr):
@@ -265,6 +286,9 @@ class StdioTransport(Transport):
         buffer locks may have been held by a parent thread at the fork."""
         self._closing = self._closed = True
         self._write_lock = threading.Lock()
+        self._sent_lock = threading.Lock()
+        self._alone = set()  # tokens of parent threads, which the child does not have
+        self._exclusive = False
         self._close_lock = threading.Lock()
         self._pipes_lock = threading.Lock()
         proc, self._proc = self._proc, None
@@ -317,8 +341,10 @@ class StdioTransport(Transport):
         # A writer waiting for room sees `_closing` within a slice and lets go.
         if self._write_lock.acquire(timeout=grace):
             try:
-                _close_quietly(proc.stdin)
+                if self._exclude_alone(polite_until):
+                    _close_quietly(proc.stdin)
             finally:
+                self._exclusive = False
                 self._write_lock.release()
             if self._wait_group(proc, polite_until - time.monotonic()):
                 return
@@ -380,10 +406,13 @@ class StdioTransport(Transport):
                 thread.join(max(until - time.monotonic(), 0.05))
 
     def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
+        until = time.monotonic() + 2 * _WRITE_SLICE  # one bound for the lock and the lone writers
         if self._write_lock.acquire(timeout=2 * _WRITE_SLICE):
             try:
-                _close_quietly(proc.stdin)
+                if self._exclude_alone(until):
+                    _close_quietly(proc.stdin)
             finally:
+                self._exclusive = False
                 self._write_lock.release()
         with self._pipes_lock:
             self._pipes_left = True  # from now on a thread that ends closes its own pipe
@@ -428,9 +457,18 @@ class StdioTransport(Transport):
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise ConnectionClosed("the stdio transport is not started")
+        if _LOCK_FREE_WRITES and len(data) <= _ATOMIC_WRITE and not self._closing:
+            try:
+                fd = proc.stdin.fileno()
+            except ValueError:  # closed by close() since: the locked path says so
+                fd = -1
+            if fd >= 0 and self._write_alone(fd, data):
+                return
         if not self._lock_for_writing(deadline):
             raise _no_room(message)
         try:
+            if not self._exclude_alone(deadline):
+                raise _no_room(message)
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
             if self._broken is not None:
@@ -443,9 +481,78 @@ class StdioTransport(Transport):
                     raise self._exit_error(f"cannot write to the server: {exc}") from exc
             else:
                 self._write_whole(proc.stdin.fileno(), data, deadline, message)
-            self.bytes_sent += len(data)  # under the write lock
+            with self._sent_lock:
+                self.bytes_sent += len(data)
         finally:
+            self._exclusive = False
             self._write_lock.release()
+
+    def _write_alone(self, fd: int, data: bytes) -> bool:
+        """Write a message of at most PIPE_BUF bytes without the write lock:
+        True once written; False when it must take the lock (a holder of the
+        lock is writing or closing, or the pipe has no room for all of it).
+
+        At 8 and 32 threads the write lock was the convoy of the stdio call:
+        its holder lets go of the GIL in `os.write` and must wait for it
+        again before it can let go of the lock, while every other writer
+        sleeps on the lock (a third of the samples holding the GIL were
+        waits for it). One `write()` of at most PIPE_BUF bytes to a pipe is
+        whole and unmixed (POSIX), and on a non-blocking pipe it writes all
+        or nothing, so such a message needs no lock against the others like
+        it; only against a holder of the lock, who may be writing a larger
+        message in pieces or closing stdin. Hence the hand-shake: a writer
+        puts a token in `_alone`, then looks at `_exclusive`; the holder
+        sets `_exclusive`, then waits for `_alone` to be empty (see
+        `_exclude_alone`). Whichever comes second sees the other."""
+        token = object()
+        alone = self._alone
+        failure: OSError | None = None
+        try:
+            alone.add(token)
+            if self._exclusive or self._closing or self._broken is not None:
+                return False
+            try:
+                written = os.write(fd, data)
+            except BlockingIOError:
+                return False  # no room for all of it: nothing was written
+            except OSError as exc:  # EPIPE: the server closed its stdin or exited
+                failure = exc
+                written = 0
+        finally:
+            alone.discard(token)
+        if failure is not None:
+            error = self._exit_error(f"cannot write to the server: {failure}")
+            if isinstance(error, ConnectionClosed):
+                error.may_have_executed = False  # nothing of it left: the client may send it elsewhere
+            raise error from failure
+        if written != len(data):  # pragma: no cover - a pipe never splits such a write
+            cut = ConnectionClosed(f"a message to the server was cut off after {written} of {len(data)} bytes; "
+                                   "the connection cannot be used any more")
+            self._break(cut)
+            raise cut
+        with self._sent_lock:
+            self.bytes_sent += written
+        return True
+
+    def _exclude_alone(self, deadline: float | None) -> bool:
+        """With the write lock held: keep writers without the lock out, and
+        wait for those writing now (`_write_alone`). They never block (a
+        non-blocking pipe), so this is a moment; False if `deadline` passed
+        first (the caller releases the lock either way, and clears
+        `_exclusive` when it does)."""
+        self._exclusive = True
+        if not self._alone:
+            return True
+        spin_until = time.monotonic() + 0.001
+        while self._alone:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            # sleep(0) lets them run (each needs the GIL to finish); past a
+            # millisecond, one is held up (a signal handler on its own thread
+            # closing, say): wait without burning a core.
+            time.sleep(0 if now < spin_until else 0.0005)
+        return True
 
     def exchange(
         self, message: Mapping[str, Any], headers: Mapping[str, str] | None, deadline: float | None,
