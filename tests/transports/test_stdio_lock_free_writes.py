@@ -27,6 +27,23 @@ def wait_until(predicate, seconds=5.0):
         time.sleep(0.001)
 
 
+class NullSink:
+    def deliver(self, message):
+        pass
+
+    def transport_failed(self, error):
+        pass
+
+
+def started(command):
+    """A bare stdio transport to `command`, started, its messages checked
+    against the 2025-11-25 schema."""
+    transport = stdio_module.Stdio(command[0], command[1:], shutdown_timeout=0.5).open()
+    transport.start(NullSink())
+    transport.negotiated("2025-11-25", False)
+    return transport
+
+
 def test_small_and_large_messages_from_many_threads_never_interleave():
     big_text = "x" * (3 * 65536)  # more than a pipe holds: written in pieces, under the lock
     errors = []
@@ -124,18 +141,7 @@ def test_a_full_pipe_sends_a_small_message_through_the_lock_and_its_deadline():
     # The server reads nothing: small requests fill its stdin (the lone write
     # finds no room for all of it and writes nothing), then the call waits
     # under the lock for room, up to its deadline, and says nothing was sent.
-    command = [sys.executable, "-c", "import time; time.sleep(60)"]
-    transport = stdio_module.Stdio(command[0], command[1:], shutdown_timeout=0.5).open()
-
-    class Sink:
-        def deliver(self, message):
-            pass
-
-        def transport_failed(self, error):
-            pass
-
-    transport.start(Sink())
-    transport.negotiated("2025-11-25", False)
+    transport = started([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "z" * 1000}}
         assert len(mcp_sync.jsonrpc.encode(message)) + 1 <= select.PIPE_BUF
@@ -152,17 +158,7 @@ def test_a_full_pipe_sends_a_small_message_through_the_lock_and_its_deadline():
 def test_a_small_send_after_close_says_the_connection_is_closed():
     # The review's reproduction: the lone path read stdin's descriptor
     # before anything said the transport was closing (ValueError).
-    transport = stdio_module.Stdio(sys.executable, scripted()[1:], shutdown_timeout=0.5).open()
-
-    class Sink:
-        def deliver(self, message):
-            pass
-
-        def transport_failed(self, error):
-            pass
-
-    transport.start(Sink())
-    transport.negotiated("2025-11-25", False)
+    transport = started(scripted())
     transport.close()
     for size in (10, 10000):
         message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "r" * size}}
