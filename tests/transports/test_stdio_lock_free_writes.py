@@ -145,11 +145,11 @@ def test_a_full_pipe_sends_a_small_message_through_the_lock_and_its_deadline():
     try:
         message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "z" * 1000}}
         assert len(mcp_sync.jsonrpc.encode(message)) + 1 <= select.PIPE_BUF
-        started = time.monotonic()
+        began = time.monotonic()
         with pytest.raises(mcp_sync.RequestTimeout):
             for _ in range(1000):  # a pipe holds 64 KiB: about 65 of these
                 transport.send(message, deadline=time.monotonic() + 0.3)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - began < 5
         assert not transport._alone and not transport._exclusive
     finally:
         transport.close()
