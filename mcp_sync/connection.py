@@ -962,6 +962,10 @@ class Connection:
                 on_event("closed", error)
             # Send what is queued (cancellations, answers) for a moment.
             self._sender.flush(CLOSE_FLUSH_TIMEOUT)
+            # And log what the server said before the end, for a moment too:
+            # a log message received just before close() was dropped with
+            # the queue, so a program's last server warnings went missing.
+            self._logs.flush(CLOSE_FLUSH_TIMEOUT)
         finally:
             # Whatever happens above (a Ctrl-C during the flush), the
             # transport is closed and the threads are told to stop: nested

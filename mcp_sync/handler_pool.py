@@ -146,6 +146,8 @@ class HandlerPool:
             finally:
                 with self._cond:
                     self._active -= 1
+                    if not self._active:
+                        self._cond.notify_all()  # for `flush()`
 
     @property
     def active(self) -> int:
@@ -158,6 +160,27 @@ class HandlerPool:
         """Worker threads alive now."""
         with self._cond:
             return len(self._threads)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for every queued and running job
+        to finish: True when none is left. From one of the pool's own
+        threads it returns False at once (it would wait for itself).
+
+        Example::
+
+            pool.flush(0.5)   # the log messages already received, handled
+            pool.close(timeout=0)
+        """
+        deadline = _now() + timeout
+        with self._cond:
+            if threading.current_thread() in self._threads:
+                return not self._active
+            while self._active and not self._closed:
+                left = deadline - _now()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return not self._active
 
     def close(self, timeout: float | None = None) -> bool:
         """Drop queued jobs and end the workers, waiting at most `timeout`

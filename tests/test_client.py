@@ -1,6 +1,7 @@
 """The public API against the bundled demo server (in-process and over stdio)."""
 
 import logging
+import time
 import re
 import threading
 
@@ -278,6 +279,28 @@ def test_server_log_messages_go_to_logging(version, caplog):
     records = [r for r in caplog.records if r.name == "mcp_sync.server"]
     assert [r.levelno for r in records] == [logging.WARNING]
     assert "disk almost full" in records[0].getMessage()
+
+
+def test_log_messages_received_before_close_are_all_logged():
+    # A slow logging handler keeps the server's messages queued when the call
+    # returns; close() right after must still log them (it dropped the queue).
+    seen = []
+
+    class Slow(logging.Handler):
+        def emit(self, record):
+            time.sleep(0.05)
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger("mcp_sync.server")
+    handler = Slow(level=logging.INFO)
+    logger.addHandler(handler)
+    try:
+        with mcp_sync.connect(demo_server(), protocol="2025-11-25", log_level="info") as client:
+            for n in range(3):
+                client.call_tool("log", {"level": "warning", "message": f"last words {n}"})
+    finally:
+        logger.removeHandler(handler)
+    assert [n for n in range(3) if any(f"last words {n}" in m for m in seen)] == [0, 1, 2]
 
 
 def test_no_log_messages_without_a_level(caplog):
