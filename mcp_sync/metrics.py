@@ -404,11 +404,8 @@ class Metrics:
         """Count what waits in the intake (lock held). A sample that
         `record()` would refuse (`finished()` trusts its caller) is dropped."""
         intake, methods, index, bounds = self._intake, self._methods, _OUTCOME_INDEX, _BOUNDS
-        while intake:
-            try:
-                method, outcome, seconds = intake.popleft()
-            except IndexError:  # pragma: no cover - the intake is popped under the lock only
-                break
+        while intake:  # popped under the lock only: what it holds stays there
+            method, outcome, seconds = intake.popleft()
             at = index.get(outcome)
             if at is None or not 0.0 <= seconds < _INF:
                 continue

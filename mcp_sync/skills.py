@@ -46,11 +46,9 @@ from .errors import (
     PaginationError,
     SkillVerificationError,
 )
-# The declaration lives apart, for the handshake (see declarations.py);
-# `initialize_capabilities` stays importable from here.
+# The declaration lives apart, for the handshake (see declarations.py).
 from .declarations import DECLARATION as _DECLARATION
 from .declarations import SKILLS_EXTENSION
-from .declarations import initialize_capabilities as initialize_capabilities
 from .protocol.inputs import merge_capabilities
 from .protocol.versions import META_CLIENT_CAPABILITIES
 from .types import Resource

@@ -525,21 +525,39 @@ def test_a_tls_read_that_wanted_to_write_then_to_read_does_not_spin():
     assert not reader_threads() and READER.open_streams == 0
 
 
+def received(got: queue.Queue, expected: bytes, seconds: float = 5.0) -> bytes:  # type: ignore[type-arg]
+    """The bytes a stream's `on_data` put in `got`, gathered until they are
+    `expected` or `seconds` have passed."""
+    limit = time.monotonic() + seconds
+    seen = b""
+    while seen != expected and time.monotonic() < limit:
+        try:
+            seen += got.get(timeout=0.1)
+        except queue.Empty:
+            pass
+    return seen
+
+
+def refuse_reader_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the shared reader's thread fail to start, as with no threads left."""
+    from mcp_sync.transports import streams
+
+    start = threading.Thread.start
+
+    def refuse(self: threading.Thread) -> None:
+        if self.name == streams.THREAD_NAME:
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+
+
 @pytest.mark.parametrize("failing", ["thread", "socketpair"])
 def test_a_reader_that_could_not_start_is_not_left_half_open(monkeypatch, failing):
     import socket
 
-    from mcp_sync.transports import streams
-
     if failing == "thread":
-        start = threading.Thread.start
-
-        def refuse(self: threading.Thread) -> None:
-            if self.name == streams.THREAD_NAME:
-                raise RuntimeError("can't start new thread")
-            start(self)
-
-        monkeypatch.setattr(threading.Thread, "start", refuse)
+        refuse_reader_thread(monkeypatch)
         error: type[BaseException] = RuntimeError
     else:
         def no_fds(*args: Any) -> Any:
@@ -554,20 +572,11 @@ def test_a_reader_that_could_not_start_is_not_left_half_open(monkeypatch, failin
     # The reader works again: a stream is read, and closed promptly.
     got = queue.Queue()  # type: ignore[var-annotated]
     stream = _open_quiet(on_data=got.put)
-    import socket as socket_
-
-    mine, peer = socket_.socketpair()
+    mine, peer = socket.socketpair()
     try:
         assert stream.watch(mine)
         peer.sendall(b"hello")
-        limit = time.monotonic() + 5
-        seen = b""
-        while seen != b"hello" and time.monotonic() < limit:
-            try:
-                seen += got.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        assert seen == b"hello"
+        assert received(got, b"hello") == b"hello"
         assert stream.close(5)
     finally:
         mine.close()
@@ -865,14 +874,7 @@ def test_a_watch_the_reader_died_applying_is_applied_by_the_next(monkeypatch):
         assert stream.watch(mine)
         assert blown.wait(5)
         peer.sendall(b"hello")
-        limit = time.monotonic() + 5
-        seen = b""
-        while seen != b"hello" and time.monotonic() < limit:
-            try:
-                seen += got.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        assert seen == b"hello", "the watch command was lost with the thread"
+        assert received(got, b"hello") == b"hello", "the watch command was lost with the thread"
     finally:
         assert stream.close(5)
         mine.close()
@@ -883,16 +885,7 @@ def test_a_watch_the_reader_died_applying_is_applied_by_the_next(monkeypatch):
 def test_a_reader_that_cannot_start_costs_the_get_stream_only(sessions, monkeypatch, caplog):
     import logging
 
-    from mcp_sync.transports import streams
-
-    start = threading.Thread.start
-
-    def refuse(self: threading.Thread) -> None:
-        if self.name == streams.THREAD_NAME:
-            raise RuntimeError("can't start new thread")
-        start(self)
-
-    monkeypatch.setattr(threading.Thread, "start", refuse)
+    refuse_reader_thread(monkeypatch)
     with caplog.at_level(logging.WARNING, logger="mcp_sync.transport.http"):
         client = mcp_sync.connect(sessions.url, protocol=PROTOCOL)  # initialized is sent
     try:

@@ -339,13 +339,7 @@ class StdioTransport(Transport):
         grace = self._target.shutdown_timeout
         polite_until = time.monotonic() + grace
         # A writer waiting for room sees `_closing` within a slice and lets go.
-        if self._write_lock.acquire(timeout=grace):
-            try:
-                if self._exclude_alone(polite_until):
-                    _close_quietly(proc.stdin)
-            finally:
-                self._exclusive = False
-                self._write_lock.release()
+        if self._close_stdin(proc, polite_until):
             if self._wait_group(proc, polite_until - time.monotonic()):
                 return
         log.debug("server %s did not exit after stdin closed, or left processes behind; terminating",
@@ -398,6 +392,21 @@ class StdioTransport(Transport):
         except OSError as exc:
             log.debug("could not signal server %s: %s", self._target.command, exc)
 
+    def _close_stdin(self, proc: subprocess.Popen[bytes], until: float) -> bool:
+        """Close the server's stdin with no writer in it: the write lock
+        taken and the lone writers kept out (see `_write_alone`), both by
+        `until`. False (stdin left open) when that could not be had."""
+        if not self._write_lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
+            return False
+        try:
+            if not self._exclude_alone(until):
+                return False
+            _close_quietly(proc.stdin)
+            return True
+        finally:
+            self._exclusive = False
+            self._write_lock.release()
+
     def _join_readers(self, until: float) -> None:
         """Wait (until `until`) for the reader and the stderr drain, which end
         once every holder of the pipes is gone."""
@@ -406,14 +415,7 @@ class StdioTransport(Transport):
                 thread.join(max(until - time.monotonic(), 0.05))
 
     def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
-        until = time.monotonic() + 2 * _WRITE_SLICE  # one bound for the lock and the lone writers
-        if self._write_lock.acquire(timeout=2 * _WRITE_SLICE):
-            try:
-                if self._exclude_alone(until):
-                    _close_quietly(proc.stdin)
-            finally:
-                self._exclusive = False
-                self._write_lock.release()
+        self._close_stdin(proc, time.monotonic() + 2 * _WRITE_SLICE)
         with self._pipes_lock:
             self._pipes_left = True  # from now on a thread that ends closes its own pipe
             done = list(self._pipes_done)

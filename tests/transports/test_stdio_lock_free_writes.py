@@ -14,17 +14,10 @@ import pytest
 
 import mcp_sync
 from mcp_sync.transports import stdio as stdio_module
-from tests.conftest import scripted
+from tests.conftest import scripted, wait_until
 from tests.test_threads import check, hammer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes only")
-
-
-def wait_until(predicate, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
 
 
 class NullSink:
@@ -124,7 +117,7 @@ def test_the_lock_holder_waits_for_a_lone_writer_in_flight_and_no_longer():
             transport._exclusive = False
 
             def finish_when_excluded():
-                wait_until(lambda: transport._exclusive)
+                wait_until(lambda: transport._exclusive, timeout=5)  # else the holder gives up at its deadline
                 transport._alone.discard(token)
 
             finisher = threading.Thread(target=finish_when_excluded)
