@@ -882,6 +882,34 @@ def test_a_watch_the_reader_died_applying_is_applied_by_the_next(monkeypatch):
     assert not reader_threads() and READER.open_streams == 0
 
 
+def test_close_of_the_last_stream_outlives_no_dead_reader_thread(monkeypatch):
+    # A thread that dies hands its streams to a successor and only then
+    # closes its own selector. close() of the last stream waited for the
+    # successor alone, so the dead thread could still be alive after it
+    # returned (seen once in CI). A slow cleanup of the dead run makes
+    # that window certain here.
+    from mcp_sync.transports import streams
+
+    blown = _die_once(monkeypatch)
+    close_run = streams._Run.close
+    dead: list[threading.Thread] = []
+
+    def slow_cleanup_when_dying(run: Any) -> None:
+        if blown.is_set() and not dead:
+            dead.append(threading.current_thread())
+            time.sleep(0.3)  # widens the window; the assertion does not rely on it
+        close_run(run)
+
+    monkeypatch.setattr(streams._Run, "close", slow_cleanup_when_dying)
+    stream = _open_quiet()
+    stream.later(0.0)
+    assert blown.wait(5)
+    assert wait_until(lambda: bool(dead))
+    assert stream.close(5)
+    assert not dead[0].is_alive(), "the dead reader thread outlived close()"
+    assert not reader_threads() and READER.open_streams == 0
+
+
 def test_a_reader_that_cannot_start_costs_the_get_stream_only(sessions, monkeypatch, caplog):
     import logging
 

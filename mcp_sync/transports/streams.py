@@ -48,8 +48,9 @@ and hand messages to queues.
 
 Lifetime. The thread starts with the first open stream and ends once the
 last one is closed; `Stream.close()` waits (bounded) until its own stream
-is done and, when it was the last one, until the thread has ended, so no
-thread outlives the last owner's close(). After `os.fork()` the child
+is done and, when it was the last one, until the thread has ended (a
+thread that took over from a dead one first waits for that one to end), so
+no thread outlives the last owner's close(). After `os.fork()` the child
 forgets the reader (its thread was not copied) and closes its copies of
 the selector's and the wake socket's descriptors, with no IO and no change
 to the selector the parent still uses; a stream opened in the child starts
@@ -166,6 +167,11 @@ class _Run:
         #: The command being applied, until it took effect: a thread that
         #: dies meanwhile hands it to its successor with the pending ones.
         self.applying: tuple[Stream, str, Any] | None = None
+        #: The thread of the run this one took over from (it died). It is
+        #: joined before this run's thread ends, so that whoever joins the
+        #: last thread has outlived them all: the dead one still closes its
+        #: selector after handing over.
+        self.predecessor: threading.Thread | None = None
 
     def wake(self) -> None:
         try:
@@ -236,9 +242,10 @@ class SharedReader:
             self._cond.notify_all()  # a close() waiting for the thread's end need not wait
         return stream
 
-    def _start_run(self) -> None:
+    def _start_run(self, predecessor: threading.Thread | None = None) -> None:
         """(Under the lock.) A new run and its thread, or nothing (raised)."""
         run = _Run()
+        run.predecessor = predecessor
         run.thread = threading.Thread(target=self._loop, args=(run,), name=THREAD_NAME, daemon=True)
         self._run = run
         try:
@@ -323,6 +330,9 @@ class SharedReader:
             self._died(run, exc)
         finally:
             run.close()
+            if run.predecessor is not None:
+                # Bounded: all it has left after handing over is its own close().
+                run.predecessor.join()
 
     def _died(self, run: _Run, exc: BaseException) -> None:
         """(The dying thread.) Hand the streams to a new thread, each ended
@@ -350,7 +360,7 @@ class SharedReader:
             restarted = False
             if self._streams and self._deaths <= _MOST_DEATHS:
                 try:
-                    self._start_run()
+                    self._start_run(predecessor=run.thread)
                     restarted = True
                 except (OSError, RuntimeError) as failure:
                     log.error("no new stream reader thread: %s", failure)
