@@ -438,6 +438,7 @@ def _heal(ref: weakref.ReferenceType[Client]) -> None:
                 with held.lock:
                     if not held.heal_again or held.closed:
                         held.healer = None
+                        held.leave(threading.current_thread())
                         return
                     held.heal_again = False
                 continue
@@ -446,6 +447,7 @@ def _heal(ref: weakref.ReferenceType[Client]) -> None:
         log.exception("reconnecting for the open subscriptions failed unexpectedly")
         with held.lock:
             held.healer = None
+            held.leave(threading.current_thread())
 
 
 def _heal_round(ref: weakref.ReferenceType[Client]) -> float | None:
@@ -2269,10 +2271,21 @@ class _Held:
         # Connections being closed on threads of their own (`close_later`),
         # with how long each close may take (under `lock`).
         self.closers: dict[threading.Thread, tuple[Connection, float]] = {}
+        # Closers and reconnect threads that took themselves off their roll
+        # (`closers`, `healer`) and may not have ended yet: `release()` joins
+        # them too (under `lock`; see `leave()`).
+        self.leaving: list[threading.Thread] = []
         # Every open subscription, both eras, held weakly: to interrupt and
         # reopen them after a reconnect or a new session, and to end them in
         # a fork child (the streams are the parent's).
         self.subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
+
+    def leave(self, thread: threading.Thread) -> None:
+        """(Under `lock`.) `thread`, just taken off its roll, runs on for a
+        moment: `release()` must still join it. Ended ones are let go here,
+        so the list holds only a few."""
+        self.leaving = [other for other in self.leaving if other.is_alive()]
+        self.leaving.append(thread)
 
     def release(self) -> None:
         """Close everything; idempotent, from any thread."""
@@ -2298,9 +2311,12 @@ class _Held:
                 closer.join(bound)
         if self.keepalive is not None:
             self.keepalive.close()
-        healer = self.healer
-        if healer is not None and healer is not threading.current_thread():
-            healer.join(CLOSE_JOIN_SECONDS)
+        with self.lock:
+            threads = [self.healer, *self.leaving]
+        limit = time.monotonic() + CLOSE_JOIN_SECONDS
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(max(limit - time.monotonic(), 0.0))
         self.dispatcher.close()
         for subscription in subscriptions:
             subscription._on_event("closed", ConnectionClosed("the client was closed"))
@@ -2318,7 +2334,8 @@ class _Held:
                 conn.close(reason)
             finally:
                 with self.lock:
-                    self.closers.pop(thread, None)
+                    if self.closers.pop(thread, None) is not None:
+                        self.leave(thread)
 
         thread = threading.Thread(target=run, name="mcp-sync-closer", daemon=True)
         with self.lock:
@@ -2362,6 +2379,7 @@ class _Held:
         for closing, _ in self.closers.values():
             closing.discard()  # the parent's thread closes it; this process only lets go of its copies
         self.closers = {}
+        self.leaving = []
         self.closed_event = threading.Event()
         self.healer = None
         for subscription in list(self.subscriptions):

@@ -952,7 +952,9 @@ class Connection:
             # from one of the connection's own threads: waiting would only
             # wait for ourselves.
             if threading.get_ident() != self._closing_thread and not _is_own_thread():
-                self._close_done.wait(CLOSE_JOIN_TIMEOUT * 3)
+                # As long as the first close may take (a stdio server's three
+                # shutdown steps), so that no thread outlives this close() either.
+                self._close_done.wait(self.close_budget)
             return
         try:
             error = ConnectionClosed(reason)
@@ -1019,9 +1021,10 @@ class Connection:
 
     @property
     def close_budget(self) -> float:
-        """The longest `close()` takes: the flush, the transport's own close
+        """The longest `close()` takes: the two flushes (the sender's queue,
+        the log messages), the transport's own close
         (`Transport.close_budget`), and the wait for the engine's threads."""
-        return CLOSE_FLUSH_TIMEOUT + self.transport.close_budget + CLOSE_JOIN_TIMEOUT
+        return 2 * CLOSE_FLUSH_TIMEOUT + self.transport.close_budget + CLOSE_JOIN_TIMEOUT
 
 
 def _is_own_thread() -> bool:

@@ -53,6 +53,11 @@ class HandlerPool:
         self._cond = threading.Condition(threading.Lock())
         self._jobs: deque[Job] = deque()
         self._threads: set[threading.Thread] = set()
+        #: Workers that took themselves off `_threads` (closing down, retired,
+        #: or ended by a job) and may not have ended yet: `close()` joins
+        #: them too. Pruned of ended ones whenever one is added, so it holds
+        #: at most about `max_workers` threads.
+        self._leaving: list[threading.Thread] = []
         self._idle = 0
         self._serial = 0
         self._closed = False
@@ -113,10 +118,18 @@ class HandlerPool:
             # However the thread ends (a job that raised SystemExit, say), it
             # no longer counts, and a queued job gets a thread of its own.
             with self._cond:
-                self._threads.discard(me)
+                self._leave(me)
                 orphaned = bool(self._jobs) and not self._closed and not self._idle
             if orphaned:
                 self._replace()
+
+    def _leave(self, me: threading.Thread) -> None:
+        """(Under the lock; idempotent.) `me` no longer counts as a worker,
+        but runs on for a moment: `close()` must still join it."""
+        if me in self._threads:
+            self._threads.discard(me)
+            self._leaving = [thread for thread in self._leaving if thread.is_alive()]
+            self._leaving.append(me)
 
     def _replace(self) -> None:
         with self._cond:
@@ -133,10 +146,10 @@ class HandlerPool:
                     woke = self._cond.wait(self._idle_seconds)
                     self._idle -= 1
                     if not woke and not self._jobs:
-                        self._threads.discard(me)  # idle long enough: retire
+                        self._leave(me)  # idle long enough: retire
                         return
                 if self._closed:
-                    self._threads.discard(me)
+                    self._leave(me)
                     return
                 job = self._jobs.popleft()
             try:
@@ -192,7 +205,8 @@ class HandlerPool:
             self._active -= len(self._jobs)
             self._jobs.clear()
             self._cond.notify_all()
-            threads = [t for t in self._threads if t is not threading.current_thread()]
+            me = threading.current_thread()
+            threads = [t for t in (*self._threads, *self._leaving) if t is not me]
         deadline = None if timeout is None else _now() + timeout
         for thread in threads:
             thread.join(None if deadline is None else max(deadline - _now(), 0.0))

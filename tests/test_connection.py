@@ -422,3 +422,32 @@ def test_a_slow_worker_handler_is_answered_with_an_error_at_its_timeout():
     with pytest.raises(queue.Empty):
         transport.sent.get(timeout=0.2)  # the late result is dropped
     conn.close()
+
+
+def test_a_second_close_waits_for_the_first_as_long_as_the_close_may_take(monkeypatch):
+    # A second close() (another thread) waits for the first one to finish:
+    # bounded by what a close may take (`close_budget`: a stdio server gets
+    # three shutdown steps), not by a fixed few seconds, or it returns with
+    # the transport still closing and its threads alive.
+    import mcp_sync.connection as connection_module
+
+    monkeypatch.setattr(connection_module, "CLOSE_JOIN_TIMEOUT", 0.05)  # the old fixed wait: 0.15 s
+    release, closing = threading.Event(), threading.Event()
+
+    class SlowToClose(ScriptedTransport):
+        close_budget = 5.0
+
+        def close(self):
+            closing.set()
+            release.wait(1.0)  # longer than the old wait, well inside the budget
+            super().close()
+
+    transport = SlowToClose()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    first = threading.Thread(target=conn.close)
+    first.start()
+    assert closing.wait(5)
+    conn.close()
+    assert transport.closed == 1, "the second close() returned before the first had closed the transport"
+    first.join(5)

@@ -910,6 +910,31 @@ def test_close_of_the_last_stream_outlives_no_dead_reader_thread(monkeypatch):
     assert not reader_threads() and READER.open_streams == 0
 
 
+def test_a_stream_opened_while_the_last_reader_thread_ends_outlives_it(monkeypatch):
+    # The last stream's close() gave up waiting for its thread (a short
+    # timeout), and a new stream starts a new thread meanwhile: the new
+    # stream's close() must not leave the old thread behind.
+    from mcp_sync.transports import streams
+
+    close_run = streams._Run.close
+    lingering: list[threading.Thread] = []
+
+    def slow_cleanup_first(run: Any) -> None:
+        if not lingering:
+            lingering.append(threading.current_thread())
+            time.sleep(0.5)  # widens the window; the assertion does not rely on it
+        close_run(run)
+
+    monkeypatch.setattr(streams._Run, "close", slow_cleanup_first)
+    first = _open_quiet()
+    assert first.close(0.05) is False  # its thread is still ending
+    assert wait_until(lambda: bool(lingering)) and lingering[0].is_alive()
+    second = _open_quiet()
+    assert second.close(5)
+    assert not lingering[0].is_alive(), "the thread that was ending outlived the last close()"
+    assert not reader_threads() and READER.open_streams == 0
+
+
 def test_a_reader_that_cannot_start_costs_the_get_stream_only(sessions, monkeypatch, caplog):
     import logging
 

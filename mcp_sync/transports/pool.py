@@ -485,6 +485,9 @@ class ExchangeThreads:
         # a thread that will get it.
         self._idle = 0
         self._threads: list[threading.Thread] = []
+        #: Threads that retired (off `_threads`) and may not have ended yet:
+        #: `close()` joins them too. Pruned of ended ones at each retirement.
+        self._retired: list[threading.Thread] = []
         self._started = 0
         self._closed = False
 
@@ -515,7 +518,10 @@ class ExchangeThreads:
                     if self._idle == 0:
                         continue  # every waiting thread is promised to a queued job
                     self._idle -= 1
-                    self._threads.remove(threading.current_thread())
+                    me = threading.current_thread()
+                    self._threads.remove(me)
+                    self._retired = [thread for thread in self._retired if thread.is_alive()]
+                    self._retired.append(me)
                 return
             if job is None:
                 return
@@ -531,15 +537,17 @@ class ExchangeThreads:
         refuse new work. No lock: its holder may not exist here."""
         self._closed = True
         self._threads = []
+        self._retired = []
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             threads = list(self._threads)
+            retired = list(self._retired)
         for _ in threads:
             self._jobs.put(None)
         limit = time.monotonic() + THREAD_JOIN_SECONDS
-        for thread in threads:
+        for thread in threads + retired:
             if thread is not threading.current_thread():
                 thread.join(max(limit - time.monotonic(), 0.0))
                 if thread.is_alive():

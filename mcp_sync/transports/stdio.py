@@ -91,6 +91,10 @@ _ATOMIC_WRITE = getattr(select, "PIPE_BUF", 512)
 #: How long `close()` waits for the reader threads once the server's group
 #: is gone (after its three `shutdown_timeout` steps at most).
 _JOIN_SLACK = 0.5
+#: How long `close()` then waits for a reader thread whose pipes have all
+#: ended (it has only its last steps left, but a loaded machine may not run
+#: them within `_JOIN_SLACK`).
+_ENDING_SECONDS = 2.0
 
 #: Bytes asked of a pipe at once by the reader (a pipe holds 64 KiB on Linux).
 _READ_SIZE = 65536
@@ -306,7 +310,7 @@ class StdioTransport(Transport):
     @property
     def close_budget(self) -> float:  # type: ignore[override]
         """`close()`'s bound: three shutdown steps, then the readers' join."""
-        return 3 * self._target.shutdown_timeout + 1.0 + _JOIN_SLACK
+        return 3 * self._target.shutdown_timeout + 1.0 + _JOIN_SLACK + _ENDING_SECONDS
 
     def close(self) -> None:
         """End the server and everything it started (its process group),
@@ -421,6 +425,7 @@ class StdioTransport(Transport):
             done = list(self._pipes_done)
         # Without a drain thread, the reader reads stderr too.
         drain = self._drain if self._drain is not None else self._reader
+        self._join_ended_readers(proc, done)
         for stream, thread in ((proc.stdout, self._reader), (proc.stderr, drain)):
             if thread is None or any(stream is d for d in done):
                 _close_quietly(stream)
@@ -428,6 +433,24 @@ class StdioTransport(Transport):
                 log.warning("a process that left the process group of server %s still holds its %s; "
                             "the pipe is closed when that process ends", self._target.command,
                             "stdout" if stream is proc.stdout else "stderr")
+
+    def _join_ended_readers(self, proc: subprocess.Popen[bytes], done: list[IO[bytes]]) -> None:
+        """Wait (bounded) for each reader thread whose pipes have all ended:
+        it is about to end, and must not outlive `close()`. One whose pipe a
+        stray process still holds is not waited for (it ends with that
+        process)."""
+        def ended(stream: IO[bytes] | None) -> bool:
+            return stream is None or any(stream is d for d in done)
+
+        stderr_reader = self._drain if self._drain is not None else self._reader
+        for thread in {self._reader, self._drain} - {None, threading.current_thread()}:
+            assert thread is not None
+            pipes = ([proc.stdout] if thread is self._reader else []) + ([proc.stderr] if thread is stderr_reader else [])
+            if thread.is_alive() and all(ended(stream) for stream in pipes):
+                thread.join(_ENDING_SECONDS)
+                if thread.is_alive():
+                    log.warning("the thread %s of server %s did not end within %.3g s of its pipes' end",
+                                thread.name, self._target.command, _ENDING_SECONDS)
 
     def _pipe_done(self, stream: IO[bytes] | None) -> None:
         """Called by the reader and the drain as they end."""

@@ -236,7 +236,12 @@ class SharedReader:
         stream = Stream(self, on_data, on_end, on_timer, on_close)
         with self._cond:
             if self._run is None:
-                self._start_run()
+                # A thread whose last stream just closed may still be ending:
+                # the new one waits for it, as for a dead one.
+                ending = self._ending.thread if self._ending is not None else None
+                if ending is threading.current_thread() or (ending is not None and not ending.is_alive()):
+                    ending = None  # (a dead thread's on_close opening a stream: it is no predecessor of its own)
+                self._start_run(predecessor=ending)
             self._open += 1
             self._streams.add(stream)
             self._cond.notify_all()  # a close() waiting for the thread's end need not wait

@@ -442,6 +442,28 @@ def test_idle_exchange_threads_retire_and_close_joins_the_rest():
     assert not [t for t in threading.enumerate() if t.name.startswith("mcp-sync-test-retire")]
 
 
+def test_close_joins_an_exchange_thread_that_retired_but_has_not_ended():
+    # A retiring thread takes itself off the roll and then returns: close()
+    # must still join it (a loaded machine can hold it in between; here a
+    # patched `_run` lingers there).
+    from mcp_sync.transports.pool import ExchangeThreads
+
+    threads = ExchangeThreads("mcp-sync-test-linger", idle_seconds=0.05)
+    run = threads._run
+    retired: list[threading.Thread] = []
+
+    def run_then_linger() -> None:
+        run()
+        retired.append(threading.current_thread())
+        threading.Event().wait(0.5)  # widens the window; nothing waits for it to pass
+
+    threads._run = run_then_linger  # type: ignore[method-assign]
+    threads.submit(lambda: None)
+    assert wait_until(lambda: bool(retired), 5) and threads.count == 0
+    threads.close()
+    assert not retired[0].is_alive(), "a retired exchange thread outlived close()"
+
+
 # -- one HTTP/1.1 implementation for every request -----------------------------------------------
 
 
