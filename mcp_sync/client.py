@@ -730,12 +730,17 @@ class Client:
         """Close a connection that was never published. `later`: on a
         thread of its own (see `_Held.close_later`), for a reconnect, whose
         caller's deadline must not wait out the server's shutdown."""
-        with self._held.lock:
-            self._held.starting.discard(conn)
-        if later:
-            self._held.close_later(conn, reason)
-        else:
-            conn.close(reason)
+        # Closed (or handed to a closer) before it leaves `starting`: a
+        # close() meanwhile then finds it there and waits for that close,
+        # instead of returning while it still runs.
+        try:
+            if later:
+                self._held.close_later(conn, reason)
+            else:
+                conn.close(reason)
+        finally:
+            with self._held.lock:
+                self._held.starting.discard(conn)
 
     def _publish(self, conn: Connection) -> None:
         """Make a started connection, its era settled, the one callers use:
@@ -2031,9 +2036,14 @@ class Client:
                 held.heal_again = True  # it looks again before it ends
                 return
             held.heal_again = False
-            held.healer = threading.Thread(target=_heal, args=(weakref.ref(self),), name="mcp-sync-reconnect",
-                                           daemon=True)
-            held.healer.start()
+            healer = threading.Thread(target=_heal, args=(weakref.ref(self),), name="mcp-sync-reconnect",
+                                      daemon=True)
+            try:
+                healer.start()
+            except RuntimeError as exc:  # no thread to be had: the next call reconnects instead
+                log.warning("no thread to reconnect for the open subscriptions: %s", exc)
+                return
+            held.healer = healer
 
     def _reconnect(self, failed: Connection, deadline: float | None) -> Connection:
         """Open a connection in place of `failed`, waiting out the backoff

@@ -132,11 +132,19 @@ class HandlerPool:
             self._leaving.append(me)
 
     def _replace(self) -> None:
+        # Started under the lock, as in `submit`: a close() meanwhile either
+        # comes first (no thread then) or finds this one started to join.
         with self._cond:
+            if self._closed:
+                return
             self._serial += 1
             thread = threading.Thread(target=self._run, name=f"{self._name}-{self._serial}", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no thread to be had: the jobs wait for the next submit's worker
+                log.warning("no thread to replace a handler worker that ended")
+                return
             self._threads.add(thread)
-        thread.start()
 
     def _work(self, me: threading.Thread) -> None:
         while True:

@@ -76,8 +76,60 @@ def test_the_roll_of_leaving_threads_stays_bounded():
     with mcp_sync.connect(demo_command()) as client:
         for _ in range(20):  # each looks once, finds nothing, and ends
             client._heal_soon()
-            healer = client._held.healer
-            if healer is not None:
-                healer.join(5)
-        assert wait_until(lambda: client._held.healer is None)
-        assert len(client._held.leaving) <= 1
+            assert wait_until(lambda: client._held.healer is None)
+            for thread in list(client._held.leaving):
+                thread.join(5)
+        # Each one that left was let go once it had ended: only the last is kept.
+        assert len(client._held.leaving) == 1
+
+
+def test_close_waits_for_a_starting_connection_being_abandoned():
+    # A reconnect that gives up on a new connection closes it. close() of the
+    # client meanwhile must wait for that close, not return while it runs:
+    # the connection stays among those starting until it is closed.
+    from mcp_sync.connection import Connection, new_id_counter
+    from mcp_sync.transports.base import Transport
+
+    closing, closed = threading.Event(), []
+
+    class SlowToClose(Transport):
+        close_budget = 5.0
+
+        def start(self, sink: Any) -> None:
+            pass
+
+        def send(self, message: Any, headers: Any = None) -> None:
+            pass
+
+        def close(self) -> None:
+            closing.set()
+            threading.Event().wait(1.0)  # a server slow to go; well inside the budget
+            closed.append(True)
+
+    client = mcp_sync.connect(demo_command())
+    conn = Connection(SlowToClose(), new_id_counter())
+    conn.start()
+    with client._held.lock:
+        client._held.starting.add(conn)
+    giving_up = threading.Thread(target=client._abandon_connection, args=(conn, "the new server never answered"))
+    giving_up.start()
+    assert closing.wait(5)
+    client.close()
+    assert closed == [True], "close() returned while a connection it owned was still closing"
+    giving_up.join(5)
+
+
+class NoThread(threading.Thread):
+    def start(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+
+def test_a_reconnect_thread_that_cannot_start_leaves_nothing_to_join(monkeypatch, caplog):
+    import mcp_sync.client as client_module
+
+    client = mcp_sync.connect(demo_command())
+    monkeypatch.setattr(client_module.threading, "Thread", NoThread)
+    client._heal_soon()
+    monkeypatch.undo()
+    assert client._held.healer is None and "no thread to reconnect" in caplog.text
+    client.close()  # joins nothing that never started

@@ -62,5 +62,42 @@ def test_the_roll_of_leaving_workers_stays_bounded():
         assert pool.submit(done.set)
         assert done.wait(5)
         assert wait_until(lambda: pool.threads == 0)
-    assert len(pool._leaving) <= 2
+        for thread in list(pool._leaving):
+            thread.join(5)
+    # Each one that left was let go once it had ended: only the last is kept.
+    assert len(pool._leaving) == 1
+    assert pool.close(timeout=5) is True
+
+
+def test_a_worker_that_cannot_be_replaced_leaves_nothing_half_made(monkeypatch, caplog):
+    # A job that ends its worker (SystemExit) with jobs still queued gets a
+    # new worker; when no thread can be had, the pool stays consistent and
+    # the next submit's worker takes the queue.
+    import mcp_sync.handler_pool as pool_module
+
+    real_thread = threading.Thread
+
+    class NoThread(real_thread):  # type: ignore[misc, valid-type]
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    pool = HandlerPool(max_workers=1, max_pending=4, name="test-pool-replace")
+    gate, ran, ended_by = threading.Event(), [], []
+    # The SystemExit ends its thread on purpose: recorded here, not left to
+    # surface as an unhandled thread exception.
+    monkeypatch.setattr(threading, "excepthook", lambda args: ended_by.append(args.exc_type))
+
+    def end_the_worker() -> None:
+        gate.wait(5)
+        monkeypatch.setattr(pool_module.threading, "Thread", NoThread)
+        raise SystemExit
+
+    assert pool.submit(end_the_worker)
+    assert pool.submit(lambda: ran.append("queued"))
+    gate.set()
+    assert wait_until(lambda: "no thread to replace" in caplog.text)
+    assert pool.threads == 0 and wait_until(lambda: ended_by == [SystemExit])
+    monkeypatch.setattr(pool_module.threading, "Thread", real_thread)
+    assert pool.submit(lambda: ran.append("next"))
+    assert wait_until(lambda: ran == ["queued", "next"])
     assert pool.close(timeout=5) is True

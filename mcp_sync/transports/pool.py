@@ -505,8 +505,11 @@ class ExchangeThreads:
             else:
                 thread = threading.Thread(target=self._run, name=f"{self._name}-{self._started}", daemon=True)
                 self._started += 1
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # no thread to be had: this exchange fails, nothing is left half-made
+                    raise ConnectionClosed(f"no thread for the HTTP exchange: {exc}") from exc
                 self._threads.append(thread)
-                thread.start()
             self._jobs.put(job)
 
     def _run(self) -> None:

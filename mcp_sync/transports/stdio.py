@@ -421,11 +421,13 @@ class StdioTransport(Transport):
     def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
         self._close_stdin(proc, time.monotonic() + 2 * _WRITE_SLICE)
         with self._pipes_lock:
+            done = list(self._pipes_done)
+        self._join_ended_readers(proc, done)
+        with self._pipes_lock:
             self._pipes_left = True  # from now on a thread that ends closes its own pipe
             done = list(self._pipes_done)
         # Without a drain thread, the reader reads stderr too.
         drain = self._drain if self._drain is not None else self._reader
-        self._join_ended_readers(proc, done)
         for stream, thread in ((proc.stdout, self._reader), (proc.stderr, drain)):
             if thread is None or any(stream is d for d in done):
                 _close_quietly(stream)
@@ -435,19 +437,22 @@ class StdioTransport(Transport):
                             "stdout" if stream is proc.stdout else "stderr")
 
     def _join_ended_readers(self, proc: subprocess.Popen[bytes], done: list[IO[bytes]]) -> None:
-        """Wait (bounded) for each reader thread whose pipes have all ended:
-        it is about to end, and must not outlive `close()`. One whose pipe a
-        stray process still holds is not waited for (it ends with that
-        process)."""
+        """Wait (bounded) for each reader thread whose pipes have all ended,
+        or whose writers are all gone (what is left in them is read at
+        once): it is about to end, and must not outlive `close()`. One whose
+        pipe a stray process still holds is not waited for (it ends with
+        that process)."""
         def ended(stream: IO[bytes] | None) -> bool:
-            return stream is None or any(stream is d for d in done)
+            return stream is None or any(stream is d for d in done) or _hung_up(stream)
 
         stderr_reader = self._drain if self._drain is not None else self._reader
-        for thread in {self._reader, self._drain} - {None, threading.current_thread()}:
-            assert thread is not None
+        until = time.monotonic() + _ENDING_SECONDS
+        for thread in (self._reader, self._drain):
+            if thread is None or thread is threading.current_thread() or not thread.is_alive():
+                continue
             pipes = ([proc.stdout] if thread is self._reader else []) + ([proc.stderr] if thread is stderr_reader else [])
-            if thread.is_alive() and all(ended(stream) for stream in pipes):
-                thread.join(_ENDING_SECONDS)
+            if all(ended(stream) for stream in pipes):
+                thread.join(max(until - time.monotonic(), 0.0))
                 if thread.is_alive():
                     log.warning("the thread %s of server %s did not end within %.3g s of its pipes' end",
                                 thread.name, self._target.command, _ENDING_SECONDS)
@@ -992,6 +997,19 @@ def _copy(error: TransportError) -> TransportError:
     new.__dict__.update(error.__dict__)
     new.args = error.args
     return new
+
+
+def _hung_up(stream: IO[bytes]) -> bool:
+    """Whether every writer of the pipe `stream` reads from is gone (its
+    reader sees the end once it has read what is left)."""
+    if not hasattr(select, "poll"):
+        return False
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLIN)
+        return any(events & select.POLLHUP for _, events in poller.poll(0))
+    except (OSError, ValueError):  # closed meanwhile
+        return False
 
 
 def _close_quietly(stream: IO[bytes] | None) -> None:

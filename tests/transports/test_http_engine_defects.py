@@ -464,6 +464,31 @@ def test_close_joins_an_exchange_thread_that_retired_but_has_not_ended():
     assert not retired[0].is_alive(), "a retired exchange thread outlived close()"
 
 
+def test_an_exchange_thread_that_cannot_start_fails_the_exchange_only(monkeypatch):
+    # Out of threads: the exchange fails with an McpError, and no unstarted
+    # thread is left on the roll for close() to trip over.
+    import mcp_sync.transports.pool as pool_module
+    from mcp_sync.transports.pool import ExchangeThreads
+
+    real_thread = threading.Thread
+
+    class NoThread(real_thread):  # type: ignore[misc, valid-type]
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    threads = ExchangeThreads("mcp-sync-test-nothread")
+    monkeypatch.setattr(pool_module.threading, "Thread", NoThread)
+    with pytest.raises(mcp_sync.ConnectionClosed, match="no thread for the HTTP exchange"):
+        threads.submit(lambda: None)
+    monkeypatch.setattr(pool_module.threading, "Thread", real_thread)
+    assert threads.count == 0
+    ran = threading.Event()
+    threads.submit(ran.set)  # the next one gets a thread
+    assert ran.wait(5)
+    threads.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("mcp-sync-test-nothread")]
+
+
 # -- one HTTP/1.1 implementation for every request -----------------------------------------------
 
 
