@@ -49,8 +49,9 @@ and hand messages to queues.
 Lifetime. The thread starts with the first open stream and ends once the
 last one is closed; `Stream.close()` waits (bounded) until its own stream
 is done and, when it was the last one, until the thread has ended (a
-thread that took over from a dead one first waits for that one to end), so
-no thread outlives the last owner's close(). After `os.fork()` the child
+thread that took over from a dead one, or started while the last one was
+still ending, first waits for that one to end), so no thread outlives the
+last owner's close(). After `os.fork()` the child
 forgets the reader (its thread was not copied) and closes its copies of
 the selector's and the wake socket's descriptors, with no IO and no change
 to the selector the parent still uses; a stream opened in the child starts
@@ -167,10 +168,10 @@ class _Run:
         #: The command being applied, until it took effect: a thread that
         #: dies meanwhile hands it to its successor with the pending ones.
         self.applying: tuple[Stream, str, Any] | None = None
-        #: The thread of the run this one took over from (it died). It is
-        #: joined before this run's thread ends, so that whoever joins the
-        #: last thread has outlived them all: the dead one still closes its
-        #: selector after handing over.
+        #: The thread of the run before this one (one that died, or one still
+        #: ending when this one started). It is joined before this run's
+        #: thread ends, so that whoever joins the last thread has outlived
+        #: them all: either still closes its selector after letting go.
         self.predecessor: threading.Thread | None = None
 
     def wake(self) -> None:
