@@ -377,8 +377,7 @@ class Metrics:
         counted then)."""
         if outcome not in _OUTCOME_INDEX:
             raise ValueError(f"unknown outcome {outcome!r}; expected one of {OUTCOMES}")
-        if not 0.0 <= seconds < _INF:
-            raise ValueError(f"a duration must be finite and >= 0, not {seconds!r}")
+        _check_duration(seconds)
         self.finished(method, outcome, seconds)
 
     def finished(self, method: str, outcome: str, seconds: float) -> None:

@@ -76,6 +76,14 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01) -> bool
     return True
 
 
+class NoThread(threading.Thread):
+    """A thread that cannot start, as when the process is out of threads:
+    patched in for `threading.Thread` where a module makes its threads."""
+
+    def start(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+
 def demo_command(*args: str) -> list[str]:
     """The command line of the bundled demo server as a stdio program."""
     return [sys.executable, "-m", "mcp_sync.testing.server", *args]

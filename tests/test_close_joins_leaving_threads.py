@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import mcp_sync
-from tests.conftest import demo_command, wait_until
+from tests.conftest import NoThread, demo_command, wait_until
 
 
 class LingeringLock:
@@ -117,11 +117,6 @@ def test_close_waits_for_a_starting_connection_being_abandoned():
     client.close()
     assert closed == [True], "close() returned while a connection it owned was still closing"
     giving_up.join(5)
-
-
-class NoThread(threading.Thread):
-    def start(self) -> None:
-        raise RuntimeError("can't start new thread")
 
 
 def test_a_reconnect_thread_that_cannot_start_leaves_nothing_to_join(monkeypatch, caplog):

@@ -432,14 +432,14 @@ def test_a_second_close_waits_for_the_first_as_long_as_the_close_may_take(monkey
     import mcp_sync.connection as connection_module
 
     monkeypatch.setattr(connection_module, "CLOSE_JOIN_TIMEOUT", 0.05)  # the old fixed wait: 0.15 s
-    release, closing = threading.Event(), threading.Event()
+    closing = threading.Event()
 
     class SlowToClose(ScriptedTransport):
         close_budget = 5.0
 
         def close(self):
             closing.set()
-            release.wait(1.0)  # longer than the old wait, well inside the budget
+            threading.Event().wait(1.0)  # longer than the old wait, well inside the budget
             super().close()
 
     transport = SlowToClose()

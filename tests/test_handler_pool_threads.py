@@ -9,7 +9,7 @@ the window a loaded machine opens by descheduling the thread there."""
 import threading
 
 from mcp_sync.handler_pool import HandlerPool
-from tests.conftest import wait_until
+from tests.conftest import NoThread, wait_until
 
 
 def _held_after_work(pool: HandlerPool, hold: float) -> list[threading.Thread]:
@@ -76,11 +76,6 @@ def test_a_worker_that_cannot_be_replaced_leaves_nothing_half_made(monkeypatch, 
     import mcp_sync.handler_pool as pool_module
 
     real_thread = threading.Thread
-
-    class NoThread(real_thread):  # type: ignore[misc, valid-type]
-        def start(self) -> None:
-            raise RuntimeError("can't start new thread")
-
     pool = HandlerPool(max_workers=1, max_pending=4, name="test-pool-replace")
     gate, ran, ended_by = threading.Event(), [], []
     # The SystemExit ends its thread on purpose: recorded here, not left to

@@ -21,7 +21,7 @@ import pytest
 import mcp_sync
 from mcp_sync.status import Reconnect, Status
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command, hanging_server, wait_until
+from tests.conftest import NoThread, demo_command, hanging_server, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25"]
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
@@ -418,10 +418,6 @@ def test_a_close_that_gets_no_thread_happens_on_the_callers(monkeypatch):
 
         def close(self, reason=""):
             closed.append(reason)
-
-    class NoThread(threading.Thread):
-        def start(self):
-            raise RuntimeError("can't start new thread")
 
     with mcp_sync.connect(demo_command()) as client:
         monkeypatch.setattr(mcp_sync.client.threading, "Thread", NoThread)

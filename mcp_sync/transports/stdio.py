@@ -420,15 +420,16 @@ class StdioTransport(Transport):
 
     def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
         self._close_stdin(proc, time.monotonic() + 2 * _WRITE_SLICE)
+        # Without a drain thread, the reader reads stderr too.
+        drain = self._drain if self._drain is not None else self._reader
+        readers = ((proc.stdout, self._reader), (proc.stderr, drain))
         with self._pipes_lock:
             done = list(self._pipes_done)
-        self._join_ended_readers(proc, done)
+        self._join_ended_readers(readers, done)
         with self._pipes_lock:
             self._pipes_left = True  # from now on a thread that ends closes its own pipe
             done = list(self._pipes_done)
-        # Without a drain thread, the reader reads stderr too.
-        drain = self._drain if self._drain is not None else self._reader
-        for stream, thread in ((proc.stdout, self._reader), (proc.stderr, drain)):
+        for stream, thread in readers:
             if thread is None or any(stream is d for d in done):
                 _close_quietly(stream)
             elif thread is not threading.current_thread():
@@ -436,22 +437,21 @@ class StdioTransport(Transport):
                             "the pipe is closed when that process ends", self._target.command,
                             "stdout" if stream is proc.stdout else "stderr")
 
-    def _join_ended_readers(self, proc: subprocess.Popen[bytes], done: list[IO[bytes]]) -> None:
-        """Wait (bounded) for each reader thread whose pipes have all ended,
-        or whose writers are all gone (what is left in them is read at
-        once): it is about to end, and must not outlive `close()`. One whose
-        pipe a stray process still holds is not waited for (it ends with
-        that process)."""
+    def _join_ended_readers(self, readers: tuple[tuple[IO[bytes] | None, threading.Thread | None], ...],
+                            done: list[IO[bytes]]) -> None:
+        """Wait (bounded) for each reader thread (of `readers`, its pipes and
+        their threads) whose pipes have all ended, or whose writers are all
+        gone (what is left in them is read at once): it is about to end,
+        and must not outlive `close()`. One whose pipe a stray process still
+        holds is not waited for (it ends with that process)."""
         def ended(stream: IO[bytes] | None) -> bool:
             return stream is None or any(stream is d for d in done) or _hung_up(stream)
 
-        stderr_reader = self._drain if self._drain is not None else self._reader
         until = time.monotonic() + _ENDING_SECONDS
-        for thread in (self._reader, self._drain):
+        for thread in {thread for _, thread in readers}:
             if thread is None or thread is threading.current_thread() or not thread.is_alive():
                 continue
-            pipes = ([proc.stdout] if thread is self._reader else []) + ([proc.stderr] if thread is stderr_reader else [])
-            if all(ended(stream) for stream in pipes):
+            if all(ended(stream) for stream, reading in readers if reading is thread):
                 thread.join(max(until - time.monotonic(), 0.0))
                 if thread.is_alive():
                     log.warning("the thread %s of server %s did not end within %.3g s of its pipes' end",

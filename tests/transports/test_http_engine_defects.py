@@ -25,7 +25,7 @@ import pytest
 import mcp_sync
 from mcp_sync import HTTP
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import wait_until
+from tests.conftest import NoThread, wait_until
 
 LEGACY = "2025-11-25"
 
@@ -471,11 +471,6 @@ def test_an_exchange_thread_that_cannot_start_fails_the_exchange_only(monkeypatc
     from mcp_sync.transports.pool import ExchangeThreads
 
     real_thread = threading.Thread
-
-    class NoThread(real_thread):  # type: ignore[misc, valid-type]
-        def start(self) -> None:
-            raise RuntimeError("can't start new thread")
-
     threads = ExchangeThreads("mcp-sync-test-nothread")
     monkeypatch.setattr(pool_module.threading, "Thread", NoThread)
     with pytest.raises(mcp_sync.ConnectionClosed, match="no thread for the HTTP exchange"):
