@@ -53,51 +53,52 @@ class McpSync:
         quads' ratios of client CPU per call, and each arm's per call."""
         from .paired import paired
 
-        client = self._client
-        real, none = client._metrics, _NoMetrics()
+        pipeline = self._client._pipeline
+        real, none = pipeline.metrics, _NoMetrics()
 
         def use_real() -> None:
-            client._metrics = real
+            pipeline.metrics = real
 
         def use_none() -> None:
-            client._metrics = none  # type: ignore[assignment]
+            pipeline.metrics = none  # type: ignore[assignment]
 
         try:
             return paired(use_real, use_none, lambda i: self.echo(f"s-{i}"), quads=quads, block=block)
         finally:
-            client._metrics = real
+            pipeline.metrics = real
 
     def tracing_off_cost(self, quads: int, block: int) -> dict[str, float]:
         """What the tracing hook costs when nothing traces, paired (see
         `paired`): short blocks of calls in ABBA order between the client as
         built (A: the hook present, no provider configured) and the same
-        client whose `_request` is a copy compiled from its source without
+        client whose pipeline's `request` is a copy compiled from its source without
         the hook's lines (B); the median of the quads' ratios of client CPU
         and of wall time per call, and each arm's per call. The calls pass
         an option (`timeout`), so they take the general path, where the hook
         is: a plain call's fast lane (taken only when no tracer is set)
-        tests `_tracer` once and never reaches `_request`."""
+        tests `tracer` once and never reaches `request`."""
         from .paired import paired
 
         client = self._client
+        pipeline = client._pipeline
 
         def echo(i: int) -> str:
             return client.call_tool("echo", {"text": f"t-{i}"}, timeout=60).text
 
-        if client._tracer is not None:
+        if pipeline.tracer is not None:
             raise RuntimeError("a tracer or meter provider is configured: this case measures tracing off")
-        bypassed = _without_tracing_hook(client)
+        hooked, bypassed = pipeline.request, _without_tracing_hook(pipeline)
 
         def use_hooked() -> None:
-            client.__dict__.pop("_request", None)
+            pipeline.calls._send = hooked
 
         def use_bypassed() -> None:
-            client._request = bypassed  # type: ignore[method-assign]
+            pipeline.calls._send = bypassed
 
         try:
             return paired(use_hooked, use_bypassed, echo, quads=quads, block=block)
         finally:
-            client.__dict__.pop("_request", None)
+            pipeline.calls._send = hooked
 
     def blob(self, n: int) -> int:
         return len(self._client.call_tool("blob", {"n": n}).text)
@@ -113,31 +114,31 @@ class McpSync:
         self._client.close()
 
 
-#: The lines of `Client._request` that make the tracing hook.
-_HOOK_LINES = ("tracer = self._tracer", "if tracer is not None:", "return tracer.request(")
+#: The lines of `Pipeline.request` that make the tracing hook.
+_HOOK_LINES = ("tracer = self.tracer", "if tracer is not None:", "return tracer.request(")
 
 
-def _without_tracing_hook(client: Any) -> Any:
-    """`client._request` as it would be built without the tracing hook:
-    its source, less the hook's lines, compiled in the client module, bound
-    to `client`. Fails loudly if the hook is not found as expected."""
+def _without_tracing_hook(pipeline: Any) -> Any:
+    """`pipeline.request` as it would be built without the tracing hook:
+    its source, less the hook's lines, compiled in the pipeline module,
+    bound to `pipeline`. Fails loudly if the hook is not found as expected."""
     import __future__
     import inspect
     import textwrap
     import types
 
-    from mcp_sync import client as client_module
+    from mcp_sync import pipeline as client_module
 
-    source = textwrap.dedent(inspect.getsource(client_module.Client._request))
+    source = textwrap.dedent(inspect.getsource(client_module.Pipeline.request))
     lines = source.splitlines()
     kept = [line for line in lines if not line.strip().startswith(_HOOK_LINES)]
     if len(lines) - len(kept) != len(_HOOK_LINES) or "tracer" in "\n".join(kept):
-        raise RuntimeError("the tracing hook of Client._request is not the one this case removes")
+        raise RuntimeError("the tracing hook of Pipeline.request is not the one this case removes")
     namespace: dict[str, Any] = {}
-    code = compile("\n".join(kept) + "\n", client_module.__file__ or "client.py", "exec",
+    code = compile("\n".join(kept) + "\n", client_module.__file__ or "pipeline.py", "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
     exec(code, vars(client_module), namespace)
-    return types.MethodType(namespace["_request"], client)
+    return types.MethodType(namespace["request"], pipeline)
 
 
 class _NoMetrics:

@@ -15,6 +15,7 @@ from . import handlers
 from ._version import __version__
 from .cache import ResultCache, StaleResult
 from .client import DEFAULT_TIMEOUT, Client, ClientOptions, RequestOptions, connect, forget_eras
+from .options import Keepalive, Limits, Timeouts
 from .errors import (
     AuthenticationError,
     AuthorizationError,
@@ -100,6 +101,7 @@ from .types import (
 
 __all__ = [
     "__version__", "connect", "forget_eras", "Client", "ClientOptions", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
+    "Timeouts", "Limits", "Keepalive",
     "jsonrpc",
     # transports
     "Stdio", "HTTP", "SSE", "Memory", "Custom", "Target", "Transport", "MessageSink",

@@ -9,7 +9,7 @@ Two parts, both owned by a `Client`:
   headers. Its table is replaced whole under its own lock, never mutated in
   place, so readers need no lock.
 - `TypedCalls` checks arguments, builds params, sends them through the
-  function it was given (the client's `_request`) and turns the result into
+  function it was given (the request pipeline's `request`) and turns the result into
   its attrs type. It holds no state of its own beyond the catalog.
 
 `Client` composes them: each public method checks nothing and delegates, so
@@ -71,7 +71,8 @@ class SendFn(Protocol):
 
     def __call__(self, method: str, params: Mapping[str, Any] | None, options: RequestOptions, /, *,
                  headers: HeadersFn | None = None,
-                 refresh_headers: Callable[[], None] | None = None) -> dict[str, Any]: ...
+                 refresh_headers: Callable[[], None] | None = None,
+                 extensions: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
 
 
 class ToolCatalog:
@@ -251,6 +252,7 @@ class TypedCalls:
     def call_tool_raw(
         self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,
         options: RequestOptions, *, max_pages: int, timeout: float | None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, Any], Callable[[Mapping[str, Any]], CallToolResult]]:
         """`call_tool` before its result is typed: the raw result (maybe a
         task, see `tasks`) and the function that types a `CallToolResult`
@@ -279,7 +281,8 @@ class TypedCalls:
         catalog = self.catalog
         known, headers, refresh_headers = self.header_hooks(name, definition, arguments,
                                                              options.get("timeout", timeout), max_pages)
-        raw = self._send("tools/call", params, options, headers=headers, refresh_headers=refresh_headers)
+        raw = self._send("tools/call", params, options, headers=headers, refresh_headers=refresh_headers,
+                         extensions=extensions)
 
         def finish(wire: Mapping[str, Any]) -> CallToolResult:
             return catalog.finish_call(name, known[0], wire)

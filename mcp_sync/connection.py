@@ -1,10 +1,12 @@
 """The engine: the one place in mcp_sync with concurrency.
 
 What it owns: the request id counter (shared by every connection a client
-opens, never reset), the pending table (through its `Router`), deadlines,
-cancellation, the *sender* (`outbox.Sender`) and the *handler pool*
-(`handler_pool.HandlerPool`). What it must not know: what any method means,
-or which transport it drives (the `Transport` interface is all it sees).
+opens, never reset), the pending table (through its `Router`), deadlines
+and cancellation. Its threads (the *sender*, the *handler pool*, the log
+thread) and the answering of server requests are its collaborator's,
+`engine_threads.EngineThreads`. What it must not know: what any method
+means, or which transport it drives (the `Transport` interface is all it
+sees).
 
 How it works. A caller thread registers a request (getting a `Pending` with
 its own inbox) and waits on the inbox until its deadline; `wait()` first
@@ -18,9 +20,10 @@ message goes (`router.py` has the rules) and carries the answer out:
   server requests that came on its own response stream), under the lock, so
   that once a call is forgotten nothing more can reach its inbox;
 - to a subscription's callback (it only queues);
-- to the handler pool: server requests no caller can take (the client's
-  handlers answer them, `handler_timeout` counted from arrival) and log
-  messages that came for no call;
+- to the engine's threads: server requests no caller can take (the
+  client's handlers answer them on the handler pool, `handler_timeout`
+  counted from arrival) and log messages that came for no call (the log
+  thread);
 - to the `on_notification` hook, which only queues for the client's
   dispatcher thread.
 
@@ -38,9 +41,9 @@ blocks on IO.
 Lock discipline: `_lock` guards the router (pending calls, subscriptions,
 owed answers), `_closed`, `_close_started` and `_failure`. It is held only
 for table updates and inbox puts (which never block); nothing is sent, no
-user code runs and nothing is logged while it is held. The sender and the
-handler pool have locks of their own and are never called with `_lock` held
-except for their non-blocking `put()`/`cancel()`.
+user code runs and nothing is logged while it is held. `EngineThreads` is
+never called with `_lock` held: it takes it itself, through `_settle()` and
+`_owes()`, to know whether a server request is still owed its answer.
 
 Memory is bounded whatever the server sends: each inbox keeps at most
 `INBOX_MAX_PROGRESS` progress and `INBOX_MAX_LOGS` log messages (the
@@ -63,16 +66,17 @@ from typing import Any, Callable
 
 from . import router as routes
 from .admission import MAIN_THREAD_SLICE
+from .engine_threads import MAX_HANDLER_THREADS as MAX_HANDLER_THREADS
+from .engine_threads import MAX_QUEUED_LOGS as MAX_QUEUED_LOGS
+from .engine_threads import Burst as Burst
+from .engine_threads import EngineThreads, is_engine_thread, log_message
 from .errors import (
     ConnectionClosed,
     InvalidMessage,
     RequestTimeout,
-    ServerError,
     TransportError,
     copy_error,
 )
-from .handler_pool import HandlerPool
-from .outbox import Sender
 from .protocol import jsonrpc
 from .router import Router
 from .transports.base import Transport
@@ -92,11 +96,6 @@ SUBSCRIPTION_ID = routes.SUBSCRIPTION_ID
 CLOSE_JOIN_TIMEOUT = 2.0
 #: How long `close()` lets the sender write what it has queued.
 CLOSE_FLUSH_TIMEOUT = 0.5
-#: The most threads answering server requests that belong to no call.
-MAX_HANDLER_THREADS = 4
-#: The most log messages (for no call) waiting for the log handler; beyond,
-#: the oldest waiting one is dropped.
-MAX_QUEUED_LOGS = 256
 #: The most progress notifications waiting in one call's inbox; beyond, the
 #: oldest is dropped (the caller always gets the latest).
 INBOX_MAX_PROGRESS = 256
@@ -161,43 +160,6 @@ class Drops:
 
     def __repr__(self) -> str:
         return "Drops(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
-
-
-class Burst:
-    """One source's drops, so that it logs once per burst and not once per
-    message: `drop()` is True for the first drop of a burst; `end()`, called
-    when the source has room again, ends the burst once no drop came for
-    `quiet` seconds and says how many it dropped (0: the burst goes on, or
-    there was none). The quiet time keeps a consumer that catches up only
-    now and then (a thread that gets the GIL in turns) to one burst."""
-
-    __slots__ = ("_lock", "_count", "_last", "quiet")
-
-    def __init__(self, quiet: float = 1.0) -> None:
-        self._lock = threading.Lock()
-        self._count = 0
-        self._last = 0.0
-        self.quiet = quiet
-
-    def drop(self) -> bool:
-        with self._lock:
-            self._count += 1
-            self._last = time.monotonic()
-            return self._count == 1
-
-    @property
-    def dropping(self) -> bool:
-        """A burst is on (read without the lock: a hint)."""
-        return self._count > 0
-
-    def end(self) -> int:
-        if not self._count:  # the usual case, without the lock
-            return 0
-        with self._lock:
-            if not self._count or time.monotonic() - self._last < self.quiet:
-                return 0
-            count, self._count = self._count, 0
-            return count
 
 
 #: What `Inbox.put()` says when it could not simply queue an event.
@@ -445,9 +407,7 @@ class Connection:
         # overrides `exchange()`): `wait()` sends, as it knows the deadline.
         self._exchanges = type(transport).exchange is not Transport.exchange
         self._ids = ids
-        self._on_server_request = on_server_request
         self._on_notification = on_notification
-        self._on_log = on_log
         self._lock = threading.Lock()
         self._router: Router[Any] = Router()
         self._closed = False
@@ -455,16 +415,14 @@ class Connection:
         self._close_done = threading.Event()
         self._close_started = False
         self._closing_thread: int | None = None
-        self._handler_timeout = handler_timeout
         self._max_server_requests = max_server_requests
         #: What was dropped to keep memory bounded (shared with the client's
         #: other connections when it passes its own).
         self.drops = drops if drops is not None else Drops()
-        self._log_burst = Burst()
-        self._sender = Sender(self._write)
-        self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
-                                     name="mcp-sync-handler")
-        self._logs = HandlerPool(max_workers=1, max_pending=MAX_QUEUED_LOGS, name="mcp-sync-log")
+        self._threads = EngineThreads(
+            self._write, settle=self._settle, owes=self._owes, on_server_request=on_server_request,
+            on_log=on_log, max_server_requests=max_server_requests, handler_timeout=handler_timeout,
+            drops=self.drops)
 
     def start(self) -> None:
         self.transport.start(self)
@@ -578,7 +536,7 @@ class Connection:
                     if on_progress is not None:
                         on_progress(payload)
                 elif kind is LOG:
-                    (on_log or self._log_default)(payload)
+                    (on_log or log_message)(payload)
                 elif kind is SERVER_REQUEST:
                     if on_server_request is not None:
                         # The call's clock stops while a handler runs (a person
@@ -597,7 +555,7 @@ class Connection:
                             if hard_deadline is None and max_total_timeout is not None:
                                 hard_deadline = started + max_total_timeout
                     else:
-                        self._answer_elsewhere(payload)
+                        self._threads.take(payload)
         except BaseException:
             self.abandon(pending, "request abandoned by the client")
             raise
@@ -628,7 +586,7 @@ class Connection:
             if kind is CLOSED:
                 raise copy_error(payload)
             if kind is SERVER_REQUEST:
-                self._answer_elsewhere(payload)
+                self._threads.take(payload)
 
     def _timeout(self, pending: Pending, timeout: float | None, total: bool, max_total: float | None) -> RequestTimeout:
         if total:
@@ -666,7 +624,7 @@ class Connection:
         except TransportError as exc:
             log.debug("could not cancel request %s: %s", request_id, exc)
         if notify and self.transport.cancels_by_notification:
-            self._sender.put(jsonrpc.notification(
+            self._threads.post(jsonrpc.notification(
                 "notifications/cancelled", {"requestId": request_id, "reason": reason}), spare=True)
 
     def _hand_on_leftovers(self, pending: Pending) -> None:
@@ -676,7 +634,7 @@ class Connection:
             except queue.Empty:
                 return
             if kind is SERVER_REQUEST:
-                self._answer_elsewhere(payload)
+                self._threads.take(payload)
 
     def subscribe(self, method: str, params: Mapping[str, Any] | None, on_event: Callable[[str, Any], None]) -> int:
         """Open a long-lived request (`subscriptions/listen`). Everything its
@@ -717,20 +675,19 @@ class Connection:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
         answered (a handler that timed out), gets nothing more. Never blocks:
-        the answer goes out through the sender."""
+        the answer goes out through the sender (see `EngineThreads.respond`)."""
+        self._threads.respond(request_id, result, error, spare=spare)
+
+    def _settle(self, request_id: Any) -> bool:
+        """True, once, when server request `request_id` is owed an answer:
+        the one about to go out (for `EngineThreads`)."""
         with self._lock:
-            owed = self._router.settle(request_id)
-        if not owed:
-            log.debug("not answering server request %r: cancelled or answered already", request_id)
-            return
-        self._sender.cancel(("handler timeout", request_id))
-        if error is not None:
-            message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
-        else:
-            message = jsonrpc.result_response(request_id, result or {})
-        # A refusal (`spare`) may only use the first half of the queue, so a
-        # flood's refusals never crowd out the answers of real handlers.
-        self._sender.put(message, spare=spare)
+            return self._router.settle(request_id)
+
+    def _owes(self, request_id: Any) -> bool:
+        """Is server request `request_id` still owed an answer?"""
+        with self._lock:
+            return request_id in self._router.owed
 
     def _write(self, message: Mapping[str, Any]) -> None:
         """The sender's one way out (on the sender's thread). Also while
@@ -811,14 +768,14 @@ class Connection:
             else:
                 log.debug("server notification %s (no handler)", payload.get("method"))
         elif dest is routes.HANDLERS:
-            self._answer_elsewhere(payload)
+            self._threads.take(payload)
         elif dest is routes.CLIENT_LOG:
-            self._client_log(payload)
+            self._threads.log(payload)
         elif dest is routes.INVALID:
             return str(event)
         elif payload.get("method") == "notifications/cancelled":
             # Withdrawn by the server: its handler timeout is moot.
-            self._sender.cancel(("handler timeout", (payload.get("params") or {}).get("requestId")))
+            self._threads.withdrawn((payload.get("params") or {}).get("requestId"))
             log.debug("dropped %s", event)
         elif "error" in payload and payload.get("id") is None:
             log.warning("the server sent an error about no request: %s", payload.get("error"))
@@ -840,24 +797,6 @@ class Connection:
             log.warning("%s (request %s): the caller is behind; its oldest progress and log messages are "
                         "dropped beyond %d and %d waiting until it catches up", pending.method, pending.id,
                         pending.inbox.max_progress, pending.inbox.max_logs)
-
-    def _client_log(self, params: dict[str, Any]) -> None:
-        """A log message for no call, to the log handler's queue; when the
-        handler is behind, the oldest waiting message makes room."""
-        handler = self._on_log or self._log_default
-        if self._logs.submit_dropping_oldest(lambda: handler(params)):
-            self.drops.add("logs")
-            if self._log_burst.drop():
-                log.warning("the server's log messages come faster than the log handler takes them; the oldest "
-                            "are dropped beyond %d until it catches up", MAX_QUEUED_LOGS)
-            return
-        # The burst ends when the handler has caught up (nothing else
-        # waits), not at the first message that finds room: that would
-        # warn again and again while the handler keeps up only just.
-        if self._log_burst.dropping and self._logs.active <= 1:
-            ended = self._log_burst.end()
-            if ended:
-                log.warning("%d server log messages were dropped while the log handler was behind", ended)
 
     def transport_failed(self, error: TransportError) -> None:
         with self._lock:
@@ -889,51 +828,6 @@ class Connection:
         elif pending is None:
             log.debug("request %r failed after nobody waited for it: %s", request_id, error)
 
-    # -- server requests that belong to no call -------------------------------------
-
-    def _answer_elsewhere(self, message: dict[str, Any]) -> None:
-        """A server request no caller takes: to the handler pool, with its
-        `handler_timeout` counted from now; refused at once when the pool is
-        full (through the sender: this may be the reader's thread)."""
-        request_id = message["id"]
-        if self._handler_timeout is not None:
-            limit = self._handler_timeout
-            self._sender.at(time.monotonic() + limit, ("handler timeout", request_id),
-                            lambda: self._settled_error(
-                                request_id, f"the client's handler did not answer within {limit:g} s"))
-        if not self._handlers.submit(lambda: self._answer(message)):
-            self.respond(request_id, error={"code": -32603, "message": "too many server requests in progress"},
-                         spare=True)
-
-    def _settled_error(self, request_id: Any, text: str) -> dict[str, Any] | None:
-        with self._lock:
-            if not self._router.settle(request_id):
-                return None
-        return jsonrpc.error_response(request_id, -32603, text)
-
-    def _answer(self, message: dict[str, Any]) -> None:
-        with self._lock:
-            owed = message["id"] in self._router.owed
-        if not owed:
-            self._sender.cancel(("handler timeout", message["id"]))
-            return  # withdrawn, or timed out in the queue: nobody wants the answer
-        handler = self._on_server_request
-        try:
-            if handler is None:
-                raise ServerError(-32601, f"Method not found: {message['method']}")
-            result = handler(message)
-        except ServerError as exc:
-            self.respond(message["id"], error={"code": exc.code, "message": exc.message, "data": exc.data})
-        except Exception as exc:  # a handler bug must not kill the worker
-            log.exception("handler for server request %s failed", message.get("method"))
-            self.respond(message["id"], error={"code": -32603, "message": f"client handler failed: {exc}"})
-        else:
-            self.respond(message["id"], result=result)
-
-    @staticmethod
-    def _log_default(params: dict[str, Any]) -> None:
-        log.info("server log: %s", params)
-
     # -- closing -------------------------------------------------------------------------
 
     def close(self, reason: str = "the connection was closed by close()") -> None:
@@ -951,7 +845,7 @@ class Connection:
             # Re-entered from a callback that close() itself is running, or
             # from one of the connection's own threads: waiting would only
             # wait for ourselves.
-            if threading.get_ident() != self._closing_thread and not _is_own_thread():
+            if threading.get_ident() != self._closing_thread and not is_engine_thread():
                 # As long as the first close may take (a stdio server's three
                 # shutdown steps), so that no thread outlives this close() either.
                 self._close_done.wait(self.close_budget)
@@ -962,31 +856,21 @@ class Connection:
                 pending.inbox.put(CLOSED, error)
             for on_event in subscriptions:
                 on_event("closed", error)
-            # Send what is queued (cancellations, answers) for a moment.
-            self._sender.flush(CLOSE_FLUSH_TIMEOUT)
-            # And log what the server said before the end, for a moment too:
-            # a log message received just before close() was dropped with
-            # the queue, so a program's last server warnings went missing.
-            self._logs.flush(CLOSE_FLUSH_TIMEOUT)
+            # Send what is queued (cancellations, answers) for a moment, and
+            # log what the server said before the end, for a moment too.
+            self._threads.flush(CLOSE_FLUSH_TIMEOUT)
         finally:
             # Whatever happens above (a Ctrl-C during the flush), the
             # transport is closed and the threads are told to stop: nested
             # `finally`s, so one failing step does not skip the others.
             try:
-                self._sender.close(timeout=0)
-                self._handlers.close(timeout=0)
-                self._logs.close(timeout=0)
+                self._threads.stop()
             finally:
                 try:
                     self.transport.close()  # also ends a write the sender is blocked in
                 finally:
                     try:
-                        deadline = time.monotonic() + CLOSE_JOIN_TIMEOUT
-                        for part in (self._sender, self._handlers, self._logs):
-                            if not part.close(timeout=max(deadline - time.monotonic(), 0.0)):
-                                log.warning("a handler was still running %g s after close(); it is left to "
-                                            "finish on its own and its answer will not be sent",
-                                            CLOSE_JOIN_TIMEOUT)
+                        self._threads.join(CLOSE_JOIN_TIMEOUT)
                     finally:
                         self._close_done.set()
 
@@ -1003,11 +887,7 @@ class Connection:
         self._lock = threading.Lock()
         self._closed = self._close_started = True
         self._router = Router()
-        self._sender = Sender(self._write)
-        self._sender.close(timeout=0)
-        self._handlers = HandlerPool(max_workers=1, max_pending=1)
-        self._handlers.close(timeout=0)
-        self._logs = self._handlers
+        self._threads.discard()
         self._close_done = threading.Event()  # the parent's may have been mid-use
         self._close_done.set()
         try:
@@ -1025,12 +905,6 @@ class Connection:
         the log messages), the transport's own close
         (`Transport.close_budget`), and the wait for the engine's threads."""
         return 2 * CLOSE_FLUSH_TIMEOUT + self.transport.close_budget + CLOSE_JOIN_TIMEOUT
-
-
-def _is_own_thread() -> bool:
-    """Is this one of the engine's threads (sender, handler, log)? They must
-    never wait for a close that waits for them."""
-    return threading.current_thread().name.startswith(("mcp-sync-sender", "mcp-sync-handler", "mcp-sync-log"))
 
 
 def new_id_counter() -> Iterator[int]:

@@ -8,8 +8,8 @@ qualified names (`server.tool`) and the routing of calls to the server a
 name belongs to.
 
 Must not know: how a client talks to its server. It uses the public API of
-`Client` and `connect()` (through `_connect_observed`, which also hands it
-the client before it connects), so every option and guarantee of a single
+`Client`, made first and opened after (`Client(...)` then `open()`), so
+that `close()` can end a connect in progress, and every option and guarantee of a single
 client (timeouts, reconnects, thread safety) holds per server.
 
 Lock discipline: `_lock` guards `_closed`, `_pool`, `_catalog` and each
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
-from .client import Client, RequestOptions, _connect_observed, connect
+from .client import Client, RequestOptions, connect
 from .errors import ConnectionClosed, McpError, RoutingError
 from .transports import _http_options, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
@@ -224,15 +224,16 @@ class ClientGroup:
             if self._closed:
                 raise ConnectionClosed("the client group is closed")
             if slot.client is None:
-                def made(client: Client) -> None:
-                    with self._lock:
-                        slot.connecting = client
-                        closed = self._closed
+                # Made first, opened after: close() meanwhile finds it in
+                # `connecting` and ends its open() at once.
+                client = Client(slot.target, **self._options)
+                with self._lock:
+                    slot.connecting = client
+                    closed = self._closed
+                try:
                     if closed:  # close() ran just before: this connect ends at once
                         client.close()
-
-                try:
-                    client = _connect_observed(slot.target, made, **self._options)
+                    client.open()
                 finally:
                     with self._lock:
                         slot.connecting = None

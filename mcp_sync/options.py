@@ -1,7 +1,9 @@
 """The client's options, request options, and the checks they share.
 
 `ClientOptions` is everything `connect()` and `Client` take besides the
-target, validated once when it is built (the two only build one).
+target, validated once when it is built (the two only build one), with
+related options in small policy objects: `Timeouts`, `Limits`,
+`Keepalive` (and `Reconnect`, in `status`).
 `RequestOptions` is the keyword arguments every request method takes; its
 defaults are the client's. Checks raise `TypeError`/`ValueError` before
 anything is sent.
@@ -9,6 +11,7 @@ anything is sent.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable, TypedDict
 
@@ -74,112 +77,250 @@ def check_option_names(options: Mapping[str, Any]) -> None:
 InputHandler = Callable[[dict[str, Any]], Any]
 
 
+class _Unset(enum.Enum):
+    """The default of a flat keyword that was not given (None means "no limit")."""
+
+    UNSET = "unset"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset.UNSET
+
+
 def _freeze_protocol(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
     return value if value is None or isinstance(value, str) else tuple(value)
 
 
-@attrs.frozen(kw_only=True)
-class ClientOptions:
-    """The options of a client, validated once; `connect()` takes them as
-    keyword arguments (see there for what each means), `Client(target,
-    options)` as this object.
+def _seconds(allow_none: bool) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_timeout(attribute.name, value, allow_none=allow_none)
+    return check
 
-    A bad value raises `TypeError` or `ValueError` here, before anything is
-    sent.
+
+def _count(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_positive_int(attribute.name, value)
+
+
+def _optional_count(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        check_positive_int(attribute.name, value)
+
+
+def _queue_bound(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"max_queued must be None or an integer >= 0 (0: never wait), not {value!r}")
+
+
+@attrs.frozen
+class Timeouts:
+    """How long a client waits, in seconds; `connect(timeouts=...)`.
+
+    Example::
+
+        >>> Timeouts(request=10, probe=3)
+        Timeouts(request=10, probe=3, max_total=600.0, handler=None)
+
+    Attributes:
+        request: A request's wait for its answer unless the call says
+            otherwise (`timeout=`; 30, `DEFAULT_TIMEOUT`); None waits for ever.
+        probe: The `server/discover` probe's wait before the client falls
+            back to `initialize` (10).
+        max_total: The longest a request waits when its progress keeps
+            restarting `request` (`reset_timeout_on_progress`; 600).
+        handler: How long a server request that belongs to no call may take
+            from its arrival before it is answered with an error
+            (initialize era); None: no limit.
+    """
+
+    request: float | None = attrs.field(default=DEFAULT_TIMEOUT, validator=_seconds(True))
+    probe: float = attrs.field(default=DEFAULT_PROBE_TIMEOUT, validator=_seconds(False))
+    max_total: float = attrs.field(default=DEFAULT_MAX_TOTAL_TIMEOUT, validator=_seconds(False))
+    handler: float | None = attrs.field(default=None, validator=_seconds(True))
+
+
+@attrs.frozen
+class Limits:
+    """How much a client does or holds at once; `connect(limits=...)`.
+
+    Example::
+
+        >>> Limits(max_in_flight=8, max_queued=32).max_pages
+        1000
+
+    Attributes:
+        max_pages: The most pages a list call follows (1000);
+            `PaginationError` beyond.
+        max_input_rounds: The most `input_required` rounds answered for
+            one request (10).
+        max_server_requests: The most server requests that belong to no
+            call handled at once (16, initialize era); more are refused.
+        max_in_flight: The most calls on the wire at once, or None for no
+            bound.
+        max_queued: The most calls that may wait for a slot when
+            `max_in_flight` are on the wire (0: none wait), or None for no
+            bound; a call beyond it raises `Overloaded` at once.
+    """
+
+    max_pages: int = attrs.field(default=DEFAULT_MAX_PAGES, validator=_count)
+    max_input_rounds: int = attrs.field(default=10, validator=_count)
+    max_server_requests: int = attrs.field(default=16, validator=_count)
+    max_in_flight: int | None = attrs.field(default=None, validator=_optional_count)
+    max_queued: int | None = attrs.field(default=None, validator=_queue_bound)
+
+
+@attrs.frozen
+class Keepalive:
+    """Checks of an idle connection; `connect(keepalive=Keepalive(30))`
+    (or just `keepalive=30`).
+
+    After `interval` seconds without traffic the client checks the
+    connection (`ping`, or `server/discover` in 2026-07-28); after
+    `failures` failed checks in a row it counts the connection as dead,
+    and reconnects when `reconnect` allows it.
+
+    Example::
+
+        >>> Keepalive(30).failures
+        3
+
+    Attributes:
+        interval: Seconds of idleness before a check.
+        failures: Failed checks in a row after which the connection counts
+            as dead (3).
+    """
+
+    interval: float = attrs.field(validator=_seconds(False))
+    failures: int = attrs.field(default=3, validator=_count)
+
+
+def _evolved(group: Any, flat: Mapping[str, Any]) -> Any:
+    """`group` with the flat keywords that were given (not `UNSET`)."""
+    given = {name: value for name, value in flat.items() if value is not UNSET}
+    return attrs.evolve(group, **given) if given else group
+
+
+@attrs.frozen(init=False)
+class ClientOptions:
+    """The options of a client, validated once: `connect()` and
+    `Client()` take them as keyword arguments, `Client(target, options)`
+    as this object. A bad value raises `TypeError` or `ValueError` here,
+    before anything is sent.
+
+    Related options come in groups, as httpx groups `Timeout` and
+    `Limits`: `timeouts=Timeouts(...)`, `limits=Limits(...)`,
+    `reconnect=Reconnect(...)`, `keepalive=Keepalive(...)`. Each grouped
+    option is also taken as a flat keyword (`timeout=`, `probe_timeout=`,
+    `max_total_timeout=`, `handler_timeout=`, `max_pages=`,
+    `max_input_rounds=`, `max_server_requests=`, `max_in_flight=`,
+    `max_queued=`, `keepalive_failures=`), which wins over its group.
 
     Example::
 
         >>> options = ClientOptions(timeout=10, protocol="2026-07-28")
-        >>> options.timeout, options.allowed_versions
+        >>> options.timeouts.request, options.allowed_versions
         (10, ('2026-07-28',))
 
     Attributes:
         protocol: The protocol version to use (a string), the versions
             allowed (a tuple), or None for every one this client speaks
             (`SUPPORTED_VERSIONS`).
-        timeout: Seconds a request waits for its answer unless the call
-            says otherwise (`DEFAULT_TIMEOUT`, 30); None waits for ever.
-        probe_timeout: Seconds the `server/discover` probe may take before
-            the client falls back to `initialize` (10).
+        timeouts: How long the client waits (`Timeouts`).
+        limits: How much it does or holds at once (`Limits`).
+        reconnect: How a failed connection is opened again (`Reconnect`;
+            `True` at the call for the default backoff), or None (`False`)
+            to stay failed. See docs/resilience.md.
+        keepalive: Checks of an idle connection (`Keepalive`; a number at
+            the call for its interval), or None for no checks.
+        restart: False: never open a failed connection again, whatever
+            `reconnect` says.
         client_info: The `clientInfo` to send, with string `name` and
             `version`; None sends `mcp_sync` and its version.
         client_capabilities: Capabilities to declare, over those the input
             handlers imply (these win); None declares only those.
         log_level: The level of log messages to ask of the server (`"debug"`
             to `"emergency"`), or None to leave the server's default.
-        max_pages: The most pages a list call follows (1000);
-            `PaginationError` beyond.
-        max_total_timeout: The longest a request waits when its progress
-            keeps restarting `timeout` (600 seconds).
-        restart: False: never open a failed connection again, whatever
-            `reconnect` says.
         input_handlers: Handlers for the server's requests for input, by
             kind (`form`, `url`, `sampling`, `roots`; see
-            `mcp_sync.handlers`), or None.
-        max_input_rounds: The most `input_required` rounds answered for one
-            request (10).
-        max_server_requests: The most server requests that belong to no
-            call handled at once (16, initialize era); more are refused.
-        handler_timeout: Seconds such a server request may take from its
-            arrival before it is answered with an error; None: no limit.
+            `mcp_sync.handlers`), or None. They run on the calling thread.
         cache: True for a `ResultCache` of the client's own, a `ResultCache`
-            to share one between clients, False for no caching.
+            to share one between clients, False for no caching (see
+            `mcp_sync.cache`).
         stale_if_error: Let an expired cache entry answer when its refetch
             fails with a transport error (the result's `stale` is then True).
-        reconnect: True to reopen a failed connection with the default
-            backoff, a `Reconnect` for another one, False to stay failed.
-        keepalive: Seconds of idleness after which the connection is checked
-            (`ping`, or `server/discover` in 2026-07-28), or None for no
-            checks.
-        keepalive_failures: Failed checks in a row after which the
-            connection counts as dead (3).
-        max_in_flight: The most calls on the wire at once, or None for no
-            bound.
-        max_queued: The most calls that may wait for a slot when
-            `max_in_flight` are on the wire (0: none wait), or None for no
-            bound; a call beyond it raises `Overloaded` at once.
         tasks: True to declare the tasks extension for every request (at
             `initialize` in the initialize era, where it cannot be declared
             per call): the server may then run any tool call as a task,
             which `call_tool()` waits for (see docs/tasks.md).
+        tracer_provider: The OpenTelemetry `TracerProvider` of the request
+            spans; None: the global one, if one is set (docs/tracing.md).
+        meter_provider: The OpenTelemetry `MeterProvider` of
+            `mcp.client.operation.duration`; None: the global one.
         allowed_versions: `protocol` normalised: a tuple of versions, newest
             first (computed, not an argument).
     """
 
-    protocol: str | tuple[str, ...] | None = attrs.field(default=None, converter=_freeze_protocol)
-    timeout: float | None = DEFAULT_TIMEOUT
-    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
-    client_info: Mapping[str, Any] | None = None
-    client_capabilities: Mapping[str, Any] | None = None
-    log_level: str | None = None
-    max_pages: int = DEFAULT_MAX_PAGES
-    max_total_timeout: float = DEFAULT_MAX_TOTAL_TIMEOUT
-    restart: bool = True
-    input_handlers: Mapping[str, InputHandler] | None = None
-    max_input_rounds: int = 10
-    max_server_requests: int = 16
-    handler_timeout: float | None = None
-    cache: bool | ResultCache = False
-    stale_if_error: bool = False
-    reconnect: bool | Reconnect = True
-    keepalive: float | None = None
-    keepalive_failures: int = 3
-    max_in_flight: int | None = None
-    max_queued: int | None = None
-    tasks: bool = False
-    tracer_provider: Any = None
-    """The OpenTelemetry `TracerProvider` of the request spans; None: the
-    global one, if one is set (see docs/tracing.md)."""
-    meter_provider: Any = None
-    """The OpenTelemetry `MeterProvider` of `mcp.client.operation.duration`;
-    None: the global one, if one is set."""
+    protocol: str | tuple[str, ...] | None
+    timeouts: Timeouts
+    limits: Limits
+    reconnect: Reconnect | None
+    keepalive: Keepalive | None
+    restart: bool
+    client_info: Mapping[str, Any] | None
+    client_capabilities: Mapping[str, Any] | None
+    log_level: str | None
+    input_handlers: Mapping[str, InputHandler] | None
+    cache: bool | ResultCache
+    stale_if_error: bool
+    tasks: bool
+    tracer_provider: Any
+    meter_provider: Any
     allowed_versions: tuple[str, ...] = attrs.field(init=False)
 
+    def __init__(
+        self, *, protocol: str | Iterable[str] | None = None, timeouts: Timeouts | None = None,
+        limits: Limits | None = None, reconnect: bool | Reconnect | None = True,
+        keepalive: float | Keepalive | None = None, restart: bool = True,
+        client_info: Mapping[str, Any] | None = None, client_capabilities: Mapping[str, Any] | None = None,
+        log_level: str | None = None, input_handlers: Mapping[str, InputHandler] | None = None,
+        cache: bool | ResultCache = False, stale_if_error: bool = False, tasks: bool = False,
+        tracer_provider: Any = None, meter_provider: Any = None,
+        timeout: float | None | _Unset = UNSET, probe_timeout: float | _Unset = UNSET,
+        max_total_timeout: float | _Unset = UNSET, handler_timeout: float | None | _Unset = UNSET,
+        max_pages: int | _Unset = UNSET, max_input_rounds: int | _Unset = UNSET,
+        max_server_requests: int | _Unset = UNSET, max_in_flight: int | None | _Unset = UNSET,
+        max_queued: int | None | _Unset = UNSET, keepalive_failures: int | _Unset = UNSET,
+    ) -> None:
+        if timeouts is not None and not isinstance(timeouts, Timeouts):
+            raise TypeError("timeouts must be a mcp_sync.Timeouts")
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError("limits must be a mcp_sync.Limits")
+        timeouts = _evolved(timeouts or Timeouts(), {
+            "request": timeout, "probe": probe_timeout, "max_total": max_total_timeout, "handler": handler_timeout})
+        limits = _evolved(limits or Limits(), {
+            "max_pages": max_pages, "max_input_rounds": max_input_rounds, "max_server_requests": max_server_requests,
+            "max_in_flight": max_in_flight, "max_queued": max_queued})
+        if keepalive_failures is not UNSET:
+            check_positive_int("keepalive_failures", keepalive_failures)
+        checks: Keepalive | None
+        if isinstance(keepalive, (int, float)) and not isinstance(keepalive, bool):
+            check_timeout("keepalive", keepalive)
+            checks = Keepalive(keepalive)
+        elif keepalive is None or isinstance(keepalive, Keepalive):
+            checks = keepalive
+        else:
+            raise TypeError("keepalive must be a number of seconds, a mcp_sync.Keepalive, or None")
+        if checks is not None:
+            checks = _evolved(checks, {"failures": keepalive_failures})
+        self.__attrs_init__(
+            _freeze_protocol(protocol), timeouts, limits, Reconnect.coerce(reconnect), checks, restart,
+            client_info, client_capabilities, log_level, input_handlers, cache, stale_if_error, tasks,
+            tracer_provider, meter_provider)
+
     def __attrs_post_init__(self) -> None:
-        check_timeout("timeout", self.timeout)
-        check_timeout("probe_timeout", self.probe_timeout, allow_none=False)
-        check_timeout("max_total_timeout", self.max_total_timeout, allow_none=False)
-        check_positive_int("max_pages", self.max_pages)
+        if not isinstance(self.restart, bool):
+            raise TypeError("restart must be True or False")
         if self.log_level is not None and self.log_level not in versions.LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(versions.LOG_LEVELS)}, not {self.log_level!r}")
         info = self.client_info
@@ -191,19 +332,8 @@ class ClientOptions:
         check_input_handlers(self.input_handlers)
         if not isinstance(self.tasks, bool):
             raise TypeError("tasks must be True or False")
-        check_positive_int("max_input_rounds", self.max_input_rounds)
-        check_positive_int("max_server_requests", self.max_server_requests)
-        check_timeout("handler_timeout", self.handler_timeout)
         if not isinstance(self.cache, (bool, ResultCache)):
             raise TypeError("cache must be True, False or a ResultCache")
-        Reconnect.coerce(self.reconnect)  # raises TypeError for anything else
-        check_timeout("keepalive", self.keepalive)
-        check_positive_int("keepalive_failures", self.keepalive_failures)
-        if self.max_in_flight is not None:
-            check_positive_int("max_in_flight", self.max_in_flight)
-        if self.max_queued is not None and (isinstance(self.max_queued, bool) or not isinstance(self.max_queued, int)
-                                            or self.max_queued < 0):
-            raise ValueError(f"max_queued must be None or an integer >= 0 (0: never wait), not {self.max_queued!r}")
         # A one-shot iterable would be used up by the check: keep the tuple.
         object.__setattr__(self, "allowed_versions", versions.allowed_versions(self.protocol))
 

@@ -33,9 +33,8 @@ import importlib
 import logging
 import re
 import threading
-import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -46,18 +45,16 @@ from .errors import (
     PaginationError,
     SkillVerificationError,
 )
-# The declaration lives apart, for the handshake (see declarations.py).
-from .declarations import DECLARATION as _DECLARATION
-from .declarations import SKILLS_EXTENSION
-from .protocol.inputs import merge_capabilities
-from .protocol.versions import META_CLIENT_CAPABILITIES
+# The identifier lives with the handshake, which declares it (see negotiation.py).
+from .negotiation import SKILLS_EXTENSION
+from .options import check_option_names
 from .types import Resource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .client import Client
     from .options import RequestOptions
+    from .pipeline import Requester
 
 __all__ = ["EXTENSION", "MAX_FILES", "MAX_TOTAL_SIZE", "Skill", "SkillContent", "SkillFile", "Skills"]
 
@@ -222,10 +219,10 @@ class Skills:
         forms = client.skills.read(skill.uri, "references/FORMS.md")
     """
 
-    def __init__(self, client: Client) -> None:
-        # Weak: the client holds this object, and a client dropped unclosed
+    def __init__(self, client: Requester) -> None:
+        # The request pipeline, never the client: a client dropped unclosed
         # must still be collectable (its finalizer closes it).
-        self._client = weakref.ref(client)
+        self._client = client
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], Skill] = {}
         # Dynamic skills: bytes read so far, per file, for the size limit.
@@ -248,15 +245,14 @@ class Skills:
         seen: set[str] = set()
         cursor: str | None = None
         skills: list[Skill] = []
-        for _ in range(client.max_pages):
-            result = client.request("skills/list", {} if cursor is None else {"cursor": cursor},
-                                    **_with_declaration(client, options))
+        for _ in range(client.options.limits.max_pages):
+            result = _request(client, "skills/list", {} if cursor is None else {"cursor": cursor}, options)
             entries = result.get("skills")
             if not isinstance(entries, list):
                 raise InvalidResult("skills/list: the result has no 'skills' array")
             for raw in entries:
                 try:
-                    skills.append(_entry(client._cache_server, raw))
+                    skills.append(_entry(client.cache_server, raw))
                 except InvalidResult as exc:
                     log.warning("skills/list: an entry left out: %s", exc)
             next_cursor = result.get("nextCursor")
@@ -271,7 +267,7 @@ class Skills:
                 raise PaginationError(f"skills/list: the server repeated cursor {next_cursor!r}")
             seen.add(next_cursor)
             cursor = next_cursor
-        raise PaginationError(f"skills/list: still more after max_pages={client.max_pages} pages")
+        raise PaginationError(f"skills/list: still more after max_pages={client.options.limits.max_pages} pages")
 
     def get(self, uri: str, **options: Unpack[RequestOptions]) -> Skill:
         """The current entry of the skill whose SKILL.md is at `uri`
@@ -286,8 +282,8 @@ class Skills:
         _check_uri(uri)
         client = self._connected()
         _declaration(client)
-        result = client.request("skills/get", {"uri": uri}, **_with_declaration(client, options))
-        skill = _entry(client._cache_server, result.get("skill"))
+        result = _request(client, "skills/get", {"uri": uri}, options)
+        skill = _entry(client.cache_server, result.get("skill"))
         if skill.uri != uri:
             raise InvalidResult(f"skills/get {uri}: the server answered with the entry of {skill.uri}")
         with self._lock:
@@ -314,7 +310,7 @@ class Skills:
         client = self._connected()
         _declaration(client)
         with self._lock:
-            skill = self._held.get((client._cache_server, uri))
+            skill = self._held.get((client.cache_server, uri))
         if skill is None:
             skill = self.get(uri, **options)
         file_uri, relative = _resolve(skill, path)
@@ -333,16 +329,16 @@ class Skills:
                     "(call get() to refresh the entry if the skill changed)")
         manifest = file_uri == skill.uri
         yaml = _yaml(skill, file_uri) if manifest else None  # before fetching anything
-        request_options = _with_declaration(client, options)
-        result = client.request("resources/read", {"uri": file_uri}, **request_options)
+        request_options = dict(options)
+        result = _request(client, "resources/read", {"uri": file_uri}, request_options)
         data, mime_type = _content(result, file_uri)
         if listed is not None:
             failure = _mismatch(skill, listed, data)
             if failure is not None and client.cache is not None and not options.get("bypass_cache"):
                 # A cached copy that no longer matches the entry must be
                 # fetched again (the entry may have been refreshed since).
-                result = client.request("resources/read", {"uri": file_uri},
-                                        **{**request_options, "bypass_cache": True})
+                result = _request(client, "resources/read", {"uri": file_uri},
+                                  {**request_options, "bypass_cache": True})
                 data, mime_type = _content(result, file_uri)
                 failure = _mismatch(skill, listed, data)
             if failure is not None:
@@ -374,8 +370,8 @@ class Skills:
         seen: set[str] = set()
         params: dict[str, Any] = {"uri": uri}
         children: builtins.list[Resource] = []
-        for _ in range(client.max_pages):
-            result = client.request("resources/directory/read", params, **_with_declaration(client, options))
+        for _ in range(client.options.limits.max_pages):
+            result = _request(client, "resources/directory/read", params, options)
             entries = result.get("resources")
             if not isinstance(entries, list):
                 raise InvalidResult("resources/directory/read: the result has no 'resources' array")
@@ -387,7 +383,7 @@ class Skills:
                 raise PaginationError(f"resources/directory/read: bad or repeated cursor {next_cursor!r}")
             seen.add(next_cursor)
             params = {"uri": uri, "cursor": next_cursor}
-        raise PaginationError(f"resources/directory/read: still more after max_pages={client.max_pages} pages")
+        raise PaginationError(f"resources/directory/read: still more after max_pages={client.options.limits.max_pages} pages")
 
     def held(self) -> builtins.list[Skill]:
         """The entries reads are checked against now (those `list()` and
@@ -402,11 +398,8 @@ class Skills:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _connected(self) -> Client:
-        client = self._client()
-        if client is None:
-            raise ConnectionClosed("the client is closed")
-        return client
+    def _connected(self) -> Requester:
+        return self._client
 
     def _hold(self, skill: Skill) -> None:
         """Under `_lock`: reads are checked against `skill` from now on."""
@@ -451,14 +444,14 @@ def _check_uri(uri: Any) -> None:
         raise TypeError("uri must be a non-empty string")
 
 
-def _declaration(client: Client) -> Mapping[str, Any]:
+def _declaration(client: Requester) -> Mapping[str, Any]:
     """The server's settings of the extension; `ExtensionNotDeclared` when
     it did not declare it (then no skills request may be sent)."""
     capabilities = client.server_capabilities
-    if capabilities is None and client._require_dialect().stateless:
+    if capabilities is None and client.dialect.stateless:
         # Settled without `server/discover` (a pinned version over stdio):
         # ask once what the server declares; it is cached like any result.
-        client.discover()
+        client.discover({})
         capabilities = client.server_capabilities
     extensions = (capabilities or {}).get("extensions")
     settings = extensions.get(EXTENSION) if isinstance(extensions, Mapping) else None
@@ -468,19 +461,15 @@ def _declaration(client: Client) -> Mapping[str, Any]:
     return settings
 
 
-def _with_declaration(client: Client, options: Mapping[str, Any]) -> Any:
-    """The call's options, declaring the extension in this request's
-    client capabilities where capabilities travel per request (2026-07-28);
-    in the initialize era it was declared by `initialize`."""
-    dialect = client._require_dialect()
-    if not dialect.stateless:
-        return options
-    meta = dict(options.get("meta") or {})
-    extra = options.get("input_handlers")
-    handlers = {**client.input_handlers, **extra} if extra else None
-    declared = merge_capabilities(client._capabilities(handlers), _DECLARATION)
-    meta.setdefault(META_CLIENT_CAPABILITIES, declared)
-    return {**options, "meta": meta}
+#: What every skills request declares (`extensions=`): in its `_meta` in
+#: 2026-07-28; at `initialize` in the initialize era.
+_DECLARE: Mapping[str, Any] = {EXTENSION: {}}
+
+
+def _request(client: Requester, method: str, params: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """A request of the extension, declaring it."""
+    check_option_names(options)
+    return client.request(method, params, cast("RequestOptions", options), extensions=_DECLARE)
 
 
 def _entry(server: str, raw: Any) -> Skill:

@@ -396,8 +396,10 @@ class Reconnect:
 
 
 #: Methods safe to send again after a reconnect when their first attempt may
-#: have reached the server: they only read, so running them twice changes
-#: nothing. Anything else (a tool call above all) is never repeated blindly.
+#: have reached the server: they only read, or (the task requests) are
+#: idempotent: `tasks/cancel` of a cancelled task and `tasks/update` with
+#: answers already taken change nothing. Anything else (a tool call above
+#: all) is never repeated blindly.
 SAFE_TO_RETRY: frozenset[str] = frozenset({
     "ping",
     "server/discover",
@@ -408,4 +410,9 @@ SAFE_TO_RETRY: frozenset[str] = frozenset({
     "resources/read",
     "prompts/get",
     "completion/complete",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/update",
 })

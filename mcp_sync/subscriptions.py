@@ -15,20 +15,37 @@ Events are of three types, told apart by class:
   the client closed).
 
 After the end (either kind) is taken, iteration stops.
+
+Opening one (`listen()`, which `Client.listen()` delegates to) is here too,
+for both eras: a `subscriptions/listen` stream in 2026-07-28; in the
+initialize era, `resources/subscribe` and the session's unsolicited
+notifications filtered to what was asked. It reaches the client only
+through the request pipeline's narrow interface (`ListenHost`), and the
+supervisor re-opens an interrupted subscription after a reconnect
+(`reopen_on`), or ends it (`fail`).
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
-from typing import Any, Callable, Iterator, Union
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Union
 
 import attrs
 
 from .connection import SUBSCRIPTION_ID
-from .errors import ConnectionClosed, McpError, RequestTimeout
+from .errors import ConnectionClosed, McpError, RequestTimeout, server_error_from_wire
 from .notifications import OVERFLOW_POLICIES, Notification
+from .options import check_timeout
+
+if TYPE_CHECKING:
+    from .protocol.versions import Dialect
+    from .supervisor import Supervisor
+
+log = logging.getLogger("mcp_sync.client")
 
 
 @attrs.frozen
@@ -177,7 +194,7 @@ class Subscription:
         """True while the connection is being re-established under it."""
         return self._interrupted_at is not None and self._end is None
 
-    def _interrupt(self) -> None:
+    def interrupt(self) -> None:
         """The connection failed and the client will reconnect: keep the
         iterator open; the gap starts now (kept from the first failure)."""
         with self._cond:
@@ -189,6 +206,30 @@ class Subscription:
         with self._cond:
             self._resumed_locked()
 
+    # -- the supervisor's side (reconnecting under an open subscription) ----------------------
+
+    @property
+    def reopened(self) -> bool:
+        """True unless it is cut off and not yet open again."""
+        return self._interrupted_at is None
+
+    @property
+    def settled(self) -> bool:
+        """True once open again after an interruption, or ended."""
+        return self._interrupted_at is None or self._end is not None
+
+    def reopen_on(self, conn: Any) -> bool:
+        """Open it again on the new connection `conn`; False when it cannot
+        be opened again (nothing was sent)."""
+        if self._reopen is None:
+            return False
+        self._reopen(conn)
+        return True
+
+    def fail(self, error: McpError) -> None:
+        """End it with `SubscriptionBroken(error)`."""
+        self._on_event("broken", error)
+
     def _resumed_locked(self) -> None:
         if self._end is not None or self._interrupted_at is None:
             return
@@ -196,7 +237,7 @@ class Subscription:
         self._interrupted_at = None
         self._push(SubscriptionResumed(gap))
 
-    def _orphan(self, error: McpError) -> None:
+    def orphan(self, error: McpError) -> None:
         """In a fork child: end the stream with `error`. The condition is
         replaced first: a parent thread may have held its lock at the fork."""
         self._cond = threading.Condition()
@@ -262,3 +303,182 @@ def _notification(message: dict[str, Any]) -> Notification:
         else:
             del params["_meta"]
     return Notification(method=str(message.get("method")), params=params, raw=message)
+
+
+# -- opening one: `Client.listen()` --------------------------------------------------------
+
+
+class ListenHost(Protocol):
+    """What opening a subscription needs of the request pipeline."""
+
+    @property
+    def supervisor(self) -> Supervisor: ...
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def default_timeout(self) -> float | None: ...
+
+    @property
+    def server_capabilities(self) -> dict[str, Any] | None: ...
+
+    def request_meta(self, extensions: Mapping[str, Any] | None = None) -> Mapping[str, Any]: ...
+
+    def forget_cached(self, notification: dict[str, Any]) -> None: ...
+
+    def request(self, method: str, params: Mapping[str, Any] | None, options: Any, *,
+                extensions: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
+
+#: The filter keys of the core protocol, by `listen()` keyword.
+_FLAGS = (("toolsListChanged", "tools_list_changed"), ("promptsListChanged", "prompts_list_changed"),
+          ("resourcesListChanged", "resources_list_changed"))
+
+
+def listen(host: ListenHost, *, tools_list_changed: bool = False, prompts_list_changed: bool = False,
+           resources_list_changed: bool = False, resource_subscriptions: Iterable[str] | None = None,
+           extra: Mapping[str, Any] | None = None, timeout: float | None = None, max_buffer: int = 100,
+           overflow: str = "drop_oldest") -> Subscription:
+    """`Client.listen()`: see there."""
+    dialect = host.dialect
+    wait = host.default_timeout if timeout is None else timeout
+    check_timeout("timeout", wait)
+    uris = list(resource_subscriptions or [])
+    if not all(isinstance(uri, str) for uri in uris):
+        raise TypeError("resource_subscriptions must be URI strings")
+    flags = {"toolsListChanged": tools_list_changed, "promptsListChanged": prompts_list_changed,
+             "resourcesListChanged": resources_list_changed}
+    wanted: dict[str, Any] = {key: True for key, _ in _FLAGS if flags[key]}
+    if uris:
+        wanted["resourceSubscriptions"] = uris
+    if extra:
+        wanted.update(extra)
+    if not dialect.stateless:
+        return _listen_initialize_era(host, wanted, wait, max_buffer, overflow)
+    return _listen_stateless(host, wanted, wait, max_buffer, overflow)
+
+
+def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | None, max_buffer: int,
+                      overflow: str) -> Subscription:
+    supervisor = host.supervisor
+    conn = supervisor.live()
+    # The tasks extension's filter key is declared with the extension.
+    extensions: dict[str, Any] | None = {"io.modelcontextprotocol/tasks": {}} if "taskIds" in wanted else None
+    params = {"notifications": wanted, "_meta": host.request_meta(extensions)}
+    current = [conn]  # the connection the stream is open on now (a reconnect moves it)
+
+    def cancel(sub: Subscription) -> None:
+        if sub.id is not None:
+            current[0].unsubscribe(sub.id)
+
+    subscription = Subscription(cancel, max_buffer, overflow)
+
+    def events_of(stream_conn: Any) -> Callable[[str, Any], None]:
+        """The events of the stream opened on `stream_conn`; once the
+        subscription moved to another connection, the old stream's late
+        events (its "broken", above all) are not about it any more."""
+
+        def on_event(kind: str, payload: Any) -> None:
+            if stream_conn is not current[0]:
+                return
+            if kind == "notification":
+                host.forget_cached(payload)
+            if (kind == "broken" and subscription.accepted is not None
+                    and supervisor.stream_broken(stream_conn, subscription)):
+                return  # not the end: the supervisor opens it again
+            subscription._on_event(kind, payload)
+
+        return on_event
+
+    def reopen(new: Any) -> None:
+        current[0] = new
+        subscription.id = new.subscribe("subscriptions/listen", params, events_of(new))
+        if subscription.ended:  # closed by its user meanwhile
+            new.unsubscribe(subscription.id)
+
+    subscription._reopen = reopen
+    supervisor.subscriptions.add(subscription)
+    subscription.id = conn.subscribe("subscriptions/listen", params, events_of(conn))
+    if not subscription.acknowledged.wait(wait):
+        subscription.close()
+        raise RequestTimeout(f"subscriptions/listen: no acknowledgement within {wait:g} s",
+                             method="subscriptions/listen", timeout=wait)
+    if subscription.accepted is None:
+        subscription.close()
+        if subscription.error_response is not None:
+            raise server_error_from_wire(subscription.error_response.get("error"), method="subscriptions/listen")
+        end = subscription.next(timeout=0)
+        if isinstance(end, SubscriptionBroken):
+            raise end.error
+        raise ConnectionClosed("the subscriptions/listen stream ended before the acknowledgement")
+    return subscription
+
+
+def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: float | None, max_buffer: int,
+                           overflow: str) -> Subscription:
+    """The same `listen()` for a 2025 server: `resources/subscribe` for
+    the URIs, and its unsolicited notifications filtered to what was
+    asked (and what its capabilities offer)."""
+    capabilities = host.server_capabilities or {}
+
+    def offered(section: str, flag: str) -> bool:
+        return bool((capabilities.get(section) or {}).get(flag))
+
+    offers = {"toolsListChanged": offered("tools", "listChanged"),
+              "promptsListChanged": offered("prompts", "listChanged"),
+              "resourcesListChanged": offered("resources", "listChanged"),
+              "resourceSubscriptions": offered("resources", "subscribe")}
+    accepted = {key: value for key, value in wanted.items() if offers.get(key)}
+    uris = list(accepted.get("resourceSubscriptions") or [])
+    methods = {method for key, method in (
+        ("toolsListChanged", "notifications/tools/list_changed"),
+        ("promptsListChanged", "notifications/prompts/list_changed"),
+        ("resourcesListChanged", "notifications/resources/list_changed")) if accepted.get(key)}
+    stop: list[Callable[[], None]] = []
+    supervisor = host.supervisor
+
+    def cancel(sub: Subscription) -> None:
+        for remove in stop:
+            remove()
+        with supervisor.lock:
+            supervisor.initialize_era_subscriptions.discard(sub)
+        if supervisor.closed:
+            return
+        for uri in uris:
+            try:
+                host.request("resources/unsubscribe", {"uri": uri}, {"timeout": timeout})
+            except McpError as exc:
+                log.debug("resources/unsubscribe %s failed: %s", uri, exc)
+
+    subscription = Subscription(cancel, max_buffer, overflow)
+    subscribed: list[str] = []
+    try:
+        for uri in uris:
+            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
+            subscribed.append(uri)
+    except BaseException:
+        uris[:] = subscribed
+        subscription.close()
+        raise
+
+    def deliver(note: Notification) -> None:
+        if note.method in methods or (note.method == "notifications/resources/updated"
+                                      and note.params.get("uri") in uris):
+            subscription._on_event("notification", note.raw)
+
+    stop.append(supervisor.dispatcher.add_callback(deliver, methods=methods | {"notifications/resources/updated"}))
+
+    def reopen(new: Any) -> None:
+        # A new session has no subscriptions: ask for the resources again.
+        for uri in uris:
+            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
+        subscription._resumed()
+
+    subscription._reopen = reopen
+    subscription.accepted = accepted
+    subscription.acknowledged.set()
+    with supervisor.lock:
+        supervisor.initialize_era_subscriptions.add(subscription)
+        supervisor.subscriptions.add(subscription)
+    return subscription

@@ -15,9 +15,11 @@ module owns what the client does with one:
 * `call_tool()` and `get_task()`, which `Client.call_tool(..., task=True)`
   and `Client.get_task()` delegate to.
 
-It must not know how requests are sent: it goes through the client's
-request path (`Client._request`), so retries, tracing, metrics and the
-`Mcp-Method`/`Mcp-Name` headers work as for any request.
+It must not know how requests are sent or retried: it goes through the
+request pipeline's `Requester` interface, declaring the extension with
+`extensions=`, so the one retry loop (`tasks/*` are safe to repeat),
+tracing, metrics and the `Mcp-Method`/`Mcp-Name` headers work as for any
+request.
 
 Field names are those of the extension (`ttlMs`, `pollIntervalMs`); the
 older `ttl` and `pollInterval` (also milliseconds) are read when the new
@@ -35,13 +37,11 @@ import datetime
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from . import multiround
 from .errors import (
-    ConnectError,
     ConnectionClosed,
     InvalidResult,
     McpError,
@@ -51,12 +51,11 @@ from .errors import (
 )
 from .notifications import Notification
 from .options import RequestOptions, check_input_handlers, check_timeout
-from .protocol import versions
 from .protocol.headers import encode_header_value
 from .types import CallToolResult
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .pipeline import Requester
     from .subscriptions import Subscription
 
 log = logging.getLogger("mcp_sync.client")
@@ -115,32 +114,8 @@ def _names_tasks(capabilities: Any) -> bool:
             and EXTENSION in capabilities["extensions"])
 
 
-def _declares(client: Client) -> bool:
-    """Whether every request of the client declares the extension already."""
-    return _names_tasks(client.client_capabilities)
-
-
-def _declaring_options(client: Client, options: Mapping[str, Any]) -> dict[str, Any]:
-    """`options` whose request declares the extension.
-
-    2026-07-28: the per-request client capabilities in `_meta` gain it.
-    Initialize era: the capabilities were fixed by `initialize`, so a client
-    that did not declare it there cannot use tasks (ValueError)."""
-    out = dict(options)
-    dialect = client._require_dialect()
-    if not dialect.stateless:
-        if not _names_tasks(client._declared):
-            raise ValueError(
-                f"this connection settled on protocol {dialect.version} (initialize era), where the client's "
-                "capabilities are fixed at connect(): pass tasks=True to connect() to use tasks")
-        return out
-    if _declares(client):
-        return out
-    handlers = {**client.input_handlers, **check_input_handlers(options.get("input_handlers"))}
-    meta = dict(options.get("meta") or {})
-    meta[versions.META_CLIENT_CAPABILITIES] = with_extension(client._capabilities(handlers))
-    out["meta"] = meta
-    return out
+#: What a request that may create or touch a task declares (`extensions=`).
+_DECLARE: Mapping[str, Any] = {EXTENSION: {}}
 
 
 def explained(exc: MissingClientCapability) -> MissingClientCapability:
@@ -198,9 +173,9 @@ class Task:
         raw: The last task object received, as received.
     """
 
-    def __init__(self, client: Client | None, state: Mapping[str, Any], finish: Finish,
+    def __init__(self, requester: Requester | None, state: Mapping[str, Any], finish: Finish,
                  options: Mapping[str, Any] | None = None) -> None:
-        self._client_ref = weakref.ref(client) if client is not None else None
+        self._requester = requester
         self._finish = finish
         self._options: dict[str, Any] = dict(options or {})
         self._cond = threading.Condition()
@@ -225,7 +200,7 @@ class Task:
     def _apply(self, state: Mapping[str, Any]) -> None:
         task_id = state.get("taskId", self.id)
         status = state.get("status")
-        if self._client_ref is not None and (not isinstance(task_id, str) or not task_id):
+        if self._requester is not None and (not isinstance(task_id, str) or not task_id):
             raise InvalidResult("the task has no string taskId")
         if status not in STATUSES:
             raise InvalidResult(f"task {task_id}: unknown status {status!r}")
@@ -251,11 +226,10 @@ class Task:
 
     # -- requests ----------------------------------------------------------------
 
-    def _client(self) -> Client:
-        client = self._client_ref() if self._client_ref is not None else None
-        if client is None:
-            raise ConnectionClosed("the client of this task is gone")
-        return client
+    def _client(self) -> Requester:
+        if self._requester is None:
+            raise ConnectionClosed("this task handle has no client: the server answered at once")
+        return self._requester
 
     def _request(self, method: str, params: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         client = self._client()
@@ -265,19 +239,16 @@ class Task:
                                    if k in ("meta", "trace_context", "input_handlers")}
         if timeout is not None or "timeout" in self._options:
             options["timeout"] = timeout if timeout is not None else self._options["timeout"]
-        options = _declaring_options(client, options)
         # Mcp-Name lets a load balancer route the task's requests to the
         # instance that holds it; the 2026-07-28 transport adds both headers
         # itself, the initialize era's HTTP needs them passed.
         headers = {"Mcp-Method": method, "Mcp-Name": encode_header_value(params["taskId"])}
-        try:
-            return client._request(method, params, cast(RequestOptions, options), headers=lambda: headers)
-        except ConnectError:
-            # tasks/get is a pure read, tasks/cancel and tasks/update are
-            # idempotent (answered keys are ignored): safe to send once more.
-            # Polls come at the server's interval, which can meet its
-            # keep-alive timeout and find the pooled connection just reset.
-            return client._request(method, params, cast(RequestOptions, options), headers=lambda: headers)
+        # tasks/get is a pure read, tasks/cancel and tasks/update are
+        # idempotent (answered keys are ignored): the one retry loop sends
+        # them once more when a poll, coming at the server's interval, finds
+        # the pooled connection just reset.
+        return client.request(method, params, cast(RequestOptions, options), headers=lambda: headers,
+                              extensions=_DECLARE)
 
     def refresh(self, *, timeout: float | None = None) -> Task:
         """Fetch the task's state (`tasks/get`) and return the handle.
@@ -394,8 +365,8 @@ class Task:
         """A `subscriptions/listen` stream of this task's `notifications/tasks`
         (2026-07-28), or None when the server does not offer one: polling."""
         client = self._client()
-        dialect = client._dialect
-        if self._no_listen or dialect is None or not dialect.stateless or self.id is None:
+        settled = client.settled
+        if self._no_listen or settled is None or not settled.dialect.stateless or self.id is None:
             return None
         # A server that does not acknowledge at once is not waited for long.
         wait = LISTEN_ACK_TIMEOUT if deadline is None else min(LISTEN_ACK_TIMEOUT, deadline - time.monotonic())
@@ -441,7 +412,7 @@ class Task:
 
     def _request_timeout(self, left: float | None) -> float | None:
         client = self._client()
-        own = self._options.get("timeout", client.timeout)
+        own = self._options.get("timeout", client.options.timeouts.request)
         if left is None:
             return own
         return left if own is None else min(own, left)
@@ -485,7 +456,7 @@ class Task:
             return
         client = self._client()
         handlers = {**client.input_handlers, **check_input_handlers(self._options.get("input_handlers"))}
-        answers = multiround.answer_requests("tasks/get", raw, fresh, handlers, client._catalog.schemas)
+        answers = multiround.answer_requests("tasks/get", raw, fresh, handlers, client.schemas)
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise self._timed_out(timeout)
@@ -495,20 +466,19 @@ class Task:
         self._answered.update(answers)
 
 
-def call_tool(client: Client, tool: Any, arguments: Mapping[str, Any] | None, options: Mapping[str, Any], *,
+def call_tool(client: Requester, tool: Any, arguments: Mapping[str, Any] | None, options: Mapping[str, Any], *,
               task: bool, wait: bool) -> CallToolResult | Task:
     """`Client.call_tool()`: see there."""
     if not isinstance(task, bool) or not isinstance(wait, bool):
         raise TypeError("task and wait must be booleans")
     asked = task or wait
     opts: dict[str, Any] = dict(options)
-    timeout = opts.get("timeout", client.timeout)
+    timeout = opts.get("timeout", client.options.timeouts.request)
     check_timeout("timeout", timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
-    if asked:
-        opts = _declaring_options(client, opts)
-    raw, finish = client._calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
-                                              max_pages=client.max_pages, timeout=client.timeout)
+    raw, finish = client.calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
+                                             max_pages=client.options.limits.max_pages, timeout=client.options.timeouts.request,
+                                             extensions=_DECLARE if asked else None)
     if raw.get("resultType") != "task":
         result = finish(raw)
         return Task._settled(result) if asked and not wait else result
@@ -521,7 +491,7 @@ def call_tool(client: Client, tool: Any, arguments: Mapping[str, Any] | None, op
     return handle.wait(None if deadline is None else max(deadline - time.monotonic(), 1e-9))
 
 
-def get_task(client: Client, task_id: str, options: Mapping[str, Any]) -> Task:
+def get_task(client: Requester, task_id: str, options: Mapping[str, Any]) -> Task:
     """`Client.get_task()`: see there."""
     if not isinstance(task_id, str) or not task_id:
         raise TypeError("task_id must be a non-empty string")

@@ -6,7 +6,8 @@ client span of each request (named `{mcp.method.name} {target}`), a child
 span for each `input_required` round after the first, the W3C trace context
 a request carries in `_meta`, and the `mcp.client.operation.duration`
 histogram. What it must not know: how a request is built or sent (that is
-`client.py`'s), nor anything of the transports beyond the kind of target.
+the request pipeline's, which calls this hook around each request), nor
+anything of the transports beyond the kind of target.
 
 The cost when nothing is traced is nil: `for_client()` answers None when
 `opentelemetry` is not importable or no provider is configured (the API's
@@ -41,7 +42,11 @@ import attrs
 from .errors import ServerError
 
 if TYPE_CHECKING:
-    from .client import Call, Client
+    from .pipeline import Call
+
+#: What a request's spans are told of the session when they end: the
+#: protocol version and the HTTP session id (each None when unknown).
+Describe = Callable[[], "tuple[str | None, str | None]"]
 
 __all__ = ["for_client", "handshake", "ClientTracer", "DURATION_BUCKETS"]
 
@@ -60,7 +65,8 @@ _missing = False
 _current: contextvars.ContextVar[_Traced | None] = contextvars.ContextVar("mcp_sync_traced", default=None)
 
 
-def for_client(client: Client, tracer_provider: Any = None, meter_provider: Any = None) -> ClientTracer | None:
+def for_client(kind: str, url: Any, describe: Describe, tracer_provider: Any = None,
+               meter_provider: Any = None) -> ClientTracer | None:
     """The client's tracer, or None when nothing would be recorded: the
     package is missing, or neither a tracer nor a meter provider is set
     (explicitly, or globally with the OpenTelemetry API)."""
@@ -92,7 +98,7 @@ def for_client(client: Client, tracer_provider: Any = None, meter_provider: Any 
         raise TypeError("meter_provider must be an OpenTelemetry MeterProvider")
     if tracer_provider is None and meter_provider is None:
         return None
-    return ClientTracer(client, tracer_provider, meter_provider)
+    return ClientTracer(kind, url, describe, tracer_provider, meter_provider)
 
 
 class ClientTracer:
@@ -100,7 +106,7 @@ class ClientTracer:
     records. Shared by the client's threads: per-request state lives in a
     `_Traced` of its own."""
 
-    def __init__(self, client: Client, tracer_provider: Any, meter_provider: Any) -> None:
+    def __init__(self, kind: str, url: Any, describe: Describe, tracer_provider: Any, meter_provider: Any) -> None:
         from opentelemetry import propagate, trace
 
         from ._version import __version__
@@ -117,11 +123,10 @@ class ClientTracer:
                             "until its final response",
                 explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
         # What does not change for the life of the client.
+        self.describe = describe
         self.static: dict[str, Any] = {}
-        kind = client.transport_kind
         if kind in _NETWORK:
             self.static["network.transport"] = _NETWORK[kind]
-        url = getattr(client._target, "url", None)
         if isinstance(url, str):
             self.static["network.protocol.name"] = "http"
             parts = urlsplit(url)
@@ -136,26 +141,27 @@ class ClientTracer:
         last attempt is the one kept."""
         return _NotingIds(ids)
 
-    def request(self, client: Client, method: str, params: Mapping[str, Any] | None,
-                run: Callable[[Callable[[Call], dict[str, Any]]], dict[str, Any]]) -> dict[str, Any]:
-        """Run a request as `run(send_once)`, in its span."""
-        traced = _Traced(self, client, method, params)
+    def request(self, method: str, params: Mapping[str, Any] | None,
+                run: Callable[[Callable[[Call], dict[str, Any]]], dict[str, Any]],
+                send_once: Callable[[Call], dict[str, Any]]) -> dict[str, Any]:
+        """Run a request as `run(send_once)`, each round in its span."""
+        traced = _Traced(self, method, params, send_once)
         return traced.run(run)
 
-    def handshake(self, client: Client, method: str, version: str) -> AbstractContextManager[None]:
+    def handshake(self, method: str, version: str) -> AbstractContextManager[None]:
         """The span of a handshake request, proposing `version`."""
-        traced = _Traced(self, client, method, None)
+        traced = _Traced(self, method, None, None)
         traced.attributes["mcp.protocol.version"] = version
         return traced.scope()
 
 
-def handshake(tracer: ClientTracer | None, client: Client, method: str, version: str) -> AbstractContextManager[Any]:
+def handshake(tracer: ClientTracer | None, method: str, version: str) -> AbstractContextManager[Any]:
     """A span for `server/discover` or `initialize`, which the client sends
     outside its request path (nothing when `tracer` is None). They carry no
     trace context: the handshake builds its own `_meta`."""
     if tracer is None:
         return contextlib.nullcontext()
-    return tracer.handshake(client, method, version)
+    return tracer.handshake(method, version)
 
 
 class _NotingIds:
@@ -176,9 +182,10 @@ class _NotingIds:
 class _Traced:
     """One user-visible request: its span, its rounds, its outcome."""
 
-    def __init__(self, tracer: ClientTracer, client: Client, method: str, params: Mapping[str, Any] | None) -> None:
+    def __init__(self, tracer: ClientTracer, method: str, params: Mapping[str, Any] | None,
+                 send_once: Callable[[Call], dict[str, Any]] | None) -> None:
         self.tracer = tracer
-        self.client = client
+        self.send_round = send_once
         self.method = method
         self.name = method
         attributes: dict[str, Any] = {"mcp.method.name": method, **tracer.static}
@@ -273,7 +280,8 @@ class _Traced:
     def _send(self, call: Call, span: Any) -> dict[str, Any]:
         if span is not None:
             call = self._with_context(call)
-        result = self.client._send_once(call)
+        assert self.send_round is not None
+        result = self.send_round(call)
         outer = self.outer
         if outer is not None and result.get("resultType") == "input_required":
             asked = result.get("inputRequests")
@@ -306,12 +314,10 @@ class _Traced:
             self.span.set_attribute("jsonrpc.request.id", str(request_id))
 
     def _session_attributes(self) -> dict[str, Any]:
-        client = self.client
         found: dict[str, Any] = {}
-        dialect = client._dialect
-        if dialect is not None:
-            found["mcp.protocol.version"] = dialect.version
-        session_id = client.session_id
+        version, session_id = self.tracer.describe()
+        if version is not None:
+            found["mcp.protocol.version"] = version
         if session_id:
             found["mcp.session.id"] = session_id
         return found

@@ -143,7 +143,7 @@ _install_checker()
 def fresh_era_memory():
     # The era a server settled on is remembered for the process; each test
     # starts as a new process would, whatever an earlier test connected to.
-    from mcp_sync import era_memory
+    from mcp_sync import negotiation as era_memory
 
     era_memory.forget()
     yield

@@ -102,7 +102,7 @@ def test_output_schema_validators_are_compiled_once(client):
     for _ in range(20):
         client.call_tool("weather", {"city": "Oslo"})
         client.call_tool("add", {"a": 1, "b": 2})
-    assert len(client._catalog.schemas) == 2
+    assert len(client._pipeline.catalog.schemas) == 2
 
 
 def test_definition_passed_directly_is_used_for_validation():
@@ -508,9 +508,9 @@ def test_client_options_are_built_and_validated_once():
              # Keywords over the options, and keywords alone.
              mcp_sync.Client(demo_server(), options, timeout=3),
              mcp_sync.Client(demo_server(), max_pages=5)]
-    assert built[0].options is options and built[0].timeout == 7
-    assert built[1].timeout == 3 and built[1].options.protocol == ("2026-07-28",)
-    assert built[2].options.max_pages == 5
+    assert built[0].options is options and built[0].options.timeouts.request == 7
+    assert built[1].options.timeouts.request == 3 and built[1].options.protocol == ("2026-07-28",)
+    assert built[2].options.limits.max_pages == 5
     for client in built:
         client.close()
     with pytest.raises(ValueError):
@@ -518,4 +518,4 @@ def test_client_options_are_built_and_validated_once():
     with pytest.raises(TypeError):
         mcp_sync.Client(demo_server(), timout=5)
     with mcp_sync.connect(demo_server(), timeout=4, max_pages=9) as connected:
-        assert connected.options.timeout == 4 and connected.options.max_pages == 9
+        assert connected.options.timeouts.request == 4 and connected.options.limits.max_pages == 9

@@ -44,10 +44,10 @@ class LingeringLock:
 
 def test_close_joins_a_closer_that_has_closed_its_connection():
     client = mcp_sync.connect(demo_command())
-    held = client._held
+    held = client._supervisor
     spare = mcp_sync.connect(demo_command())  # a connection to give the closer
-    conn = spare._held.conn
-    spare._held.conn = None
+    conn = spare._supervisor.conn
+    spare._supervisor.conn = None
     lock = LingeringLock(held.lock, lambda me: me.name == "mcp-sync-closer" and me not in held.closers)
     held.lock = lock
     try:
@@ -61,11 +61,11 @@ def test_close_joins_a_closer_that_has_closed_its_connection():
 
 def test_close_joins_a_reconnect_thread_that_found_nothing_to_do():
     client = mcp_sync.connect(demo_command())
-    held = client._held
+    held = client._supervisor
     lock = LingeringLock(held.lock, lambda me: me.name == "mcp-sync-reconnect" and held.healer is None)
     held.lock = lock
     try:
-        client._heal_soon()  # nothing interrupted: it looks once and ends
+        client._supervisor.heal_soon()  # nothing interrupted: it looks once and ends
         assert wait_until(lambda: bool(lock.held))
     finally:
         client.close()
@@ -75,12 +75,12 @@ def test_close_joins_a_reconnect_thread_that_found_nothing_to_do():
 def test_the_roll_of_leaving_threads_stays_bounded():
     with mcp_sync.connect(demo_command()) as client:
         for _ in range(20):  # each looks once, finds nothing, and ends
-            client._heal_soon()
-            assert wait_until(lambda: client._held.healer is None)
-            for thread in list(client._held.leaving):
+            client._supervisor.heal_soon()
+            assert wait_until(lambda: client._supervisor.healer is None)
+            for thread in list(client._supervisor.leaving):
                 thread.join(5)
         # Each one that left was let go once it had ended: only the last is kept.
-        assert len(client._held.leaving) == 1
+        assert len(client._supervisor.leaving) == 1
 
 
 def test_close_waits_for_a_starting_connection_being_abandoned():
@@ -109,9 +109,9 @@ def test_close_waits_for_a_starting_connection_being_abandoned():
     client = mcp_sync.connect(demo_command())
     conn = Connection(SlowToClose(), new_id_counter())
     conn.start()
-    with client._held.lock:
-        client._held.starting.add(conn)
-    giving_up = threading.Thread(target=client._abandon_connection, args=(conn, "the new server never answered"))
+    with client._supervisor.lock:
+        client._supervisor.starting.add(conn)
+    giving_up = threading.Thread(target=client._supervisor.abandon, args=(conn, "the new server never answered"))
     giving_up.start()
     assert closing.wait(5)
     client.close()
@@ -124,7 +124,7 @@ def test_a_reconnect_thread_that_cannot_start_leaves_nothing_to_join(monkeypatch
 
     client = mcp_sync.connect(demo_command())
     monkeypatch.setattr(client_module.threading, "Thread", NoThread)
-    client._heal_soon()
+    client._supervisor.heal_soon()
     monkeypatch.undo()
-    assert client._held.healer is None and "no thread to reconnect" in caplog.text
+    assert client._supervisor.healer is None and "no thread to reconnect" in caplog.text
     client.close()  # joins nothing that never started

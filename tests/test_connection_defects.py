@@ -291,7 +291,7 @@ def test_an_interrupt_during_close_still_closes_the_transport():
     def interrupted(timeout):
         raise KeyboardInterrupt
 
-    conn._sender.flush = interrupted
+    conn._threads._sender.flush = interrupted
     with pytest.raises(KeyboardInterrupt):
         conn.close()
     assert transport.closed == 1

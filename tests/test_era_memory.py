@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import mcp_sync
-from mcp_sync import era_memory
+from mcp_sync import negotiation as era_memory
 
 SERVER = str(Path(__file__).parent / "servers" / "swallows_probe.py")
 

@@ -72,13 +72,10 @@ def test_a_plain_call_takes_the_fast_lane_and_sends_what_the_general_path_sends(
             client.call_tool("show", {}, timeout=30)  # an option: the general path
 
 
-def test_the_shared_meta_follows_the_client_attributes_it_is_made_of(monkeypatch):
-    with mcp_sync.connect(meta_server(), protocol="2026-07-28") as client:
+def test_the_shared_meta_is_made_of_the_options_and_left_alone_by_per_call_handlers(monkeypatch):
+    with mcp_sync.connect(meta_server(), protocol="2026-07-28", log_level="error",
+                          client_info={"name": "renamed", "version": "2"}) as client:
         general_only(client, monkeypatch)
-        first = json.loads(client.call_tool("show").text)["meta"]
-        assert versions.META_LOG_LEVEL not in first
-        client.log_level = "error"
-        client.client_info = {"name": "renamed", "version": "2"}
         second = json.loads(client.call_tool("show").text)["meta"]
         assert second[versions.META_LOG_LEVEL] == "error"
         assert second[versions.META_CLIENT_INFO] == {"name": "renamed", "version": "2"}

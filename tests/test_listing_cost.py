@@ -83,7 +83,7 @@ def test_a_paged_listing_is_remembered_whole(compilations: list[Any]) -> None:
     with mcp_sync.connect(many_tools_server(250, page_size=10)) as client:
         tools = client.list_tools()
         assert [tool.name for tool in tools] == [f"t{i}" for i in range(250)]
-        assert all(client._catalog.get(f"t{i}") is tools[i] for i in range(250))
+        assert all(client._pipeline.catalog.get(f"t{i}") is tools[i] for i in range(250))
         assert client.call_tool("t249").structured_content == {"n": 249}
         assert len(compilations) == 1  # known from the listing: checked
 
@@ -92,7 +92,7 @@ def test_a_listing_that_fails_half_way_keeps_the_tools_known_before() -> None:
     server = many_tools_server(30, page_size=10)
     with mcp_sync.connect(server) as client:
         client.list_tools()
-        known = client._catalog.get("t25")
+        known = client._pipeline.catalog.get("t25")
         assert known is not None
         pages = 0
         real = client._calls.list_page
@@ -107,15 +107,15 @@ def test_a_listing_that_fails_half_way_keeps_the_tools_known_before() -> None:
         client._calls.list_page = failing_on_page_two  # type: ignore[method-assign]
         with pytest.raises(mcp_sync.PaginationError):
             client.list_tools()
-        assert client._catalog.get("t25") is known
+        assert client._pipeline.catalog.get("t25") is known
 
 
 def test_list_page_still_remembers_its_tools() -> None:
     with mcp_sync.connect(many_tools_server(30, page_size=10)) as client:
         page = client.list_page("tools")
         assert [tool.name for tool in page.items] == [f"t{i}" for i in range(10)]
-        assert client._catalog.get("t9") is page.items[9]
-        assert client._catalog.get("t10") is None
+        assert client._pipeline.catalog.get("t9") is page.items[9]
+        assert client._pipeline.catalog.get("t10") is None
 
 
 @pytest.mark.parametrize("value, limit, expected", [

@@ -66,7 +66,7 @@ def test_listing_again_gives_back_the_tools_already_known() -> None:
         again = client.list_tools()
         assert len(again) == 250
         assert all(a is b for a, b in zip(first, again))
-        assert all(client._catalog.get(f"t{i}") is again[i] for i in range(250))
+        assert all(client._pipeline.catalog.get(f"t{i}") is again[i] for i in range(250))
         page = client.list_page("tools")  # one page, remembered page by page
         assert all(tool is first[i] for i, tool in enumerate(page.items))
 
@@ -81,8 +81,8 @@ def test_a_changed_tool_is_built_anew_and_a_removed_one_forgotten() -> None:
         again = {tool.name: tool for tool in client.list_tools()}
         assert again["t5"] is not first["t5"]
         assert again["t5"].description == "does something now"
-        assert client._catalog.get("t5") is again["t5"]
-        assert "t7" not in again and client._catalog.get("t7") is None
+        assert client._pipeline.catalog.get("t5") is again["t5"]
+        assert "t7" not in again and client._pipeline.catalog.get("t7") is None
         assert all(again[name] is first[name] for name in again if name != "t5")
 
 
@@ -95,9 +95,9 @@ def test_an_unchanged_tool_is_still_left_out_where_its_header_annotation_is_inva
     add_tool(server, "bad", input_schema=bad)
     with mcp_sync.connect(server) as client:
         assert "bad" in [tool.name for tool in client.list_tools()]
-        client._catalog.mirrors_headers = True
+        client._pipeline.catalog.mirrors_headers = True
         assert [tool.name for tool in client.list_tools()] == ["t0", "t1", "t2"]
-        assert client._catalog.get("bad") is None
+        assert client._pipeline.catalog.get("bad") is None
 
 
 def test_a_tool_checked_for_header_annotations_is_not_walked_again_until_it_changes(
@@ -112,7 +112,7 @@ def test_a_tool_checked_for_header_annotations_is_not_walked_again_until_it_chan
     monkeypatch.setattr(calls, "header_params", counting)
     server = tools_server(20, page_size=5)
     with mcp_sync.connect(server) as client:
-        client._catalog.mirrors_headers = True  # as over Streamable HTTP
+        client._pipeline.catalog.mirrors_headers = True  # as over Streamable HTTP
         client.list_tools()
         assert len(walked) == 20
         client.list_tools()

@@ -386,7 +386,7 @@ out["peak_mb"] = round(peak_mb(), 1)
 out["warnings"] = len(Count.warnings)
 out["first_warnings"] = Count.warnings[:20]
 out["drops"] = client.dropped.as_dict()
-out["unlistened"] = getattr(client._dispatcher, "unlistened", None)
+out["unlistened"] = getattr(client._supervisor.dispatcher, "unlistened", None)
 if "text" in out:
     out["after"] = client.call_tool("flood", {"count": 3}).text  # still usable
 print(json.dumps(out, default=str), flush=True)

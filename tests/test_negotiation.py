@@ -21,7 +21,7 @@ def methods(entries):
     return [m.get("method") for _, m in entries]
 
 
-def test_modern_server_is_probed_once_and_kept(tmp_path):
+def test_a_stateless_server_is_probed_once_and_kept(tmp_path):
     record = tmp_path / "record"
     with mcp_sync.connect(scripted("--record", str(record))) as client:
         assert client.protocol_version == "2026-07-28"
@@ -34,7 +34,7 @@ def test_modern_server_is_probed_once_and_kept(tmp_path):
     assert probe["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
 
 
-def test_legacy_server_erroring_on_the_probe_is_restarted_and_initialized(tmp_path):
+def test_an_initialize_era_server_erroring_on_the_probe_is_restarted_and_initialized(tmp_path):
     record = tmp_path / "record"
     with mcp_sync.connect(scripted("--versions", "2025-11-25,2025-06-18", "--record", str(record))) as client:
         assert client.protocol_version == "2025-11-25"
@@ -64,7 +64,7 @@ def test_server_that_dies_on_the_probe_is_restarted():
         assert client.call_tool("echo", {"text": "ok"}).text == "ok"
 
 
-def test_modern_refusal_without_a_mutual_version_never_falls_back(tmp_path):
+def test_a_stateless_refusal_without_a_mutual_version_never_falls_back(tmp_path):
     record = tmp_path / "record"
     with pytest.raises(mcp_sync.VersionNegotiationError) as info:
         mcp_sync.connect(scripted("--mode", "unsupported-version", "--record", str(record)))

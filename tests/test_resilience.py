@@ -187,7 +187,7 @@ def test_calls_waiting_for_a_reconnect_are_bounded_by_max_queued(tmp_path):
         os.kill(conn.transport.pid, signal.SIGKILL)
         assert wait_until(lambda: conn.failure is not None, 10)
         # A first reconnect that is not proven alive makes the next one back off.
-        client._attempts = 1
+        client._supervisor.attempts = 1
         outcomes: list[str] = []
         lock = threading.Lock()
 

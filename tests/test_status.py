@@ -422,10 +422,11 @@ def test_coerce_turns_the_connect_argument_into_a_policy_or_none():
             Reconnect.coerce(bad)
 
 
-def test_only_read_methods_are_safe_to_retry():
+def test_only_read_and_idempotent_methods_are_safe_to_retry():
     assert SAFE_TO_RETRY == {
         "ping", "server/discover", "tools/list", "resources/list", "resources/templates/list",
         "prompts/list", "resources/read", "prompts/get", "completion/complete",
+        "tasks/get", "tasks/list", "tasks/result", "tasks/cancel", "tasks/update",
     }
     for method in ("tools/call", "resources/subscribe", "subscriptions/listen", "initialize",
                    "logging/setLevel", "sampling/createMessage"):

@@ -345,17 +345,18 @@ def test_a_task_request_is_sent_again_once_after_a_connection_reset(monkeypatch)
     with mcp_sync.connect(demo_server(tasks=True), tasks=True) as client:
         task = client.call_tool("slow_compute", {"seconds": 0.1}, task=True)
         assert task.status == "working"
-        original = client._request
+        conn = client._conn
+        original = conn.send_request
         failures = {"left": 1, "sent": 0}
 
-        def flaky(method, params, options, **kw):
+        def flaky(method, params=None, **kw):
             failures["sent"] += 1
             if method.startswith("tasks/") and failures["left"]:
                 failures["left"] -= 1
                 raise mcp_sync.ConnectError("POST failed: [Errno 104] Connection reset by peer")
-            return original(method, params, options, **kw)
+            return original(method, params, **kw)
 
-        monkeypatch.setattr(client, "_request", flaky)
+        monkeypatch.setattr(conn, "send_request", flaky)
         assert task.refresh().status in ("working", "completed")
         assert failures == {"left": 0, "sent": 2}
         failures["left"] = 2

@@ -276,7 +276,7 @@ def http_metas(**options: Any) -> list[dict[str, Any]]:
     with HTTPServer(demo_server()) as httpd:
         with mcp_sync.connect(httpd.url, **options) as client:
             client.call_tool("echo", {"text": "a"})
-            tracer = client._tracer
+            tracer = client._pipeline.tracer
         assert tracer is None or options
         return [r.json["params"].get("_meta", {}) for r in httpd.requests
                 if isinstance(r.json, dict) and r.json.get("method") == "tools/call"]
@@ -286,7 +286,7 @@ def test_nothing_without_a_provider():
     # The API's default global providers are proxies: nothing is set up.
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     with mcp_sync.connect(demo_server()) as client:
-        assert client._tracer is None
+        assert client._pipeline.tracer is None
     [meta] = http_metas()
     assert "traceparent" not in meta
 
@@ -310,7 +310,7 @@ def test_without_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails
     monkeypatch.setattr(tracing, "_missing", False)  # restored afterwards, as the import
     with mcp_sync.connect(demo_server()) as client:
-        assert client._tracer is None
+        assert client._pipeline.tracer is None
         assert client.call_tool("echo", {"text": "hi"}).text == "hi"
     assert tracing._missing  # the next client does not try the import again
     with pytest.raises(ValueError, match=r"opentelemetry-api"):
@@ -351,9 +351,11 @@ def test_the_benchmarks_bypass_removes_exactly_the_hook(spans):
 
     provider, exporter = spans
     with mcp_sync.connect(demo_server(), tracer_provider=provider, input_handlers={"form": form}) as client:
-        client._request = _without_tracing_hook(client)
+        pipeline = client._pipeline
+        hooked = pipeline.calls._send
+        pipeline.calls._send = _without_tracing_hook(pipeline)
         assert client.call_tool("book_table", {"date": "friday"}).text == "Booked for 3 under Ada"
         assert requests_of(exporter) == []
-        del client._request
+        pipeline.calls._send = hooked
         client.call_tool("echo", {"text": "hi"})
     assert set(finished(exporter)) == {"tools/call echo"}

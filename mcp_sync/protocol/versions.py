@@ -3,8 +3,9 @@
 Everything version-specific is decided by asking a dialect; no other module
 compares version strings. The settling rules follow the spec's stdio
 backward-compatibility section (2026-07-28 `basic/transports/stdio.mdx`):
-probe with `server/discover`; a `DiscoverResult` or a recognised modern error
-means a modern server, anything else (or silence) a legacy one.
+probe with `server/discover`; a `DiscoverResult` or a recognised stateless-era
+error means a stateless-era server, anything else (or silence) an
+initialize-era one (the spec says "modern" and "legacy").
 
 Nothing here does IO: the engine sends the probe and hands the answer to
 `read_probe_answer`, which says what to do next.
@@ -12,6 +13,7 @@ Nothing here does IO: the engine sends the probe and hands the answer to
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -53,6 +55,28 @@ _VERSION_HEADER_SINCE = "2025-06-18"
 _STRUCTURED_OUTPUT_SINCE = "2025-06-18"
 # `title` in `Implementation` (clientInfo, serverInfo) came with 2025-06-18.
 _IMPLEMENTATION_TITLE_SINCE = "2025-06-18"
+# Extensions in the `initialize` handshake's capabilities came with 2025-11-25.
+_INITIALIZE_EXTENSIONS_SINCE = "2025-11-25"
+
+
+class Era(str, enum.Enum):
+    """The protocol era a revision belongs to: the one name for the idea in
+    code and docs. `STATELESS` is 2026-07-28 (per-request `_meta`,
+    `server/discover`); `INITIALIZE` is every revision with the `initialize`
+    handshake and a session (2025-11-25 back to 2024-11-05). The spec's own
+    words for them are "modern" and "legacy".
+
+    Example::
+
+        >>> dialect_for("2025-06-18").era
+        <Era.INITIALIZE: 'initialize'>
+    """
+
+    STATELESS = "stateless"
+    INITIALIZE = "initialize"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @attrs.frozen
@@ -71,6 +95,23 @@ class Dialect:
 
     version: str
     stateless: bool
+
+    @property
+    def era(self) -> Era:
+        """The era of this revision (`Era.STATELESS` or `Era.INITIALIZE`)."""
+        return Era.STATELESS if self.stateless else Era.INITIALIZE
+
+    @property
+    def initialize_extensions(self) -> bool:
+        """Whether this revision's `initialize` capabilities carry
+        `extensions` (2025-11-25 on; older revisions keep their own shapes).
+
+        Example::
+
+            >>> dialect_for("2025-06-18").initialize_extensions
+            False
+        """
+        return not self.stateless and self._has_since(_INITIALIZE_EXTENSIONS_SINCE)
 
     @property
     def protocol_version_header(self) -> bool:
@@ -184,7 +225,7 @@ def allowed_versions(protocol: str | Iterable[str] | None) -> tuple[str, ...]:
 
 @attrs.frozen
 class UseStateless:
-    """A modern server: speak `version` from now on."""
+    """A stateless-era server: speak `version` from now on."""
 
     version: str
     discover_result: Mapping[str, Any] | None
@@ -192,14 +233,14 @@ class UseStateless:
 
 @attrs.frozen
 class Reprobe:
-    """A modern server that refused our version: probe again at `version`."""
+    """A stateless-era server that refused our version: probe again at `version`."""
 
     version: str
 
 
 @attrs.frozen
 class FallBack:
-    """Not a modern server: restart and send `initialize`. `reason` says why."""
+    """Not a stateless-era server: send `initialize`. `reason` says why."""
 
     reason: str
     #: No answer came within the probe timeout (not an answer that said so).
@@ -210,7 +251,7 @@ ProbeVerdict = UseStateless | Reprobe | FallBack
 
 
 def _recognised_modern_error(error: Mapping[str, Any]) -> bool:
-    # Codes -32020..-32099 are the spec's own; a legacy server never sends them.
+    # Codes -32020..-32099 are the spec's own; an initialize-era server never sends them.
     code = error.get("code")
     return isinstance(code, int) and not isinstance(code, bool) and -32099 <= code <= -32020
 
@@ -219,7 +260,7 @@ def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str])
     """Decide what a `server/discover` probe's answer means.
 
     `message` is the whole JSON-RPC response, or None when none came in time.
-    Raises `VersionNegotiationError` for a modern server with no version in
+    Raises `VersionNegotiationError` for a stateless-era server with no version in
     common: the spec says never to fall back then.
     """
     if message is None:
@@ -240,7 +281,7 @@ def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str])
             )
         if _recognised_modern_error(error):
             raise VersionNegotiationError(
-                f"server/discover failed with a modern error {error.get('code')}: {error.get('message')}",
+                f"server/discover failed with a stateless-era error {error.get('code')}: {error.get('message')}",
                 requested=list(allowed),
             )
         return FallBack(f"server/discover answered error {error.get('code')}: {error.get('message')}")

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 # `HTTP`, `SSE` and `HTTP_OPTIONS` load on first use (PEP 562): the HTTP
 # stack (urllib3, requests, auth) costs more than the rest of the package
 # put together, and a stdio-only program never needs it.
-_LAZY_SUBMODULES = frozenset({"decoding", "http", "http11", "http_auth", "pool", "sse", "tunnel"})
+_LAZY_SUBMODULES = frozenset({"decoding", "http", "http11", "http_answer", "http_auth", "http_request", "http_session",
+                              "pool", "sse", "tunnel"})
 
 
 def __getattr__(name: str) -> Any:

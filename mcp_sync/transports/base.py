@@ -29,7 +29,7 @@ import abc
 from collections.abc import Hashable, Mapping
 from typing import Any, Callable, Protocol
 
-from ..errors import TransportError
+from ..errors import McpError, TransportError
 
 
 class MessageSink(Protocol):
@@ -66,6 +66,11 @@ class MessageSink(Protocol):
 
 class Transport(abc.ABC):
     """One channel to one server. Subclass it for a custom transport."""
+
+    kind: str = "custom"
+    """The kind of transport, as `Client.transport_kind` reports it:
+    "stdio", "streamable-http", "sse", "memory", or "custom" for one of
+    your own."""
 
     cancels_by_notification: bool = True
     """True when cancelling a request means sending `notifications/cancelled`
@@ -166,9 +171,20 @@ class Target(abc.ABC):
     (the stdio probe fallback), so a target is a recipe, not a channel.
     """
 
+    kind: str = "custom"
+    """The kind of transport it opens (see `Transport.kind`)."""
+
     @abc.abstractmethod
     def open(self) -> Transport:
         """A new, not yet started transport."""
+
+    def fallback(self, refusal: McpError | None = None) -> Target | None:
+        """The target to try instead when this one refused the client's
+        first exchange with `refusal` (None: the one it falls back to, as
+        chosen before); None when there is none. A Streamable HTTP URL
+        answers with the old HTTP+SSE transport at the same URL when its
+        `sse_fallback` allows it; the others have no fallback."""
+        return None
 
     def server_key(self) -> Hashable | None:
         """What identifies the server this target reaches, for remembering

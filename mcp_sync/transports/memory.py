@@ -30,6 +30,9 @@ class InProcessServer(Protocol):
 
 
 class MemoryTransport(Transport):
+    kind = "memory"
+    """Always "memory" (see `Target.kind` and `Transport.kind`)."""
+
     def __init__(self, server: InProcessServer) -> None:
         self._server = server
         self._session: ServerSession | None = None
@@ -104,6 +107,9 @@ class Memory(Target):
         client = mcp_sync.connect(Memory(mcp_sync.testing.demo_server()))
         assert client.transport_kind == "memory"
     """
+
+    kind = "memory"
+    """Always "memory" (see `Target.kind` and `Transport.kind`)."""
 
     def __init__(self, server: InProcessServer) -> None:
         if not callable(getattr(server, "open_session", None)):

@@ -10,8 +10,8 @@ business.
 Must not know: how connections are dialed, counted or stopped (`pool`), how
 HTTP/1.1 is framed (`http11`), how credentials are made (`http_auth`), or
 what the options of an HTTP target mean: it is built on the Streamable
-HTTP transport (`http`), whose request loop (authorization, redirects, TLS,
-errors, byte counts) every request here goes through.
+HTTP transport (`http`), whose request loop (`http_request`: authorization,
+redirects, TLS, errors, byte counts) every request here goes through.
 
 How it works. `start()` sends the GET on the calling thread and reads the
 stream until its `endpoint` event, all bounded by `connect_timeout`; the
@@ -43,12 +43,14 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConnectError, ConnectionClosed, InvalidMessage, MessageTooLarge, TransportError
+from ..errors import ConnectError, ConnectionClosed, InvalidMessage, McpError, MessageTooLarge, TransportError
 from ..protocol import jsonrpc
 from ..protocol.sse import Event, EventTooLarge, SSEParser
-from .base import MessageSink, Transport
+from .base import MessageSink, Target, Transport
 from .decoding import Decoder
-from .http import _ERROR_BODY_PREVIEW, _GET_JOIN_SECONDS, _READ_CHUNK, HTTP, HTTPTransport, _decoder, _sse_events
+from .http import HTTP, HTTPTransport
+from .http_request import ERROR_BODY_PREVIEW, READ_CHUNK, decoder_for, sse_events
+from .http_session import GET_JOIN_SECONDS
 from .http11 import Response
 from .pool import Exchange, NoFreeSlot, Stopped
 
@@ -73,6 +75,13 @@ class SSE(HTTP):
         assert client.transport_kind == "sse"
     """
 
+    kind = "sse"
+    """Always "sse" (see `Target.kind` and `Transport.kind`)."""
+
+    def fallback(self, refusal: McpError | None = None) -> Target | None:
+        """None: the HTTP+SSE transport is the last resort."""
+        return None
+
     @classmethod
     def from_http(cls, target: HTTP) -> SSE:
         """The same server and options as `target`, over HTTP+SSE (what the
@@ -92,12 +101,15 @@ class SSE(HTTP):
 
 
 class SSETransport(HTTPTransport):
+
+    kind = "sse"
+    """Always "sse" (see `Target.kind` and `Transport.kind`)."""
     restarts_server = False
     mirrors_headers = False
 
     def __init__(self, target: SSE) -> None:
         super().__init__(target)
-        self._get_offered = False  # Streamable HTTP's own GET stream does not exist here
+        self._session.get_offered = False  # Streamable HTTP's own GET stream does not exist here
         self._stream_url = target.url
         self._stream: Exchange | None = None
         self._reader: threading.Thread | None = None
@@ -146,21 +158,21 @@ class SSETransport(HTTPTransport):
         any message before it); the endpoint is then where POSTs go."""
         url = self._stream_url
         try:
-            response = self._get(exchange, {"Cache-Control": "no-cache"})
+            response = self._session.get(exchange, {"Cache-Control": "no-cache"})
             self._stream_url = url = self._url  # after any redirect the GET followed
             if response.status != 200:
-                preview = self._read_body(response, _ERROR_BODY_PREVIEW, truncate=True)
+                preview = self._wire.read_body(response, ERROR_BODY_PREVIEW, truncate=True)
                 raise self._status_error(response, preview, session=False)
             content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
             if content_type != "text/event-stream":
-                self._drain(response)
+                self._wire.drain(response)
                 raise ConnectError(f"{url} answered the GET with {content_type or 'no content type'!r}, not an "
                                    "event stream: it does not serve the HTTP+SSE transport")
-            self._decoder = _decoder(response)
+            self._decoder = decoder_for(response)
             while self._endpoint is None:
-                chunk = response.read1(_READ_CHUNK)
+                chunk = response.read1(READ_CHUNK)
                 self._count(received=len(chunk))
-                for event in _sse_events(self._parser, self._decoder, chunk):
+                for event in sse_events(self._parser, self._decoder, chunk):
                     self._on_event(event)
                 if not chunk and self._endpoint is None:
                     raise ConnectError(f"the event stream of {url} ended before its endpoint event: "
@@ -226,8 +238,7 @@ class SSETransport(HTTPTransport):
         path = urllib.parse.quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
                                   safe="/?&=%:@!$'()*+,;~-._")
         # Like a followed redirect: every later request goes there.
-        self._path, self._url = path, f"{parts.scheme}://{parts.netloc}{path}"
-        self._head = self._new_head(path)
+        self._wire.retarget(path, f"{parts.scheme}://{parts.netloc}{path}")
         self._endpoint = self._url
         log.debug("the HTTP+SSE server %s takes messages at %s", self._stream_url, self._url)
 
@@ -237,9 +248,9 @@ class SSETransport(HTTPTransport):
         error: TransportError
         try:
             while True:
-                chunk = response.read1(_READ_CHUNK)
+                chunk = response.read1(READ_CHUNK)
                 self._count(received=len(chunk))
-                for event in _sse_events(self._parser, self._decoder, chunk):
+                for event in sse_events(self._parser, self._decoder, chunk):
                     self._on_event(event)
                 if not chunk:
                     break
@@ -310,8 +321,8 @@ class SSETransport(HTTPTransport):
             headers.update(extra)
         try:
             response = self._request(exchange, "POST", headers, jsonrpc.encode(message))
-            answer = self._read_body(response, _ERROR_BODY_PREVIEW * 4, truncate=True)
-            self._done(exchange, response)
+            answer = self._wire.read_body(response, ERROR_BODY_PREVIEW * 4, truncate=True)
+            self._wire.done(exchange, response)
         except Stopped:
             reason = "the connection is closed" if self._closing else "the request was cancelled"
             raise ConnectionClosed(reason) from None
@@ -338,7 +349,7 @@ class SSETransport(HTTPTransport):
             stream.abort()
         super().close()
         if reader is not None and reader is not threading.current_thread():
-            reader.join(_GET_JOIN_SECONDS)
+            reader.join(GET_JOIN_SECONDS)
             if reader.is_alive():
                 log.warning("the HTTP+SSE reader of %s did not end in time", self._stream_url)
 

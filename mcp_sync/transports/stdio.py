@@ -1,27 +1,23 @@
 """The stdio transport: a server subprocess, one JSON-RPC message per line.
 
-Owns the child process and one thread, the *reader*: it waits on the
-server's stdout and stderr with `poll()`, parses each stdout line and
-hands the message to the sink (it never runs user code and never writes),
-and forwards each stderr line where `Stdio(stderr=)` says (see
-`stderr.StderrLines`: the `mcp_sync.server.stderr` logger by default),
-keeping the last lines so that a crash can explain itself. A connection
-costs one thread, idle or not. A second thread, the *stderr drain*, reads
-stderr instead when `stderr=` is a callable (user code: it must never delay
-the reading of responses, and a slow one should hold up the server's stderr
-writes only, as it always did) and on Windows, where pipes cannot be
-selected. Writers (any caller thread) share stdin under one lock; each
-message is written whole or the connection fails.
+Owns one thread, the *reader*: it waits on the server's stdout and stderr
+with `poll()`, parses each stdout line and hands the message to the sink
+(it never runs user code and never writes), and forwards each stderr line
+where `Stdio(stderr=)` says (see `stderr.StderrLines`: the
+`mcp_sync.server.stderr` logger by default), keeping the last lines so
+that a crash can explain itself. A connection costs one thread, idle or
+not. A second thread, the *stderr drain*, reads stderr instead when
+`stderr=` is a callable (user code: it must never delay the reading of
+responses, and a slow one should hold up the server's stderr writes only,
+as it always did) and on Windows, where pipes cannot be selected.
 
-The server runs in a process group of its own (a session of its own on
-POSIX): the SIGINT that Ctrl-C in a terminal, or Jupyter's "Interrupt
-kernel", sends to the client's whole group reaches the client only, and the
-server with whatever it started can be ended as one group.
-
-On POSIX the write end of stdin is non-blocking, so that a server that does
-not read cannot hold a caller past its deadline: a message that cannot
-start by then is not written (`RequestTimeout`), one cut off by then fails
-the connection (half a message must never be followed by another).
+Two collaborators own the rest, each behind a few public methods:
+`stdio_process.ServerProcess` the child process (its own process group, so
+that the SIGINT of Ctrl-C or Jupyter's "Interrupt kernel" reaches the
+client only, and the staged shutdown of that group), and
+`stdio_writer.StdinWriter` the server's stdin (writers from any thread,
+each message whole or the connection fails; on POSIX non-blocking, so that
+a server that does not read cannot hold a caller past its deadline).
 
 When stdout ends, or a line is not JSON or is longer than `max_line_bytes`,
 the reader reports one `TransportError` to the sink and stops; the engine
@@ -30,10 +26,14 @@ order, for the server's whole process group: close stdin, wait, SIGTERM,
 wait, SIGKILL; it returns within `3 x shutdown_timeout + 1 s` whatever
 the server's children do (a pipe still held by a process that left the group
 is left to the reader threads, which close it when they end).
-`start()` and `close()` share a lock, so a close racing a (re)start either
-prevents it or stops what it started. In a child after `os.fork()`,
-`discard()` only drops the child's copies of the pipes: the server stays the
-parent's.
+
+Lock discipline: `start()` and `close()` share `_close_lock`, so a close
+racing a (re)start either prevents it or stops what it started. `_closing`
+is written under it and read without it (a flag: readers and writers only
+look). `_pipes_lock` settles who closes stdout and stderr (see
+`_pipe_done`); `_sent_lock` guards `bytes_sent`; the writer has its own.
+In a child after `os.fork()`, `discard()` only drops the child's copies of
+the pipes: the server stays the parent's.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import (
-    ConnectError,
     ConnectionClosed,
     InvalidMessage,
     MessageTooLarge,
@@ -63,31 +62,19 @@ from .stderr import StderrLines, StderrOption, check_option
 
 # `subprocess` (with `signal`, `selectors`, `locale`) and `shlex` load when a
 # server is started, not at `import mcp_sync`: some 5 ms of it, which a
-# program that never runs a stdio server would pay for nothing.
+# program that never runs a stdio server would pay for nothing. So do the
+# collaborators, `stdio_process` (which imports them) and `stdio_writer`.
 if TYPE_CHECKING:
     import subprocess
+
+    from .stdio_process import ServerProcess
+    from .stdio_writer import StdinWriter
 
 log = logging.getLogger("mcp_sync.transport.stdio")
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_LINES = 20
 
-#: A writer waiting for room in the server's stdin, or for the write lock,
-#: wakes this often: to see that `close()` began, and (on the main thread)
-#: to let a simulated Ctrl-C (`_thread.interrupt_main()`) land.
-_WRITE_SLICE = 0.1
-#: Whether a message of at most `_ATOMIC_WRITE` bytes is written without the
-#: write lock (see `StdioTransport._write_alone`): on POSIX, where one write
-#: of at most PIPE_BUF bytes to a pipe is never split nor mixed with another
-#: writer's (on systems whose pipes are known to keep that promise), and
-#: only with the GIL, whose order makes the hand-shake with the lock's
-#: holders safe (a free-threaded build takes the lock).
-_LOCK_FREE_WRITES = sys.platform.startswith(("linux", "darwin", "freebsd", "openbsd", "netbsd"))
-if _LOCK_FREE_WRITES and hasattr(sys, "_is_gil_enabled"):  # 3.13 on: the build decides, not the moment
-    import sysconfig
-
-    _LOCK_FREE_WRITES = not sysconfig.get_config_var("Py_GIL_DISABLED")
-_ATOMIC_WRITE = getattr(select, "PIPE_BUF", 512)
 #: How long `close()` waits for the reader threads once the server's group
 #: is gone (after its three `shutdown_timeout` steps at most).
 _JOIN_SLACK = 0.5
@@ -103,11 +90,6 @@ _STDERR_LINE = 65536
 #: How long the reader keeps reading stderr after stdout ended, before it
 #: reports the server's exit: its last words explain the exit.
 _LAST_WORDS_SECONDS = 1.0
-
-#: Pipes of servers inherited across `os.fork()`, whose descriptors
-#: `discard()` closed: kept so that their file objects are never closed (or
-#: collected) in the child. One entry per discarded transport.
-_ORPHANS: list[subprocess.Popen[bytes]] = []
 
 
 class Stdio(Target):
@@ -160,6 +142,9 @@ class Stdio(Target):
             `"print"`, a callable, or None for the default described above.
     """
 
+    kind = "stdio"
+    """Always "stdio" (see `Target.kind` and `Transport.kind`)."""
+
     def __init__(
         self,
         command: str,
@@ -204,24 +189,22 @@ class Stdio(Target):
 
 
 class StdioTransport(Transport):
+
+    kind = "stdio"
+    """Always "stdio" (see `Target.kind` and `Transport.kind`)."""
     cancels_by_notification = True
 
     def __init__(self, target: Stdio) -> None:
         self._target = target
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._process: ServerProcess | None = None
+        # Made with the process, dropped by `discard()`: None means nothing
+        # may be written (not started, or a child after a fork).
+        self._writer: StdinWriter | None = None
         self._sink: MessageSink | None = None
-        self._write_lock = threading.Lock()
-        # Writers without the lock (small messages, see `_write_alone`): a
-        # token each while they write; the lock's holder sets `_exclusive`
-        # and waits for none to be left before it writes or closes stdin.
-        self._alone: set[object] = set()
-        self._exclusive = False
         self._sent_lock = threading.Lock()  # bytes_sent, from writers with and without the write lock
         self._close_lock = threading.Lock()
         self._closing = False
         self._closed = False
-        #: Set once a message was cut off: nothing may be written after it.
-        self._broken: TransportError | None = None
         self._reader: threading.Thread | None = None
         self._drain: threading.Thread | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
@@ -235,6 +218,9 @@ class StdioTransport(Transport):
     # -- lifecycle ---------------------------------------------------------
 
     def start(self, sink: MessageSink) -> None:
+        from .stdio_process import ServerProcess
+        from .stdio_writer import StdinWriter
+
         target = self._target
         env = None
         if target.env is not None or not target.inherit_env:
@@ -243,34 +229,18 @@ class StdioTransport(Transport):
         # Under the close lock: a close() from another thread either comes
         # first (and nothing is started) or waits and then stops what was
         # started; a process is never started after close() returned.
-        import subprocess
-
         with self._close_lock:
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
-            try:
-                proc = subprocess.Popen(
-                    [target.command, *target.args],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    env=env, cwd=target.cwd, close_fds=True, **_own_process_group(),
-                )
-            except OSError as exc:
-                hint = ""
-                if isinstance(exc, FileNotFoundError) and not target.args and len(target.command.split()) > 1:
-                    # ['python server.py']: a command line given as one string.
-                    import shlex
-
-                    hint = f" (the command and its arguments are separate strings: {shlex.split(target.command)!r})"
-                raise ConnectError(f"cannot start server {target.command!r}: {exc}{hint}") from exc
-            if sys.platform != "win32":
-                assert proc.stdin is not None
-                # Writes then never block: a deadline, or close(), can end a
-                # write to a server that stopped reading (and a lone write,
-                # see `_write_alone`, writes all or nothing). Set before the
-                # process is published, so that no write ever sees it blocking.
-                os.set_blocking(proc.stdin.fileno(), False)
-            self._proc = proc
+            process = ServerProcess.spawn([target.command, *target.args], env=env, cwd=target.cwd)
+            stdin = process.popen.stdin
+            assert stdin is not None
+            self._process = process
             self._sink = sink
+            # Published last: a send finds the process (and its exit code,
+            # should a write fail) and a non-blocking stdin.
+            self._writer = StdinWriter(stdin, explain=self._exit_error,
+                                       on_broken=lambda error: self._report(sink, error))
             name = os.path.basename(target.command)
             if sys.platform == "win32" or callable(target.stderr):
                 self._drain = threading.Thread(target=self._drain_stderr, name=f"mcp-sync-stderr-{name}",
@@ -286,26 +256,22 @@ class StdioTransport(Transport):
         """In a child after `os.fork()`: close this process's copies of the
         pipes and nothing else. The server is the parent's: no EOF is
         written, no signal sent, no thread joined (none was copied). The
-        pipe objects are kept (`_ORPHANS`) rather than closed, because their
-        buffer locks may have been held by a parent thread at the fork."""
+        writer goes, with the locks a parent thread may have held at the
+        fork: the child writes nothing more."""
         self._closing = self._closed = True
-        self._write_lock = threading.Lock()
+        self._writer = None
         self._sent_lock = threading.Lock()
-        self._alone = set()  # tokens of parent threads, which the child does not have
-        self._exclusive = False
         self._close_lock = threading.Lock()
         self._pipes_lock = threading.Lock()
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is None:
-                continue
-            try:
-                os.close(stream.fileno())
-            except (OSError, ValueError):
-                pass
-        _ORPHANS.append(proc)
+        process, self._process = self._process, None
+        if process is not None:
+            process.forget()
+
+    @property
+    def _proc(self) -> subprocess.Popen[bytes] | None:
+        """The server's `Popen`, for its pipes (None before `start()` and
+        after `discard()`)."""
+        return self._process.popen if self._process is not None else None
 
     @property
     def close_budget(self) -> float:  # type: ignore[override]
@@ -320,96 +286,23 @@ class StdioTransport(Transport):
         propagates; a later `close()` finishes the rest."""
         with self._close_lock:
             self._closing = True
+            writer = self._writer
+            if writer is not None:
+                writer.begin_close()  # a writer waiting for room lets go within a slice
             if self._closed:
                 return
-            proc = self._proc
-            if proc is not None:
+            process = self._process
+            if process is not None and writer is not None:
                 try:
-                    self._stop_process(proc)
+                    process.stop(self._target.shutdown_timeout, writer.close_stdin)
                 except BaseException:
-                    self._kill(proc)
+                    process.kill()
                     raise
                 # The group is gone: the pipes end at once unless a process
                 # that left the group holds them, and then waiting is useless.
                 self._join_readers(time.monotonic() + _JOIN_SLACK)
-                self._close_pipes(proc)
+                self._close_pipes(process.popen, writer)
             self._closed = True
-
-    def _stop_process(self, proc: subprocess.Popen[bytes]) -> None:
-        """The spec's shutdown order, for the server's whole group: end of
-        input, SIGTERM, SIGKILL, at most `shutdown_timeout` for each."""
-        import subprocess
-
-        grace = self._target.shutdown_timeout
-        polite_until = time.monotonic() + grace
-        # A writer waiting for room sees `_closing` within a slice and lets go.
-        if self._close_stdin(proc, polite_until):
-            if self._wait_group(proc, polite_until - time.monotonic()):
-                return
-        log.debug("server %s did not exit after stdin closed, or left processes behind; terminating",
-                  self._target.command)
-        self._terminate(proc)
-        if self._wait_group(proc, grace):
-            return
-        log.warning("server %s (or a process it started) ignored SIGTERM; killing it", self._target.command)
-        self._kill(proc)
-        # SIGKILL cannot be ignored: wait for the server itself only (an
-        # orphan nobody reaps would keep the group "alive" as a zombie).
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            log.warning("server %s did not die %g s after SIGKILL", self._target.command, grace)
-
-    def _wait_group(self, proc: subprocess.Popen[bytes], timeout: float) -> bool:
-        """Wait at most `timeout` for the server to exit (it is reaped) and
-        its process group to be empty. True when both happened."""
-        until = time.monotonic() + max(timeout, 0.0)
-        pause = 0.001
-        while True:
-            if proc.poll() is not None and not _group_alive(proc):
-                return True
-            remaining = until - time.monotonic()
-            if remaining <= 0:
-                return False
-            # No call waits for a process group to empty: poll, briefly.
-            time.sleep(min(pause, remaining))
-            pause = min(pause * 2, 0.05)
-
-    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
-        self._end(proc, kill=False)
-
-    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
-        self._end(proc, kill=True)
-
-    def _end(self, proc: subprocess.Popen[bytes], *, kill: bool) -> None:
-        """SIGTERM (or SIGKILL) to the server's group; on Windows, which has
-        no group signal to send, TerminateProcess on the server only."""
-        import signal
-
-        try:
-            if sys.platform != "win32":
-                _signal_group(proc, signal.SIGKILL if kill else signal.SIGTERM)
-            elif kill:
-                proc.kill()
-            else:
-                proc.terminate()
-        except OSError as exc:
-            log.debug("could not signal server %s: %s", self._target.command, exc)
-
-    def _close_stdin(self, proc: subprocess.Popen[bytes], until: float) -> bool:
-        """Close the server's stdin with no writer in it: the write lock
-        taken and the lone writers kept out (see `_write_alone`), both by
-        `until`. False (stdin left open) when that could not be had."""
-        if not self._write_lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
-            return False
-        try:
-            if not self._exclude_alone(until):
-                return False
-            _close_quietly(proc.stdin)
-            return True
-        finally:
-            self._exclusive = False
-            self._write_lock.release()
 
     def _join_readers(self, until: float) -> None:
         """Wait (until `until`) for the reader and the stderr drain, which end
@@ -418,8 +311,10 @@ class StdioTransport(Transport):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(max(until - time.monotonic(), 0.05))
 
-    def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
-        self._close_stdin(proc, time.monotonic() + 2 * _WRITE_SLICE)
+    def _close_pipes(self, proc: subprocess.Popen[bytes], writer: StdinWriter) -> None:
+        from .stdio_writer import WRITE_SLICE  # loaded by start() already
+
+        writer.close_stdin(time.monotonic() + 2 * WRITE_SLICE)  # if the polite step could not
         # Without a drain thread, the reader reads stderr too.
         drain = self._drain if self._drain is not None else self._reader
         readers = ((proc.stdout, self._reader), (proc.stderr, drain))
@@ -484,105 +379,13 @@ class StdioTransport(Transport):
         applied.
         """
         data = jsonrpc.encode(message) + b"\n"
-        proc = self._proc
-        if proc is None or proc.stdin is None:
+        writer = self._writer
+        if writer is None:
             raise ConnectionClosed("the stdio transport is not started")
-        if _LOCK_FREE_WRITES and len(data) <= _ATOMIC_WRITE and not self._closing:
-            try:
-                fd = proc.stdin.fileno()
-            except ValueError:  # closed by close() since: the locked path says so
-                fd = -1
-            if fd >= 0 and self._write_alone(fd, data):
-                return
-        if not self._lock_for_writing(deadline):
+        if not writer.write(data, deadline):
             raise _no_room(message)
-        try:
-            if not self._exclude_alone(deadline):
-                raise _no_room(message)
-            if self._closing:
-                raise ConnectionClosed("the connection is closed")
-            if self._broken is not None:
-                raise _copy(self._broken)
-            if sys.platform == "win32":
-                try:
-                    proc.stdin.write(data)
-                    proc.stdin.flush()
-                except (ValueError, OSError) as exc:
-                    raise self._exit_error(f"cannot write to the server: {exc}") from exc
-            else:
-                self._write_whole(proc.stdin.fileno(), data, deadline, message)
-            with self._sent_lock:
-                self.bytes_sent += len(data)
-        finally:
-            self._exclusive = False
-            self._write_lock.release()
-
-    def _write_alone(self, fd: int, data: bytes) -> bool:
-        """Write a message of at most PIPE_BUF bytes without the write lock:
-        True once written; False when it must take the lock (a holder of the
-        lock is writing or closing, or the pipe has no room for all of it).
-
-        At 8 and 32 threads the write lock was the convoy of the stdio call:
-        its holder lets go of the GIL in `os.write` and must wait for it
-        again before it can let go of the lock, while every other writer
-        sleeps on the lock (a third of the samples holding the GIL were
-        waits for it). One `write()` of at most PIPE_BUF bytes to a pipe is
-        whole and unmixed (POSIX), and on a non-blocking pipe it writes all
-        or nothing, so such a message needs no lock against the others like
-        it; only against a holder of the lock, who may be writing a larger
-        message in pieces or closing stdin. Hence the hand-shake: a writer
-        puts a token in `_alone`, then looks at `_exclusive`; the holder
-        sets `_exclusive`, then waits for `_alone` to be empty (see
-        `_exclude_alone`). Whichever comes second sees the other."""
-        token = object()
-        alone = self._alone
-        failure: OSError | None = None
-        try:
-            alone.add(token)
-            if self._exclusive or self._closing or self._broken is not None:
-                return False
-            try:
-                written = os.write(fd, data)
-            except BlockingIOError:
-                return False  # no room for all of it: nothing was written
-            except OSError as exc:  # EPIPE: the server closed its stdin or exited
-                failure = exc
-                written = 0
-        finally:
-            alone.discard(token)
-        if failure is not None:
-            error = self._exit_error(f"cannot write to the server: {failure}")
-            if isinstance(error, ConnectionClosed):
-                error.may_have_executed = False  # nothing of it left: the client may send it elsewhere
-            raise error from failure
-        if written != len(data):  # pragma: no cover - a pipe never splits such a write
-            cut = ConnectionClosed(f"a message to the server was cut off after {written} of {len(data)} bytes; "
-                                   "the connection cannot be used any more")
-            self._break(cut)
-            raise cut
         with self._sent_lock:
-            self.bytes_sent += written
-        return True
-
-    def _exclude_alone(self, deadline: float | None) -> bool:
-        """With the write lock held: keep writers without the lock out, and
-        wait for those writing now (`_write_alone`). They never block (a
-        non-blocking pipe), so this is a moment; False if `deadline` passed
-        first (the caller releases the lock either way, and clears
-        `_exclusive` when it does)."""
-        self._exclusive = True
-        if not self._alone:
-            return True
-        spin_until = time.monotonic() + 0.001
-        while self._alone:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return False
-            # sleep(0) lets them run (each needs the GIL to finish); past a
-            # millisecond, one is held up (a signal handler on its own thread
-            # closing, say): wait without burning a core.
-            time.sleep(0 if now < spin_until else 0.0005)
-        return True
+            self.bytes_sent += len(data)
 
     def exchange(
         self, message: Mapping[str, Any], headers: Mapping[str, str] | None, deadline: float | None,
@@ -596,68 +399,6 @@ class StdioTransport(Transport):
             pass
         return 0.0
 
-    def _lock_for_writing(self, deadline: float | None) -> bool:
-        """Take the write lock, waiting at most until `deadline`: False if
-        it passed. Waits in slices, so close() and Ctrl-C are seen."""
-        if self._write_lock.acquire(blocking=False):  # the common case: nobody writing
-            return True
-        while True:
-            wait = _WRITE_SLICE
-            if deadline is not None:
-                wait = min(wait, max(deadline - time.monotonic(), 0.0))
-            if self._write_lock.acquire(timeout=wait):
-                return True
-            if self._closing:
-                raise ConnectionClosed("the connection is closed")
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-
-    def _write_whole(self, fd: int, data: bytes, deadline: float | None, message: Mapping[str, Any]) -> None:
-        """Write `data` to the non-blocking `fd` (with the write lock held),
-        waiting for room until `deadline`. A message cut off (deadline,
-        interrupt, close, a dead server) breaks the transport for good."""
-        view = memoryview(data)
-        written = 0
-        try:
-            while written < len(data):
-                try:
-                    written += os.write(fd, view[written:])
-                    continue
-                except BlockingIOError:
-                    pass
-                except OSError as exc:  # EPIPE: the server closed its stdin or exited
-                    error = self._exit_error(f"cannot write to the server: {exc}")
-                    if written == 0 and isinstance(error, ConnectionClosed):
-                        # Nothing of it left: the client may send it elsewhere.
-                        error.may_have_executed = False
-                    raise error from exc
-                if self._closing:
-                    raise ConnectionClosed("the connection is closed")
-                wait = _WRITE_SLICE
-                if deadline is not None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        if written == 0:
-                            raise _no_room(message)
-                        raise ConnectionClosed(
-                            f"the server did not read its input: a message was cut off after {written} of "
-                            f"{len(data)} bytes at the call's deadline; the connection cannot be used any more")
-                    wait = min(wait, remaining)
-                _wait_writable(fd, wait)
-        except BaseException as exc:
-            if 0 < written < len(data):
-                self._break(exc if isinstance(exc, TransportError) else ConnectionClosed(
-                    f"a message to the server was cut off after {written} of {len(data)} bytes "
-                    f"({type(exc).__name__}); the connection cannot be used any more"))
-            raise
-
-    def _break(self, error: TransportError) -> None:
-        """Half a message went out: nothing may follow it. Fail the
-        connection (unless it is closing anyway)."""
-        self._broken = error
-        sink = self._sink
-        if sink is not None and not self._closing:
-            sink.transport_failed(error)
 
     # -- reading ---------------------------------------------------------------
 
@@ -872,19 +613,14 @@ class StdioTransport(Transport):
     def _exit_error(self, what: str, wait: float = 1.0) -> TransportError:
         """The error for a server that went away: its exit code (waited for
         at most `wait` seconds) and last stderr."""
-        proc = self._proc
+        process = self._process
         if self._closing:
             return ConnectionClosed("the connection is closed")
         returncode = None
-        if proc is not None:
-            import subprocess
-
-            try:
-                # stdout ending usually means the process is exiting; give it a
-                # moment so the exit code and its last stderr lines are known.
-                returncode = proc.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                returncode = None
+        if process is not None:
+            # stdout ending usually means the process is exiting; give it a
+            # moment so the exit code and its last stderr lines are known.
+            returncode = process.exit_code(wait)
         if returncode is None:
             return ConnectionClosed(f"{what} (the process is still running){self._tail_text()}")
         if self._drain is not None and self._drain is not threading.current_thread():
@@ -928,60 +664,11 @@ class StdioTransport(Transport):
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._process.pid if self._process is not None else None
 
     def describe(self) -> str:
         return f"stdio server {self._target.command!r}"
 
-
-def _own_process_group() -> dict[str, Any]:
-    """`Popen` options that start the server in a process group of its own
-    (a session, on POSIX): the SIGINT a terminal's Ctrl-C or Jupyter's
-    "Interrupt kernel" sends to the client's group must not reach it."""
-    if sys.platform == "win32":
-        import subprocess
-
-        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
-    return {"start_new_session": True}
-
-
-def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    """Send `signum` to the server's process group, and to the server itself
-    (it may have left the group). The group is only signalled while it has
-    members or the server is unreaped: its id cannot be reused then."""
-    if sys.platform == "win32":  # no groups to signal there (see `_terminate`)
-        proc.send_signal(signum)
-        return
-    if proc.poll() is None or _group_alive(proc):
-        try:
-            os.killpg(proc.pid, signum)
-        except ProcessLookupError:
-            pass
-    proc.send_signal(signum)  # a no-op once the server was reaped
-
-
-def _wait_writable(fd: int, seconds: float) -> None:
-    """Wait at most `seconds` for room in the pipe `fd` (POSIX only: on
-    Windows writes block and never come here)."""
-    if sys.platform == "win32":
-        raise NotImplementedError("pipes cannot be polled on Windows")
-    poller = select.poll()  # not select(): it fails on descriptors above 1023
-    poller.register(fd, select.POLLOUT)
-    poller.poll(seconds * 1000)
-
-
-def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
-    """Is any process left in the server's group (the server's pid is its
-    id)? Windows: only the server itself is known."""
-    if sys.platform == "win32":
-        return proc.poll() is None
-    try:
-        os.killpg(proc.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # a member that is not ours to signal; it is still there
-    return True
 
 
 def _no_room(message: Mapping[str, Any]) -> RequestTimeout:
@@ -989,14 +676,6 @@ def _no_room(message: Mapping[str, Any]) -> RequestTimeout:
     return RequestTimeout(f"{method or 'a message'}: the server did not read its input in time; nothing was sent",
                           method=method if isinstance(method, str) else None)
 
-
-def _copy(error: TransportError) -> TransportError:
-    """A fresh instance of `error` for another thread (threads must not share
-    one: raising it from many tangles its traceback)."""
-    new = error.__class__.__new__(error.__class__, *error.args)
-    new.__dict__.update(error.__dict__)
-    new.args = error.args
-    return new
 
 
 def _hung_up(stream: IO[bytes]) -> bool:

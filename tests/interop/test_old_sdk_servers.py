@@ -242,7 +242,7 @@ def test_connect_time(case, client):
     """A server that answers the probe (even with an error) is settled at
     once; one that swallows it costs the probe timeout (printed at the end)."""
     seconds, _ = CONNECT_TIMES[case.id]
-    assert seconds < client.probe_timeout + 5
+    assert seconds < client.options.timeouts.probe + 5
 
 
 def test_tools(case, client):

@@ -31,25 +31,25 @@ def test_allowed_versions_rejects_unknown(bad):
 
 
 def test_dialect_meta_only_for_stateless():
-    modern = dialect_for("2026-07-28")
-    meta = modern.request_meta({"roots": {}}, {"name": "c", "version": "1"}, "info")
+    stateless = dialect_for("2026-07-28")
+    meta = stateless.request_meta({"roots": {}}, {"name": "c", "version": "1"}, "info")
     assert meta == {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
         "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
         "io.modelcontextprotocol/logLevel": "info",
     }
-    assert "io.modelcontextprotocol/logLevel" not in modern.request_meta({}, {}, None)
+    assert "io.modelcontextprotocol/logLevel" not in stateless.request_meta({}, {}, None)
     assert dialect_for("2025-11-25").request_meta({}, {}, "info") == {}
 
 
 def test_dialect_methods():
-    modern, legacy = dialect_for("2026-07-28"), dialect_for("2025-06-18")
-    assert not modern.defines("ping") and legacy.defines("ping")
-    assert modern.defines("server/discover") and not legacy.defines("server/discover")
-    assert not modern.defines("logging/setLevel") and legacy.defines("logging/setLevel")
-    assert modern.defines("tools/call") and legacy.defines("tools/call")
-    assert modern.defines("x-vendor/custom") and legacy.defines("x-vendor/custom")
+    stateless, initialize_era = dialect_for("2026-07-28"), dialect_for("2025-06-18")
+    assert not stateless.defines("ping") and initialize_era.defines("ping")
+    assert stateless.defines("server/discover") and not initialize_era.defines("server/discover")
+    assert not stateless.defines("logging/setLevel") and initialize_era.defines("logging/setLevel")
+    assert stateless.defines("tools/call") and initialize_era.defines("tools/call")
+    assert stateless.defines("x-vendor/custom") and initialize_era.defines("x-vendor/custom")
 
 
 def test_initialize_may_not_be_cancelled():
@@ -81,12 +81,12 @@ def test_discover_result_selects_highest_mutual():
     assert verdict.discover_result["supportedVersions"] == ["2025-11-25", "2026-07-28"]
 
 
-def test_silence_means_legacy():
+def test_silence_means_the_initialize_era():
     assert isinstance(read_probe_answer(None, ALL), FallBack)
 
 
 @pytest.mark.parametrize("code", [-32601, -32602, -32600, -32603, -32000, -32002, 1, -1])
-def test_any_non_modern_error_means_legacy(code):
+def test_any_non_stateless_error_means_the_initialize_era(code):
     assert isinstance(read_probe_answer(error(code), ALL), FallBack)
 
 
@@ -101,22 +101,22 @@ def test_unsupported_version_without_mutual_never_falls_back():
     assert info.value.supported == ["2030-01-01"]
 
 
-def test_unsupported_version_with_only_legacy_listed_never_falls_back():
-    # A modern error identifies a modern server: the spec says do not fall back.
+def test_unsupported_version_with_only_initialize_era_listed_never_falls_back():
+    # A stateless error identifies a stateless server: the spec says do not fall back.
     with pytest.raises(VersionNegotiationError):
         read_probe_answer(error(-32022, {"supported": ["2025-11-25"]}), ALL)
 
 
-def test_other_modern_error_is_not_a_fallback():
+def test_other_stateless_error_is_not_a_fallback():
     with pytest.raises(VersionNegotiationError):
         read_probe_answer(error(-32021, {"requiredCapabilities": {}}), ALL)
 
 
-def test_result_without_supported_versions_means_legacy():
+def test_result_without_supported_versions_means_the_initialize_era():
     assert isinstance(read_probe_answer({"jsonrpc": "2.0", "id": 1, "result": {}}, ALL), FallBack)
 
 
-def test_discover_listing_only_legacy_versions_falls_back():
+def test_discover_listing_only_initialize_era_versions_falls_back():
     assert isinstance(read_probe_answer(discover(["2025-11-25"]), ALL), FallBack)
 
 

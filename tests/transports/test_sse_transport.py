@@ -294,7 +294,7 @@ def test_a_url_of_an_sse_only_server_falls_back_to_sse(serve, caplog):
         with mcp_sync.connect(sse.url) as client:
             assert client.transport_kind == "sse"
             assert client.call_tool("add", {"a": 1, "b": 2}).structured_content == {"sum": 3}
-            assert isinstance(client._target, mcp_sync.SSE)
+            assert isinstance(client._supervisor.settled.target, mcp_sync.SSE)
     assert any("HTTP+SSE" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
     # The POSTs to the stream's URL were refused (405), then the GET opened the stream.
     assert [(r.method, r.path) for r in sse.requests[:3]] == [("POST", "/sse"), ("POST", "/sse"), ("GET", "/sse")]
@@ -499,7 +499,7 @@ def test_remembered_sse_era_heals_when_the_get_is_an_endpointless_stream():
     ServerError/VersionNegotiationError/HTTPStatusError: the SSE start's
     ConnectError ("ended before its endpoint event") fails connect(), and
     every later connect() in the process, until `forget_eras()`."""
-    from mcp_sync import era_memory
+    from mcp_sync import negotiation as era_memory
     from mcp_sync.testing.http import GateAnswer
 
     def gate(request):

@@ -14,6 +14,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.transports import stdio as stdio_module
+from mcp_sync.transports import stdio_writer
 from tests.conftest import scripted, wait_until
 from tests.test_threads import check, hammer
 
@@ -81,7 +82,7 @@ def test_bytes_sent_counts_every_write_with_and_without_the_lock(monkeypatch):
             written[fd] += n
             return n
 
-    monkeypatch.setattr(stdio_module, "os", CountingOs())
+    monkeypatch.setattr(stdio_writer, "os", CountingOs())
     with mcp_sync.connect(mcp_sync.Stdio(sys.executable, scripted()[1:])) as client:
         transport = client._conn.transport
         fd = transport._proc.stdin.fileno()
@@ -95,38 +96,39 @@ def test_bytes_sent_counts_every_write_with_and_without_the_lock(monkeypatch):
 def test_a_lone_writer_stands_back_while_the_lock_holder_is_exclusive():
     with mcp_sync.connect(mcp_sync.Stdio(sys.executable, scripted()[1:])) as client:
         transport = client._conn.transport
+        writer = transport._writer
         fd = transport._proc.stdin.fileno()
         sent = transport.bytes_sent
-        transport._exclusive = True
+        writer._exclusive = True
         try:
-            assert transport._write_alone(fd, b'{"jsonrpc":"2.0","method":"x"}\n') is False
+            assert writer._write_alone(fd, b'{"jsonrpc":"2.0","method":"x"}\n') is False
         finally:
-            transport._exclusive = False
-        assert transport.bytes_sent == sent and not transport._alone
+            writer._exclusive = False
+        assert transport.bytes_sent == sent and not writer._alone
         assert client.call_tool("echo", {"text": "after"}).text == "after"  # nothing half-written
 
 
 def test_the_lock_holder_waits_for_a_lone_writer_in_flight_and_no_longer():
     with mcp_sync.connect(mcp_sync.Stdio(sys.executable, scripted()[1:])) as client:
-        transport = client._conn.transport
+        writer = client._conn.transport._writer
         token = object()
-        transport._alone.add(token)  # a lone writer between its token and its write
+        writer._alone.add(token)  # a lone writer between its token and its write
         try:
             # Its deadline bounds the wait.
-            assert transport._exclude_alone(time.monotonic() + 0.05) is False
-            transport._exclusive = False
+            assert writer._exclude_alone(time.monotonic() + 0.05) is False
+            writer._exclusive = False
 
             def finish_when_excluded():
-                wait_until(lambda: transport._exclusive, timeout=5)  # else the holder gives up at its deadline
-                transport._alone.discard(token)
+                wait_until(lambda: writer._exclusive, timeout=5)  # else the holder gives up at its deadline
+                writer._alone.discard(token)
 
             finisher = threading.Thread(target=finish_when_excluded)
             finisher.start()
-            assert transport._exclude_alone(time.monotonic() + 5) is True
+            assert writer._exclude_alone(time.monotonic() + 5) is True
             finisher.join()
         finally:
-            transport._exclusive = False
-            transport._alone.discard(token)
+            writer._exclusive = False
+            writer._alone.discard(token)
         assert client.call_tool("echo", {"text": "still fine"}).text == "still fine"
 
 
@@ -143,7 +145,7 @@ def test_a_full_pipe_sends_a_small_message_through_the_lock_and_its_deadline():
             for _ in range(1000):  # a pipe holds 64 KiB: about 65 of these
                 transport.send(message, deadline=time.monotonic() + 0.3)
         assert time.monotonic() - began < 5
-        assert not transport._alone and not transport._exclusive
+        assert not transport._writer._alone and not transport._writer._exclusive
     finally:
         transport.close()
 

@@ -1,0 +1,258 @@
+"""The engine's own threads, and the work the engine hands them.
+
+What it owns: the *sender* (`outbox.Sender`), which writes everything that
+is not a caller's own request (answers, refusals, cancellations); the
+*handler pool* (`handler_pool.HandlerPool`), where the client's
+`on_server_request` answers the server requests no caller takes, each
+answered with an error once `handler_timeout` has passed since its
+arrival; the *log thread*, where the client's `on_log` gets the log
+messages that came for no call (the oldest waiting one makes room when it
+is behind); the rule that a server request is answered once (`respond()`);
+and how all three end: `flush()`, `stop()`, `join()`, or `discard()` after a
+fork. What it must not know: the pending table or its lock (it asks the
+engine through `settle` and `owes`, which take that lock themselves), the
+transport (it writes through the `write` it is given), or what a method
+means.
+
+Lock discipline: no lock of its own; the sender, the pools and the log
+burst have theirs and are only ever taken for a moment. Any thread may call
+it (the reader, a caller, a handler, the sender), but never with the
+engine's lock held, since `settle` and `owes` take that lock. Only
+`flush()` and `join()` wait, and only within the timeout they are given.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import ServerError
+from .handler_pool import HandlerPool
+from .outbox import Sender
+from .protocol import jsonrpc
+
+if TYPE_CHECKING:
+    from .connection import Drops
+
+log = logging.getLogger("mcp_sync.connection")
+
+#: The most threads answering server requests that belong to no call.
+MAX_HANDLER_THREADS = 4
+#: The most log messages (for no call) waiting for the log handler; beyond,
+#: the oldest waiting one is dropped.
+MAX_QUEUED_LOGS = 256
+
+
+class EngineThreads:
+    """The sender, the handler pool and the log thread of one connection.
+
+    `write` is the sender's one way out; `settle(request_id)` says (once,
+    under the engine's lock) whether a server request is still owed the
+    answer about to go out, and `owes(request_id)` whether it is owed one
+    at all. The other arguments are `Connection`'s own.
+
+    Example::
+
+        threads = EngineThreads(transport.send, settle=settle, owes=owes, on_server_request=None,
+                                on_log=None, max_server_requests=16, handler_timeout=None, drops=Drops())
+        threads.respond("s1", result={})   # queued for the sender
+        threads.stop(); threads.join(2.0)
+    """
+
+    def __init__(
+        self,
+        write: Callable[[Mapping[str, Any]], None],
+        *,
+        settle: Callable[[Any], bool],
+        owes: Callable[[Any], bool],
+        on_server_request: Callable[[dict[str, Any]], Any] | None,
+        on_log: Callable[[dict[str, Any]], None] | None,
+        max_server_requests: int,
+        handler_timeout: float | None,
+        drops: Drops,
+    ) -> None:
+        self._write = write
+        self._settle = settle
+        self._owes = owes
+        self._on_server_request = on_server_request
+        self._on_log = on_log
+        self._handler_timeout = handler_timeout
+        self._drops = drops
+        self._log_burst = Burst()
+        self._sender = Sender(write)
+        self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
+                                     name="mcp-sync-handler")
+        self._logs = HandlerPool(max_workers=1, max_pending=MAX_QUEUED_LOGS, name="mcp-sync-log")
+
+    # -- what the engine hands on ------------------------------------------------------
+
+    def post(self, message: Mapping[str, Any], *, spare: bool = False) -> None:
+        """Queue `message` for the sender (a cancellation); never blocks."""
+        self._sender.put(message, spare=spare)
+
+    def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
+                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> None:
+        """Answer a server request (with `result`, or with `error` {code,
+        message, data}) once: a request the server cancelled, or one already
+        answered (a handler that timed out), gets nothing more. Never blocks:
+        the answer goes out through the sender."""
+        if not self._settle(request_id):
+            log.debug("not answering server request %r: cancelled or answered already", request_id)
+            return
+        self._sender.cancel(("handler timeout", request_id))
+        if error is not None:
+            message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
+        else:
+            message = jsonrpc.result_response(request_id, result or {})
+        # A refusal (`spare`) may only use the first half of the queue, so a
+        # flood's refusals never crowd out the answers of real handlers.
+        self._sender.put(message, spare=spare)
+
+    def take(self, message: dict[str, Any]) -> None:
+        """A server request no caller takes: to the handler pool, with its
+        `handler_timeout` counted from now; refused at once when the pool is
+        full (through the sender: this may be the reader's thread)."""
+        request_id = message["id"]
+        if self._handler_timeout is not None:
+            limit = self._handler_timeout
+            self._sender.at(time.monotonic() + limit, ("handler timeout", request_id),
+                            lambda: self._settled_error(
+                                request_id, f"the client's handler did not answer within {limit:g} s"))
+        if not self._handlers.submit(lambda: self._answer(message)):
+            self.respond(request_id, error={"code": -32603, "message": "too many server requests in progress"},
+                         spare=True)
+
+    def withdrawn(self, request_id: Any) -> None:
+        """The server cancelled its request `request_id`: its handler
+        timeout is moot."""
+        self._sender.cancel(("handler timeout", request_id))
+
+    def log(self, params: dict[str, Any]) -> None:
+        """A log message for no call, to the log handler's queue; when the
+        handler is behind, the oldest waiting message makes room."""
+        handler = self._on_log or log_message
+        if self._logs.submit_dropping_oldest(lambda: handler(params)):
+            self._drops.add("logs")
+            if self._log_burst.drop():
+                log.warning("the server's log messages come faster than the log handler takes them; the oldest "
+                            "are dropped beyond %d until it catches up", MAX_QUEUED_LOGS)
+            return
+        # The burst ends when the handler has caught up (nothing else
+        # waits), not at the first message that finds room: that would
+        # warn again and again while the handler keeps up only just.
+        if self._log_burst.dropping and self._logs.active <= 1:
+            ended = self._log_burst.end()
+            if ended:
+                log.warning("%d server log messages were dropped while the log handler was behind", ended)
+
+    # -- on the pool and the sender ------------------------------------------------------
+
+    def _settled_error(self, request_id: Any, text: str) -> dict[str, Any] | None:
+        if not self._settle(request_id):
+            return None
+        return jsonrpc.error_response(request_id, -32603, text)
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        if not self._owes(message["id"]):
+            self._sender.cancel(("handler timeout", message["id"]))
+            return  # withdrawn, or timed out in the queue: nobody wants the answer
+        handler = self._on_server_request
+        try:
+            if handler is None:
+                raise ServerError(-32601, f"Method not found: {message['method']}")
+            result = handler(message)
+        except ServerError as exc:
+            self.respond(message["id"], error={"code": exc.code, "message": exc.message, "data": exc.data})
+        except Exception as exc:  # a handler bug must not kill the worker
+            log.exception("handler for server request %s failed", message.get("method"))
+            self.respond(message["id"], error={"code": -32603, "message": f"client handler failed: {exc}"})
+        else:
+            self.respond(message["id"], result=result)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def flush(self, timeout: float) -> None:
+        """Let the sender write what is queued (cancellations, answers), for
+        at most `timeout`; then the log thread hand on what the server said
+        before the end, for as long again: a log message received just
+        before close() was dropped with the queue, so a program's last
+        server warnings went missing."""
+        self._sender.flush(timeout)
+        self._logs.flush(timeout)
+
+    def stop(self) -> None:
+        """Tell every thread to stop, waiting for none."""
+        self._sender.close(timeout=0)
+        self._handlers.close(timeout=0)
+        self._logs.close(timeout=0)
+
+    def join(self, timeout: float) -> None:
+        """Wait at most `timeout` in all for the threads to end. A handler
+        still running then is left to finish on its own; its answer is not
+        sent."""
+        deadline = time.monotonic() + timeout
+        for part in (self._sender, self._handlers, self._logs):
+            if not part.close(timeout=max(deadline - time.monotonic(), 0.0)):
+                log.warning("a handler was still running %g s after close(); it is left to "
+                            "finish on its own and its answer will not be sent", timeout)
+
+    def discard(self) -> None:
+        """In a child after `os.fork()`: the parent's threads were not
+        copied, and their locks may have been held at the fork. Fresh parts,
+        closed at once, take their place: nothing runs or waits any more."""
+        self._sender = Sender(self._write)
+        self._sender.close(timeout=0)
+        self._handlers = HandlerPool(max_workers=1, max_pending=1)
+        self._handlers.close(timeout=0)
+        self._logs = self._handlers
+
+
+class Burst:
+    """One source's drops, so that it logs once per burst and not once per
+    message: `drop()` is True for the first drop of a burst; `end()`, called
+    when the source has room again, ends the burst once no drop came for
+    `quiet` seconds and says how many it dropped (0: the burst goes on, or
+    there was none). The quiet time keeps a consumer that catches up only
+    now and then (a thread that gets the GIL in turns) to one burst."""
+
+    __slots__ = ("_lock", "_count", "_last", "quiet")
+
+    def __init__(self, quiet: float = 1.0) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._last = 0.0
+        self.quiet = quiet
+
+    def drop(self) -> bool:
+        with self._lock:
+            self._count += 1
+            self._last = time.monotonic()
+            return self._count == 1
+
+    @property
+    def dropping(self) -> bool:
+        """A burst is on (read without the lock: a hint)."""
+        return self._count > 0
+
+    def end(self) -> int:
+        if not self._count:  # the usual case, without the lock
+            return 0
+        with self._lock:
+            if not self._count or time.monotonic() - self._last < self.quiet:
+                return 0
+            count, self._count = self._count, 0
+            return count
+
+
+def log_message(params: dict[str, Any]) -> None:
+    """The log handler when nobody gave one: the `mcp_sync.connection` logger."""
+    log.info("server log: %s", params)
+
+
+def is_engine_thread() -> bool:
+    """Is this one of the engine's threads (sender, handler, log)? They must
+    never wait for a close that waits for them."""
+    return threading.current_thread().name.startswith(("mcp-sync-sender", "mcp-sync-handler", "mcp-sync-log"))

@@ -1,0 +1,498 @@
+"""The negotiation step: settling the protocol era of a new connection.
+
+What it owns: the two handshake exchanges (the `server/discover` probe of
+the stateless era, whose answer `protocol.versions.read_probe_answer`
+reads, and the `initialize` handshake of the initialize era), the order in
+which they are tried, the HTTP to HTTP+SSE fallback (asked of the target:
+`Target.fallback()`), what the client declares at `initialize` for the
+extensions it implements, and the process-wide memory of servers that
+settled on the initialize era. Its outcome is a value, `Settled`: the
+target, the dialect, the session or discovery result, and what was
+declared. It never mutates a client.
+
+What it must not know: the client, the request pipeline, reconnecting
+(the supervisor calls `settle()` for a new connection and `resume()` for a
+connection in an era already settled), or how a transport does IO.
+
+How it works. `settle()` is handed a started connection and a `Starter`
+(the supervisor) to start or abandon others. It tries, in order: the era
+remembered for the server (straight to `initialize`, no probe); the probe
+when both eras are allowed; `initialize` when only that era is; and on a
+Streamable HTTP URL that refuses the POST the way a server without it does,
+`initialize` again over the target's fallback. Every connection it opens
+and does not return is abandoned through the starter, so `close()` of the
+client can reach it while it starts.
+
+Era memory. Some initialize-era servers neither answer nor refuse the probe
+(the Python SDK 1.3 server's session dies on the unknown method and stays
+silent), so settling with them costs the whole `probe_timeout`. Only the
+first `connect()` to such a server in a process pays: later ones go straight
+to `initialize`. A server that answered the probe is not recorded: the probe
+is its first request anyway. `_memory_lock` guards `_eras` and nothing else
+is done under it; a fork child gets a fresh lock and keeps the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Protocol
+
+import attrs
+
+from .connection import Connection
+from .errors import (
+    AuthenticationError,
+    ConnectError,
+    HTTPStatusError,
+    InvalidResult,
+    McpError,
+    RequestTimeout,
+    ServerError,
+    TransportError,
+    UnsupportedProtocolVersion,
+    VersionNegotiationError,
+    server_error_from_wire,
+)
+from .protocol import versions
+from .protocol.inputs import merge_capabilities
+from .protocol.versions import Dialect, FallBack, Reprobe, UseStateless
+from .transports.base import Target, Transport
+from .types import DiscoverResult, InitializeResult
+
+__all__ = [
+    "SKILLS_EXTENSION", "Identity", "Settled", "Starter", "Terms",
+    "forget", "initialize", "initialize_capabilities", "probe", "recall", "remember", "reprobe", "resume", "settle",
+]
+
+log = logging.getLogger("mcp_sync.client")
+
+Callback = Callable[[dict[str, Any]], None]
+
+# -- what the client declares at initialize ------------------------------------------
+
+#: The Skills extension's identifier, as declared in capabilities.
+SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
+#: The capabilities that declare the extensions this client implements.
+DECLARATION: Mapping[str, Any] = {"extensions": {SKILLS_EXTENSION: {}}}
+
+
+def initialize_capabilities(capabilities: Mapping[str, Any], version: str) -> dict[str, Any]:
+    """The capabilities an `initialize` for `version` sends: `capabilities`
+    with the extensions this client implements declared, in the revisions
+    whose handshake has extensions (the dialect says which).
+
+    Example::
+
+        >>> initialize_capabilities({}, "2025-11-25")
+        {'extensions': {'io.modelcontextprotocol/skills': {}}}
+    """
+    if not versions.dialect_for(version).initialize_extensions:
+        return dict(capabilities)
+    return merge_capabilities(capabilities, DECLARATION)
+
+
+# -- era memory ------------------------------------------------------------------------
+
+#: The most servers remembered; the least recently used is forgotten first.
+MAX_SERVERS = 256
+
+_memory_lock = threading.Lock()
+_eras: OrderedDict[Hashable, str] = OrderedDict()
+
+
+def remember(key: Hashable | None, kind: str) -> None:
+    """Record that the server `key` settled on `kind` ("initialize", or a
+    transport kind such as "sse" that implies it). A None key (a target with
+    no stable identity, such as a custom transport) is not recorded."""
+    if key is None:
+        return
+    with _memory_lock:
+        _eras[key] = kind
+        _eras.move_to_end(key)
+        while len(_eras) > MAX_SERVERS:
+            _eras.popitem(last=False)
+
+
+def recall(key: Hashable | None) -> str | None:
+    """What `remember` recorded for `key`, or None."""
+    if key is None:
+        return None
+    with _memory_lock:
+        kind = _eras.get(key)
+        if kind is not None:
+            _eras.move_to_end(key)
+        return kind
+
+
+def forget(key: Hashable | None = None) -> None:
+    """Forget one server (`key`), or every server when `key` is None."""
+    with _memory_lock:
+        if key is None:
+            _eras.clear()
+        else:
+            _eras.pop(key, None)
+
+
+def _after_fork_in_child() -> None:
+    global _memory_lock
+    _memory_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# -- the two exchanges -----------------------------------------------------------------
+
+
+@attrs.frozen
+class Identity:
+    """What the client says about itself in every handshake."""
+
+    capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any]
+    log_level: str | None
+
+
+def probe(
+    conn: Connection,
+    version: str,
+    allowed: Sequence[str],
+    identity: Identity,
+    *,
+    timeout: float,
+    on_log: Callback,
+    failure_means_initialize_era: bool,
+) -> UseStateless | FallBack:
+    """Send `server/discover` until the answer settles the era.
+
+    Silence within `timeout` means an initialize-era server. A transport failure
+    during the probe (an initialize-era server that dies on an unknown method) means
+    one too when the caller can restart the server (`failure_means_initialize_era`).
+    """
+    for _attempt in range(3):
+        dialect = versions.dialect_for(version)
+        params = {"_meta": dialect.request_meta(identity.capabilities, identity.client_info, identity.log_level)}
+        response: dict[str, Any] | None
+        try:
+            pending = conn.send_request("server/discover", params)
+            response = conn.wait(pending, timeout=timeout, on_log=on_log)
+        except RequestTimeout:
+            response = None
+        except AuthenticationError:
+            raise  # 401/403 say nothing about the era
+        except HTTPStatusError as exc:
+            # A 4xx with no stateless-era JSON-RPC error in it is an
+            # initialize-era server's answer (the JSON-RPC ones arrive as
+            # error responses). 5xx is an error, not evidence.
+            if 400 <= exc.status < 500:
+                return FallBack(f"server/discover answered HTTP {exc.status}")
+            raise
+        except TransportError as exc:
+            if not failure_means_initialize_era:
+                raise
+            return FallBack(f"the server failed on server/discover: {exc}")
+        verdict = versions.read_probe_answer(response, allowed)
+        if not isinstance(verdict, Reprobe):
+            return verdict
+        # Even the version we just sent may be listed: a server may refuse a
+        # first request on purpose. Retry (a few times at most) as told.
+        version = verdict.version
+    raise VersionNegotiationError(
+        "the server kept refusing the protocol versions it said it supports", requested=list(allowed),
+    )
+
+
+def initialize(
+    conn: Connection,
+    version: str,
+    allowed: Sequence[str],
+    identity: Identity,
+    *,
+    timeout: float | None,
+    on_log: Callback,
+    on_server_request: Callback,
+) -> InitializeResult:
+    """The initialize handshake: `initialize`, a check of the negotiated
+    version, then `notifications/initialized`. Returns the session."""
+    dialect = versions.dialect_for(version)
+    params = {
+        "protocolVersion": version,
+        # A capability the revision lacks is not declared (elicitation
+        # before 2025-06-18), nor a clientInfo field (title). When
+        # negotiating down, `version` is the newest asked for, so nothing
+        # is dropped then.
+        "capabilities": dialect.declarable_capabilities(initialize_capabilities(identity.capabilities, version)),
+        "clientInfo": dialect.client_info(identity.client_info),
+    }
+    pending = conn.send_request("initialize", params, cancellable=False)
+    response = conn.wait(pending, timeout=timeout, on_log=on_log, on_server_request=on_server_request)
+    if "error" in response:
+        raise server_error_from_wire(response["error"], method="initialize")
+    result = response.get("result")
+    if not isinstance(result, Mapping):
+        raise InvalidResult("initialize answered without a result object")
+    negotiated = versions.check_negotiated(result, version, allowed)
+    session = InitializeResult.from_wire(result)
+    # The transport frames everything after initialize for this version
+    # (HTTP: the session id and MCP-Protocol-Version headers).
+    conn.transport.negotiated(negotiated, False)
+    conn.notify("notifications/initialized")
+    return session
+
+
+# -- the outcome, and what settling needs ------------------------------------------------
+
+
+@attrs.frozen
+class Settled:
+    """What a negotiation settled: immutable, replaced whole.
+
+    Attributes:
+        target: The target the connection was opened on (the fallback's
+            when the server chose HTTP+SSE).
+        dialect: The protocol revision in use.
+        session: What `initialize` returned (initialize era), else None.
+        discovered: The last `server/discover` result (stateless era), or None.
+        declared: The capabilities sent with `initialize` (empty in the
+            stateless era, which declares them per request).
+    """
+
+    target: Target | Transport
+    dialect: Dialect
+    session: InitializeResult | None = None
+    discovered: DiscoverResult | None = None
+    declared: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def capabilities(self) -> dict[str, Any] | None:
+        """The server's capabilities, from `initialize` or `server/discover`."""
+        if self.session is not None:
+            return self.session.capabilities
+        return self.discovered.capabilities if self.discovered is not None else None
+
+
+class Starter(Protocol):
+    """How `settle()` opens and lets go of connections: the supervisor's."""
+
+    def start(self, target: Target | Transport) -> Connection:
+        """A started connection to `target`, reachable by `close()` while it settles."""
+
+    def abandon(self, conn: Connection, reason: str) -> None:
+        """Close a connection that will not be used."""
+
+
+@attrs.frozen
+class Terms:
+    """What the client brings to every negotiation."""
+
+    allowed: tuple[str, ...]
+    probe_timeout: float
+    timeout: float | None
+    #: The capabilities, client info and log level the client declares.
+    identity: Callable[[], Identity]
+    on_log: Callback
+    #: The answerer of server requests during `initialize` on a connection.
+    answerer: Callable[[Connection], Callback]
+    #: A span around a handshake exchange: (method, version) -> context manager.
+    traced: Callable[[str, str], AbstractContextManager[Any]]
+
+
+class _Changed(Exception):
+    """A server no longer serves the transport remembered for it (never
+    leaves this module: `settle()` then settles afresh)."""
+
+
+def _refused_post(exc: HTTPStatusError) -> bool:
+    """Whether a POST was refused the way a server without Streamable HTTP
+    refuses it (400, 404, 405: the 2025-03-26 backwards-compatibility rule),
+    not for authentication (a subclass) or trouble (5xx)."""
+    return type(exc) is HTTPStatusError and exc.status in (400, 404, 405)
+
+
+def _key(target: Target | Transport) -> Hashable | None:
+    return target.server_key() if isinstance(target, Target) else None
+
+
+def _restarts_server(target: Target | Transport, conn: Connection) -> bool:
+    return isinstance(target, Target) and conn.transport.restarts_server
+
+
+def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: Starter) -> tuple[Connection, Settled]:
+    """Settle the era on `conn` (started on `target`); returns the connection
+    to keep (another one when the server was restarted or the fallback
+    chosen) and what was settled. Connections it does not return are
+    abandoned through `starter`; `conn` too when it raises."""
+    allowed = terms.allowed
+    stateless = [v for v in allowed if versions.dialect_for(v).stateless]
+    initialize_era = [v for v in allowed if not versions.dialect_for(v).stateless]
+    if target.kind == "sse":
+        if not initialize_era:
+            raise VersionNegotiationError(
+                "the HTTP+SSE transport carries only initialize-era protocol versions (2025-11-25 and older), "
+                "and none of them is allowed", requested=list(allowed))
+        # The transport carries only the initialize era: no probe, which
+        # some of its servers never answer.
+        stateless = []
+    key = _key(target)
+    remembered = recall(key)
+    if stateless and initialize_era and remembered is not None:
+        # Settled on the initialize era before in this process: no probe
+        # (a server that swallows it would cost `probe_timeout` again).
+        try:
+            return _initialize_remembered(conn, target, remembered, initialize_era[0], terms, starter)
+        except (_Changed, ServerError, VersionNegotiationError, HTTPStatusError) as exc:
+            # An expired token or a server in trouble says nothing about the era.
+            if isinstance(exc, HTTPStatusError) and not _refused_post(exc):
+                raise
+            # The server changed since (upgraded in place): settle afresh.
+            log.info("%s no longer takes initialize (%s); settling its protocol era again", target, exc)
+            forget(key)
+            starter.abandon(conn, "settling the protocol era again")
+            fresh = starter.start(target)
+            try:
+                return settle(fresh, target, terms, starter)
+            except BaseException:
+                starter.abandon(fresh, "the connection could not be set up")
+                raise
+    if stateless and initialize_era:
+        verdict = _probe(conn, stateless[0], terms, _restarts_server(target, conn))
+        if isinstance(verdict, UseStateless):
+            return conn, _stateless(conn, target, verdict)
+        if verdict.silent:
+            # The whole probe_timeout went by: say so where a user looks,
+            # once per server and process (the era is remembered below).
+            log.warning("%s did not answer server/discover within %.3g s (probe_timeout); treating it as an "
+                        "initialize-era server for the rest of this process", target, terms.probe_timeout)
+        else:
+            log.info("falling back to initialize: %s", verdict.reason)
+        if _restarts_server(target, conn):
+            # The probe may already have been processed under the older
+            # lifecycle rules, so start the server afresh.
+            starter.abandon(conn, "restarting the server after the server/discover probe")
+            conn = starter.start(target)
+            try:
+                settled = _initialize(conn, target, initialize_era[0], terms)
+            except BaseException:
+                starter.abandon(conn, "the connection could not be set up")
+                raise
+            remember(key, "initialize")
+            return conn, settled
+        conn, settled = _initialize_or_fall_back(conn, target, initialize_era[0], terms, starter)
+        remember(key, "sse" if getattr(settled.target, "kind", None) == "sse" else "initialize")
+        return conn, settled
+    if stateless:
+        dialect = versions.dialect_for(stateless[0])
+        conn.transport.negotiated(dialect.version, True)
+        return conn, Settled(target, dialect)
+    return _initialize_or_fall_back(conn, target, initialize_era[0], terms, starter)
+
+
+def resume(conn: Connection, settled: Settled, terms: Terms, timeout: float | None) -> Settled:
+    """Set up a new connection in the era already settled (a reconnect, a
+    fork child): a stateless one only frames its messages, an
+    initialize-era one gets a new session (within `timeout`)."""
+    if settled.dialect.stateless:
+        conn.transport.negotiated(settled.dialect.version, True)
+        return settled
+    return _initialize(conn, settled.target, settled.dialect.version, terms, timeout=timeout,
+                       discovered=settled.discovered)
+
+
+def renew(conn: Connection, settled: Settled, terms: Terms) -> Settled:
+    """A new initialize-era session on `conn` (the server ended the last one)."""
+    return _initialize(conn, settled.target, settled.dialect.version, terms, timeout=terms.timeout,
+                       discovered=settled.discovered)
+
+
+def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVersion, terms: Terms) -> Settled:
+    """After a -32022 on a ready stateless connection: settle the version
+    again among those the server offered; raises `refusal` when none fits."""
+    choice = next((v for v in terms.allowed if versions.dialect_for(v).stateless and v in refusal.supported), None)
+    if choice is None:
+        raise refusal
+    verdict = _probe(conn, choice, terms, _restarts_server(settled.target, conn))
+    if not isinstance(verdict, UseStateless):
+        raise refusal
+    fresh = _stateless(conn, settled.target, verdict)
+    return fresh if fresh.discovered is not None else attrs.evolve(fresh, discovered=settled.discovered)
+
+
+def _probe(conn: Connection, version: str, terms: Terms, restarts: bool) -> UseStateless | FallBack:
+    with terms.traced("server/discover", version):
+        return probe(conn, version, terms.allowed, terms.identity(), timeout=terms.probe_timeout,
+                     on_log=terms.on_log, failure_means_initialize_era=restarts)
+
+
+def _stateless(conn: Connection, target: Target | Transport, verdict: UseStateless) -> Settled:
+    conn.transport.negotiated(verdict.version, True)
+    discovered = DiscoverResult.from_wire(verdict.discover_result) if verdict.discover_result is not None else None
+    return Settled(target, versions.dialect_for(verdict.version), discovered=discovered)
+
+
+def _initialize(conn: Connection, target: Target | Transport, version: str, terms: Terms, *,
+                timeout: float | None = None, discovered: DiscoverResult | None = None) -> Settled:
+    identity = terms.identity()
+    with terms.traced("initialize", version):
+        session = initialize(conn, version, terms.allowed, identity,
+                             timeout=terms.timeout if timeout is None else timeout,
+                             on_log=terms.on_log, on_server_request=terms.answerer(conn))
+    return Settled(target, versions.dialect_for(session.protocol_version), session=session,
+                   discovered=discovered, declared=initialize_capabilities(identity.capabilities, version))
+
+
+def _initialize_remembered(conn: Connection, target: Target | Transport, remembered: str, version: str,
+                           terms: Terms, starter: Starter) -> tuple[Connection, Settled]:
+    """`initialize` straight away, over the transport the server chose
+    before. Raises `_Changed` when that transport is not served any more."""
+    fallback = target.fallback() if remembered == "sse" and isinstance(target, Target) else None
+    if fallback is not None:
+        # It chose the HTTP+SSE transport before: no refused POSTs this time.
+        starter.abandon(conn, "using the HTTP+SSE transport the server chose before")
+        try:
+            conn = starter.start(fallback)
+        except (ConnectError, HTTPStatusError) as exc:
+            raise _Changed(str(exc)) from exc  # no event stream with an endpoint there any more
+        try:
+            settled = _initialize(conn, fallback, version, terms)
+        except BaseException:
+            starter.abandon(conn, "the connection could not be set up")
+            raise
+    else:
+        conn, settled = _initialize_or_fall_back(conn, target, version, terms, starter)
+    remember(_key(target), "sse" if settled.target.kind == "sse" else "initialize")
+    return conn, settled
+
+
+def _initialize_or_fall_back(conn: Connection, target: Target | Transport, version: str, terms: Terms,
+                             starter: Starter) -> tuple[Connection, Settled]:
+    """`initialize` on `conn`; when the target refuses its POST the way a
+    server without Streamable HTTP does, try the target's fallback (the old
+    HTTP+SSE transport at the same URL), as the 2025-03-26 revision's
+    backwards-compatibility rules say, and keep it (reconnects use it too).
+    `conn` is the caller's to abandon when this raises."""
+    try:
+        return conn, _initialize(conn, target, version, terms)
+    except HTTPStatusError as exc:
+        fallback = target.fallback(exc) if isinstance(target, Target) and _refused_post(exc) else None
+        if fallback is None:
+            raise
+        refusal = exc
+    starter.abandon(conn, "trying the HTTP+SSE transport")
+    try:
+        new = starter.start(fallback)
+    except McpError as exc:
+        raise HTTPStatusError(f"{refusal} (the HTTP+SSE fallback failed too: {exc})", status=refusal.status,
+                              body=refusal.body, headers=refusal.headers) from exc
+    log.info("%s refused the Streamable HTTP POST (HTTP %d) and serves the HTTP+SSE transport: using it",
+             getattr(target, "url", target), refusal.status)
+    try:
+        return new, _initialize(new, fallback, version, terms)
+    except BaseException:
+        starter.abandon(new, "the connection could not be set up")
+        raise

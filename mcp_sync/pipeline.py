@@ -1,0 +1,730 @@
+"""The request pipeline: the one path every request takes.
+
+What it owns: turning a caller's request into wire messages and its result,
+as a chain of small steps that hand one frozen value along (a `Call`, then
+its `Plan`): the option checks, the multi round-trip loop (`multiround`),
+the tracing hook, the result cache, admission/metrics/keepalive, the one
+retry loop, and the engine. It builds each request's `_meta` from the
+settled dialect, declares extensions per request (`extensions=`: in
+`_meta` in the stateless era; checked against what `initialize` declared
+in the other), and answers the server's requests on the calling thread.
+It offers extensions, subscriptions and tracing a narrow interface,
+`Requester`, instead of the client.
+
+What it must not know: the client (nothing here refers to it), how the
+connection lives (it asks the supervisor for a live connection within the
+call's deadline), or how a transport does IO.
+
+Threads. Every method runs on the caller's thread; nothing here blocks a
+reader. Shared state: the tool catalog (its own lock), the `_meta` cache (a
+tuple swapped whole), the metrics (lock-free intake), the admission gate.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
+
+import attrs
+
+from . import multiround, tracing
+from ._version import __version__
+from .admission import Admission
+from .cache import ResultCache, cache_key
+from .calls import HeadersFn, ToolCatalog, TypedCalls
+from .connection import Connection, new_id_counter
+from .errors import (
+    ConnectError,
+    ConnectionClosed,
+    HeaderMismatch,
+    InvalidResult,
+    McpError,
+    Overloaded,
+    RequestTimeout,
+    ServerError,
+    SessionExpired,
+    UnsupportedMethod,
+    UnsupportedProtocolVersion,
+    copy_error,
+    server_error_from_wire,
+)
+from .metrics import Metrics
+from .negotiation import DECLARATION, Identity, Settled, Terms
+from .options import ClientOptions, RequestOptions, check_input_handlers, check_positive_int, check_timeout
+from .protocol import inputs, versions
+from .protocol.meta import merge_meta, validate_trace_context
+from .protocol.schemas import SchemaCache
+from .protocol.versions import Dialect
+from .server_requests import ServerRequests, log_server_message
+from .status import SAFE_TO_RETRY
+from .supervisor import Policy, Supervisor, bounded
+from .transports.base import Target, Transport
+from .types import CallToolResult, DiscoverResult, Progress, Tool
+
+if TYPE_CHECKING:
+    from .subscriptions import Subscription
+
+log = logging.getLogger("mcp_sync.client")
+
+#: The options of a call made with none (the fast lane's): read only.
+NO_OPTIONS = cast("RequestOptions", {})
+
+#: Whether this thread's call holds an admission slot (`Pipeline.send`).
+_in_slot = threading.local()
+
+#: The extensions the client declares itself at `initialize` (see `negotiation`).
+_SELF_DECLARED = frozenset(DECLARATION["extensions"])
+#: What to do when an extension was not declared at `initialize`, by extension.
+_UNDECLARED_HINTS = {"io.modelcontextprotocol/tasks": "pass tasks=True to connect() to use tasks"}
+
+
+@attrs.frozen
+class Call:
+    """One round of a request as the retry loop sends it: what the caller
+    asked, with the options and handlers of this call. `headers()` gives
+    each attempt's transport headers (they may change when
+    `refresh_headers()` learned the tool again)."""
+
+    method: str
+    params: Mapping[str, Any] | None
+    options: RequestOptions
+    handlers: Mapping[str, Any]
+    headers: Callable[[], Mapping[str, str] | None] | None = None
+    refresh_headers: Callable[[], None] | None = None
+    extensions: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class Plan:
+    """How the retry loop sends one `Call`: its options read and checked once."""
+
+    timeout: float | None
+    deadline: float | None
+    max_total: float | None
+    wants_progress: bool = False
+    on_progress: Callable[[dict[str, Any]], None] | None = None
+    reset_on_progress: bool = False
+    #: `_meta` layers over the protocol's: (params' `_meta`, `meta=`, trace
+    #: context), or None when the call has none.
+    layers: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None, Mapping[str, str] | None] | None = None
+
+
+class Requester(Protocol):
+    """The pipeline as extensions (tasks, skills), subscriptions and
+    tracing see it: the settled state and one way to send."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def declared(self) -> Mapping[str, Any]: ...
+
+    @property
+    def settled(self) -> Settled | None: ...
+
+    @property
+    def server_capabilities(self) -> dict[str, Any] | None: ...
+
+    @property
+    def options(self) -> ClientOptions: ...
+
+    @property
+    def input_handlers(self) -> Mapping[str, Any]: ...
+
+    @property
+    def cache_server(self) -> str: ...
+
+    @property
+    def cache(self) -> ResultCache | None: ...
+
+    @property
+    def schemas(self) -> SchemaCache: ...
+
+    @property
+    def calls(self) -> TypedCalls: ...
+
+    def request(self, method: str, params: Mapping[str, Any] | None, options: RequestOptions, /, *,
+                headers: HeadersFn | None = None, refresh_headers: Callable[[], None] | None = None,
+                extensions: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
+    def discover(self, options: RequestOptions) -> DiscoverResult: ...
+
+    def listen(self, **keywords: Any) -> Subscription: ...
+
+
+def server_identity(target: Any) -> str | None:
+    """Which server a cached result came from, so that clients sharing a
+    cache never mix two servers' results (None: no stable identity)."""
+    url = getattr(target, "url", None)
+    if isinstance(url, str):
+        return f"http:{url}"
+    command = getattr(target, "command", None)
+    if isinstance(command, str):
+        import json
+
+        return "stdio:" + json.dumps([command, getattr(target, "args", []), str(getattr(target, "cwd", None))])
+    server = getattr(target, "server", None)
+    if server is not None:
+        return f"memory:{id(server)}"
+    return None
+
+
+class Pipeline:
+    """The request path of one client (see the module docstring)."""
+
+    def __init__(self, target: Target | Transport, options: ClientOptions) -> None:
+        self.options = options
+        self.input_handlers = check_input_handlers(options.input_handlers)
+        self.client_info: dict[str, Any] = dict(options.client_info or {"name": "mcp_sync", "version": __version__})
+        capabilities = dict(options.client_capabilities or {})
+        if options.tasks:  # declared like any capability: per request, or at initialize
+            capabilities = inputs.merge_capabilities(capabilities, {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+        self.client_capabilities = capabilities
+        self.catalog = ToolCatalog()
+        self.calls = TypedCalls(self.request, self.catalog)
+        self.metrics = Metrics()
+        cache = options.cache
+        self.cache: ResultCache | None = cache if isinstance(cache, ResultCache) else (ResultCache() if cache else None)
+        self.cache_server = server_identity(target) or f"client:{id(self)}"
+        self._meta_cache: tuple[tuple[Any, ...], Mapping[str, Any]] | None = None
+        ids: Iterator[int] = new_id_counter()
+        # None unless OpenTelemetry is installed and set up: then the only
+        # cost of tracing is the test of this attribute in `request`.
+        self.tracer = tracing.for_client(target.kind, getattr(target, "url", None), self.session_attributes,
+                                         options.tracer_provider, options.meter_provider)
+        if self.tracer is not None:
+            ids = self.tracer.noting_ids(ids)
+        self.server_requests = ServerRequests(self.input_handlers, self.catalog.schemas)
+        timeouts, limits = options.timeouts, options.limits
+        self.timeouts, self.limits = timeouts, limits
+        policy = Policy(restart=options.restart, reconnect=options.reconnect if options.restart else None,
+                        keepalive=options.keepalive, timeout=timeouts.request, probe_timeout=timeouts.probe,
+                        max_server_requests=limits.max_server_requests, handler_timeout=timeouts.handler)
+        terms = Terms(allowed=options.allowed_versions, probe_timeout=timeouts.probe, timeout=timeouts.request,
+                      identity=self.identity, on_log=log_server_message, answerer=self.server_requests.answerer,
+                      traced=self.traced)
+        self.supervisor = Supervisor(target, policy, terms, self, ids, self.metrics,
+                                     Admission(limits.max_in_flight, limits.max_queued), self._forget_server)
+
+    # -- the settled state, as extensions read it ---------------------------------------------
+
+    @property
+    def dialect(self) -> Dialect:
+        """The settled dialect; `ConnectionClosed` before the client connected."""
+        return self.supervisor.require_settled().dialect
+
+    @property
+    def settled(self) -> Settled | None:
+        return self.supervisor.settled
+
+    @property
+    def declared(self) -> Mapping[str, Any]:
+        """The capabilities sent with `initialize` (empty in the stateless era)."""
+        settled = self.supervisor.settled
+        return settled.declared if settled is not None else {}
+
+    @property
+    def server_capabilities(self) -> dict[str, Any] | None:
+        settled = self.supervisor.settled
+        return settled.capabilities if settled is not None else None
+
+    @property
+    def schemas(self) -> SchemaCache:
+        return self.catalog.schemas
+
+    @property
+    def default_timeout(self) -> float | None:
+        return self.timeouts.request
+
+    def capabilities(self, handlers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What the client declares: what its handlers imply, merged with
+        `client_capabilities` (which win)."""
+        kinds = handlers if handlers is not None else self.input_handlers
+        return inputs.merge_capabilities(inputs.capabilities_for(kinds), self.client_capabilities)
+
+    def identity(self) -> Identity:
+        return Identity(self.capabilities(), self.client_info, self.options.log_level)
+
+    def request_meta(self, extensions: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+        """The `_meta` of a request with the client's own handlers, declaring `extensions` too."""
+        capabilities = self.capabilities()
+        if extensions:
+            capabilities = inputs.merge_capabilities(capabilities, {"extensions": dict(extensions)})
+        return self.dialect.request_meta(capabilities, self.client_info, self.options.log_level)
+
+    def _meta_for(self, dialect: Dialect, handlers: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The `_meta` every request of `dialect` carries, for a call with
+        `handlers`. Read only: shared by every request made with the
+        client's own handlers (most calls), built again when the dialect
+        changed (a re-discovery); per-call handlers get their own."""
+        made_of = (dialect, handlers)
+        cached = self._meta_cache
+        if cached is not None and cached[0] == made_of:  # each item is itself, the usual case: no deep compare
+            return cached[1]
+        meta = dialect.request_meta(self.capabilities(handlers), self.client_info, self.options.log_level)
+        if handlers is self.input_handlers:
+            self._meta_cache = (made_of, meta)  # one tuple, swapped whole: no lock needed
+        return meta
+
+    def session_attributes(self) -> tuple[str | None, str | None]:
+        """(protocol version, HTTP session id), for the tracing hook."""
+        settled, conn = self.supervisor.settled, self.supervisor.conn
+        return (settled.dialect.version if settled is not None else None,
+                getattr(conn.transport, "session_id", None) if conn is not None else None)
+
+    # -- the supervisor's hooks ---------------------------------------------------------------
+
+    def engine_callbacks(self) -> dict[str, Any]:
+        cache, server, dispatcher = self.cache, self.cache_server, self.supervisor.dispatcher
+
+        def on_notification(message: dict[str, Any]) -> None:
+            # On the thread that read it: only hand it on, never block. The
+            # cache forgets what changed at once, before anyone can be told.
+            if cache is not None:
+                cache.invalidate(server, message)
+            dispatcher.put(message)
+
+        return {"on_server_request": self.server_requests.unrelated, "on_notification": on_notification,
+                "on_log": log_server_message}
+
+    def after_connect(self, settled: Settled, deadline: float | None) -> None:
+        """A new initialize-era session gets the log level asked for."""
+        self.catalog.mirrors_headers = self.supervisor.conn.transport.mirrors_headers if self.supervisor.conn else False
+        self.catalog.structured_output = settled.dialect.structured_output
+        self.server_requests.declared = settled.declared
+        level = self.options.log_level
+        if settled.session is not None and level is not None:
+            try:
+                self.request("logging/setLevel", {"level": level},
+                             {"timeout": bounded(self.timeouts.request, deadline)})
+            except ServerError as exc:
+                log.warning("the server refused logging/setLevel: %s", exc)
+
+    def keepalive_probe(self, timeout: float) -> None:
+        if self.dialect.stateless:
+            self.discover({"timeout": timeout})
+        else:
+            self.request("ping", None, {"timeout": timeout})
+
+    def traced(self, method: str, version: str) -> AbstractContextManager[Any]:
+        return tracing.handshake(self.tracer, method, version)
+
+    def forget_cached(self, notification: dict[str, Any]) -> None:
+        """A notification on a subscription: the cache forgets what changed."""
+        if self.cache is not None:
+            self.cache.invalidate(self.cache_server, notification)
+
+    def _forget_server(self) -> None:
+        if self.cache is not None:
+            self.cache.clear_server(self.cache_server)
+
+    def after_fork(self) -> None:
+        self.catalog.after_fork()
+        self.metrics.after_fork()
+        self.supervisor.after_fork()
+
+    # -- step 1: options and the multi-round loop ------------------------------------------------
+
+    def discover(self, options: RequestOptions) -> DiscoverResult:
+        result = self.calls.discover(options)
+        self.supervisor.update(discovered=result)
+        return result
+
+    def listen(self, **keywords: Any) -> Subscription:
+        from .subscriptions import listen
+
+        return listen(self, **keywords)
+
+    def request(self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, /, *,
+                headers: HeadersFn | None = None, refresh_headers: Callable[[], None] | None = None,
+                extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send a request and return its complete result, answering the
+        server's requests for input on the way (see `multiround`).
+        `extensions` are declared for this request: in its `_meta` in the
+        stateless era; in the initialize era they must have been declared
+        at `initialize` (ValueError before anything is sent)."""
+        extra_handlers = check_input_handlers(options.get("input_handlers"))
+        if extra_handlers or extensions:
+            self._check_declarable(extra_handlers, extensions)
+        # Read-only below: the client's own mapping serves when nothing is added.
+        handlers = {**self.input_handlers, **extra_handlers} if extra_handlers else self.input_handlers
+        max_rounds = options.get("max_input_rounds", self.limits.max_input_rounds)
+        check_positive_int("max_input_rounds", max_rounds)
+        responses = options.get("input_responses")
+        if responses is not None and not isinstance(responses, Mapping):
+            raise TypeError("input_responses must be a mapping of input request keys to answers")
+        state = options.get("request_state")
+        if state is not None and not isinstance(state, str):
+            raise TypeError("request_state must be the string the server sent")
+        if method not in multiround.METHODS and (responses is not None or state is not None):
+            raise ValueError(f"input_responses and request_state only go with {', '.join(sorted(multiround.METHODS))}")
+        if extensions and not self.dialect.stateless:
+            extensions = None  # declared at initialize (checked above)
+
+        def call(params: Mapping[str, Any] | None) -> Call:
+            return Call(method, params, options, handlers, headers, refresh_headers, extensions)
+
+        def rounds(send_once: Callable[[Call], dict[str, Any]]) -> dict[str, Any]:
+            if responses is None and state is None and method not in multiround.METHODS:
+                return send_once(call(original))
+            return multiround.answer_rounds(
+                lambda params: send_once(call(params)),
+                method, dict(original or {}), handlers=handlers,
+                answer_input=bool(options.get("answer_input", True)), max_rounds=max_rounds,
+                input_responses=responses, request_state=state, schemas=self.catalog.schemas,
+                max_total_timeout=options.get("max_total_timeout", self.timeouts.max_total),
+            )
+
+        tracer = self.tracer
+        if tracer is not None:  # the tracing hook (see `tracing`): one span per request
+            return tracer.request(method, original, rounds, self.send_once)
+        return rounds(self.send_once)
+
+    def _check_declarable(self, handlers: Mapping[str, Any], extensions: Mapping[str, Any] | None) -> None:
+        """In the initialize era, capabilities are fixed by `initialize`: a
+        per-call handler or extension the client did not declare there
+        would only meet the server's -32021, so it is refused before
+        anything is sent."""
+        settled = self.supervisor.settled
+        if settled is None or settled.dialect.stateless:
+            return
+        version = settled.dialect.version
+        declared_extensions = settled.declared.get("extensions")
+        for name in extensions or ():
+            if name in _SELF_DECLARED:
+                continue  # declared at every initialize whose revision has extensions; else the server decides
+            if not isinstance(declared_extensions, Mapping) or name not in declared_extensions:
+                hint = _UNDECLARED_HINTS.get(name, "declare it with client_capabilities= on connect()")
+                raise ValueError(
+                    f"this connection settled on protocol {version} (initialize era), where the client's "
+                    f"capabilities are fixed at connect(): it did not declare the extension {name}; {hint}")
+        missing = sorted(kind for kind in handlers if not inputs.declared(kind, settled.declared))
+        if missing:
+            raise ValueError(
+                f"this connection settled on protocol {version} (initialize era), where the client's "
+                f"capabilities are fixed at connect(): it did not declare {', '.join(missing)}, so a per-call "
+                f"handler for it cannot be used; pass input_handlers={{{', '.join(repr(k) + ': ...' for k in missing)}}} "
+                "to connect() instead")
+
+    def call_tool_plain(self, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
+        """`call_tool`'s shortcut: a tool called by name with no options, on
+        a client with no cache and no tracer, which is most calls. The same
+        retry loop (`send`) sends it, and an `input_required` answer goes on
+        to the multi-round loop; only the steps that would find nothing to
+        do (option checks, the cache, the tracing hook) are skipped. What it
+        sends and returns is what the general path sends and returns for
+        the same call (tests/test_fast_lane.py)."""
+        if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
+            raise TypeError("arguments must be a mapping")
+        catalog = self.catalog
+        definition = catalog.get(name)
+        params: dict[str, Any] = {"name": name} if arguments is None else {"name": name, "arguments": dict(arguments)}
+        known: list[Tool | None] | None = None
+        if catalog.mirrors_headers:  # Streamable HTTP: the `Mcp-Param-*` headers, as the general path makes them
+            known, headers, refresh = self.calls.header_hooks(name, definition, arguments, self.timeouts.request,
+                                                               self.limits.max_pages)
+            call = Call("tools/call", params, NO_OPTIONS, self.input_handlers, headers, refresh)
+        else:
+            call = Call("tools/call", params, NO_OPTIONS, self.input_handlers)
+        started = time.monotonic()
+        raw = self.send(call)
+        if raw.get("resultType") == "input_required":
+            raw = self._more_rounds(call, raw, started)
+        if raw.get("resultType") == "task":
+            raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
+        return catalog.finish_call(name, definition if known is None else known[0], raw)
+
+    def _more_rounds(self, call: Call, first: dict[str, Any], started: float) -> dict[str, Any]:
+        """The multi-round loop for a call whose first round (`first`, an
+        `input_required` result) was sent by the shortcut."""
+        waiting = [first]
+
+        def send(params: dict[str, Any]) -> dict[str, Any]:
+            if waiting:
+                return waiting.pop()
+            return self.send(attrs.evolve(call, params=params))
+
+        return multiround.answer_rounds(
+            send, call.method, dict(call.params or {}), handlers=call.handlers, answer_input=True,
+            max_rounds=self.limits.max_input_rounds, input_responses=None, request_state=None,
+            schemas=self.catalog.schemas, max_total_timeout=self.timeouts.max_total, started=started,
+        )
+
+    # -- step 2: the cache ------------------------------------------------------------------------
+
+    def send_once(self, call: Call) -> dict[str, Any]:
+        """One round's result (which may be `input_required`), from the
+        cache when it holds a fresh one."""
+        cache = self.cache
+        key = None
+        if cache is not None:
+            # The key holds the protocol version too: a result's shape depends on it.
+            versioned = dict(call.params or {})
+            versioned["_meta"] = {**dict(versioned.get("_meta") or {}),
+                                  versions.META_PROTOCOL_VERSION: self.dialect.version}
+            key = cache_key(call.method, versioned)
+        if cache is None or key is None:
+            return self.send(call)
+        if call.options.get("bypass_cache"):
+            result = self.send(call)
+            cache.put(self.cache_server, key, self._auth_context(), result)
+            return result
+        # A caller that waits on another's identical fetch still keeps its
+        # own deadline, also when it fetches itself after that one failed.
+        # (With reset_timeout_on_progress the bound is max_total_timeout.)
+        options = call.options
+        timeout: float | None
+        if options.get("reset_timeout_on_progress"):
+            limit_name, timeout = "max_total_timeout", options.get("max_total_timeout", self.timeouts.max_total)
+        else:
+            limit_name, timeout = "timeout", options.get("timeout", self.timeouts.request)
+        check_timeout(limit_name, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def load() -> dict[str, Any]:
+            own = call
+            if deadline is not None and timeout is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RequestTimeout(f"{call.method} timed out after {timeout:g} s",
+                                         method=call.method, timeout=timeout)
+                if remaining < timeout:
+                    own = attrs.evolve(call, options=cast(RequestOptions, {**options, limit_name: remaining}))
+            return self.send(own)
+
+        result = cache.fetch(self.cache_server, key, self._auth_context(), load,
+                             stale_if_error=self.options.stale_if_error, timeout=timeout, method=call.method)
+        if getattr(result, "stale", False):
+            log.warning("%s: the server could not be reached; serving a stale cached result", call.method)
+        return result
+
+    def _auth_context(self) -> str:
+        """Whose private results these are: the bearer token's digest over
+        HTTP (another token, another cache), else this server's one context."""
+        auth = getattr(self.supervisor.target, "auth", None)
+        token = auth.token() if auth is not None else None
+        if not token:
+            return "-"
+        import hashlib  # here: it loads OpenSSL, a cost at import for every program
+
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    # -- step 3: admission, metrics, keepalive ------------------------------------------------------
+
+    def send(self, call: Call) -> dict[str, Any]:
+        """One round's result (which may be `input_required`), through the
+        one retry loop (`_send_mending`), holding an admission slot."""
+        options = call.options
+        if not options and call.extensions is None and (call.params is None or "_meta" not in call.params):
+            # The shortcut's case: no option to read or check.
+            timeout = self.timeouts.request
+            plan = Plan(timeout, None if timeout is None else time.monotonic() + timeout,
+                        self.timeouts.max_total)
+        else:
+            plan = self._plan(call)
+        supervisor = self.supervisor
+        if supervisor.closed:
+            # Nothing to admit: the connection (or its absence) says why.
+            return self._send_mending(call, plan)
+        keepalive = supervisor.keepalive
+        if keepalive is not None:
+            keepalive.busy()
+        started = time.monotonic()
+        outcome = "error"
+        try:
+            if getattr(_in_slot, "held", False):
+                # A request made on behalf of a call that holds a slot (the
+                # setLevel after a reconnect, a header refresh): it must not
+                # wait for a second slot, which could be its own.
+                result = self._send_mending(call, plan)
+            else:
+                with supervisor.admission.slot(plan.deadline):
+                    _in_slot.held = True
+                    try:
+                        result = self._send_mending(call, plan)
+                    finally:
+                        _in_slot.held = False
+            outcome = "ok"
+            if keepalive is not None:
+                keepalive.touch()
+            return result
+        except RequestTimeout:
+            outcome = "timeout"
+            raise
+        except Overloaded:
+            outcome = "shed"
+            raise
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+            raise
+        finally:
+            if keepalive is not None:
+                keepalive.idle()
+            if outcome == "shed":
+                self.metrics.count("shed")  # refused before anything was sent: not a request
+            else:
+                self.metrics.finished(call.method, outcome, time.monotonic() - started)
+                settled = supervisor.settled
+                if (outcome in ("timeout", "interrupted") and settled is not None
+                        and settled.dialect.may_cancel(call.method)):
+                    self.metrics.count("cancellations")  # the engine told the server it gave up
+
+    def _plan(self, call: Call) -> Plan:
+        """A call's options, each checked, as the retry loop reads them."""
+        options = call.options
+        timeout = options.get("timeout", self.timeouts.request)
+        check_timeout("timeout", timeout)
+        progress = options.get("progress")
+        if progress is not None and not callable(progress):
+            raise TypeError("progress must be a callable")
+        option_meta = options.get("meta")
+        if option_meta is not None and not isinstance(option_meta, Mapping):
+            raise TypeError("meta must be a mapping")
+        params_meta = (call.params or {}).get("_meta")
+        if params_meta is not None and not isinstance(params_meta, Mapping):
+            raise TypeError("params['_meta'] must be a mapping")
+        for layer in (option_meta, params_meta):
+            if layer and "progressToken" in layer:
+                raise ValueError("set progress= instead of a progressToken in _meta; the client routes by its own token")
+            if layer and versions.META_PROTOCOL_VERSION in layer:
+                raise ValueError("the protocol version is the client's to set: use protocol= on connect()")
+        trace = options.get("trace_context")
+        trace_meta = validate_trace_context(trace) if trace is not None else None
+        max_total = options.get("max_total_timeout", self.timeouts.max_total)
+        check_timeout("max_total_timeout", max_total)
+        reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
+        on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
+        layers = (params_meta, option_meta, trace_meta)
+        return Plan(timeout, None if timeout is None else time.monotonic() + timeout, max_total,
+                    # A progress token is asked for when progress resets the
+                    # timeout, even with no callback to show it.
+                    wants_progress=progress is not None or reset_on_progress, on_progress=on_progress,
+                    reset_on_progress=reset_on_progress, layers=layers if any(layers) else None)
+
+    # -- step 4: the one retry loop, and the engine ---------------------------------------------------
+
+    def _send_mending(self, call: Call, plan: Plan) -> dict[str, Any]:
+        """Send, and mend each failure the client can mend at most once per
+        call, then send again:
+
+        - -32022 (unsupported protocol version, stateless era): settle the
+          version again;
+        - `SessionExpired` (HTTP 404, initialize era): a new session;
+        - -32020 (header mismatch): `call.refresh_headers()`;
+        - a connection that failed before the request reached the server,
+          or under a request safe to repeat (`SAFE_TO_RETRY`): once more on
+          a new connection; a `ConnectError` of a request safe to repeat (a
+          pooled socket the server had just closed): once more.
+
+        A server that went away is restarted by the supervisor when the era
+        allows it; other calls in flight then fail, they are not resent."""
+        method = call.method
+        supervisor = self.supervisor
+        mended: set[str] = set()
+        while True:
+            dialect = self.dialect  # again after a re-discovery
+            if not dialect.defines(method):
+                raise UnsupportedMethod(method, dialect.version, "use discover()" if method == "ping" else "")
+            params = dict(call.params or {})
+            meta = self._meta_for(dialect, call.handlers)
+            if call.extensions:
+                meta = {**meta, versions.META_CLIENT_CAPABILITIES: inputs.merge_capabilities(
+                    meta.get(versions.META_CLIENT_CAPABILITIES) or {}, {"extensions": dict(call.extensions)})}
+            if plan.layers is not None:
+                meta = merge_meta(meta, *plan.layers, None)
+            if meta:
+                params["_meta"] = meta
+            # A request without params sends none, as the schemas allow.
+            wire_params = params if (params or call.params is not None) else None
+            conn = supervisor.live(plan.deadline)
+            generation = supervisor.session_generation
+            pending = None
+            try:
+                pending = conn.send_request(method, wire_params, progress=plan.wants_progress,
+                                            cancellable=dialect.may_cancel(method),
+                                            headers=call.headers() if call.headers is not None else None)
+                response = conn.wait(
+                    pending, timeout=_left(plan.timeout, plan.deadline), on_progress=plan.on_progress,
+                    reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,
+                    on_log=log_server_message, on_server_request=self.server_requests.on_call(call.handlers, conn),
+                )
+            except SessionExpired:
+                if "session" in mended or dialect.stateless:
+                    raise
+                mended.add("session")
+                supervisor.renew_session(conn, generation)
+                continue
+            except ConnectionClosed as closed:
+                if self._may_resend(closed, conn, pending, method, mended):
+                    continue
+                raise
+            except ConnectError:
+                if method not in SAFE_TO_RETRY or "resend" in mended or supervisor.closed:
+                    raise
+                mended.add("resend")
+                continue
+            supervisor.alive()
+            error = response.get("error")
+            if error is not None:
+                exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
+                if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and "version" not in mended:
+                    mended.add("version")
+                    supervisor.rediscover(exc)
+                    continue
+                if isinstance(exc, HeaderMismatch) and call.refresh_headers is not None and "headers" not in mended:
+                    mended.add("headers")
+                    call.refresh_headers()
+                    continue
+                raise exc
+            result = response.get("result")
+            if not isinstance(result, dict):
+                raise InvalidResult(f"{method}: the result is not an object")
+            if not (method == "tools/call" and result.get("resultType") == "task"):  # a task goes to `tasks`
+                dialect.result_type(result)  # an unknown resultType is invalid
+            return result
+
+    def _may_resend(self, closed: ConnectionClosed, conn: Connection, pending: Any, method: str,
+                    mended: set[str]) -> bool:
+        """Whether a call whose connection closed under it is sent again on
+        a new one; else `closed` is marked with whether it may have run."""
+        supervisor = self.supervisor
+        if supervisor.closed:
+            return False
+        if closed.may_have_executed is False and "reconnect" not in mended and supervisor.may_restart(conn):
+            # Nothing of this request reached the server (its pipe was
+            # gone): it may be sent on a new connection. The connection's
+            # failure is a copy without the flag, so that the other callers'
+            # errors never carry it.
+            failure = copy_error(closed)
+            failure.__dict__.pop("may_have_executed", None)
+            conn.transport_failed(failure)
+            mended.add("reconnect")
+            return True
+        if conn.failure is None:
+            return False  # the call was refused before it was sent
+        if method in SAFE_TO_RETRY and "reconnect" not in mended and supervisor.may_restart(conn):
+            mended.add("reconnect")
+            log.info("%s: the connection failed; sending it again on a new one", method)
+            return True
+        sent = pending is not None and pending.unsent is None
+        closed.may_have_executed = sent
+        if sent and closed.args:
+            closed.args = (f"{closed.args[0]} (the request had been sent: it may have run on the server; "
+                           f"it is not sent again)", *closed.args[1:])
+        return False
+
+
+def _left(timeout: float | None, deadline: float | None) -> float | None:
+    """The call's `timeout`, or less once part of it went to waiting for a
+    slot or a reconnect (over 10 ms: the deadline is the call's, absolute)."""
+    if timeout is None or deadline is None:
+        return timeout
+    remaining = deadline - time.monotonic()
+    return timeout if remaining > timeout - 0.01 else max(remaining, 0.001)
+
+
+__all__ = ["Call", "Pipeline", "Plan", "Requester", "McpError"]

@@ -1,0 +1,691 @@
+"""The connection supervisor: one client's connection, from start to close.
+
+What it owns: starting a connection and having its era settled (through
+the negotiation step), publishing it with what was settled, handing callers
+"a live connection within this deadline", reconnecting with the backoff of
+the `Reconnect` policy (eagerly, on a thread of its own, when something
+waits without calling: an open subscription, a keepalive), renewing an
+expired initialize-era session, re-opening subscriptions, the keepalive,
+the status, pausing admission while it reconnects, closing replaced
+connections on threads of their own, `close()`, and letting go of the
+parent's connection in a fork child.
+
+What it must not know: the client (its threads hold the supervisor, which
+the client's finalizer closes, so a dropped client is collected at once),
+how requests are built or retried (the request pipeline, which it reaches
+only through `Hooks`), or how a transport does IO.
+
+Lock discipline. `lock` guards `conn`, `settled`, `starting`, `closed`,
+`healer`, `heal_again`, `closers`, `leaving` and
+`initialize_era_subscriptions`; nothing blocks under it. `restart_lock` is
+held by the one thread that connects (first open, reconnect, fork child);
+the reconnect state (`attempts`, `delays`, `retry_at`, `gave_up`) is only
+touched under it. `session_lock` serialises session renewals. `settled` is
+an immutable record, replaced whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+import attrs
+
+from . import negotiation
+from .admission import MAIN_THREAD_SLICE, Admission
+from .connection import Connection
+from .errors import ConnectionClosed, McpError, RequestTimeout, SessionExpired, TransportError, UnsupportedProtocolVersion
+from .keepalive import Keepalive
+from .metrics import Metrics
+from .negotiation import Settled, Terms
+from .notifications import Dispatcher
+from .options import Keepalive as KeepalivePolicy
+from .status import Reconnect, Status, StatusMonitor
+from .transports.base import Target, Transport
+
+if TYPE_CHECKING:
+    from .subscriptions import Subscription
+
+log = logging.getLogger("mcp_sync.client")
+
+#: The longest `close()` waits for the thread reconnecting for subscriptions.
+CLOSE_JOIN_SECONDS = 2.0
+#: The longest one round of the reconnect thread waits for a connection
+#: before it looks again (and sees a close).
+HEAL_ROUND_SECONDS = 1.0
+
+
+class Hooks(Protocol):
+    """What the supervisor needs from the request pipeline above it."""
+
+    def engine_callbacks(self) -> dict[str, Any]:
+        """The keyword arguments of `Connection` for server requests,
+        notifications and log messages that belong to no call."""
+
+    def after_connect(self, settled: Settled, deadline: float | None) -> None:
+        """What a new connection needs once callers can use it (`logging/setLevel`)."""
+
+    def keepalive_probe(self, timeout: float) -> None:
+        """Check that the connection answers (raises an `McpError` if not)."""
+
+
+def acquire_until(lock: threading.Lock, deadline: float | None) -> bool:
+    """Take `lock`, waiting until `deadline` at most (in slices on the main
+    thread, so an interrupt lands)."""
+    main = threading.current_thread() is threading.main_thread()
+    while True:
+        if deadline is None:
+            wait = MAIN_THREAD_SLICE if main else -1.0
+        else:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return lock.acquire(blocking=False)
+            if main:
+                wait = min(wait, MAIN_THREAD_SLICE)
+        if lock.acquire(timeout=wait):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
+
+def bounded(timeout: float | None, deadline: float | None) -> float | None:
+    """`timeout`, but never past `deadline` (None: no bound from it)."""
+    if deadline is None:
+        return timeout
+    remaining = max(deadline - time.monotonic(), 0.001)
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+def _pause(stop: threading.Event, seconds: float) -> None:
+    """Wait `seconds`, or until `stop` is set; in slices on the main thread."""
+    end = time.monotonic() + seconds
+    main = threading.current_thread() is threading.main_thread()
+    while not stop.is_set():
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        stop.wait(min(left, MAIN_THREAD_SLICE) if main else left)
+
+
+@attrs.frozen
+class Policy:
+    """How the supervisor treats a failed connection, from the client's options."""
+
+    restart: bool
+    reconnect: Reconnect | None
+    keepalive: KeepalivePolicy | None
+    timeout: float | None
+    probe_timeout: float
+    max_server_requests: int
+    handler_timeout: float | None
+
+
+class Supervisor:
+    """One client's connection and everything that keeps it alive."""
+
+    def __init__(self, target: Target | Transport, policy: Policy, terms: Terms, hooks: Hooks,
+                 ids: Iterator[int], metrics: Metrics, admission: Admission,
+                 on_reconnect: Callable[[], None], *, clock: Callable[[], float] = time.monotonic,
+                 pause: Callable[[float], None] | None = None) -> None:
+        self.target = target
+        self.policy = policy
+        self.terms = terms
+        self.hooks = hooks
+        self.ids = ids
+        self.metrics = metrics
+        self.on_reconnect = on_reconnect  # a new connection replaced a failed one (the cache forgets)
+        self.lock = threading.Lock()
+        self.conn: Connection | None = None
+        self.settled: Settled | None = None
+        self.starting: set[Connection] = set()  # started, not yet published
+        self.closed = False
+        self.dispatcher = Dispatcher()
+        # Status callbacks run on the dispatcher's thread, never the reader's.
+        self.status = StatusMonitor(self.dispatcher.call_soon)
+        self.keepalive: Keepalive | None = None
+        self.admission = admission
+        self.closed_event = threading.Event()  # ends a backoff wait at once
+        self.healer: threading.Thread | None = None  # the reconnect thread (`_heal`)
+        self.heal_again = False
+        # Held strongly: `close()` ends them (the session's streams go with it).
+        self.initialize_era_subscriptions: set[Subscription] = set()
+        # Connections closed on threads of their own, with each close's budget.
+        self.closers: dict[threading.Thread, tuple[Connection, float]] = {}
+        # Threads that took themselves off their roll (`closers`, `healer`)
+        # and may not have ended yet: `close()` joins them too.
+        self.leaving: list[threading.Thread] = []
+        # Every open subscription, both eras, held weakly.
+        self.subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
+        self.restart_lock = threading.Lock()
+        self.session_lock = threading.Lock()
+        self.session_generation = 0
+        self.reopen_after_fork = False
+        self.attempts = 0
+        self.delays: Iterator[float] | None = None
+        self.retry_at = 0.0
+        self.gave_up: McpError | None = None
+        self._probed: Connection | None = None  # the connection the keepalive checked
+        # The reconnect policy's clock and backoff wait: injected by tests to
+        # step through the policy's states without waiting; a backoff wait
+        # ends at once when the client closes.
+        self.clock = clock
+        self.pause = pause if pause is not None else (lambda seconds: _pause(self.closed_event, seconds))
+
+    # -- starting and publishing (the negotiation's `Starter`) ----------------------------
+
+    def start(self, target: Target | Transport) -> Connection:
+        """A started connection, not yet visible to callers (see `publish`);
+        while it starts and settles, `close()` reaches it through `starting`."""
+        transport = target.open() if isinstance(target, Target) else target
+        policy = self.policy
+        conn = Connection(transport, self.ids, max_server_requests=policy.max_server_requests,
+                          handler_timeout=policy.handler_timeout, drops=self.dispatcher.drops,
+                          on_failed=self._on_failed, **self.hooks.engine_callbacks())
+        transport.request_timeout = policy.timeout
+        with self.lock:
+            if self.closed:
+                raise ConnectionClosed("the client is closed")
+            self.starting.add(conn)
+        try:
+            conn.start()
+        except BaseException:
+            self.abandon(conn, "the connection failed to start")
+            raise
+        return conn
+
+    def abandon(self, conn: Connection, reason: str, *, later: bool = False) -> None:
+        """Close a connection that was never published; `later`: on a thread
+        of its own (a reconnect's caller keeps its deadline)."""
+        # Closed (or handed to a closer) before it leaves `starting`, so a
+        # close() meanwhile waits for that close instead of returning early.
+        try:
+            if later:
+                self.close_later(conn, reason)
+            else:
+                conn.close(reason)
+        finally:
+            with self.lock:
+                self.starting.discard(conn)
+
+    def publish(self, conn: Connection, settled: Settled) -> None:
+        """Make a started, settled connection the one callers use, under the
+        lock `close()` takes: one opened by a restart that lost the race
+        with `close()` is closed here, never leaked."""
+        with self.lock:
+            self.starting.discard(conn)
+            if not self.closed:
+                old = self.conn
+                if old is not None and old is not conn:
+                    # Its bytes stay counted in `stats()` once it is replaced.
+                    self.metrics.add_bytes(sent=old.transport.bytes_sent, received=old.transport.bytes_received)
+                self.conn, self.settled = conn, settled
+                self.reopen_after_fork = False
+                return
+        conn.close("the client was closed while connecting")
+        raise ConnectionClosed("the client is closed")
+
+    def update(self, **changes: Any) -> None:
+        """Replace fields of the settled record (a new `server/discover` result)."""
+        with self.lock:
+            if self.settled is not None:
+                self.settled = attrs.evolve(self.settled, **changes)
+
+    def open(self) -> None:
+        """Open the first connection, settle its era, start the keepalive."""
+        with self.restart_lock:
+            self._connect(None)
+        settled = self.settled
+        assert settled is not None
+        self.hooks.after_connect(settled, None)
+        self.status.set(Status.READY)
+        checks = self.policy.keepalive
+        if checks is not None:
+            self.keepalive = Keepalive(checks.interval, checks.failures, probe=self._keepalive_probe,
+                                       on_dead=self._keepalive_dead)
+
+    def _connect(self, era: Settled | None, deadline: float | None = None, *, reconnecting: bool = False) -> Connection:
+        """Start a connection, settle its era (or resume `era`), publish it.
+        Called with `restart_lock` held."""
+        target = era.target if era is not None else self.target
+        conn = self.start(target)
+        try:
+            if era is None:
+                conn, settled = negotiation.settle(conn, target, self.terms, self)
+            else:
+                settled = negotiation.resume(conn, era, self.terms, bounded(self.policy.timeout, deadline))
+        except BaseException:
+            self.abandon(conn, "the connection could not be set up", later=reconnecting)
+            raise
+        self.publish(conn, settled)
+        return conn
+
+    # -- a live connection within a deadline ---------------------------------------------------
+
+    def live(self, deadline: float | None = None) -> Connection:
+        """The connection to use. Opens a new one, in the era already
+        settled, when the connection failed and reconnecting is on (for a
+        stateless stdio connection even with `reconnect=False`: the spec
+        asks a stdio client to start its server again), or on first use in a
+        fork child. One thread reconnects; the others wait for it up to their
+        own `deadline`."""
+        conn = self.conn
+        if conn is not None and not self.reopen_after_fork and (conn.failure is None or not self.may_restart(conn)):
+            return conn
+        if self.closed:
+            if conn is not None:
+                return conn  # sending on it raises why it ended (ServerExited, closed)
+            raise ConnectionClosed("the client is closed")
+        if conn is None and not self.reopen_after_fork:
+            raise ConnectionClosed("the client is not connected")
+        if self.reopen_after_fork and not isinstance(self.target, Target):
+            raise ConnectionClosed("this client's transport was opened in the parent process, before "
+                                   "os.fork(), and cannot be reopened: connect() again in this process")
+        if not acquire_until(self.restart_lock, deadline):
+            raise RequestTimeout("the connection is being re-established and was not ready before the "
+                                 "call's deadline")
+        try:
+            current = self.conn
+            if current is not conn and current is not None and current.failure is None and not self.reopen_after_fork:
+                return current  # another thread reconnected already
+            if self.reopen_after_fork:
+                log.info("reconnecting: the client was inherited across os.fork()")
+                new = self._connect(self.require_settled())
+            else:
+                assert current is not None
+                new = self._reconnect(current, deadline)
+        finally:
+            self.restart_lock.release()
+        self.hooks.after_connect(self.require_settled(), deadline)
+        self.status.set(Status.READY)
+        if self.keepalive is not None:
+            self.keepalive.reset()
+        if any(subscription.interrupted for subscription in list(self.subscriptions)):
+            self.heal_soon()  # open them again, off this caller's thread
+        return new
+
+    def require_settled(self) -> Settled:
+        settled = self.settled
+        if settled is None:
+            raise ConnectionClosed("the client is not connected")
+        return settled
+
+    def may_restart(self, conn: Connection) -> bool:
+        """Whether a failed connection is opened again by the next call."""
+        if not self.policy.restart or not isinstance(self.target, Target):
+            return False
+        if self.policy.reconnect is not None:
+            return True
+        # Without a reconnect policy, only what the spec asks of a stdio
+        # client: start a stateless server again.
+        return self.require_settled().dialect.stateless and conn.transport.restarts_server
+
+    def alive(self) -> None:
+        """A response arrived: the next failure starts a fresh run of the policy."""
+        if self.attempts and self.restart_lock.acquire(blocking=False):
+            try:
+                self.attempts, self.delays, self.retry_at = 0, None, 0.0
+            finally:
+                self.restart_lock.release()
+
+    def _reconnect(self, failed: Connection, deadline: float | None) -> Connection:
+        """Open a connection in place of `failed`, waiting out the backoff
+        (never past `deadline`). Called with `restart_lock` held; the
+        attempts of successive callers make one run of the policy."""
+        if self.gave_up is not None:
+            raise ConnectionClosed(f"reconnecting gave up: {self.gave_up}")
+        # New calls wait for the connection in the admission queue, bounded
+        # by `max_queued` (beyond it: `Overloaded`), not on the lock.
+        self.admission.pause()
+        try:
+            return self._reconnect_paused(failed, deadline)
+        finally:
+            self.admission.resume()
+
+    def _reconnect_paused(self, failed: Connection, deadline: float | None) -> Connection:
+        cause: McpError | None = failed.failure
+        # On a thread of its own: a server that hangs on its way out must not
+        # hold the caller past its deadline.
+        self.close_later(failed, "reconnecting after the connection failed")
+        self.status.set(Status.RECONNECTING, cause)
+        for subscription in list(self.subscriptions):
+            subscription.interrupt()
+        policy = self.policy.reconnect
+        while True:
+            if deadline is not None and self.clock() >= deadline:
+                raise RequestTimeout("the connection is being re-established and was not ready before the "
+                                     "call's deadline")
+            if self.attempts > 0 and self.retry_at == 0.0:
+                # The previous attempt connected but was not proven alive
+                # (or failed): back off before this one, or give up.
+                if self.delays is None:
+                    # Without a policy (reconnect=False) a stateless stdio
+                    # server is still started again, at once, every time.
+                    self.delays = policy.delays() if policy is not None else itertools.repeat(0.0)
+                delay = next(self.delays, None)
+                if delay is None:
+                    raise self._give_up(cause)
+                self.retry_at = self.clock() + delay
+            wait = self.retry_at - self.clock()
+            if wait > 0:
+                if deadline is not None and self.clock() + wait > deadline:
+                    raise RequestTimeout(f"the connection is being re-established; the next attempt is in "
+                                         f"{wait:.2f} s, after the call's deadline")
+                self.pause(wait)
+            if self.closed:
+                raise ConnectionClosed("the client is closed")
+            # The connections being closed go first: the old server may hold
+            # what the new one needs (a port, a lock file).
+            if not self.closers_done(deadline):
+                raise RequestTimeout("the connection is being re-established: the failed server was still "
+                                     "shutting down at the call's deadline")
+            self.retry_at = 0.0
+            self.attempts += 1
+            log.warning("the connection failed; reconnecting (attempt %d): %s", self.attempts, cause)
+            era = self.require_settled()
+            try:
+                new = self._connect(era, deadline, reconnecting=True)
+            except McpError as exc:
+                if self.closed or policy is None:
+                    raise  # without a policy: one attempt per call, never a loop
+                cause = exc
+                continue
+            if not era.dialect.stateless:  # the handshake was answered: it is alive
+                self.attempts, self.delays, self.retry_at = 0, None, 0.0
+            # Otherwise the attempts are forgotten once the new connection
+            # answers something (`alive`): a server that starts and dies at
+            # once meets the backoff, not a hot loop.
+            self.metrics.count("reconnects")
+            self.on_reconnect()
+            return new
+
+    def _give_up(self, cause: McpError | None) -> ConnectionClosed:
+        error = cause if cause is not None else ConnectionClosed("the connection failed")
+        self.gave_up = error
+        self.status.set(Status.FAILED, error)
+        log.error("reconnecting gave up after %d attempts: %s", self.attempts, error)
+        for subscription in list(self.subscriptions):
+            if subscription.interrupted:
+                subscription.fail(ConnectionClosed(f"reconnecting gave up: {error}"))
+        return ConnectionClosed(f"reconnecting gave up after {self.attempts} attempts: {error}")
+
+    def renew_session(self, conn: Connection, generation: int) -> None:
+        """The server ended our initialize-era session (HTTP 404): start a new
+        one, once for all the calls that found out at the same time."""
+        with self.session_lock:
+            if self.session_generation != generation:
+                return  # another call renewed it already
+            settled = self.require_settled()
+            log.info("the session expired; initializing a new one")
+            self.status.set(Status.RECONNECTING, SessionExpired("the server ended the session (HTTP 404)", status=404))
+            for subscription in list(self.subscriptions):  # the session's subscriptions went with it
+                subscription.interrupt()
+            renewed = negotiation.renew(conn, settled, self.terms)
+            with self.lock:
+                if self.conn is conn:
+                    self.settled = renewed
+            self.session_generation += 1
+            self.metrics.count("reconnects")
+            self.status.set(Status.READY)
+        if any(subscription.interrupted for subscription in list(self.subscriptions)):
+            self.heal_soon()  # subscribe again in the new session
+
+    def rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
+        """After a -32022 on a ready stateless connection: settle the version again."""
+        conn = self.conn
+        assert conn is not None
+        settled = negotiation.reprobe(conn, self.require_settled(), refusal, self.terms)
+        with self.lock:
+            if self.conn is conn:
+                self.settled = settled
+
+    # -- healing without a call: failure notice, the reconnect thread, keepalive ---------------
+
+    def _on_failed(self, error: TransportError) -> None:
+        """Told by a connection when it fails (on its reader thread): the
+        status says so now, and the reconnect starts now when something
+        waits for the connection without calling."""
+        if self.closed:
+            return
+        conn = self.conn
+        may_reconnect = conn is not None and self.may_restart(conn)
+        self.status.set(Status.RECONNECTING if may_reconnect else Status.FAILED, error)
+        if not len(self.subscriptions) and self.keepalive is None:
+            return
+        if conn is not None and self.policy.reconnect is not None and may_reconnect:
+            for subscription in list(self.subscriptions):
+                subscription.interrupt()
+            self.heal_soon()
+
+    def stream_broken(self, conn: Connection, subscription: Subscription) -> bool:
+        """`subscription`'s stream on `conn` broke: True when the supervisor
+        reconnects and opens it again (it is then interrupted, not ended)."""
+        if self.closed or self.policy.reconnect is None or not self.may_restart(conn):
+            return False
+        subscription.interrupt()
+        self.heal_soon()
+        return True
+
+    def heal_soon(self) -> None:
+        """Start the reconnect thread unless it runs already. Only starts a
+        thread: callable from the reader."""
+        with self.lock:
+            if self.closed:
+                return
+            if self.healer is not None:
+                self.heal_again = True  # it looks again before it ends
+                return
+            self.heal_again = False
+            healer = threading.Thread(target=self._heal, name="mcp-sync-reconnect", daemon=True)
+            try:
+                healer.start()
+            except RuntimeError as exc:  # no thread to be had: the next call reconnects instead
+                log.warning("no thread to reconnect for the open subscriptions: %s", exc)
+                return
+            self.healer = healer
+
+    def _heal(self) -> None:
+        """The `mcp-sync-reconnect` thread: reconnect and open every
+        interrupted subscription again, until they are all open or
+        reconnecting gave up (they then end with `SubscriptionBroken`)."""
+        try:
+            while True:
+                wait = self._heal_round()
+                if wait is None:
+                    with self.lock:
+                        if not self.heal_again or self.closed:
+                            self.healer = None
+                            self.leave(threading.current_thread())
+                            return
+                        self.heal_again = False
+                    continue
+                self.closed_event.wait(wait)  # the backoff
+        except BaseException:  # a thread of ours never dies silently
+            log.exception("reconnecting for the open subscriptions failed unexpectedly")
+            with self.lock:
+                self.healer = None
+                self.leave(threading.current_thread())
+
+    def _heal_round(self) -> float | None:
+        """One round of `_heal`: None when there is nothing more to do, else
+        how long to wait before the next round."""
+        if self.closed:
+            return None
+        try:
+            conn = self.live(time.monotonic() + HEAL_ROUND_SECONDS)
+        except RequestTimeout:
+            return max(self.retry_at - time.monotonic(), 0.05)
+        except McpError as exc:
+            if not self.closed:
+                log.warning("reconnecting for the open subscriptions failed: %s", exc)
+            for subscription in list(self.subscriptions):
+                if subscription.interrupted:
+                    subscription.fail(exc)
+            return None
+        reopened = []
+        for subscription in list(self.subscriptions):
+            if not subscription.interrupted:
+                continue
+            try:
+                if subscription.reopen_on(conn):
+                    reopened.append(subscription)
+            except ConnectionClosed:
+                pass  # the new connection failed already: round again
+            except Exception as exc:
+                log.warning("a subscription could not be opened again: %s", exc)
+                subscription.fail(exc if isinstance(exc, McpError) else
+                                  ConnectionClosed(f"opening it again failed: {exc}"))
+        # The server acknowledging the streams opened again proves the new
+        # connection alive, as a response to a call would. Looked at in
+        # slices: a connection that fails meanwhile ends the wait at once.
+        limit = time.monotonic() + self.policy.probe_timeout
+        while (reopened and conn.failure is None and not self.closed and time.monotonic() < limit
+               and not all(sub.settled for sub in reopened)):
+            self.closed_event.wait(0.05)
+        if reopened and all(sub.reopened for sub in reopened):
+            self.alive()
+        if conn.failure is not None and any(sub.interrupted for sub in list(self.subscriptions)):
+            return 0.0  # round again
+        return None
+
+    def _keepalive_probe(self, timeout: float) -> None:
+        if self.closed:
+            return
+        self._probed = self.conn
+        self.hooks.keepalive_probe(timeout)
+
+    def _keepalive_dead(self, error: McpError) -> None:
+        conn = self._probed
+        if self.closed or conn is None or conn is not self.conn:
+            return  # replaced meanwhile: the new connection was not checked yet
+        # Failing it starts the reconnect (`_on_failed`), off this thread.
+        conn.transport_failed(ConnectionClosed(
+            f"the connection looks dead: {self.policy.keepalive.failures if self.policy.keepalive else 0} keepalive "
+            f"checks failed ({error})"))
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def leave(self, thread: threading.Thread) -> None:
+        """(Under `lock`.) `thread`, just taken off its roll, runs on for a
+        moment: `close()` must still join it. Ended ones are let go here."""
+        self.leaving = [other for other in self.leaving if other.is_alive()]
+        self.leaving.append(thread)
+
+    def close(self) -> None:
+        """Close everything; idempotent, from any thread."""
+        with self.lock:
+            self.closed = True
+            conns = [self.conn, *self.starting]
+            self.starting = set()
+            subscriptions, self.initialize_era_subscriptions = self.initialize_era_subscriptions, set()
+        # Closed is announced before the dispatcher stops, so its callbacks
+        # hear it; the connection is closed before the keepalive, so a
+        # probe in progress ends at once.
+        self.status.set(Status.CLOSED)
+        self.closed_event.set()
+        self.admission.close(ConnectionClosed("the client was closed"))
+        for conn in conns:
+            if conn is not None:
+                conn.close()
+        with self.lock:
+            closers = list(self.closers.items())
+        for closer, (_, budget) in closers:
+            if closer is not threading.current_thread():
+                closer.join(budget)
+        if self.keepalive is not None:
+            self.keepalive.close()
+        with self.lock:
+            threads = [self.healer, *self.leaving]
+        limit = time.monotonic() + CLOSE_JOIN_SECONDS
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(max(limit - time.monotonic(), 0.0))
+        self.dispatcher.close()
+        for subscription in subscriptions:
+            subscription.fail(ConnectionClosed("the client was closed"))
+
+    def close_later(self, conn: Connection, reason: str) -> None:
+        """Close `conn` on a thread of its own: a caller with a deadline (a
+        reconnect) must not wait out a wedged server's shutdown. `close()`
+        waits for the thread, up to the connection's `close_budget`. Once
+        closing, or when no thread can be started, `conn` is closed here and
+        now. One closer per connection."""
+        def run() -> None:
+            try:
+                conn.close(reason)
+            finally:
+                with self.lock:
+                    if self.closers.pop(thread, None) is not None:
+                        self.leave(thread)
+
+        thread = threading.Thread(target=run, name="mcp-sync-closer", daemon=True)
+        with self.lock:
+            if any(closing is conn for closing, _ in self.closers.values()):
+                return
+            if not self.closed:
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had: close it on this one
+                    pass
+                else:
+                    self.closers[thread] = (conn, conn.close_budget + 1.0)
+                    return
+        conn.close(reason)
+
+    def closers_done(self, deadline: float | None) -> bool:
+        """Wait for the closes `close_later` runs, each up to its budget and
+        all up to `deadline`: False if the deadline came first."""
+        while True:
+            with self.lock:
+                closers = list(self.closers.items())
+            if not closers:
+                return True
+            closer, (_, budget) = closers[0]
+            wait = budget if deadline is None else min(budget, deadline - self.clock())
+            if wait <= 0:
+                return False
+            closer.join(wait)
+            if closer.is_alive():
+                if deadline is not None and self.clock() >= deadline:
+                    return False
+                with self.lock:  # past its budget: no longer waited for
+                    self.closers.pop(closer, None)
+
+    def after_fork(self) -> None:
+        """In a fork child: forget the parent's connections and threads
+        without IO, take fresh locks, and reconnect on first use in the era
+        already settled. Inherited subscriptions end at once with
+        `SubscriptionBroken` (their streams are the parent's)."""
+        self.lock = threading.Lock()
+        self.restart_lock = threading.Lock()
+        self.session_lock = threading.Lock()
+        for closing, _ in self.closers.values():
+            closing.discard()  # the parent's thread closes it; this process only lets go of its copies
+        self.closers = {}
+        self.leaving = []
+        self.closed_event = threading.Event()
+        self.healer = None
+        for subscription in list(self.subscriptions):
+            subscription.orphan(ConnectionClosed(
+                "the subscription belongs to the parent process (os.fork()); listen again in this one"))
+        self.subscriptions = weakref.WeakSet()
+        for conn in (self.conn, *self.starting):
+            if conn is not None:
+                conn.discard()
+        self.conn = None
+        self.starting = set()
+        self.initialize_era_subscriptions = set()
+        # The child's connection is its own: a fresh run of the reconnect policy.
+        self.attempts, self.delays, self.retry_at, self.gave_up = 0, None, 0.0, None
+        # The dispatcher's thread was not copied: its thread starts again on first use.
+        self.dispatcher.after_fork()
+        self.status.after_fork()
+        self.admission.after_fork()
+        if self.keepalive is not None:
+            self.keepalive.after_fork()
+        self.reopen_after_fork = True
+
