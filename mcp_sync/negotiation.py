@@ -217,9 +217,12 @@ def initialize(
     timeout: float | None,
     on_log: Callback,
     on_server_request: Callback,
+    on_declared: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> InitializeResult:
     """The initialize handshake: `initialize`, a check of the negotiated
-    version, then `notifications/initialized`. Returns the session."""
+    version, then `notifications/initialized`. Returns the session.
+    `on_declared` is told the capabilities declared once the server
+    accepted them, before `notifications/initialized`."""
     dialect = versions.dialect_for(version)
     params = {
         "protocolVersion": version,
@@ -242,6 +245,8 @@ def initialize(
     # The transport frames everything after initialize for this version
     # (HTTP: the session id and MCP-Protocol-Version headers).
     conn.transport.negotiated(negotiated, False)
+    if on_declared is not None:
+        on_declared(initialize_capabilities(identity.capabilities, version))
     conn.notify("notifications/initialized")
     return session
 
@@ -301,6 +306,9 @@ class Terms:
     answerer: Callable[[Connection], Callback]
     #: A span around a handshake exchange: (method, version) -> context manager.
     traced: Callable[[str, str], AbstractContextManager[Any]]
+    #: Told what `initialize` declared, before `notifications/initialized`
+    #: goes out (the server may ask for roots right after it).
+    on_declared: Callable[[Mapping[str, Any]], None] = lambda capabilities: None
 
 
 class _Changed(Exception):
@@ -441,7 +449,8 @@ def _initialize(conn: Connection, target: Target | Transport, version: str, term
     with terms.traced("initialize", version):
         session = initialize(conn, version, terms.allowed, identity,
                              timeout=terms.timeout if timeout is None else timeout,
-                             on_log=terms.on_log, on_server_request=terms.answerer(conn))
+                             on_log=terms.on_log, on_server_request=terms.answerer(conn),
+                             on_declared=terms.on_declared)
     return Settled(target, versions.dialect_for(session.protocol_version), session=session,
                    discovered=discovered, declared=initialize_capabilities(identity.capabilities, version))
 

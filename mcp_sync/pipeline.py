@@ -206,7 +206,7 @@ class Pipeline:
                         max_server_requests=limits.max_server_requests, handler_timeout=timeouts.handler)
         terms = Terms(allowed=options.allowed_versions, probe_timeout=timeouts.probe, timeout=timeouts.request,
                       identity=self.identity, on_log=log_server_message, answerer=self.server_requests.answerer,
-                      traced=self.traced)
+                      traced=self.traced, on_declared=self.on_declared)
         self.supervisor = Supervisor(target, policy, terms, self, ids, self.metrics,
                                      Admission(limits.max_in_flight, limits.max_queued), self._forget_server)
 
@@ -291,11 +291,17 @@ class Pipeline:
         return {"on_server_request": self.server_requests.unrelated, "on_notification": on_notification,
                 "on_log": log_server_message}
 
-    def after_connect(self, settled: Settled, deadline: float | None) -> None:
-        """A new initialize-era session gets the log level asked for."""
-        self.catalog.mirrors_headers = self.supervisor.conn.transport.mirrors_headers if self.supervisor.conn else False
+    def on_declared(self, capabilities: Mapping[str, Any]) -> None:
+        """What `initialize` declared, told before `notifications/initialized`
+        goes out: the server may ask for roots (say) right after it."""
+        self.server_requests.declared = capabilities
+
+    def after_connect(self, conn: Connection, settled: Settled, deadline: float | None) -> None:
+        """What a new connection needs once callers can use it: the rules
+        that depend on its transport and revision, and the log level asked
+        of a new initialize-era session."""
+        self.catalog.mirrors_headers = conn.transport.mirrors_headers
         self.catalog.structured_output = settled.dialect.structured_output
-        self.server_requests.declared = settled.declared
         level = self.options.log_level
         if settled.session is not None and level is not None:
             try:
@@ -324,6 +330,9 @@ class Pipeline:
 
     def after_fork(self) -> None:
         self.catalog.after_fork()
+        # The catalog's schema cache was made afresh (a parent thread may
+        # have held the old one's lock at the fork): answers use the new one.
+        self.server_requests.schemas = self.catalog.schemas
         self.metrics.after_fork()
         self.supervisor.after_fork()
 

@@ -362,7 +362,8 @@ def listen(host: ListenHost, *, tools_list_changed: bool = False, prompts_list_c
 def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | None, max_buffer: int,
                       overflow: str) -> Subscription:
     supervisor = host.supervisor
-    conn = supervisor.live()
+    # Bounded by the listen's own timeout, also while a reconnect is under way.
+    conn = supervisor.live(None if wait is None else time.monotonic() + wait)
     # The tasks extension's filter key is declared with the extension.
     extensions: dict[str, Any] | None = {"io.modelcontextprotocol/tasks": {}} if "taskIds" in wanted else None
     params = {"notifications": wanted, "_meta": host.request_meta(extensions)}
@@ -398,7 +399,7 @@ def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | No
             new.unsubscribe(subscription.id)
 
     subscription._reopen = reopen
-    supervisor.subscriptions.add(subscription)
+    supervisor.register(subscription)
     subscription.id = conn.subscribe("subscriptions/listen", params, events_of(conn))
     if not subscription.acknowledged.wait(wait):
         subscription.close()
@@ -478,7 +479,5 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
     subscription._reopen = reopen
     subscription.accepted = accepted
     subscription.acknowledged.set()
-    with supervisor.lock:
-        supervisor.initialize_era_subscriptions.add(subscription)
-        supervisor.subscriptions.add(subscription)
+    supervisor.register(subscription, initialize_era=True)
     return subscription

@@ -67,8 +67,8 @@ class Hooks(Protocol):
         """The keyword arguments of `Connection` for server requests,
         notifications and log messages that belong to no call."""
 
-    def after_connect(self, settled: Settled, deadline: float | None) -> None:
-        """What a new connection needs once callers can use it (`logging/setLevel`)."""
+    def after_connect(self, conn: Connection, settled: Settled, deadline: float | None) -> None:
+        """What the new connection `conn` needs once callers can use it (`logging/setLevel`)."""
 
     def keepalive_probe(self, timeout: float) -> None:
         """Check that the connection answers (raises an `McpError` if not)."""
@@ -165,6 +165,7 @@ class Supervisor:
         self.session_lock = threading.Lock()
         self.session_generation = 0
         self.reopen_after_fork = False
+        self.opened = False  # open() ran (under `restart_lock`)
         self.attempts = 0
         self.delays: Iterator[float] | None = None
         self.retry_at = 0.0
@@ -175,6 +176,20 @@ class Supervisor:
         # ends at once when the client closes.
         self.clock = clock
         self.pause = pause if pause is not None else (lambda seconds: _pause(self.closed_event, seconds))
+
+    def register(self, subscription: Subscription, *, initialize_era: bool = False) -> None:
+        """Watch `subscription`: interrupt and re-open it across reconnects,
+        end it at `close()`. Initialize-era ones are held strongly (the
+        session's streams go with the client); the others weakly."""
+        with self.lock:
+            self.subscriptions.add(subscription)
+            if initialize_era:
+                self.initialize_era_subscriptions.add(subscription)
+
+    def open_subscriptions(self) -> list[Subscription]:
+        """The subscriptions watched now (a copy: a reader may add one meanwhile)."""
+        with self.lock:
+            return list(self.subscriptions)
 
     # -- starting and publishing (the negotiation's `Starter`) ----------------------------
 
@@ -236,17 +251,29 @@ class Supervisor:
                 self.settled = attrs.evolve(self.settled, **changes)
 
     def open(self) -> None:
-        """Open the first connection, settle its era, start the keepalive."""
+        """Open the first connection, settle its era, start the keepalive.
+        Once open, a second call does nothing; once closed, it raises
+        `ConnectionClosed`."""
         with self.restart_lock:
-            self._connect(None)
-        settled = self.settled
-        assert settled is not None
-        self.hooks.after_connect(settled, None)
+            if self.closed:
+                raise ConnectionClosed("the client is closed")
+            if self.opened:
+                return
+            self.opened = True
+            conn = self._connect(None)
+        self.hooks.after_connect(conn, self.require_settled(), None)
         self.status.set(Status.READY)
         checks = self.policy.keepalive
-        if checks is not None:
-            self.keepalive = Keepalive(checks.interval, checks.failures, probe=self._keepalive_probe,
-                                       on_dead=self._keepalive_dead)
+        if checks is None:
+            return
+        keepalive = Keepalive(checks.interval, checks.failures, probe=self._keepalive_probe,
+                              on_dead=self._keepalive_dead)
+        with self.lock:  # a close() meanwhile did not see it: it is closed here
+            if not self.closed:
+                self.keepalive = keepalive
+                return
+        keepalive.close()
+        raise ConnectionClosed("the client was closed while connecting")
 
     def _connect(self, era: Settled | None, deadline: float | None = None, *, reconnecting: bool = False) -> Connection:
         """Start a connection, settle its era (or resume `era`), publish it.
@@ -300,12 +327,15 @@ class Supervisor:
                 new = self._reconnect(current, deadline)
         finally:
             self.restart_lock.release()
-        self.hooks.after_connect(self.require_settled(), deadline)
-        self.status.set(Status.READY)
-        if self.keepalive is not None:
-            self.keepalive.reset()
-        if any(subscription.interrupted for subscription in list(self.subscriptions)):
-            self.heal_soon()  # open them again, off this caller's thread
+        try:
+            self.hooks.after_connect(new, self.require_settled(), deadline)
+        finally:
+            # The new connection is up whatever its follow-up request did.
+            self.status.set(Status.READY)
+            if self.keepalive is not None:
+                self.keepalive.reset()
+            if any(subscription.interrupted for subscription in self.open_subscriptions()):
+                self.heal_soon()  # open them again, off this caller's thread
         return new
 
     def require_settled(self) -> Settled:
@@ -352,7 +382,7 @@ class Supervisor:
         # hold the caller past its deadline.
         self.close_later(failed, "reconnecting after the connection failed")
         self.status.set(Status.RECONNECTING, cause)
-        for subscription in list(self.subscriptions):
+        for subscription in self.open_subscriptions():
             subscription.interrupt()
         policy = self.policy.reconnect
         while True:
@@ -408,7 +438,7 @@ class Supervisor:
         self.gave_up = error
         self.status.set(Status.FAILED, error)
         log.error("reconnecting gave up after %d attempts: %s", self.attempts, error)
-        for subscription in list(self.subscriptions):
+        for subscription in self.open_subscriptions():
             if subscription.interrupted:
                 subscription.fail(ConnectionClosed(f"reconnecting gave up: {error}"))
         return ConnectionClosed(f"reconnecting gave up after {self.attempts} attempts: {error}")
@@ -417,13 +447,15 @@ class Supervisor:
         """The server ended our initialize-era session (HTTP 404): start a new
         one, once for all the calls that found out at the same time."""
         with self.session_lock:
-            if self.session_generation != generation:
-                return  # another call renewed it already
+            if self.session_generation != generation or self.conn is not conn:
+                return  # another call renewed it already, or a reconnect replaced the connection: send again
             settled = self.require_settled()
             log.info("the session expired; initializing a new one")
             self.status.set(Status.RECONNECTING, SessionExpired("the server ended the session (HTTP 404)", status=404))
-            for subscription in list(self.subscriptions):  # the session's subscriptions went with it
+            for subscription in self.open_subscriptions():  # the session's subscriptions went with it
                 subscription.interrupt()
+            # Should it fail, the status stays "reconnecting": the next call
+            # meets the expired session and renews it again.
             renewed = negotiation.renew(conn, settled, self.terms)
             with self.lock:
                 if self.conn is conn:
@@ -431,7 +463,7 @@ class Supervisor:
             self.session_generation += 1
             self.metrics.count("reconnects")
             self.status.set(Status.READY)
-        if any(subscription.interrupted for subscription in list(self.subscriptions)):
+        if any(subscription.interrupted for subscription in self.open_subscriptions()):
             self.heal_soon()  # subscribe again in the new session
 
     def rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
@@ -457,7 +489,7 @@ class Supervisor:
         if not len(self.subscriptions) and self.keepalive is None:
             return
         if conn is not None and self.policy.reconnect is not None and may_reconnect:
-            for subscription in list(self.subscriptions):
+            for subscription in self.open_subscriptions():
                 subscription.interrupt()
             self.heal_soon()
 
@@ -516,18 +548,18 @@ class Supervisor:
         if self.closed:
             return None
         try:
-            conn = self.live(time.monotonic() + HEAL_ROUND_SECONDS)
+            conn = self.live(self.clock() + HEAL_ROUND_SECONDS)
         except RequestTimeout:
-            return max(self.retry_at - time.monotonic(), 0.05)
+            return max(self.retry_at - self.clock(), 0.05)
         except McpError as exc:
             if not self.closed:
                 log.warning("reconnecting for the open subscriptions failed: %s", exc)
-            for subscription in list(self.subscriptions):
+            for subscription in self.open_subscriptions():
                 if subscription.interrupted:
                     subscription.fail(exc)
             return None
         reopened = []
-        for subscription in list(self.subscriptions):
+        for subscription in self.open_subscriptions():
             if not subscription.interrupted:
                 continue
             try:
@@ -548,7 +580,7 @@ class Supervisor:
             self.closed_event.wait(0.05)
         if reopened and all(sub.reopened for sub in reopened):
             self.alive()
-        if conn.failure is not None and any(sub.interrupted for sub in list(self.subscriptions)):
+        if conn.failure is not None and any(sub.interrupted for sub in self.open_subscriptions()):
             return 0.0  # round again
         return None
 
@@ -605,7 +637,12 @@ class Supervisor:
             if thread is not None and thread is not threading.current_thread():
                 thread.join(max(limit - time.monotonic(), 0.0))
         self.dispatcher.close()
-        for subscription in subscriptions:
+        # Every subscription still open ends now, including one interrupted
+        # by a reconnect that the close cut short: its stream's own end was
+        # used up by the interruption, so nothing else would end it.
+        with self.lock:
+            watched = list(self.subscriptions)
+        for subscription in {*subscriptions, *watched}:
             subscription.fail(ConnectionClosed("the client was closed"))
 
     def close_later(self, conn: Connection, reason: str) -> None:
@@ -669,7 +706,7 @@ class Supervisor:
         self.leaving = []
         self.closed_event = threading.Event()
         self.healer = None
-        for subscription in list(self.subscriptions):
+        for subscription in self.open_subscriptions():
             subscription.orphan(ConnectionClosed(
                 "the subscription belongs to the parent process (os.fork()); listen again in this one"))
         self.subscriptions = weakref.WeakSet()

@@ -171,3 +171,15 @@ def test_a_child_forked_while_a_closer_runs_lets_go_of_that_connection(tmp_path)
         assert _reap([pid]) == [OK]
         _calls_in_parent(client)  # waits for the closer, then a server of its own
     assert not [t for t in threading.enumerate() if t.name == "mcp-sync-closer"]
+
+
+def test_a_fork_child_answers_server_requests_with_its_own_schema_cache():
+    # The child's tool catalog gets a fresh schema cache (a parent thread
+    # may have held the old one's lock at the fork): the answers to the
+    # server's requests must check with the new one, not the parent's.
+    with mcp_sync.connect(demo_server()) as client:
+        parents = client._pipeline.catalog.schemas
+        client._after_fork()
+        pipeline = client._pipeline
+        assert pipeline.catalog.schemas is not parents
+        assert pipeline.server_requests.schemas is pipeline.catalog.schemas
