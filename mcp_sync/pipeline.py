@@ -512,15 +512,13 @@ class Pipeline:
         return result
 
     def _auth_context(self) -> str:
-        """Whose private results these are: the bearer token's digest over
-        HTTP (another token, another cache), else this server's one context."""
-        auth = getattr(self.supervisor.target, "auth", None)
-        token = auth.token() if auth is not None else None
-        if not token:
-            return "-"
-        import hashlib  # here: it loads OpenSSL, a cost at import for every program
-
-        return hashlib.sha256(token.encode()).hexdigest()
+        """Whose private results these are: who the transport's requests are
+        made as (another token, another cache), else this server's one
+        context. Read from the transport without IO: credentials are the
+        transport's, fetched (and refreshed) inside its exchanges."""
+        conn = self.supervisor.conn
+        scope = conn.transport.credential_scope() if conn is not None else None
+        return scope or "-"
 
     # -- step 3: admission, metrics, keepalive ------------------------------------------------------
 

@@ -233,3 +233,55 @@ def test_stale_if_error(stale_if_error, caplog):
         else:
             with pytest.raises(mcp_sync.ConnectError):
                 client.read_resource("demo://readme")
+
+
+def test_a_private_result_is_kept_apart_per_identity_of_one_client():
+    # One client shared by a web app's threads, its token per request (a
+    # callable: the user of the request at hand): a private result fetched
+    # as one user is never served to the next.
+    server = demo_server()
+    server.set_cache_hint("resources/read", ttl_ms=60_000, cache_scope="private")
+    current = {"token": "alice"}
+    with HTTPServer(server) as httpd, \
+            mcp_sync.connect(httpd.url, cache=True, auth=lambda: current["token"]) as client:
+        client.read_resource("demo://readme")
+        client.read_resource("demo://readme")
+        assert wire(httpd, "resources/read") == 1
+        current["token"] = "bob"
+        client.read_resource("demo://readme")
+        assert wire(httpd, "resources/read") == 2
+        current["token"] = "alice"
+        client.read_resource("demo://readme")
+        assert wire(httpd, "resources/read") == 3  # bob's answer took the slot: never served to alice
+
+
+class CountingProvider:
+    """A provider that says who it is without network (`credential_scope`)
+    and counts its `token()` calls, which a refreshing provider would turn
+    into a token request."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.scopes = 0
+
+    def token(self) -> str:
+        self.tokens += 1
+        return "the-token"
+
+    def credential_scope(self) -> str:
+        self.scopes += 1
+        return "the-identity"
+
+
+def test_a_cached_answer_asks_the_provider_who_it_is_never_for_a_token():
+    server = demo_server()
+    server.set_cache_hint("resources/read", ttl_ms=60_000, cache_scope="private")
+    provider = CountingProvider()
+    with HTTPServer(server) as httpd, mcp_sync.connect(httpd.url, cache=True, auth=provider) as client:
+        client.read_resource("demo://readme")
+        sent = provider.tokens  # the connect's and the first read's requests
+        for _ in range(5):
+            client.read_resource("demo://readme")
+        assert wire(httpd, "resources/read") == 1
+        assert provider.tokens == sent  # no token fetched for a cached answer
+        assert provider.scopes >= 6

@@ -94,6 +94,10 @@ class TokenProvider(Protocol):
     `refresh(challenge)` is optional: called at most once per 401 with the
     server's `WWW-Authenticate` value (or None); return a new token to retry
     with, or None to give up and let the call fail with AuthenticationError.
+    `credential_scope()` is optional: who requests are made as now, as a
+    string that differs between identities, read without network (a
+    client with `cache=` keeps private results apart by it); without it the
+    digest of `token()` is used.
     """
 
     def token(self) -> str | None:
@@ -123,6 +127,12 @@ class BearerToken:
     def token(self) -> str:
         """The token given."""
         return self._token
+
+    def credential_scope(self) -> str:
+        """Who requests are made as: the token's digest (see `TokenProvider`)."""
+        import hashlib
+
+        return hashlib.sha256(self._token.encode()).hexdigest()
 
     def __repr__(self) -> str:
         return "BearerToken(<redacted>)"

@@ -237,6 +237,23 @@ class TokenFlow:
         tokens = self._current()
         return tokens.access_token if tokens is not None else None
 
+    def credential_scope(self) -> str | None:
+        """Who requests are made as: the digest of the access token held
+        now, never refreshed here (a refresh happens inside the request that
+        needs it); None before any authorization."""
+        if self._loaded:
+            # One attribute read, no lock: a refresh in progress holds the
+            # lock over the network, and this must not wait for it.
+            tokens = self._tokens
+        else:
+            with self._lock:
+                tokens = self._load()
+        if tokens is None:
+            return None
+        import hashlib  # here: it loads OpenSSL, a cost at import for every program
+
+        return hashlib.sha256(tokens.access_token.encode()).hexdigest()
+
     def auth_headers(self, method: str, url: str) -> dict[str, str]:
         """The headers that authorize one request: `Authorization`, and a
         fresh `DPoP` proof for a DPoP-bound token."""

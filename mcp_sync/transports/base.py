@@ -155,6 +155,14 @@ class Transport(abc.ABC):
         copied). The default does nothing, which leaks the copies; the
         built-in transports override it."""
 
+    def credential_scope(self) -> str | None:
+        """Who requests on this transport are made as, for keeping the
+        private results of a shared cache apart: a string that differs
+        between identities (a token's digest, say), read without any IO;
+        None when requests carry no credentials (the default). Called on
+        the calling thread before each cached request."""
+        return None
+
     def negotiated(self, protocol_version: str, stateless: bool) -> None:
         """Told once the protocol version is settled (and again if it changes),
         for transports whose framing depends on it (HTTP headers, sessions)."""

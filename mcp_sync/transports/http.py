@@ -339,6 +339,11 @@ class HTTPTransport(Transport):
     def session_id(self) -> str | None:
         return self._session.id
 
+    def credential_scope(self) -> str | None:
+        """Who this transport's requests are made as: from the token
+        provider, read without network (see `Transport.credential_scope`)."""
+        return self._wire.credential_scope()
+
     def describe(self) -> str:
         return f"Streamable HTTP server {self._target.url}"
 

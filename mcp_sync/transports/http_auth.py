@@ -22,6 +22,11 @@ stands). The transport's one request loop drives it::
         except StopIteration:
             break                        # `response` is the answer
 
+Who a request is made as (`scope()`), for keeping the private results of a
+cache apart, is read without fetching: a provider with
+`credential_scope()` answers from what it holds (OAuth never refreshes for
+it); one without gives its `token()`, whose digest stands for it.
+
 What a provider can do is looked up once, here, not probed per request: a
 provider with `auth_headers(method, url)` (OAuth, DPoP) makes per-request
 headers, others give a bearer token through `token()`; one with
@@ -64,8 +69,15 @@ class Authorization:
         self._make: Callable[[str], Mapping[str, str]] | None = None
         self._handle: Callable[[int, Mapping[str, str]], Any] | None = None
         self._refresh: Callable[[str | None], Any] | None = None
+        self._scope: Callable[[], str | None] | None = None
         if provider is None:
             return
+        scope = getattr(provider, "credential_scope", None)
+        token_of = getattr(provider, "token", None)
+        if callable(scope):
+            self._scope = scope
+        elif callable(token_of):
+            self._scope = lambda: _digest(token_of())
         make = getattr(provider, "auth_headers", None)
         if make is not None:
             self._make = lambda method: make(method, url)
@@ -79,6 +91,11 @@ class Authorization:
             self._make = bearer
         self._handle = getattr(provider, "handle_challenge", None)
         self._refresh = getattr(provider, "refresh", None)
+
+    def scope(self) -> str | None:
+        """Who requests are made as now (a string that differs between
+        identities), read without network; None: no credentials."""
+        return self._scope() if self._scope is not None else None
 
     def flow(self, method: str, headers: Mapping[str, str]) -> Generator[dict[str, str], Any, None]:
         """Yield the headers for `method`; sent a response, yield the
@@ -127,3 +144,12 @@ class Authorization:
                 return False
             self._generation += 1
             return True
+
+
+def _digest(secret: str | None) -> str | None:
+    """A token's digest: it names the identity without keeping the secret."""
+    if not secret:
+        return None
+    import hashlib  # here: it loads OpenSSL, a cost at import for every program
+
+    return hashlib.sha256(secret.encode()).hexdigest()

@@ -109,6 +109,10 @@ class Requester:
         self.url = target.url
         self._head = self._new_head(target.path)
 
+    def credential_scope(self) -> str | None:
+        """Who requests are made as now, read without network (see `Authorization.scope`)."""
+        return self._auth.scope()
+
     def dial(self, exchange: Exchange, deadline: float | None) -> socket.socket:
         if self.target.scheme == "https" and self._dialer.tls is None:
             with self._tls_lock:

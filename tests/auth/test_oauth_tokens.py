@@ -781,3 +781,22 @@ def test_a_finished_flow_leaves_no_socket_open_while_the_provider_lives(serve):
         # The provider is still referenced: nothing it used may stay open.
         assert client_sockets_to(urlsplit(auth.url).port) == []
     assert client_sockets_to(urlsplit(mcp.url).port) == []
+
+
+def test_who_a_client_is_made_as_is_read_without_a_refresh(serve, tmp_path):
+    """`credential_scope()`, which a client with a cache reads before each
+    cached request, names the held token and never refreshes it: a refresh
+    happens inside the request that needs it."""
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    path = tmp_path / "tokens.json"
+    use(mcp, OAuth(redirect=HeadlessRedirect(), storage=FileStorage(path)))
+    [old] = auth.issued
+    edit_stored_token(path, old, expires_at=time.time() - 1)  # expired: token() would refresh now
+    oauth = OAuth(redirect=Recording(), storage=FileStorage(path), server_url=mcp.url)
+    first = oauth.credential_scope()
+    assert first is not None and old not in first and first == oauth.credential_scope()
+    assert grants(auth, "refresh_token") == 0
+    oauth.token()  # the request's own path refreshes it
+    assert grants(auth, "refresh_token") == 1
+    assert oauth.credential_scope() not in (None, first)  # another token, another identity for the cache
