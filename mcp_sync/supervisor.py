@@ -16,8 +16,10 @@ how requests are built or retried (the request pipeline, which it reaches
 only through `Hooks`), or how a transport does IO.
 
 Lock discipline. `lock` guards `conn`, `settled`, `starting`, `closed`,
-`healer`, `heal_again`, `closers`, `leaving` and
-`initialize_era_subscriptions`; nothing blocks under it. `restart_lock` is
+`healer`, `heal_again`, `subscriptions` and `initialize_era_subscriptions`;
+nothing blocks under it. The closes run off the caller's thread, and the
+threads on their way out, are `closers`' (a `Closers`, with its own lock,
+taken after this one when both are). `restart_lock` is
 held by the one thread that connects (first open, reconnect, fork child);
 the reconnect state (`attempts`, `delays`, `retry_at`, `gave_up`) is only
 touched under it. `session_lock` serialises session renewals. `settled` is
@@ -38,6 +40,7 @@ import attrs
 
 from . import negotiation
 from .admission import MAIN_THREAD_SLICE, Admission
+from .closers import Closers
 from .connection import Connection
 from .errors import ConnectionClosed, McpError, RequestTimeout, SessionExpired, TransportError, UnsupportedProtocolVersion
 from .keepalive import Keepalive
@@ -154,11 +157,6 @@ class Supervisor:
         self.heal_again = False
         # Held strongly: `close()` ends them (the session's streams go with it).
         self.initialize_era_subscriptions: set[Subscription] = set()
-        # Connections closed on threads of their own, with each close's budget.
-        self.closers: dict[threading.Thread, tuple[Connection, float]] = {}
-        # Threads that took themselves off their roll (`closers`, `healer`)
-        # and may not have ended yet: `close()` joins them too.
-        self.leaving: list[threading.Thread] = []
         # Every open subscription, both eras, held weakly.
         self.subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self.restart_lock = threading.Lock()
@@ -175,6 +173,8 @@ class Supervisor:
         # step through the policy's states without waiting; a backoff wait
         # ends at once when the client closes.
         self.clock = clock
+        # Closes off the caller's thread, and threads on their way out.
+        self.closers = Closers(clock)
         self.pause = pause if pause is not None else (lambda seconds: _pause(self.closed_event, seconds))
 
     def register(self, subscription: Subscription, *, initialize_era: bool = False) -> None:
@@ -410,7 +410,7 @@ class Supervisor:
                 raise ConnectionClosed("the client is closed")
             # The connections being closed go first: the old server may hold
             # what the new one needs (a port, a lock file).
-            if not self.closers_done(deadline):
+            if not self.closers.done(deadline):
                 raise RequestTimeout("the connection is being re-established: the failed server was still "
                                      "shutting down at the call's deadline")
             self.retry_at = 0.0
@@ -531,7 +531,7 @@ class Supervisor:
                     with self.lock:
                         if not self.heal_again or self.closed:
                             self.healer = None
-                            self.leave(threading.current_thread())
+                            self.closers.leave(threading.current_thread())
                             return
                         self.heal_again = False
                     continue
@@ -540,7 +540,7 @@ class Supervisor:
             log.exception("reconnecting for the open subscriptions failed unexpectedly")
             with self.lock:
                 self.healer = None
-                self.leave(threading.current_thread())
+                self.closers.leave(threading.current_thread())
 
     def _heal_round(self) -> float | None:
         """One round of `_heal`: None when there is nothing more to do, else
@@ -601,12 +601,6 @@ class Supervisor:
 
     # -- closing -------------------------------------------------------------------------------
 
-    def leave(self, thread: threading.Thread) -> None:
-        """(Under `lock`.) `thread`, just taken off its roll, runs on for a
-        moment: `close()` must still join it. Ended ones are let go here."""
-        self.leaving = [other for other in self.leaving if other.is_alive()]
-        self.leaving.append(thread)
-
     def close(self) -> None:
         """Close everything; idempotent, from any thread."""
         with self.lock:
@@ -623,15 +617,14 @@ class Supervisor:
         for conn in conns:
             if conn is not None:
                 conn.close()
-        with self.lock:
-            closers = list(self.closers.items())
-        for closer, (_, budget) in closers:
-            if closer is not threading.current_thread():
-                closer.join(budget)
+        self.closers.shut()
         if self.keepalive is not None:
             self.keepalive.close()
+        # The healer first, then the threads that left: one that leaves in
+        # between is in the second list.
         with self.lock:
-            threads = [self.healer, *self.leaving]
+            healer = self.healer
+        threads = [healer, *self.closers.left()]
         limit = time.monotonic() + CLOSE_JOIN_SECONDS
         for thread in threads:
             if thread is not None and thread is not threading.current_thread():
@@ -646,51 +639,8 @@ class Supervisor:
             subscription.fail(ConnectionClosed("the client was closed"))
 
     def close_later(self, conn: Connection, reason: str) -> None:
-        """Close `conn` on a thread of its own: a caller with a deadline (a
-        reconnect) must not wait out a wedged server's shutdown. `close()`
-        waits for the thread, up to the connection's `close_budget`. Once
-        closing, or when no thread can be started, `conn` is closed here and
-        now. One closer per connection."""
-        def run() -> None:
-            try:
-                conn.close(reason)
-            finally:
-                with self.lock:
-                    if self.closers.pop(thread, None) is not None:
-                        self.leave(thread)
-
-        thread = threading.Thread(target=run, name="mcp-sync-closer", daemon=True)
-        with self.lock:
-            if any(closing is conn for closing, _ in self.closers.values()):
-                return
-            if not self.closed:
-                try:
-                    thread.start()
-                except RuntimeError:  # no thread to be had: close it on this one
-                    pass
-                else:
-                    self.closers[thread] = (conn, conn.close_budget + 1.0)
-                    return
-        conn.close(reason)
-
-    def closers_done(self, deadline: float | None) -> bool:
-        """Wait for the closes `close_later` runs, each up to its budget and
-        all up to `deadline`: False if the deadline came first."""
-        while True:
-            with self.lock:
-                closers = list(self.closers.items())
-            if not closers:
-                return True
-            closer, (_, budget) = closers[0]
-            wait = budget if deadline is None else min(budget, deadline - self.clock())
-            if wait <= 0:
-                return False
-            closer.join(wait)
-            if closer.is_alive():
-                if deadline is not None and self.clock() >= deadline:
-                    return False
-                with self.lock:  # past its budget: no longer waited for
-                    self.closers.pop(closer, None)
+        """Close `conn` on a thread of its own (see `Closers`)."""
+        self.closers.close_later(conn, reason)
 
     def after_fork(self) -> None:
         """In a fork child: forget the parent's connections and threads
@@ -700,10 +650,7 @@ class Supervisor:
         self.lock = threading.Lock()
         self.restart_lock = threading.Lock()
         self.session_lock = threading.Lock()
-        for closing, _ in self.closers.values():
-            closing.discard()  # the parent's thread closes it; this process only lets go of its copies
-        self.closers = {}
-        self.leaving = []
+        self.closers.after_fork()
         self.closed_event = threading.Event()
         self.healer = None
         for subscription in self.open_subscriptions():

@@ -48,8 +48,9 @@ def test_close_joins_a_closer_that_has_closed_its_connection():
     spare = mcp_sync.connect(demo_command())  # a connection to give the closer
     conn = spare._supervisor.conn
     spare._supervisor.conn = None
-    lock = LingeringLock(held.lock, lambda me: me.name == "mcp-sync-closer" and me not in held.closers)
-    held.lock = lock
+    roll = held.closers
+    lock = LingeringLock(roll.lock, lambda me: me.name == "mcp-sync-closer" and me not in roll.running)
+    roll.lock = lock
     try:
         held.close_later(conn, "given up")
         assert wait_until(lambda: bool(lock.held))  # closed it, off the roll, not ended
@@ -77,10 +78,10 @@ def test_the_roll_of_leaving_threads_stays_bounded():
         for _ in range(20):  # each looks once, finds nothing, and ends
             client._supervisor.heal_soon()
             assert wait_until(lambda: client._supervisor.healer is None)
-            for thread in list(client._supervisor.leaving):
+            for thread in client._supervisor.closers.left():
                 thread.join(5)
         # Each one that left was let go once it had ended: only the last is kept.
-        assert len(client._supervisor.leaving) == 1
+        assert len(client._supervisor.closers.left()) == 1
 
 
 def test_close_waits_for_a_starting_connection_being_abandoned():

@@ -420,8 +420,8 @@ def test_a_close_that_gets_no_thread_happens_on_the_callers(monkeypatch):
             closed.append(reason)
 
     with mcp_sync.connect(demo_command()) as client:
-        monkeypatch.setattr(mcp_sync.supervisor.threading, "Thread", NoThread)
+        monkeypatch.setattr(mcp_sync.closers.threading, "Thread", NoThread)
         client._supervisor.close_later(Conn(), "reconnecting")
         monkeypatch.undo()
         assert closed == ["reconnecting"]
-        assert client._supervisor.closers == {}
+        assert client._supervisor.closers.running == {}
