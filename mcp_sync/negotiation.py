@@ -40,7 +40,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Callable, Protocol
+from types import MappingProxyType
+from typing import Any, Callable, NamedTuple, Protocol
 
 import attrs
 
@@ -253,10 +254,12 @@ def initialize(
 
 # -- the outcome, and what settling needs ------------------------------------------------
 
+#: Nothing declared (the stateless era declares per request): read only.
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 
-@attrs.frozen
-class Settled:
-    """What a negotiation settled: immutable, replaced whole.
+
+class Settled(NamedTuple):
+    """What a negotiation settled: immutable, replaced whole (`_replace`).
 
     Attributes:
         target: The target the connection was opened on (the fallback's
@@ -272,7 +275,7 @@ class Settled:
     dialect: Dialect
     session: InitializeResult | None = None
     discovered: DiscoverResult | None = None
-    declared: Mapping[str, Any] = attrs.field(factory=dict)
+    declared: Mapping[str, Any] = _NOTHING
 
     @property
     def capabilities(self) -> dict[str, Any] | None:
@@ -292,8 +295,7 @@ class Starter(Protocol):
         """Close a connection that will not be used."""
 
 
-@attrs.frozen
-class Terms:
+class Terms(NamedTuple):
     """What the client brings to every negotiation."""
 
     allowed: tuple[str, ...]
@@ -428,7 +430,7 @@ def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVers
     if not isinstance(verdict, UseStateless):
         raise refusal
     fresh = _stateless(conn, settled.target, verdict)
-    return fresh if fresh.discovered is not None else attrs.evolve(fresh, discovered=settled.discovered)
+    return fresh if fresh.discovered is not None else fresh._replace(discovered=settled.discovered)
 
 
 def _probe(conn: Connection, version: str, terms: Terms, restarts: bool) -> UseStateless | FallBack:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, cast
 
 import attrs
 
@@ -98,8 +98,7 @@ class Call:
     extensions: Mapping[str, Any] | None = None
 
 
-@attrs.frozen
-class Plan:
+class Plan(NamedTuple):
     """How the retry loop sends one `Call`: its options read and checked once."""
 
     timeout: float | None

@@ -34,9 +34,8 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
-import attrs
 
 from . import negotiation
 from .admission import MAIN_THREAD_SLICE, Admission
@@ -115,8 +114,7 @@ def _pause(stop: threading.Event, seconds: float) -> None:
         stop.wait(min(left, MAIN_THREAD_SLICE) if main else left)
 
 
-@attrs.frozen
-class Policy:
+class Policy(NamedTuple):
     """How the supervisor treats a failed connection, from the client's options."""
 
     restart: bool
@@ -248,7 +246,7 @@ class Supervisor:
         """Replace fields of the settled record (a new `server/discover` result)."""
         with self.lock:
             if self.settled is not None:
-                self.settled = attrs.evolve(self.settled, **changes)
+                self.settled = self.settled._replace(**changes)
 
     def open(self) -> None:
         """Open the first connection, settle its era, start the keepalive.
