@@ -225,13 +225,17 @@ class Supervisor:
             with self.lock:
                 self.starting.discard(conn)
 
-    def publish(self, conn: Connection, settled: Settled) -> None:
+    def publish(self, conn: Connection, settled: Settled, *, resumed: bool = False) -> None:
         """Make a started, settled connection the one callers use, under the
         lock `close()` takes: one opened by a restart that lost the race
-        with `close()` is closed here, never leaked."""
+        with `close()` is closed here, never leaked. A `resumed` record (a
+        reconnect in the era settled before) keeps the newest discovery
+        result: a `discover()` may have landed while it reconnected."""
         with self.lock:
             self.starting.discard(conn)
             if not self.closed:
+                if resumed and self.settled is not None:
+                    settled = settled._replace(discovered=self.settled.discovered)
                 old = self.conn
                 if old is not None and old is not conn:
                     # Its bytes stay counted in `stats()` once it is replaced.
@@ -286,7 +290,7 @@ class Supervisor:
         except BaseException:
             self.abandon(conn, "the connection could not be set up", later=reconnecting)
             raise
-        self.publish(conn, settled)
+        self.publish(conn, settled, resumed=era is not None)
         return conn
 
     # -- a live connection within a deadline ---------------------------------------------------

@@ -250,3 +250,31 @@ def test_close_ends_a_subscription_a_reconnect_had_interrupted():
     assert subscription.ended
     end = subscription.next(timeout=0)
     assert isinstance(end, SubscriptionBroken) and "closed" in str(end.error)
+
+
+def test_a_discovery_that_lands_while_reconnecting_is_kept():
+    from mcp_sync.types import DiscoverResult
+
+    newer = DiscoverResult.from_wire({"supportedVersions": ["2026-07-28"], "capabilities": {"prompts": {}},
+                                      "resultType": "complete"})
+    sup_box: list[Supervisor] = []
+
+    class Discovering(ScriptedTarget):
+        def open(self) -> Any:
+            if self.opened:  # the reconnect: a discover() of another thread lands now
+                sup_box[0].update(discovered=newer)
+            return super().open()
+
+    def stateless(message: dict[str, Any]) -> dict[str, Any] | None:
+        return {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete"}
+
+    target = Discovering(stateless)
+    sup, _ = supervisor(target, Reconnect())
+    sup_box.append(sup)
+    sup.open()
+    assert sup.require_settled().capabilities == {"tools": {}}
+    sup.conn.transport_failed(mcp_sync.ConnectionClosed("gone"))
+    sup.live()
+    assert len(target.opened) == 2
+    assert sup.require_settled().capabilities == {"prompts": {}}  # not the record the reconnect started from
+    sup.close()
