@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from .errors import (
-    ConnectionClosed,
     ExtensionNotDeclared,
     InvalidResult,
     PaginationError,
