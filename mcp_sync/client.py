@@ -200,8 +200,9 @@ class Client:
 
     def __init__(self, target: Any, options: ClientOptions | None = None, **keywords: Any) -> None:
         """`options`, or the keyword arguments of `connect()` (over `options`
-        when both are given), validated once as a `ClientOptions`. `target`
-        is anything `connect()` takes.
+        when both are given), validated once as a `ClientOptions`; for a URL
+        `target`, the `HTTP()` options too. `target` is anything `connect()`
+        takes.
 
         A client made here is not connected yet: `open()` connects it
         (`connect()` does both). A `close()` from another thread ends an
