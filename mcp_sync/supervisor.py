@@ -19,8 +19,8 @@ Lock discipline. `lock` guards `conn`, `settled`, `starting`, `closed`,
 `healer`, `heal_again`, `subscriptions` and `initialize_era_subscriptions`;
 nothing blocks under it. The closes run off the caller's thread, and the
 threads on their way out, are `closers`' (a `Closers`, with its own lock,
-taken after this one when both are). `restart_lock` is
-held by the one thread that connects (first open, reconnect, fork child);
+taken after this one when both are). `restart_lock` is held by the one
+thread that connects (first open, reconnect, fork child);
 the reconnect state (`attempts`, `delays`, `retry_at`, `gave_up`) is only
 touched under it. `session_lock` serialises session renewals. `settled` is
 an immutable record, replaced whole.
@@ -35,7 +35,6 @@ import time
 import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
-
 
 from . import negotiation
 from .admission import MAIN_THREAD_SLICE, Admission
