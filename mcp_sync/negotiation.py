@@ -381,9 +381,12 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
                         "initialize-era server for the rest of this process", target, terms.probe_timeout)
         else:
             log.info("falling back to initialize: %s", verdict.reason)
-        if _restarts_server(target, conn):
-            # The probe may already have been processed under the older
-            # lifecycle rules, so start the server afresh.
+        if _restarts_server(target, conn) and (verdict.silent or conn.failure is not None):
+            # A server that answered the probe with a JSON-RPC error is alive
+            # and takes `initialize` on the same process (the spec's stdio
+            # page: fall back, not restart). One that died on the probe, or
+            # swallowed it (some exit when the next line arrives), is
+            # started afresh.
             starter.abandon(conn, "restarting the server after the server/discover probe")
             conn = starter.start(target)
             try:
@@ -394,7 +397,7 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
             remember(key, "initialize")
             return conn, settled
         conn, settled = _initialize_or_fall_back(conn, target, initialize_era[0], terms, starter)
-        remember(key, "sse" if getattr(settled.target, "kind", None) == "sse" else "initialize")
+        remember(key, "sse" if settled.target.kind == "sse" else "initialize")
         return conn, settled
     if stateless:
         dialect = versions.dialect_for(stateless[0])
