@@ -105,6 +105,7 @@ def connect(
     input_handlers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
     cache: bool | ResultCache = False,
     stale_if_error: bool = False,
+    era_cache: bool = True,
     tasks: bool = False,
     tracer_provider: Any = None,
     meter_provider: Any = None,
@@ -149,7 +150,7 @@ def connect(
     return Client(
         target, protocol=protocol, timeouts=timeouts, limits=limits, reconnect=reconnect, keepalive=keepalive,
         restart=restart, client_info=client_info, client_capabilities=client_capabilities, log_level=log_level,
-        input_handlers=input_handlers, cache=cache, stale_if_error=stale_if_error, tasks=tasks,
+        input_handlers=input_handlers, cache=cache, stale_if_error=stale_if_error, era_cache=era_cache, tasks=tasks,
         tracer_provider=tracer_provider, meter_provider=meter_provider, timeout=timeout,
         probe_timeout=probe_timeout, max_total_timeout=max_total_timeout, handler_timeout=handler_timeout,
         max_pages=max_pages, max_input_rounds=max_input_rounds, max_server_requests=max_server_requests,
@@ -162,12 +163,14 @@ def forget_eras(target: Any = None) -> None:
     """Forget the protocol era remembered for a server (`target`, as
     `connect()` takes it), or for every server when `target` is None.
 
-    `connect()` remembers, for the life of the process, each server that
-    settled on the initialize era (keyed by its stdio command line or its
-    HTTP origin and path), and connects to it again without the
+    `connect()` remembers each server that settled on the initialize era
+    (keyed by its stdio command line, arguments, `cwd` and environment, or
+    its HTTP origin and path), in the process and on disk (unless
+    `era_cache=False`), and connects to it again without the
     `server/discover` probe, which some such servers never answer. A server
     upgraded in place is noticed by itself (its `initialize` fails and the
     era is settled again); this is for tests and for forcing a new probe.
+    It forgets in this process and on disk.
 
     Example::
 

@@ -26,10 +26,13 @@ client can reach it while it starts.
 Era memory. Some initialize-era servers neither answer nor refuse the probe
 (the Python SDK 1.3 server's session dies on the unknown method and stays
 silent), so settling with them costs the whole `probe_timeout`. Only the
-first `connect()` to such a server in a process pays: later ones go straight
-to `initialize`. A server that answered the probe is not recorded: the probe
-is its first request anyway. `_memory_lock` guards `_eras` and nothing else
-is done under it; a fork child gets a fresh lock and keeps the record.
+first `connect()` to such a server pays: later ones go straight to
+`initialize`, in this process and, unless `era_cache=False`, in every other
+one (`era_file` keeps the record on disk). A stateless-era server is not
+recorded: the probe is its first request anyway. A remembered era that
+fails is forgotten (here and on disk) and settled afresh. `_memory_lock`
+guards `_eras` and nothing else is done under it; a fork child gets a fresh
+lock and keeps the record.
 """
 
 from __future__ import annotations
@@ -106,12 +109,17 @@ _memory_lock = threading.Lock()
 _eras: OrderedDict[Hashable, str] = OrderedDict()
 
 
-def remember(key: Hashable | None, kind: str) -> None:
+def remember(key: Hashable | None, kind: str, *, persist: bool = False) -> None:
     """Record that the server `key` settled on `kind` ("initialize", or a
-    transport kind such as "sse" that implies it). A None key (a target with
-    no stable identity, such as a custom transport) is not recorded."""
+    transport kind such as "sse" that implies it), in this process and,
+    with `persist`, on disk (`era_file`). A None key (a target with no
+    stable identity, such as a custom transport) is not recorded."""
     if key is None:
         return
+    if persist:
+        from . import era_file
+
+        era_file.remember(key, kind)
     with _memory_lock:
         _eras[key] = kind
         _eras.move_to_end(key)
@@ -119,24 +127,37 @@ def remember(key: Hashable | None, kind: str) -> None:
             _eras.popitem(last=False)
 
 
-def recall(key: Hashable | None) -> str | None:
-    """What `remember` recorded for `key`, or None."""
+def recall(key: Hashable | None, *, persist: bool = False) -> str | None:
+    """What `remember` recorded for `key` (in this process, else, with
+    `persist`, on disk), or None."""
     if key is None:
         return None
     with _memory_lock:
         kind = _eras.get(key)
         if kind is not None:
             _eras.move_to_end(key)
-        return kind
+            return kind
+    if not persist:
+        return None
+    from . import era_file
+
+    kind = era_file.recall(key)
+    if kind is not None:
+        remember(key, kind)
+    return kind
 
 
 def forget(key: Hashable | None = None) -> None:
-    """Forget one server (`key`), or every server when `key` is None."""
+    """Forget one server (`key`), or every server when `key` is None, in
+    this process and on disk."""
     with _memory_lock:
         if key is None:
             _eras.clear()
         else:
             _eras.pop(key, None)
+    from . import era_file
+
+    era_file.forget(key)
 
 
 def _after_fork_in_child() -> None:
@@ -311,6 +332,8 @@ class Terms(NamedTuple):
     #: Told what `initialize` declared, before `notifications/initialized`
     #: goes out (the server may ask for roots right after it).
     on_declared: Callable[[Mapping[str, Any]], None] = lambda capabilities: None
+    #: Whether the era memory is kept on disk too (`era_file`).
+    persist: bool = False
 
 
 class _Changed(Exception):
@@ -350,7 +373,7 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
         # some of its servers never answer.
         stateless = []
     key = _key(target)
-    remembered = recall(key)
+    remembered = recall(key, persist=terms.persist)
     if stateless and initialize_era and remembered is not None:
         # Settled on the initialize era before in this process: no probe
         # (a server that swallows it would cost `probe_timeout` again).
@@ -378,7 +401,8 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
             # The whole probe_timeout went by: say so where a user looks,
             # once per server and process (the era is remembered below).
             log.warning("%s did not answer server/discover within %.3g s (probe_timeout); treating it as an "
-                        "initialize-era server for the rest of this process", target, terms.probe_timeout)
+                        "initialize-era server from now on (remembered; mcp_sync.forget_eras() forgets)", target,
+                        terms.probe_timeout)
         else:
             log.info("falling back to initialize: %s", verdict.reason)
         if _restarts_server(target, conn) and (verdict.silent or conn.failure is not None):
@@ -394,10 +418,10 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
             except BaseException:
                 starter.abandon(conn, "the connection could not be set up")
                 raise
-            remember(key, "initialize")
+            remember(key, "initialize", persist=terms.persist)
             return conn, settled
         conn, settled = _initialize_or_fall_back(conn, target, initialize_era[0], terms, starter)
-        remember(key, "sse" if settled.target.kind == "sse" else "initialize")
+        remember(key, "sse" if settled.target.kind == "sse" else "initialize", persist=terms.persist)
         return conn, settled
     if stateless:
         dialect = versions.dialect_for(stateless[0])
@@ -479,7 +503,7 @@ def _initialize_remembered(conn: Connection, target: Target | Transport, remembe
             raise
     else:
         conn, settled = _initialize_or_fall_back(conn, target, version, terms, starter)
-    remember(_key(target), "sse" if settled.target.kind == "sse" else "initialize")
+    remember(_key(target), "sse" if settled.target.kind == "sse" else "initialize", persist=terms.persist)
     return conn, settled
 
 

@@ -249,6 +249,11 @@ class ClientOptions:
             `mcp_sync.cache`).
         stale_if_error: Let an expired cache entry answer when its refetch
             fails with a transport error (the result's `stale` is then True).
+        era_cache: Remember the protocol era of each initialize-era server
+            on disk too, so that other processes skip the `server/discover`
+            probe for it (True; in the user's cache directory, or
+            `$MCP_SYNC_CACHE_DIR`; see `mcp_sync.forget_eras`). False: in
+            this process only.
         tasks: True to declare the tasks extension for every request (at
             `initialize` in the initialize era, where it cannot be declared
             per call): the server may then run any tool call as a task,
@@ -273,6 +278,7 @@ class ClientOptions:
     input_handlers: Mapping[str, InputHandler] | None
     cache: bool | ResultCache
     stale_if_error: bool
+    era_cache: bool
     tasks: bool
     tracer_provider: Any
     meter_provider: Any
@@ -284,7 +290,8 @@ class ClientOptions:
         keepalive: float | Keepalive | None = None, restart: bool = True,
         client_info: Mapping[str, Any] | None = None, client_capabilities: Mapping[str, Any] | None = None,
         log_level: str | None = None, input_handlers: Mapping[str, InputHandler] | None = None,
-        cache: bool | ResultCache = False, stale_if_error: bool = False, tasks: bool = False,
+        cache: bool | ResultCache = False, stale_if_error: bool = False, era_cache: bool = True,
+        tasks: bool = False,
         tracer_provider: Any = None, meter_provider: Any = None,
         timeout: float | None | _Unset = UNSET, probe_timeout: float | _Unset = UNSET,
         max_total_timeout: float | _Unset = UNSET, handler_timeout: float | None | _Unset = UNSET,
@@ -315,7 +322,7 @@ class ClientOptions:
             checks = _evolved(checks, {"failures": keepalive_failures})
         self.__attrs_init__(
             _freeze_protocol(protocol), timeouts, limits, Reconnect.coerce(reconnect), checks, restart,
-            client_info, client_capabilities, log_level, input_handlers, cache, stale_if_error, tasks,
+            client_info, client_capabilities, log_level, input_handlers, cache, stale_if_error, era_cache, tasks,
             tracer_provider, meter_provider)
 
     def __attrs_post_init__(self) -> None:
@@ -332,6 +339,8 @@ class ClientOptions:
         check_input_handlers(self.input_handlers)
         if not isinstance(self.tasks, bool):
             raise TypeError("tasks must be True or False")
+        if not isinstance(self.era_cache, bool):
+            raise TypeError("era_cache must be True or False")
         if not isinstance(self.cache, (bool, ResultCache)):
             raise TypeError("cache must be True, False or a ResultCache")
         # A one-shot iterable would be used up by the check: keep the tuple.

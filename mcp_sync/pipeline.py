@@ -205,7 +205,7 @@ class Pipeline:
                         max_server_requests=limits.max_server_requests, handler_timeout=timeouts.handler)
         terms = Terms(allowed=options.allowed_versions, probe_timeout=timeouts.probe, timeout=timeouts.request,
                       identity=self.identity, on_log=log_server_message, answerer=self.server_requests.answerer,
-                      traced=self.traced, on_declared=self.on_declared)
+                      traced=self.traced, on_declared=self.on_declared, persist=options.era_cache)
         self.supervisor = Supervisor(target, policy, terms, self, ids, self.metrics,
                                      Admission(limits.max_in_flight, limits.max_queued), self._forget_server)
 

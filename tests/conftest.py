@@ -6,9 +6,12 @@ against the published JSON schema of its protocol revision (see
 `send()` of the stdio and memory transports.
 """
 
+import atexit
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,6 +19,12 @@ from pathlib import Path
 import pytest
 
 from tests.schema_check import SchemaChecker
+
+# The on-disk era memory goes to a directory of this run's own: a test never
+# reads or writes the user's cache, and child processes inherit the setting.
+_ERA_CACHE = tempfile.mkdtemp(prefix="mcp-sync-tests-")
+os.environ["MCP_SYNC_CACHE_DIR"] = _ERA_CACHE
+atexit.register(shutil.rmtree, _ERA_CACHE, True)
 
 HERE = Path(__file__).parent
 SCRIPTED = str(HERE / "servers" / "scripted.py")

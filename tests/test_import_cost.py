@@ -133,8 +133,9 @@ with mcp_sync.connect({[sys.executable, "-m", "mcp_sync.testing.server"]!r}) as 
 
 
 def test_an_initialize_era_stdio_call_loads_no_extension_module():
-    # `initialize` declares the Skills extension (declarations.py, loaded with
-    # the client); skills, tasks and subscriptions stay unloaded.
+    # `initialize` declares the Skills extension (negotiation.py, loaded with
+    # the client), and the era is remembered on disk (era_file.py, no
+    # `tempfile`); skills, tasks and subscriptions stay unloaded.
     code = f"""
 import mcp_sync
 command = {[sys.executable, "-m", "mcp_sync.testing.server", "--versions", "2025-11-25"]!r}
