@@ -199,6 +199,8 @@ class Supervisor:
                           handler_timeout=policy.handler_timeout, drops=self.dispatcher.drops,
                           on_failed=self._on_failed, **self.hooks.engine_callbacks())
         transport.request_timeout = policy.timeout
+        if policy.reconnect is not None:  # a server's retry hint never outlasts the policy's ceiling
+            transport.retry_ceiling = policy.reconnect.max_delay
         with self.lock:
             if self.closed:
                 raise ConnectionClosed("the client is closed")

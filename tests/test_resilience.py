@@ -231,3 +231,4 @@ def test_a_dropped_get_stream_is_opened_again_and_notifications_arrive():
             assert httpd.end_get_streams() == 1
             assert wait_until(delivered, 10), "no notification after the GET stream was dropped"
             assert client.status is Status.READY
+

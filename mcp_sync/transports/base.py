@@ -99,6 +99,12 @@ class Transport(abc.ABC):
     """The client's default request timeout, set by the client before
     `start()`, for transports that bound work of their own (a DELETE)."""
 
+    retry_ceiling: float = 30.0
+    """The longest wait, in seconds, a server may ask for before a stream is
+    resumed or reopened (an SSE `retry` field): set by the client before
+    `start()` from its reconnect policy's `max_delay`, so a server's hint
+    never outlasts the client's own policy."""
+
     bytes_sent: int = 0
     """Bytes of messages written to the server so far, for `Client.stats()`;
     a transport that does not count leaves it at 0. The bundled ones count

@@ -315,9 +315,11 @@ class HTTPTransport(Transport):
         #: The initialize era (a session; cancelling by notification); else stateless.
         self._initialize_era = False
         self._session = Session(self._wire, self._streams, SessionHost(
-            sink=lambda: self._sink, closing=lambda: self._closing, side_bound=self._side_bound))
+            sink=lambda: self._sink, closing=lambda: self._closing, side_bound=self._side_bound,
+            retry_ceiling=lambda: self.retry_ceiling))
         self._answers = AnswerLink(self._wire, self._session, self._deliver, closing=lambda: self._closing,
-                                   initialize_era=lambda: self._initialize_era)
+                                   initialize_era=lambda: self._initialize_era,
+                                   retry_ceiling=lambda: self.retry_ceiling)
 
     # -- lifecycle -------------------------------------------------------------------
 

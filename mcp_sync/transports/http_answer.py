@@ -66,6 +66,8 @@ class AnswerLink(NamedTuple):
     closing: Callable[[], bool]
     #: Whether the connection is in the initialize era (streams may resume).
     initialize_era: Callable[[], bool]
+    #: The longest wait a server's `retry` hint may ask for, in seconds.
+    retry_ceiling: Callable[[], float]
 
 
 class AnswerStream:
@@ -97,7 +99,8 @@ class AnswerStream:
             if attempts >= link.wire.target.max_resume_attempts:
                 break
             attempts += 1
-            delay = (parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS) / 1000.0
+            delay = min((parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS) / 1000.0,
+                        link.retry_ceiling())
             if exchange.stop.wait(delay) or link.closing():
                 return
             log.debug("resuming the stream of request %r after event %r", exchange.request_id, parser.last_event_id)

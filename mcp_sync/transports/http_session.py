@@ -73,6 +73,8 @@ class SessionHost(NamedTuple):
     closing: Callable[[], bool]
     #: The bound, in seconds, of a request no caller waits on.
     side_bound: Callable[[], float]
+    #: The longest wait a server's `retry` hint may ask for, in seconds.
+    retry_ceiling: Callable[[], float]
 
 
 class Session:
@@ -489,7 +491,7 @@ class _GetStream:
         if self._failures >= 3:
             self._stream.close(GET_JOIN_SECONDS)  # given up
         else:
-            self._stream.later(self._retry_ms / 1000.0)
+            self._stream.later(min(self._retry_ms / 1000.0, self._host.retry_ceiling()))
 
     def _on_timer(self) -> None:
         self._start_opener()

@@ -563,6 +563,18 @@ def test_a_broken_stream_is_resumed_with_last_event_id(serve):
     assert len(resumes) == 1
 
 
+def test_a_servers_retry_hint_is_bounded_by_the_reconnect_policy(serve):
+    # The server asks to be left alone for an hour before the stream is
+    # resumed; the client waits no longer than its own policy's ceiling.
+    httpd = serve(sse_ids=True, retry_ms=3_600_000, response_mode="sse")
+    with mcp_sync.connect(httpd.url, protocol="2025-11-25", timeout=20,
+                          reconnect=mcp_sync.Reconnect(initial_delay=0.1, max_delay=0.2)) as client:
+        httpd.drop_after_first_event()
+        assert client.call_tool("echo", {"text": "soon"}).text == "soon"
+    resumes = [r for r in httpd.requests if r.method == "GET" and r.headers.get("Last-Event-ID")]
+    assert len(resumes) == 1
+
+
 # -- auth -----------------------------------------------------------------------------------------------------
 
 
