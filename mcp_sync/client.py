@@ -460,11 +460,7 @@ class Client:
     def server_info(self) -> Implementation | None:
         """The server's name and version, when it has said them."""
         settled = self._supervisor.settled
-        if settled is None:
-            return None
-        if settled.session is not None:
-            return settled.session.server_info
-        return settled.discovered.server_info if settled.discovered is not None else None
+        return settled.server_info if settled is not None else None
 
     @property
     def server_capabilities(self) -> dict[str, Any] | None:
@@ -483,11 +479,7 @@ class Client:
         """How to use the server, in prose, as it said (for a model's system
         prompt), or None when it gave none."""
         settled = self._supervisor.settled
-        if settled is None:
-            return None
-        if settled.session is not None:
-            return settled.session.instructions
-        return settled.discovered.instructions if settled.discovered is not None else None
+        return settled.instructions if settled is not None else None
 
     @property
     def skills(self) -> Skills:

@@ -66,10 +66,10 @@ from .protocol import versions
 from .protocol.inputs import merge_capabilities
 from .protocol.versions import Dialect, FallBack, Reprobe, UseStateless
 from .transports.base import Target, Transport
-from .types import DiscoverResult, InitializeResult
+from .types import DiscoverResult, Implementation, InitializeResult
 
 __all__ = [
-    "SKILLS_EXTENSION", "Identity", "Settled", "Starter", "Terms",
+    "SKILLS_EXTENSION", "TASKS_EXTENSION", "Identity", "Settled", "Starter", "Terms",
     "forget", "initialize", "initialize_capabilities", "probe", "recall", "remember", "reprobe", "resume", "settle",
 ]
 
@@ -81,6 +81,8 @@ Callback = Callable[[dict[str, Any]], None]
 
 #: The Skills extension's identifier, as declared in capabilities.
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
+#: The Tasks extension's identifier (here, not in `tasks`, which loads on first use).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 #: The capabilities that declare the extensions this client implements.
 DECLARATION: Mapping[str, Any] = {"extensions": {SKILLS_EXTENSION: {}}}
 
@@ -301,9 +303,25 @@ class Settled(NamedTuple):
     @property
     def capabilities(self) -> dict[str, Any] | None:
         """The server's capabilities, from `initialize` or `server/discover`."""
-        if self.session is not None:
-            return self.session.capabilities
-        return self.discovered.capabilities if self.discovered is not None else None
+        said = self.said
+        return said.capabilities if said is not None else None
+
+    @property
+    def server_info(self) -> Implementation | None:
+        """The server's name and version, when it has said them."""
+        said = self.said
+        return said.server_info if said is not None else None
+
+    @property
+    def instructions(self) -> str | None:
+        """How to use the server, in prose, when it said."""
+        said = self.said
+        return said.instructions if said is not None else None
+
+    @property
+    def said(self) -> InitializeResult | DiscoverResult | None:
+        """What the server said of itself: the session, else the last discovery."""
+        return self.session if self.session is not None else self.discovered
 
 
 class Starter(Protocol):

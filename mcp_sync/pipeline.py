@@ -42,7 +42,6 @@ from .errors import (
     ConnectionClosed,
     HeaderMismatch,
     InvalidResult,
-    McpError,
     Overloaded,
     RequestTimeout,
     ServerError,
@@ -53,7 +52,7 @@ from .errors import (
     server_error_from_wire,
 )
 from .metrics import Metrics
-from .negotiation import DECLARATION, Identity, Settled, Terms
+from .negotiation import DECLARATION, TASKS_EXTENSION, Identity, Settled, Terms
 from .options import ClientOptions, RequestOptions, check_input_handlers, check_positive_int, check_timeout
 from .protocol import inputs, versions
 from .protocol.meta import merge_meta, validate_trace_context
@@ -79,7 +78,7 @@ _in_slot = threading.local()
 #: The extensions the client declares itself at `initialize` (see `negotiation`).
 _SELF_DECLARED = frozenset(DECLARATION["extensions"])
 #: What to do when an extension was not declared at `initialize`, by extension.
-_UNDECLARED_HINTS = {"io.modelcontextprotocol/tasks": "pass tasks=True to connect() to use tasks"}
+_UNDECLARED_HINTS = {TASKS_EXTENSION: "pass tasks=True to connect() to use tasks"}
 
 
 @attrs.frozen
@@ -118,9 +117,6 @@ class Requester(Protocol):
 
     @property
     def dialect(self) -> Dialect: ...
-
-    @property
-    def declared(self) -> Mapping[str, Any]: ...
 
     @property
     def settled(self) -> Settled | None: ...
@@ -181,7 +177,7 @@ class Pipeline:
         self.client_info: dict[str, Any] = dict(options.client_info or {"name": "mcp_sync", "version": __version__})
         capabilities = dict(options.client_capabilities or {})
         if options.tasks:  # declared like any capability: per request, or at initialize
-            capabilities = inputs.merge_capabilities(capabilities, {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+            capabilities = inputs.merge_capabilities(capabilities, {"extensions": {TASKS_EXTENSION: {}}})
         self.client_capabilities = capabilities
         self.catalog = ToolCatalog()
         self.calls = TypedCalls(self.request, self.catalog)
@@ -219,12 +215,6 @@ class Pipeline:
     @property
     def settled(self) -> Settled | None:
         return self.supervisor.settled
-
-    @property
-    def declared(self) -> Mapping[str, Any]:
-        """The capabilities sent with `initialize` (empty in the stateless era)."""
-        settled = self.supervisor.settled
-        return settled.declared if settled is not None else {}
 
     @property
     def server_capabilities(self) -> dict[str, Any] | None:
@@ -733,4 +723,4 @@ def _left(timeout: float | None, deadline: float | None) -> float | None:
     return timeout if remaining > timeout - 0.01 else max(remaining, 0.001)
 
 
-__all__ = ["Call", "Pipeline", "Plan", "Requester", "McpError"]
+__all__ = ["Call", "Pipeline", "Plan", "Requester"]

@@ -39,6 +39,7 @@ import attrs
 from .connection import SUBSCRIPTION_ID
 from .errors import ConnectionClosed, McpError, RequestTimeout, server_error_from_wire
 from .notifications import OVERFLOW_POLICIES, Notification
+from .negotiation import TASKS_EXTENSION
 from .options import check_timeout
 
 if TYPE_CHECKING:
@@ -331,11 +332,6 @@ class ListenHost(Protocol):
                 extensions: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
 
 
-#: The filter keys of the core protocol, by `listen()` keyword.
-_FLAGS = (("toolsListChanged", "tools_list_changed"), ("promptsListChanged", "prompts_list_changed"),
-          ("resourcesListChanged", "resources_list_changed"))
-
-
 def listen(host: ListenHost, *, tools_list_changed: bool = False, prompts_list_changed: bool = False,
            resources_list_changed: bool = False, resource_subscriptions: Iterable[str] | None = None,
            extra: Mapping[str, Any] | None = None, timeout: float | None = None, max_buffer: int = 100,
@@ -349,7 +345,7 @@ def listen(host: ListenHost, *, tools_list_changed: bool = False, prompts_list_c
         raise TypeError("resource_subscriptions must be URI strings")
     flags = {"toolsListChanged": tools_list_changed, "promptsListChanged": prompts_list_changed,
              "resourcesListChanged": resources_list_changed}
-    wanted: dict[str, Any] = {key: True for key, _ in _FLAGS if flags[key]}
+    wanted: dict[str, Any] = {key: True for key, flag in flags.items() if flag}
     if uris:
         wanted["resourceSubscriptions"] = uris
     if extra:
@@ -365,7 +361,7 @@ def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | No
     # Bounded by the listen's own timeout, also while a reconnect is under way.
     conn = supervisor.live(None if wait is None else time.monotonic() + wait)
     # The tasks extension's filter key is declared with the extension.
-    extensions: dict[str, Any] | None = {"io.modelcontextprotocol/tasks": {}} if "taskIds" in wanted else None
+    extensions: dict[str, Any] | None = {TASKS_EXTENSION: {}} if "taskIds" in wanted else None
     params = {"notifications": wanted, "_meta": host.request_meta(extensions)}
     current = [conn]  # the connection the stream is open on now (a reconnect moves it)
 

@@ -594,13 +594,12 @@ class Supervisor:
         self.hooks.keepalive_probe(timeout)
 
     def _keepalive_dead(self, error: McpError) -> None:
-        conn = self._probed
-        if self.closed or conn is None or conn is not self.conn:
+        conn, checks = self._probed, self.policy.keepalive
+        if self.closed or conn is None or conn is not self.conn or checks is None:
             return  # replaced meanwhile: the new connection was not checked yet
         # Failing it starts the reconnect (`_on_failed`), off this thread.
         conn.transport_failed(ConnectionClosed(
-            f"the connection looks dead: {self.policy.keepalive.failures if self.policy.keepalive else 0} keepalive "
-            f"checks failed ({error})"))
+            f"the connection looks dead: {checks.failures} keepalive checks failed ({error})"))
 
     # -- closing -------------------------------------------------------------------------------
 

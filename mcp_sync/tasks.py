@@ -49,6 +49,7 @@ from .errors import (
     RequestTimeout,
     server_error_from_wire,
 )
+from .negotiation import TASKS_EXTENSION
 from .notifications import Notification
 from .options import RequestOptions, check_input_handlers, check_timeout
 from .protocol.headers import encode_header_value
@@ -63,7 +64,7 @@ log = logging.getLogger("mcp_sync.client")
 __all__ = ["EXTENSION", "Task", "TaskCancelled"]
 
 #: The extension's identifier, as declared in capabilities.
-EXTENSION = "io.modelcontextprotocol/tasks"
+EXTENSION = TASKS_EXTENSION
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 STATUSES = TERMINAL | {"working", "input_required"}
 #: Seconds between polls when the server suggests no interval.
@@ -98,15 +99,6 @@ class TaskCancelled(McpError):
         self.task_id = task_id
         self.status_message = status_message
         super().__init__(message)
-
-
-def with_extension(capabilities: Mapping[str, Any]) -> dict[str, Any]:
-    """`capabilities` that also declare the tasks extension."""
-    out = dict(capabilities)
-    extensions = dict(out.get("extensions") or {})
-    extensions.setdefault(EXTENSION, {})
-    out["extensions"] = extensions
-    return out
 
 
 def _names_tasks(capabilities: Any) -> bool:

@@ -128,12 +128,6 @@ class BearerToken:
         """The token given."""
         return self._token
 
-    def credential_scope(self) -> str:
-        """Who requests are made as: the token's digest (see `TokenProvider`)."""
-        import hashlib
-
-        return hashlib.sha256(self._token.encode()).hexdigest()
-
     def __repr__(self) -> str:
         return "BearerToken(<redacted>)"
 
