@@ -25,7 +25,7 @@ from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("import", "cold", "seq", "threads8", "threads32", "side_by_side", "blob", "blob_gzip", "memory", "threads_alive",
          "stats_cost", "tracing_off_cost", "sse",
-         "listing", "listing_paged", "listing_changed", "many_clients", "memory_sse")
+         "listing", "listing_paged", "listing_changed", "many_clients", "memory_sse", "connect_real")
 #: What `--long` runs: sessions of a million calls (about an hour on two cores).
 LONG_CASES = ("memory", "memory_sse")
 LONG_FIRST, LONG_TOTAL = 100_000, 1_000_000
@@ -354,6 +354,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     absolute("import mcp_sync (s)", value(results, "import", "mcp_sync", "seconds"), 0.15)
     ratio("import mcp_sync / import requests", value(results, "import", "mcp_sync", "seconds"),
           value(results, "import", "requests", "seconds"), 1.0, True)
+    for name, row in results.get("connect_real", {}).items():
+        ratio(f"connect {name} / official SDK", row["first_s"], row["official_s"], 1.3, True)
     mine = value(results, "cold", "mcp_sync/stdio", "seconds")
     raw = value(results, "cold", "raw_inline/stdio", "seconds")
     if mine is not None and raw is not None:
@@ -427,6 +429,17 @@ def _run(args: argparse.Namespace, cases: list[str]) -> int:
             results[case] = rows
             print("\n== import\n" + "\n".join(f"{k:28}{v.get('seconds', float('nan')):>20.3f} s"
                                                for k, v in rows.items()))
+            continue
+        if case == "connect_real":
+            from .connect import connect_real
+
+            rows.update(connect_real(max(args.repeat, 7)))
+            results[case] = rows
+            print("\n== connect_real (fresh process: import, connect, first tools/list)")
+            for name, row in rows.items():
+                print(f"{name:24} official {row['official_s']:.3f} s   mcp_sync first {row['first_s']:.3f} s "
+                      f"({row['first_ratio']:.2f}x)   remembered {row['remembered_s']:.3f} s "
+                      f"({row['remembered_ratio']:.2f}x)   [{row['versions']}]")
             continue
         # Repeats go round the clients in turn, so that a slow minute of a
         # shared machine falls on all of them rather than on one.

@@ -397,12 +397,14 @@ class Connection:
         max_server_requests: int = 16,
         handler_timeout: float | None = None,
         drops: Drops | None = None,
-        on_failed: Callable[[TransportError], None] | None = None,
+        on_failed: Callable[[Connection, TransportError], None] | None = None,
+        on_session_lost: Callable[[Connection, TransportError], None] | None = None,
     ) -> None:
         self.transport = transport
         # Told once when the transport fails (on the thread that noticed:
         # it must only hand the news on, never do IO).
         self._on_failed = on_failed
+        self._on_session_lost = on_session_lost
         # The transport does a caller's exchange on the caller's thread (it
         # overrides `exchange()`): `wait()` sends, as it knows the deadline.
         self._exchanges = type(transport).exchange is not Transport.exchange
@@ -554,6 +556,54 @@ class Connection:
                             deadline += time.monotonic() - handler_started
                             if hard_deadline is None and max_total_timeout is not None:
                                 hard_deadline = started + max_total_timeout
+                    else:
+                        self._threads.take(payload)
+        except BaseException:
+            self.abandon(pending, "request abandoned by the client")
+            raise
+
+    def poll(
+        self,
+        pending: Pending,
+        timeout: float,
+        *,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
+        on_server_request: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any] | None:
+        """The response to `pending` if it arrives within `timeout` seconds
+        (0: only if it is there already), else None with the request still
+        in flight: unlike `wait()`, running out of time cancels nothing, so
+        a caller can watch two requests (the start-up race of `negotiation`).
+        Logs and server requests are handled as `wait()` handles them;
+        progress is not asked for there and is skipped. An interrupt
+        abandons the request."""
+        end = time.monotonic() + timeout
+        main = threading.current_thread() is threading.main_thread()  # sliced, as in `wait()`
+        try:
+            if pending.unsent is not None:  # sent here, as `wait()` does (see `send_request`)
+                message, headers = pending.unsent
+                pending.unsent = None
+                self.transport.exchange(message, headers, end)
+            while True:
+                left = end - time.monotonic()
+                try:
+                    if left <= 0:
+                        kind, payload = pending.inbox.get_nowait()
+                    else:
+                        kind, payload = pending.inbox.get(timeout=min(left, MAIN_THREAD_SLICE) if main else left)
+                except queue.Empty:
+                    if time.monotonic() < end:
+                        continue
+                    return None
+                if kind is RESPONSE:
+                    return payload  # type: ignore[no-any-return]
+                if kind is CLOSED:
+                    raise copy_error(payload)
+                if kind is LOG:
+                    (on_log or log_message)(payload)
+                elif kind is SERVER_REQUEST:
+                    if on_server_request is not None:
+                        on_server_request(payload)
                     else:
                         self._threads.take(payload)
         except BaseException:
@@ -811,9 +861,19 @@ class Connection:
             on_event("broken", error)
         if self._on_failed is not None:
             try:
-                self._on_failed(error)
+                self._on_failed(self, error)
             except Exception:  # the reader must survive it
                 log.exception("the connection's failure callback raised")
+
+    def session_lost(self, error: TransportError) -> None:
+        """The transport found its session gone with no request to tell: the
+        owner sets up a new one (`on_session_lost`, told on this thread)."""
+        if self._closed or self._failure is not None or self._on_session_lost is None:
+            return
+        try:
+            self._on_session_lost(self, error)
+        except Exception:  # the transport's thread must survive it
+            log.exception("the connection's session-lost callback raised")
 
     def request_failed(self, request_id: int | str, error: TransportError) -> None:
         """One request's own channel failed (per-request transports): only its

@@ -19,7 +19,11 @@ How it works. `settle()` is handed a started connection and a `Starter`
 remembered for the server (straight to `initialize`, no probe); the probe
 when both eras are allowed; `initialize` when only that era is; and on a
 Streamable HTTP URL that refuses the POST the way a server without it does,
-`initialize` again over the target's fallback. Every connection it opens
+`initialize` again over the target's fallback. A server in a process of
+our own (stdio) is started once per connect: silence on the probe sends
+`initialize` after it into the same pipe, and the first answer that
+settles the era wins (`_settle_own_process`, `_race`); only a process that
+failed after reading a request is started again. Every connection it opens
 and does not return is abandoned through the starter, so `close()` of the
 client can reach it while it starts.
 
@@ -40,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -48,7 +53,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import attrs
 
-from .connection import Connection
+from .connection import Connection, Pending
 from .errors import (
     AuthenticationError,
     ConnectError,
@@ -60,6 +65,7 @@ from .errors import (
     TransportError,
     UnsupportedProtocolVersion,
     VersionNegotiationError,
+    copy_error,
     server_error_from_wire,
 )
 from .protocol import versions
@@ -74,6 +80,12 @@ __all__ = [
 ]
 
 log = logging.getLogger("mcp_sync.client")
+
+#: How often the start-up race (`_race`) looks at the probe while it waits
+#: for `initialize`'s answer (the one expected last).
+_RACE_SLICE = 0.1
+#: How long an `initialize` refused in that race waits for the probe's answer.
+_RACE_GRACE = 1.0
 
 Callback = Callable[[dict[str, Any]], None]
 
@@ -247,6 +259,13 @@ def initialize(
     version, then `notifications/initialized`. Returns the session.
     `on_declared` is told the capabilities declared once the server
     accepted them, before `notifications/initialized`."""
+    pending = send_initialize(conn, version, identity)
+    response = conn.wait(pending, timeout=timeout, on_log=on_log, on_server_request=on_server_request)
+    return complete_initialize(conn, response, version, allowed, identity, on_declared)
+
+
+def send_initialize(conn: Connection, version: str, identity: Identity) -> Pending:
+    """Send `initialize` (the first half of `initialize()`)."""
     dialect = versions.dialect_for(version)
     params = {
         "protocolVersion": version,
@@ -257,8 +276,13 @@ def initialize(
         "capabilities": dialect.declarable_capabilities(initialize_capabilities(identity.capabilities, version)),
         "clientInfo": dialect.client_info(identity.client_info),
     }
-    pending = conn.send_request("initialize", params, cancellable=False)
-    response = conn.wait(pending, timeout=timeout, on_log=on_log, on_server_request=on_server_request)
+    return conn.send_request("initialize", params, cancellable=False)
+
+
+def complete_initialize(conn: Connection, response: Mapping[str, Any], version: str, allowed: Sequence[str],
+                        identity: Identity, on_declared: Callable[[Mapping[str, Any]], None] | None,
+                        ) -> InitializeResult:
+    """The second half of `initialize()`, given the server's answer."""
     if "error" in response:
         raise server_error_from_wire(response["error"], method="initialize")
     result = response.get("result")
@@ -411,8 +435,10 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
             except BaseException:
                 starter.abandon(fresh, "the connection could not be set up")
                 raise
+    if stateless and initialize_era and _restarts_server(target, conn):
+        return _settle_own_process(conn, target, stateless[0], initialize_era[0], terms, starter)
     if stateless and initialize_era:
-        verdict = _probe(conn, stateless[0], terms, _restarts_server(target, conn))
+        verdict = _probe(conn, stateless[0], terms, False)
         if isinstance(verdict, UseStateless):
             return conn, _stateless(conn, target, verdict)
         if verdict.silent:
@@ -423,21 +449,6 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
                         terms.probe_timeout)
         else:
             log.info("falling back to initialize: %s", verdict.reason)
-        if _restarts_server(target, conn) and (verdict.silent or conn.failure is not None):
-            # A server that answered the probe with a JSON-RPC error is alive
-            # and takes `initialize` on the same process (the spec's stdio
-            # page: fall back, not restart). One that died on the probe, or
-            # swallowed it (some exit when the next line arrives), is
-            # started afresh.
-            starter.abandon(conn, "restarting the server after the server/discover probe")
-            conn = starter.start(target)
-            try:
-                settled = _initialize(conn, target, initialize_era[0], terms)
-            except BaseException:
-                starter.abandon(conn, "the connection could not be set up")
-                raise
-            remember(key, "initialize", persist=terms.persist)
-            return conn, settled
         conn, settled = _initialize_or_fall_back(conn, target, initialize_era[0], terms, starter)
         remember(key, "sse" if settled.target.kind == "sse" else "initialize", persist=terms.persist)
         return conn, settled
@@ -446,6 +457,121 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
         conn.transport.negotiated(dialect.version, True)
         return conn, Settled(target, dialect)
     return _initialize_or_fall_back(conn, target, initialize_era[0], terms, starter)
+
+
+def _settle_own_process(conn: Connection, target: Target | Transport, modern: str, version: str, terms: Terms,
+                        starter: Starter) -> tuple[Connection, Settled]:
+    """Settle the era of a server in a process of our own (stdio), one
+    process per connect. The probe first; a JSON-RPC answer settles it
+    (an error: `initialize` on the same process). Silence within
+    `probe_timeout` is not taken for an answer: the server may still be
+    starting (a first `npx -y` downloads its package), so `initialize`
+    joins the probe in its pipe and the first answer that settles the era
+    wins (`_race`). Another process is started only when this one died or
+    wrote something that is not JSON-RPC after reading a request (some
+    initialize-era servers exit on the probe), and then for `initialize`
+    alone; one that failed without reading anything failed on its own and
+    is reported at once, with its stderr."""
+    identity = terms.identity()
+    params = {"_meta": versions.dialect_for(modern).request_meta(identity.capabilities, identity.client_info,
+                                                                 identity.log_level)}
+    try:
+        with terms.traced("server/discover", modern):
+            discover = conn.send_request("server/discover", params, cancellable=False)
+            answer = conn.poll(discover, terms.probe_timeout, on_log=terms.on_log)
+        if answer is None:
+            log.info("%s has not answered server/discover within %.3g s (probe_timeout); sending initialize "
+                     "to the same process: the first answer settles the era", target, terms.probe_timeout)
+            with terms.traced("initialize", version):
+                answer, settled = _race(conn, discover, target, version, terms, identity)
+            if settled is not None:
+                # The whole probe_timeout went by: say so where a user looks,
+                # once per server configuration (remembered below).
+                log.warning("%s did not answer server/discover within %.3g s (probe_timeout) and answered "
+                            "initialize: treating it as an initialize-era server from now on (remembered; "
+                            "mcp_sync.forget_eras() forgets)", target, terms.probe_timeout)
+                remember(_key(target), "initialize", persist=terms.persist)
+                return conn, settled
+        verdict = versions.read_probe_answer(answer, terms.allowed)
+        if isinstance(verdict, Reprobe):  # a stateless-era server that refused our version
+            verdict = _probe(conn, verdict.version, terms, True)
+        if isinstance(verdict, UseStateless):
+            return conn, _stateless(conn, target, verdict)
+        if conn.failure is not None:
+            raise copy_error(conn.failure)
+        log.info("falling back to initialize on the same process: %s", verdict.reason)
+        settled = _initialize(conn, target, version, terms)
+    except TransportError as exc:
+        if conn.transport.read_nothing():
+            raise  # it failed before reading a request: a second start would fail the same way
+        log.info("%s failed after the server/discover probe (%s); starting it again for initialize", target, exc)
+        starter.abandon(conn, "restarting the server after the server/discover probe")
+        conn = starter.start(target)
+        try:
+            settled = _initialize(conn, target, version, terms)
+        except BaseException:
+            starter.abandon(conn, "the connection could not be set up")
+            raise
+    remember(_key(target), "initialize", persist=terms.persist)
+    return conn, settled
+
+
+def _race(conn: Connection, discover: Pending, target: Target | Transport, version: str, terms: Terms,
+          identity: Identity) -> tuple[dict[str, Any] | None, Settled | None]:
+    """`initialize` sent behind a probe not answered yet: wait, within
+    `terms.timeout`, for the first answer that settles the era. Returns
+    (the probe's answer, None) when the probe was answered first, or with
+    a `server/discover` result even after `initialize` was (it proves the
+    stateless era, whatever `initialize` got); else (None, the settled
+    initialize era). Whichever is not used is forgotten, never cancelled:
+    a late answer to it is dropped."""
+    init = send_initialize(conn, version, identity)
+    answerer = terms.answerer(conn)
+    deadline = None if terms.timeout is None else time.monotonic() + terms.timeout
+    probing: Pending | None = discover
+    while True:
+        if probing is not None:
+            answer = conn.poll(probing, 0, on_log=terms.on_log)
+            if answer is not None:
+                if _settles_era(answer, terms.allowed):
+                    conn.abandon(init, "the server answered server/discover")
+                    return answer, None
+                probing = None  # an initialize-era server's refusal: initialize settles it
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            conn.abandon(init, "initialize timed out")
+            if probing is not None:
+                conn.abandon(probing, "server/discover timed out")
+            raise RequestTimeout(
+                f"{conn.transport.describe()} answered neither server/discover within probe_timeout "
+                f"({terms.probe_timeout:g} s) nor initialize in the {terms.timeout:g} s after it (timeout)",
+                method="initialize", timeout=terms.timeout)
+        response = conn.poll(init, _RACE_SLICE if left is None else min(_RACE_SLICE, left), on_log=terms.on_log,
+                             on_server_request=answerer)
+        if response is None:
+            continue
+        if probing is not None:
+            # A server that takes requests at once may refuse initialize
+            # before it answers the probe: a refusal waits a moment for it.
+            grace = 0.0
+            if "error" in response:
+                grace = _RACE_GRACE if deadline is None else min(_RACE_GRACE, max(deadline - time.monotonic(), 0.0))
+            answer = conn.poll(probing, grace, on_log=terms.on_log)
+            conn.abandon(probing, "the server answered initialize")
+            if answer is not None and _settles_era(answer, terms.allowed):
+                return answer, None
+        session = complete_initialize(conn, response, version, terms.allowed, identity, terms.on_declared)
+        return None, Settled(target, versions.dialect_for(session.protocol_version), session=session,
+                             declared=initialize_capabilities(identity.capabilities, version))
+
+
+def _settles_era(answer: Mapping[str, Any], allowed: Sequence[str]) -> bool:
+    """Whether a probe's answer settles the era by itself: anything but an
+    initialize-era server's refusal (then `initialize` settles it)."""
+    try:
+        return not isinstance(versions.read_probe_answer(answer, allowed), FallBack)
+    except VersionNegotiationError:
+        return True  # raised again where the answer is read
 
 
 def resume(conn: Connection, settled: Settled, terms: Terms, timeout: float | None) -> Settled:
@@ -463,6 +589,17 @@ def renew(conn: Connection, settled: Settled, terms: Terms) -> Settled:
     """A new initialize-era session on `conn` (the server ended the last one)."""
     return _initialize(conn, settled.target, settled.dialect.version, terms, timeout=terms.timeout,
                        discovered=settled.discovered)
+
+
+def check(conn: Connection, settled: Settled, terms: Terms, timeout: float) -> None:
+    """Whether a stateless-era server answers on a new `conn` (opening one
+    sends nothing): `server/discover` in the settled version; any answer
+    will do. Raises what went wrong (`RequestTimeout`, a `TransportError`)."""
+    identity = terms.identity()
+    dialect = settled.dialect
+    params = {"_meta": dialect.request_meta(identity.capabilities, identity.client_info, identity.log_level)}
+    with terms.traced("server/discover", dialect.version):
+        conn.wait(conn.send_request("server/discover", params), timeout=timeout, on_log=terms.on_log)
 
 
 def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVersion, terms: Terms) -> Settled:

@@ -343,6 +343,12 @@ class Reconnect:
             (default 30); at least `initial_delay`.
         jitter (bool): Whether each wait is drawn at random between 0 and its
             cap (default True); False waits the cap itself.
+        eager (bool): Whether a failed connection is set up again at once,
+            on a thread of the client's, with no call waiting (default
+            True): `status` then goes back to `ready` by itself, and a
+            crashed stdio server is started again even in an idle process.
+            False reconnects only when a call, an open subscription or the
+            keepalive needs the connection.
 
     Raises:
         ValueError: A delay that is not a finite number > 0, `max_delay`
@@ -355,6 +361,7 @@ class Reconnect:
     initial_delay: float = attrs.field(default=0.5, converter=_to_seconds, validator=_positive_finite)
     max_delay: float = attrs.field(default=30.0, converter=_to_seconds, validator=_positive_finite)
     jitter: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    eager: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 
     def __attrs_post_init__(self) -> None:
         if self.max_delay < self.initial_delay:

@@ -3,9 +3,11 @@
 What it owns: starting a connection and having its era settled (through
 the negotiation step), publishing it with what was settled, handing callers
 "a live connection within this deadline", reconnecting with the backoff of
-the `Reconnect` policy (eagerly, on a thread of its own, when something
-waits without calling: an open subscription, a keepalive), renewing an
-expired initialize-era session, re-opening subscriptions, the keepalive,
+the `Reconnect` policy (eagerly, on a thread of its own, as soon as the
+connection fails: `status` returns to `ready` with no call; with
+`eager=False` only when an open subscription or the keepalive waits),
+renewing an initialize-era session the server lost (found by a call, or by
+the session's event stream), re-opening subscriptions, the keepalive,
 the status, pausing admission while it reconnects, closing replaced
 connections on threads of their own, `close()`, and letting go of the
 parent's connection in a fork child.
@@ -16,7 +18,8 @@ how requests are built or retried (the request pipeline, which it reaches
 only through `Hooks`), or how a transport does IO.
 
 Lock discipline. `lock` guards `conn`, `settled`, `starting`, `closed`,
-`healer`, `heal_again`, `subscriptions` and `initialize_era_subscriptions`;
+`healer`, `heal_again`, `lost_session`, `subscriptions` and
+`initialize_era_subscriptions`;
 nothing blocks under it. The closes run off the caller's thread, and the
 threads on their way out, are `closers`' (a `Closers`, with its own lock,
 taken after this one when both are). `restart_lock` is held by the one
@@ -113,6 +116,13 @@ def _pause(stop: threading.Event, seconds: float) -> None:
         stop.wait(min(left, MAIN_THREAD_SLICE) if main else left)
 
 
+def _stable_after(policy: Reconnect) -> float:
+    """How long a reconnected connection must last for its failure to
+    start a fresh run of `policy` (an idle client makes no call whose
+    answer would): the longest backoff wait, and at least 10 s."""
+    return max(policy.max_delay, 10.0)
+
+
 class Policy(NamedTuple):
     """How the supervisor treats a failed connection, from the client's options."""
 
@@ -152,6 +162,9 @@ class Supervisor:
         self.closed_event = threading.Event()  # ends a backoff wait at once
         self.healer: threading.Thread | None = None  # the reconnect thread (`_heal`)
         self.heal_again = False
+        # A connection whose transport found its session gone (`_on_session_lost`):
+        # the reconnect thread sets a new one up. Under `lock`.
+        self.lost_session: tuple[Connection, TransportError, int] | None = None
         # Held strongly: `close()` ends them (the session's streams go with it).
         self.initialize_era_subscriptions: set[Subscription] = set()
         # Every open subscription, both eras, held weakly.
@@ -164,6 +177,7 @@ class Supervisor:
         self.attempts = 0
         self.delays: Iterator[float] | None = None
         self.retry_at = 0.0
+        self.published_at = 0.0  # `clock()` when the connection in use was published
         self.gave_up: McpError | None = None
         self._probed: Connection | None = None  # the connection the keepalive checked
         # The reconnect policy's clock and backoff wait: injected by tests to
@@ -197,7 +211,8 @@ class Supervisor:
         policy = self.policy
         conn = Connection(transport, self.ids, max_server_requests=policy.max_server_requests,
                           handler_timeout=policy.handler_timeout, drops=self.dispatcher.drops,
-                          on_failed=self._on_failed, **self.hooks.engine_callbacks())
+                          on_failed=self._on_failed, on_session_lost=self._on_session_lost,
+                          **self.hooks.engine_callbacks())
         transport.request_timeout = policy.timeout
         if policy.reconnect is not None:  # a server's retry hint never outlasts the policy's ceiling
             transport.retry_ceiling = policy.reconnect.max_delay
@@ -238,6 +253,7 @@ class Supervisor:
                 if resumed and self.settled is not None:
                     settled = settled._replace(discovered=self.settled.discovered)
                 old = self.conn
+                self.published_at = self.clock()
                 if old is not None and old is not conn:
                     # Its bytes stay counted in `stats()` once it is replaced.
                     self.metrics.add_bytes(sent=old.transport.bytes_sent, received=old.transport.bytes_received)
@@ -296,13 +312,14 @@ class Supervisor:
 
     # -- a live connection within a deadline ---------------------------------------------------
 
-    def live(self, deadline: float | None = None) -> Connection:
+    def live(self, deadline: float | None = None, *, announce: bool = True) -> Connection:
         """The connection to use. Opens a new one, in the era already
         settled, when the connection failed and reconnecting is on (for a
         stateless stdio connection even with `reconnect=False`: the spec
         asks a stdio client to start its server again), or on first use in a
         fork child. One thread reconnects; the others wait for it up to their
-        own `deadline`."""
+        own `deadline`. `announce=False` leaves the status to the caller
+        (the reconnect thread proves a new connection first)."""
         conn = self.conn
         if conn is not None and not self.reopen_after_fork and (conn.failure is None or not self.may_restart(conn)):
             return conn
@@ -334,7 +351,8 @@ class Supervisor:
             self.hooks.after_connect(new, self.require_settled(), deadline)
         finally:
             # The new connection is up whatever its follow-up request did.
-            self.status.set(Status.READY)
+            if announce:
+                self.status.set(Status.READY)
             if self.keepalive is not None:
                 self.keepalive.reset()
             if any(subscription.interrupted for subscription in self.open_subscriptions()):
@@ -381,13 +399,16 @@ class Supervisor:
 
     def _reconnect_paused(self, failed: Connection, deadline: float | None) -> Connection:
         cause: McpError | None = failed.failure
+        policy = self.policy.reconnect
+        if self.attempts and policy is not None and self.clock() - self.published_at >= _stable_after(policy):
+            # The failed connection lasted: this failure starts a fresh run.
+            self.attempts, self.delays, self.retry_at = 0, None, 0.0
         # On a thread of its own: a server that hangs on its way out must not
         # hold the caller past its deadline.
         self.close_later(failed, "reconnecting after the connection failed")
         self.status.set(Status.RECONNECTING, cause)
         for subscription in self.open_subscriptions():
             subscription.interrupt()
-        policy = self.policy.reconnect
         while True:
             if deadline is not None and self.clock() >= deadline:
                 raise RequestTimeout("the connection is being re-established and was not ready before the "
@@ -427,11 +448,11 @@ class Supervisor:
                     raise  # without a policy: one attempt per call, never a loop
                 cause = exc
                 continue
-            if not era.dialect.stateless:  # the handshake was answered: it is alive
-                self.attempts, self.delays, self.retry_at = 0, None, 0.0
-            # Otherwise the attempts are forgotten once the new connection
-            # answers something (`alive`): a server that starts and dies at
-            # once meets the backoff, not a hot loop.
+            # The attempts are forgotten once the new connection answers a
+            # call (`alive`), or lasts (`_stable_after`): a server that dies
+            # right after it started, or after its handshake (a banner on
+            # stdout), meets the backoff, not a hot loop, even with nobody
+            # calling.
             self.metrics.count("reconnects")
             self.on_reconnect()
             return new
@@ -446,15 +467,19 @@ class Supervisor:
                 subscription.fail(ConnectionClosed(f"reconnecting gave up: {error}"))
         return ConnectionClosed(f"reconnecting gave up after {self.attempts} attempts: {error}")
 
-    def renew_session(self, conn: Connection, generation: int) -> None:
-        """The server ended our initialize-era session (HTTP 404): start a new
-        one, once for all the calls that found out at the same time."""
+    def renew_session(self, conn: Connection, generation: int, cause: McpError | None = None) -> None:
+        """The server no longer knows our initialize-era session (`cause`:
+        how that was found; a 404 to a call by default): start a new one,
+        once for all the calls that found out at the same time."""
         with self.session_lock:
-            if self.session_generation != generation or self.conn is not conn:
-                return  # another call renewed it already, or a reconnect replaced the connection: send again
+            if self.session_generation != generation or self.conn is not conn or conn.failure is not None:
+                # Another call renewed it already, or the connection failed
+                # (a reconnect replaces it): send again.
+                return
             settled = self.require_settled()
-            log.info("the session expired; initializing a new one")
-            self.status.set(Status.RECONNECTING, SessionExpired("the server ended the session (HTTP 404)", status=404))
+            log.info("the server no longer knows the session; initializing a new one")
+            self.status.set(Status.RECONNECTING, cause if cause is not None else
+                            SessionExpired("the server ended the session (HTTP 404)", status=404))
             for subscription in self.open_subscriptions():  # the session's subscriptions went with it
                 subscription.interrupt()
             # Should it fail, the status stays "reconnecting": the next call
@@ -480,21 +505,39 @@ class Supervisor:
 
     # -- healing without a call: failure notice, the reconnect thread, keepalive ---------------
 
-    def _on_failed(self, error: TransportError) -> None:
+    def _on_failed(self, failed: Connection, error: TransportError) -> None:
         """Told by a connection when it fails (on its reader thread): the
-        status says so now, and the reconnect starts now when something
-        waits for the connection without calling."""
-        if self.closed:
-            return
+        status says so now, and the reconnect starts now (unless lazy, with
+        nothing waiting). One not published (still being set up) is its
+        opener's to report."""
         conn = self.conn
+        if self.closed or failed is not conn:
+            return
         may_reconnect = conn is not None and self.may_restart(conn)
         self.status.set(Status.RECONNECTING if may_reconnect else Status.FAILED, error)
-        if not len(self.subscriptions) and self.keepalive is None:
-            return
+        policy = self.policy.reconnect
+        if policy is not None and not policy.eager and not len(self.subscriptions) and self.keepalive is None:
+            return  # lazy: the next call reconnects
         if conn is not None and self.policy.reconnect is not None and may_reconnect:
             for subscription in self.open_subscriptions():
                 subscription.interrupt()
             self.heal_soon()
+
+    def _on_session_lost(self, conn: Connection, error: TransportError) -> None:
+        """Told by a connection (on its transport's thread) that the server
+        no longer knows its session, found with no call to tell (the GET
+        stream's 404 after a server restart): the reconnect thread sets a
+        new session up and opens the subscriptions again."""
+        with self.lock:
+            if self.closed or conn is not self.conn:
+                return
+            # The session generation it was lost in: one renewed since
+            # (by a call that found out first) is not renewed again.
+            self.lost_session = (conn, error, self.session_generation)
+        self.status.set(Status.RECONNECTING, error)
+        for subscription in self.open_subscriptions():
+            subscription.interrupt()
+        self.heal_soon()
 
     def stream_broken(self, conn: Connection, subscription: Subscription) -> bool:
         """`subscription`'s stream on `conn` broke: True when the supervisor
@@ -540,7 +583,7 @@ class Supervisor:
                     continue
                 self.closed_event.wait(wait)  # the backoff
         except BaseException:  # a thread of ours never dies silently
-            log.exception("reconnecting for the open subscriptions failed unexpectedly")
+            log.exception("reconnecting failed unexpectedly")
             with self.lock:
                 self.healer = None
                 self.closers.leave(threading.current_thread())
@@ -550,13 +593,24 @@ class Supervisor:
         how long to wait before the next round."""
         if self.closed:
             return None
+        with self.lock:
+            lost, self.lost_session = self.lost_session, None
+        if lost is not None and not self._renew_lost(*lost):
+            conn = self.conn
+            if conn is None or conn.failure is None:
+                return None  # left to the next call (no reconnect policy): the status says failed
         try:
-            conn = self.live(self.clock() + HEAL_ROUND_SECONDS)
+            before = self.conn
+            conn = self.live(self.clock() + HEAL_ROUND_SECONDS, announce=False)
+            if conn.failure is not None and not self.may_restart(conn):
+                return None  # not ours to reopen: the status says failed, calls get the error
+            if not self._proven(conn, new=conn is not before):
+                return max(self.retry_at - self.clock(), 0.05)
         except RequestTimeout:
             return max(self.retry_at - self.clock(), 0.05)
         except McpError as exc:
             if not self.closed:
-                log.warning("reconnecting for the open subscriptions failed: %s", exc)
+                log.warning("reconnecting failed: %s", exc)
             for subscription in self.open_subscriptions():
                 if subscription.interrupted:
                     subscription.fail(exc)
@@ -586,6 +640,45 @@ class Supervisor:
         if conn.failure is not None and any(sub.interrupted for sub in self.open_subscriptions()):
             return 0.0  # round again
         return None
+
+    def _renew_lost(self, conn: Connection, cause: TransportError, generation: int) -> bool:
+        """A new session on `conn`, whose server lost session `generation`.
+        False when that failed: the connection then fails and is replaced,
+        per the policy; without one, the status says `failed` and the next
+        call, meeting the loss, tries again."""
+        try:
+            self.renew_session(conn, generation, cause)
+            return True
+        except McpError as exc:
+            if self.closed:
+                return False
+            log.warning("a new session could not be set up: %s", exc)
+            if self.may_restart(conn):
+                conn.transport_failed(exc if isinstance(exc, TransportError) else
+                                      ConnectionClosed(f"a new session could not be set up: {exc}"))
+            else:
+                self.status.set(Status.FAILED, exc)
+            return False
+
+    def _proven(self, conn: Connection, *, new: bool) -> bool:
+        """Whether the server behind a reconnected `conn` answers: the status
+        says `ready` only then. An initialize-era reconnect spoke to it (the
+        handshake); a stateless one sent nothing, so the server is asked
+        (`server/discover`, on the connection itself: the answer proves it
+        up without counting as a call's, see `alive`). False: `conn` was
+        failed and the next round reconnects, after the policy's backoff."""
+        settled = self.settled
+        if new and settled is not None and settled.dialect.stateless:
+            try:
+                negotiation.check(conn, settled, self.terms, self.policy.probe_timeout)
+            except McpError as exc:
+                if conn.failure is None and not self.closed:
+                    conn.transport_failed(ConnectionClosed(f"the server did not answer after reconnecting: {exc}"))
+                return False
+        if conn.failure is not None:
+            return False
+        self.status.set(Status.READY)
+        return True
 
     def _keepalive_probe(self, timeout: float) -> None:
         if self.closed:

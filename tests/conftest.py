@@ -37,6 +37,16 @@ def scripted(*args: str) -> list[str]:
     return [sys.executable, SCRIPTED, *args]
 
 
+def next_event(sub, kinds, timeout: float = 10.0):
+    """The next event of a subscription that is one of `kinds`, skipping
+    others (`sub.next` raises `RequestTimeout` when none comes in time)."""
+    limit = time.monotonic() + timeout
+    while True:
+        event = sub.next(timeout=max(limit - time.monotonic(), 0.01))
+        if isinstance(event, kinds):
+            return event
+
+
 def process_alive(pid: int) -> bool:
     """Is `pid` running? A zombie (dead, not yet reaped by whoever adopted it) is not."""
     try:

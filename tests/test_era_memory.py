@@ -42,8 +42,8 @@ def test_only_the_first_connect_waits_for_a_swallowed_probe(server, caplog):
         with mcp_sync.connect(command, probe_timeout=0.5) as client:
             assert client.protocol_version == "2025-03-26"
             assert echo(client) == "hi"
-    # The probe went unanswered, so the server was started again for initialize.
-    assert seen(record) == ["start", "server/discover", "start", "initialize", "tools/call"]
+    # The probe went unanswered, so initialize followed it to the same process.
+    assert seen(record) == ["start", "server/discover", "initialize", "tools/call"]
     assert "did not answer server/discover" in caplog.text and "probe_timeout" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="mcp_sync"):
@@ -51,7 +51,7 @@ def test_only_the_first_connect_waits_for_a_swallowed_probe(server, caplog):
             assert client.protocol_version == "2025-03-26"
             assert echo(client) == "hi"
     # Straight to initialize on one server process: no probe, no restart, no warning.
-    assert seen(record)[5:] == ["start", "initialize", "tools/call"]
+    assert seen(record)[4:] == ["start", "initialize", "tools/call"]
     assert "did not answer" not in caplog.text
 
 
@@ -131,7 +131,7 @@ def test_a_second_process_connects_without_the_probe(server):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2025-03-26", "hi"]
     # The other process went straight to initialize, on one server process.
-    assert seen(record) == ["start", "server/discover", "start", "initialize", "start", "initialize", "tools/call"]
+    assert seen(record) == ["start", "server/discover", "initialize", "start", "initialize", "tools/call"]
 
 
 def test_the_file_is_private_and_names_no_server(server):

@@ -49,19 +49,39 @@ def test_an_initialize_era_server_erroring_on_the_probe_is_initialized_in_the_sa
     assert entries[1][1]["params"]["protocolVersion"] == "2025-11-25"
 
 
-def test_silent_server_falls_back_after_the_probe_timeout(tmp_path):
+def test_a_silent_probe_is_followed_by_initialize_on_the_same_process(tmp_path):
+    # Silence is not an answer: the server may still be starting. It gets
+    # initialize in the same pipe, and is never started twice.
     record = tmp_path / "record"
     with mcp_sync.connect(scripted("--mode", "silent-probe", "--record", str(record)), probe_timeout=0.3) as client:
         assert client.protocol_version == "2025-11-25"
+        client.ping()
     entries = received(record)
-    first_pid = entries[0][0]
-    assert methods([e for e in entries if e[0] == first_pid])[:2] == ["server/discover", "notifications/cancelled"]
-    assert methods([e for e in entries if e[0] != first_pid])[0] == "initialize"
+    assert len({pid for pid, _ in entries}) == 1, "the server was started more than once"
+    assert methods(entries) == ["server/discover", "initialize", "notifications/initialized", "ping"]
+
+
+def test_a_server_that_swallows_the_probe_and_dies_on_the_next_line_gets_one_more_start(tmp_path):
+    # The Python SDK 1.3.0 server's pattern: silence on server/discover, an
+    # exit (a traceback on stderr) when initialize arrives. It read both, so
+    # the start is not to blame: one more start, for initialize alone.
+    record = tmp_path / "record"
+    with mcp_sync.connect(scripted("--mode", "swallow-then-exit", "--record", str(record)),
+                          probe_timeout=0.3) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert client.status == "ready"  # the first process's exit was the start-up's to handle
+        assert client.call_tool("echo", {"text": "ok"}).text == "ok"
+    entries = received(record)
+    pids = list(dict.fromkeys(pid for pid, _ in entries))
+    assert len(pids) == 2
+    assert methods([e for e in entries if e[0] == pids[0]]) == ["server/discover", "initialize"]
+    assert methods([e for e in entries if e[0] == pids[1]])[:2] == ["initialize", "notifications/initialized"]
 
 
 def test_server_that_dies_on_the_probe_is_restarted():
     with mcp_sync.connect(scripted("--mode", "exit-on-probe")) as client:
         assert client.protocol_version == "2025-11-25"
+        assert client.status == "ready"
         assert client.call_tool("echo", {"text": "ok"}).text == "ok"
 
 

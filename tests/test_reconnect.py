@@ -21,7 +21,7 @@ import pytest
 import mcp_sync
 from mcp_sync.status import Reconnect, Status
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import NoThread, demo_command, hanging_server, wait_until
+from tests.conftest import NoThread, demo_command, hanging_server, next_event, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25"]
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
@@ -174,13 +174,15 @@ def test_kill_the_server_20_times_under_16_threads():
         callers = [threading.Thread(target=caller, args=(n,)) for n in range(16)]
         for thread in callers:
             thread.start()
+        killed = client._conn
         try:
             for _ in range(20):
                 count = answered[0]
                 assert wait_until(lambda: answered[0] > count + 16, 20), "calls stopped being answered"
+                killed = client._conn
                 try:
-                    os.kill(client._conn.transport.pid, signal.SIGKILL)
-                except (ProcessLookupError, AttributeError):
+                    os.kill(killed.transport.pid, signal.SIGKILL)
+                except (ProcessLookupError, AttributeError, TypeError):
                     pass
         finally:
             stop.set()
@@ -188,6 +190,10 @@ def test_kill_the_server_20_times_under_16_threads():
                 thread.join(30)
         assert not wrong, wrong[:5]
         assert not any(thread.is_alive() for thread in callers)
+        # The last kill is noticed, and healed with no call (a call made
+        # before it was noticed would go to the dying server).
+        assert wait_until(lambda: killed.failure is not None, 10)
+        assert wait_until(lambda: client.status is Status.READY and client._conn is not killed, 10)
         assert client.call_tool("echo", {"text": "end"}).text == "end"
         assert client.stats().reconnects >= 20
         assert set(failures) <= {"ConnectionClosed", "ServerExited", "RequestTimeout"}, set(failures)
@@ -249,15 +255,6 @@ def test_giving_up_is_reported_as_failed_and_calls_fail_fast(tmp_path):
             client.call_tool("echo", {"text": "x"}, timeout=5)
         assert time.monotonic() - started < 0.5
     assert client.status is Status.CLOSED
-
-
-def next_event(sub, kinds, timeout=10.0):
-    """The next event of one of `kinds`, skipping others."""
-    limit = time.monotonic() + timeout
-    while True:
-        event = sub.next(timeout=max(limit - time.monotonic(), 0.01))
-        if isinstance(event, kinds):
-            return event
 
 
 @pytest.mark.parametrize("protocol", ERAS)

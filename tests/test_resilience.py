@@ -179,7 +179,7 @@ def test_an_expired_http_session_is_set_up_again_and_reported():
 def test_calls_waiting_for_a_reconnect_are_bounded_by_max_queued(tmp_path):
     """While one call reconnects (the backoff makes it slow), new calls wait
     in the admission queue: beyond `max_queued` they fail at once."""
-    slow = mcp_sync.Reconnect(initial_delay=1.5, max_delay=1.5, jitter=False)
+    slow = mcp_sync.Reconnect(initial_delay=1.5, max_delay=1.5, jitter=False, eager=False)
     with mcp_sync.connect(demo_command(), protocol="2025-11-25", reconnect=slow, max_in_flight=8,
                           max_queued=2, timeout=10) as client:
         conn = client._conn

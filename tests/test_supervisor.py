@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import attrs
 import pytest
 
 import mcp_sync
@@ -33,9 +34,15 @@ class Hooks:
         pass
 
 
+def by_hand(reconnect: Reconnect | None) -> Reconnect | None:
+    """These tests drive reconnecting by hand (`live()`), step by step: no
+    reconnect thread may race them. It has tests of its own (test_healing)."""
+    return None if reconnect is None else attrs.evolve(reconnect, eager=False)
+
+
 def supervisor(target: Target, reconnect: Reconnect | None) -> tuple[Supervisor, Hooks]:
     hooks = Hooks()
-    policy = Policy(restart=True, reconnect=reconnect, keepalive=None, timeout=5.0,
+    policy = Policy(restart=True, reconnect=by_hand(reconnect), keepalive=None, timeout=5.0,
                     probe_timeout=5.0, max_server_requests=4, handler_timeout=None)
     made = Supervisor(target, policy, terms(), hooks, new_id_counter(), Metrics(), Admission(None, None),
                       lambda: None)
@@ -130,7 +137,7 @@ def refused_after(answered: int) -> Script:
 
 def clocked(target: Target, reconnect: Reconnect) -> tuple[Supervisor, FakeClock]:
     clock = FakeClock()
-    policy = Policy(restart=True, reconnect=reconnect, keepalive=None, timeout=5.0,
+    policy = Policy(restart=True, reconnect=by_hand(reconnect), keepalive=None, timeout=5.0,
                     probe_timeout=5.0, max_server_requests=4, handler_timeout=None)
     made = Supervisor(target, policy, terms(), Hooks(), new_id_counter(), Metrics(), Admission(None, None),
                       lambda: None, clock=clock, pause=clock.pause)
@@ -187,11 +194,31 @@ def test_a_connection_proven_alive_starts_a_fresh_run_of_the_policy():
         sup.live(deadline=clock() + 1.5)  # attempt 1 now, attempt 2 after 1 s, no time for the 2 s wait
     assert clock.waits == [1.0] and sup.attempts == 2
     answers["refuse"] = False
-    sup.live()  # attempt 3 after 2 s: the handshake answered, so the run is over
-    assert clock.waits == [1.0, 2.0] and sup.attempts == 0 and sup.status.status is Status.READY
+    sup.live()  # attempt 3 after 2 s: connected, but no call was answered yet
+    assert clock.waits == [1.0, 2.0] and sup.attempts == 3 and sup.status.status is Status.READY
+    sup.alive()  # a call's answer: the run is over
+    assert sup.attempts == 0
     sup.conn.transport_failed(mcp_sync.ConnectionClosed("gone again"))
     sup.live()  # a fresh run: the first attempt goes at once
     assert clock.waits == [1.0, 2.0] and sup.status.status is Status.READY
+    sup.close()
+
+
+def test_a_server_that_fails_right_after_its_handshake_meets_the_backoff():
+    # A server that answers initialize, then dies (a banner on stdout, say):
+    # the handshake is no proof, so its failures walk the policy's delays
+    # instead of restarting it in a loop; one that lasted starts a fresh run.
+    target = ScriptedTarget(initialize_era_server)
+    sup, clock = clocked(target, Reconnect(initial_delay=1, max_delay=4, jitter=False))
+    sup.open()
+    for _ in range(4):
+        sup.conn.transport_failed(mcp_sync.ConnectionClosed("died after its handshake"))
+        sup.live()
+    assert clock.waits == [1.0, 2.0, 4.0] and sup.attempts == 4
+    clock.now += 10.0  # it lasted: the longest wait (4 s), and at least 10 s
+    sup.conn.transport_failed(mcp_sync.ConnectionClosed("died much later"))
+    sup.live()
+    assert clock.waits == [1.0, 2.0, 4.0] and sup.attempts == 1
     sup.close()
 
 

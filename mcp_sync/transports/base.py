@@ -57,6 +57,12 @@ class MessageSink(Protocol):
         `error`. Call it once, when the channel breaks."""
         ...
 
+    def session_lost(self, error: TransportError) -> None:
+        """The transport found, with no request to tell, that the server
+        no longer knows its session (or cannot be reached for it): the
+        client sets up a new session. Must only hand the news on."""
+        ...
+
     def request_failed(self, request_id: int | str, error: TransportError) -> None:
         """Fail the one request `request_id` whose own exchange broke (its
         HTTP POST or response stream): only its caller (or subscription)
@@ -160,6 +166,15 @@ class Transport(abc.ABC):
         signal to the server process), join nothing (the threads were not
         copied). The default does nothing, which leaks the copies; the
         built-in transports override it."""
+
+    def read_nothing(self) -> bool:
+        """Whether the server has read none of what was sent to it, read
+        without any IO once it is gone: True only when that is known (a
+        stdio pipe still holding every byte written). A server that exited
+        without reading anything was not upset by a request; it failed on
+        its own, and starting it again would fail the same way. The default
+        (False: unknown) suits any transport."""
+        return False
 
     def credential_scope(self) -> str | None:
         """Who requests on this transport are made as, for keeping the

@@ -84,7 +84,7 @@ from .base import MessageSink, Target, Transport
 from .decoding import UnsupportedEncoding, coding_of
 from .http11 import Response
 from .http_answer import AnswerLink, AnswerStream, Message, json_answer, json_rpc_error
-from .http_request import ERROR_BODY_PREVIEW, Requester
+from .http_request import ERROR_BODY_PREVIEW, Requester, session_unknown
 from .http_session import GET_JOIN_SECONDS, Session, SessionHost
 from .pool import Exchange, ExchangeThreads, NoFreeSlot, Pool, Stopped
 
@@ -316,7 +316,7 @@ class HTTPTransport(Transport):
         self._initialize_era = False
         self._session = Session(self._wire, self._streams, SessionHost(
             sink=lambda: self._sink, closing=lambda: self._closing, side_bound=self._side_bound,
-            retry_ceiling=lambda: self.retry_ceiling))
+            retry_ceiling=lambda: self.retry_ceiling, lost=self._session_lost))
         self._answers = AnswerLink(self._wire, self._session, self._deliver, closing=lambda: self._closing,
                                    initialize_era=lambda: self._initialize_era,
                                    retry_ceiling=lambda: self.retry_ceiling)
@@ -603,7 +603,8 @@ class HTTPTransport(Transport):
             raise InvalidMessage(f"the server answered with content type {content_type or 'none'!r}")
         preview = self._wire.read_body(response, ERROR_BODY_PREVIEW * 8, truncate=True)
         self._wire.done(exchange, response)
-        if status == 404 and sent_session and self._initialize_era:
+        if sent_session and self._initialize_era and (
+                status == 404 or (status == 400 and session_unknown(preview.decode("utf-8", "replace")))):
             raise self._status_error(response, preview, session=True)
         error_message = json_rpc_error(preview)
         if error_message is not None and status not in (401, 403):
@@ -617,6 +618,11 @@ class HTTPTransport(Transport):
         session id), a 404 from an origin that knows the session is `SessionExpired`."""
         expired = session and self._initialize_era and self._session.owns(response)
         return self._wire.status_error(response, body, expired=expired)
+
+    def _session_lost(self, error: TransportError) -> None:
+        sink = self._sink
+        if sink is not None and not self._closing:
+            sink.session_lost(error)
 
     def _deliver(self, exchange: Exchange, message: Message) -> None:
         sink = self._sink

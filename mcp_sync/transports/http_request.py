@@ -33,6 +33,7 @@ meanwhile goes to the old path or the new one, both the server's.
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import ssl
 import threading
@@ -329,8 +330,9 @@ class Requester:
         if status in (401, 403):
             return AuthenticationError(f"{where} (authentication required or refused){detail}",
                                        status=status, body=text, headers=headers)
-        if status == 404 and expired:
-            return SessionExpired(f"{where} for the session", status=status, body=text, headers=headers)
+        if expired and (status == 404 or (status == 400 and session_unknown(text))):
+            return SessionExpired(f"{where} for the session{detail if status == 400 else ''}", status=status,
+                                  body=text, headers=headers)
         return HTTPStatusError(f"{where}{detail}", status=status, body=text, headers=headers)
 
     # -- bodies ------------------------------------------------------------------------------------
@@ -497,6 +499,22 @@ class _ForeignResponse(Response):
 
 
 # -- codings and event streams --------------------------------------------------------------------
+
+
+#: What a 400 says when the server does not know the session a request
+#: carried: the spec's answer is 404, but the TypeScript SDK's example
+#: servers, which many deployed servers copy, answer 400 "Bad Request: No
+#: valid session ID provided" (and others "Session not found", "Invalid or
+#: expired session"). Only phrases about the session itself: "Unknown tool:
+#: create_session" or "session_name must be a string" are the server's errors.
+_SESSION_UNKNOWN = re.compile(
+    r"no valid session|session(?: id)? not found|\b(?:unknown|invalid|expired)(?: or expired)? session\b"
+    r"|\bsession (?:has )?expired|\bsession (?:id )?(?:is )?(?:unknown|invalid)\b", re.IGNORECASE)
+
+
+def session_unknown(body: str) -> bool:
+    """Whether an error body says the server does not know the session."""
+    return _SESSION_UNKNOWN.search(body[:ERROR_BODY_PREVIEW]) is not None
 
 
 def accept_encoding(target: HTTP) -> str:

@@ -36,6 +36,7 @@ read them (from the answer to `initialize`, then by `negotiated()`), and
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import threading
@@ -43,7 +44,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Callable, NamedTuple
 
-from ..errors import ConnectionClosed, InvalidMessage, TransportError
+from ..errors import ConnectError, ConnectionClosed, InvalidMessage, SessionExpired, TransportError
 from ..protocol import jsonrpc, versions
 from ..protocol.sse import Event, EventTooLarge, SSEParser
 from .base import MessageSink
@@ -75,6 +76,11 @@ class SessionHost(NamedTuple):
     side_bound: Callable[[], float]
     #: The longest wait a server's `retry` hint may ask for, in seconds.
     retry_ceiling: Callable[[], float]
+    #: Told (on the stream's thread: hand on only) that the GET stream found
+    #: the session gone (404, or a 400 saying the session is unknown: the
+    #: server restarted or ended it) or the server unreachable (three
+    #: attempts in a row could not connect), with no request to tell.
+    lost: Callable[[TransportError], None]
 
 
 class Session:
@@ -271,6 +277,11 @@ class _GetStream:
         self._decoder: Decoder | None = None
         self._parser = SSEParser()
         self._got_any = False
+        #: Set once a GET of this stream was answered 200: only then does a
+        #: later 404 (or 400 that says so) mean the session was lost. A
+        #: server without a GET route, or a balancer that sends the GET
+        #: elsewhere, refuses the first GET: no GET stream, as after a 405.
+        self._was_open = False
         #: The work of what was read that is still to do (a compressed
         #: burst is done a slice per turn of the reader): bytes decoded by each step.
         self._backlog: Iterator[int] | None = None
@@ -341,6 +352,7 @@ class _GetStream:
     def _open(self) -> None:
         exchange = self.exchange
         extra = {"Last-Event-ID": self._last_id} if self._last_id else {}
+        sent_in = self._session.id  # a loss is reported for this session only, never a newer one
         try:
             # Setting the stream up is bounded like a one-way POST; the
             # stream itself then lasts as long as the session.
@@ -350,15 +362,24 @@ class _GetStream:
             finally:
                 self.opened.set()
             exchange.deadline = response.deadline = None
-            if response.status != 200:
+            if response.status == 200:
+                self._was_open = True
+            else:
+                lost: TransportError | None = None
                 if response.status == 405:
                     self._session.get_offered = False
                     log.debug("the server offers no GET stream (405)")
+                    self._wire.drain(response)
                 else:
                     log.debug("the GET stream answered %s", response.status)
-                self._wire.drain(response)
+                    preview = self._wire.read_body(response, ERROR_BODY_PREVIEW, truncate=True)
+                    error = self._wire.status_error(response, preview, expired=self._session.owns(response))
+                    if isinstance(error, SessionExpired) and self._was_open and self._session.id == sent_in:
+                        lost = error
                 exchange.release(reusable=False)
                 self._stream.close(GET_JOIN_SECONDS)  # over for good
+                if lost is not None and not self._host.closing():
+                    self._host.lost(lost)
                 return
             self._decoder = decoder_for(response)
             self._parser = SSEParser(max_event_bytes=self._wire.target.max_response_bytes)
@@ -485,11 +506,15 @@ class _GetStream:
         log.log(logging.DEBUG if expected else logging.WARNING, "the GET stream failed: %s", exc,
                 exc_info=None if expected else exc)
         self._failures += 1
-        self._again()
+        self._again(exc if _unreachable(exc) else None)
 
-    def _again(self) -> None:
+    def _again(self, unreachable: BaseException | None = None) -> None:
         if self._failures >= 3:
             self._stream.close(GET_JOIN_SECONDS)  # given up
+            if unreachable is not None and self._was_open and not self._host.closing():
+                self._host.lost(ConnectionClosed(
+                    f"the server could not be reached for the session's event stream ({self._failures} attempts "
+                    f"in a row): {unreachable}"))
         else:
             self._stream.later(min(self._retry_ms / 1000.0, self._host.retry_ceiling()))
 
@@ -498,6 +523,14 @@ class _GetStream:
 
     def _on_close(self) -> None:
         self.exchange.release(reusable=False)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a GET failed because the server could not be reached at all
+    (refused, no route, no answer in time), not because of what it said."""
+    if isinstance(exc, (ConnectError, ConnectionRefusedError, TimeoutError)):
+        return True
+    return isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
 def _visible_ascii(text: str) -> bool:

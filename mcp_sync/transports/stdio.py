@@ -38,6 +38,7 @@ the pipes: the server stays the parent's.
 
 from __future__ import annotations
 
+import array
 import collections
 import logging
 import os
@@ -657,6 +658,32 @@ class StdioTransport(Transport):
         finally:
             lines.finish()
             self._pipe_done(proc.stderr)
+
+    def read_nothing(self) -> bool:
+        """True when every byte written to the server's stdin is still in the
+        pipe (or nothing could be written at all): the server read none of
+        it. Asks the pipe how much it holds (`FIONREAD` on its write end,
+        which Linux answers). Where the answer is 0 or cannot be had, this
+        says False: the safe side (a server that failed on its own is then
+        started once more)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        with self._sent_lock:
+            sent = self.bytes_sent
+        if sent == 0:
+            return True
+        try:
+            import fcntl  # not on Windows
+            import termios
+        except ImportError:
+            return False
+        held = array.array("i", [0])
+        try:
+            fcntl.ioctl(proc.stdin.fileno(), termios.FIONREAD, held, True)
+        except (OSError, ValueError):
+            return False
+        return held[0] >= sent
 
     @property
     def stderr_tail(self) -> list[str]:

@@ -2,16 +2,17 @@
 
 The main venv holds today's `mcp` (2.x) as a test peer; the old-server matrix
 needs the Python SDK 1.x releases that still run everywhere, and the
-TypeScript SDK 1.x. Each is installed once into its own directory of a cache
+TypeScript SDK 1.x; the reference `everything` server is pinned too. Each is installed once into its own directory of a cache
 (`.interop/` at the top of the checkout, or `$MCP_SYNC_INTEROP_CACHE`) by the
 first test that needs it, under a file lock (several pytest processes may
 start at once), and reused afterwards: a cached peer costs one `stat`.
 
     python = python_sdk("1.9.4")     # the venv's interpreter
     node, sdk_dir = typescript_sdk()  # node and the npm prefix of the pinned SDK
+    node, entry = everything_server()  # node and the reference server's entry script
 
 Every version is pinned with its whole dependency tree (`py-sdk-X.txt`,
-`ts_sdk1/package-lock.json` beside this file): an old SDK with today's
+`ts_sdk1/package-lock.json`, `everything/package-lock.json` beside this file): an old SDK with today's
 pydantic or starlette does not even import, and a test peer must not change
 under the tests. A failed install raises `PeerInstallError` with the
 installer's output.
@@ -35,6 +36,8 @@ ROOT = HERE.parent.parent
 #: The TypeScript SDK release `typescript_sdk()` installs (the last 1.x that
 #: answers 2025-03-26: 1.13 moved to 2025-06-18); pinned in ts_sdk1/.
 TS_SDK_VERSION = "1.12.3"
+#: The reference server every MCP client is tried against (issue 27: interop in CI).
+EVERYTHING_VERSION = "2026.8.31"
 #: The Node 22 the conformance runner (tests/conformance/run.sh) installs
 #: into its cache; used when present, as it is known to run the SDK.
 CONFORMANCE_NODE = (Path(os.environ.get("MCP_CONFORMANCE_HOME") or Path.home() / ".cache" / "mcp-conformance")
@@ -157,23 +160,39 @@ def _npm() -> str:
     return npm
 
 
-def typescript_sdk() -> tuple[str, str]:
-    """`(node, sdk_dir)`: the pinned TypeScript SDK 1.x installed with
-    `npm ci` from the committed lock file into `<cache>/ts-sdk-VERSION`;
-    `ts_sdk1_server.mjs` takes `sdk_dir` as its first argument."""
-    source = HERE / "ts_sdk1"
+def _npm_locked(folder: str, name: str, what: str) -> Path:
+    """The npm package pinned by `folder`'s committed lock file (beside this
+    file), installed with `npm ci` into `<cache>/name`; its prefix."""
+    source = HERE / folder
     lock = (source / "package-lock.json").read_text()
 
     def install(target: Path) -> None:
         npm = _npm()
         target.mkdir(parents=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copyfile(source / name, target / name)
-        _run([npm, "ci", "--prefix", str(target), "--no-audit", "--no-fund", "--loglevel=error"],
-             f"@modelcontextprotocol/sdk {TS_SDK_VERSION}")
+        for file in ("package.json", "package-lock.json"):
+            shutil.copyfile(source / file, target / file)
+        _run([npm, "ci", "--prefix", str(target), "--no-audit", "--no-fund", "--loglevel=error"], what)
 
-    target = _ensure(f"ts-sdk-{TS_SDK_VERSION}", lock, install)
+    return _ensure(name, lock, install)
+
+
+def typescript_sdk() -> tuple[str, str]:
+    """`(node, sdk_dir)`: the pinned TypeScript SDK 1.x installed into
+    `<cache>/ts-sdk-VERSION`; `ts_sdk1_server.mjs` takes `sdk_dir` as its
+    first argument."""
+    target = _npm_locked("ts_sdk1", f"ts-sdk-{TS_SDK_VERSION}", f"@modelcontextprotocol/sdk {TS_SDK_VERSION}")
     return node(), str(target)
+
+
+def everything_server() -> tuple[str, str]:
+    """`(node, entry)`: the pinned reference `@modelcontextprotocol/server-everything`
+    installed into `<cache>/everything-VERSION`; run it as `node entry
+    stdio` or, with `PORT` set, `node --require loopback.cjs entry
+    streamableHttp` (bound to 127.0.0.1)."""
+    target = _npm_locked("everything", f"everything-{EVERYTHING_VERSION}",
+                         f"@modelcontextprotocol/server-everything {EVERYTHING_VERSION}")
+    entry = target / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    return node(), str(entry)
 
 
 if __name__ == "__main__":
@@ -182,3 +201,4 @@ if __name__ == "__main__":
     for version in ("1.9.4", "1.3.0"):
         print(python_sdk(version))
     print(*typescript_sdk())
+    print(*everything_server())

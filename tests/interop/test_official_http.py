@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import mcp_sync
+from tests.conftest import wait_until
 from tests.interop.listening import free_port, wait_until_listening
 
 SERVER = [sys.executable, str(Path(__file__).parent / "official_server.py"), "--http"]
@@ -128,3 +129,38 @@ def test_listen_over_http_against_the_official_server(server):
             assert client.call_tool("announce", {}).text == "announced"
             event = sub.next(timeout=10)
         assert event.method == "notifications/tools/list_changed"
+
+
+def test_a_restarted_stateful_server_gets_a_new_session_and_the_subscription_resumes():
+    # The official server restarted on its port: the GET stream ends, the
+    # new process answers the old session with 404, and the idle client sets
+    # up a new session and opens its subscription again, with no call.
+    first = run_server("stateful")
+    _, url, _ = next(first)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    fast = mcp_sync.Reconnect(initial_delay=0.05, max_delay=0.5)
+    try:
+        with mcp_sync.connect(url, protocol="2025-11-25", reconnect=fast) as client:
+            changes = []
+            client.on_status(lambda change: changes.append((change.old.value, change.new.value)))
+            sub = client.listen(tools_list_changed=True)
+            old_session = client._conn.transport.session_id
+            first.close()  # the generator's finally: the server process ends
+            proc = subprocess.Popen([*SERVER, str(port), "stateful"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+            try:
+                wait_until_listening(proc, port)
+                event = sub.next(timeout=30)
+                while not isinstance(event, (mcp_sync.SubscriptionResumed, mcp_sync.SubscriptionBroken)):
+                    event = sub.next(timeout=30)
+                assert isinstance(event, mcp_sync.SubscriptionResumed), event
+                assert wait_until(lambda: changes[-1:] == [("reconnecting", "ready")], 10), changes
+                assert client._conn.transport.session_id not in (None, old_session)
+                assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+                sub.close()
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+                proc.stderr.close()
+    finally:
+        first.close()

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from stdin_messages import received
 
@@ -60,9 +61,16 @@ def main():
         version = meta.get("io.modelcontextprotocol/protocolVersion")
         mode = args.mode
 
+        if mode == "swallow-then-exit" and state["discover_count"] and method != "server/discover":
+            sys.stderr.write("Traceback (most recent call last):\nRuntimeError: request before initialization\n")
+            sys.exit(1)
+
         if method == "server/discover":
             state["discover_count"] += 1
-            if mode == "silent-probe":
+            if mode in ("silent-probe", "swallow-then-exit"):
+                continue
+            if mode == "discover-after-initialize":
+                state["held_discover"] = request_id  # answered once initialize was refused
                 continue
             if mode == "exit-on-probe":
                 sys.stderr.write("unknown method, giving up\n")
@@ -94,6 +102,14 @@ def main():
                 sys.stderr.flush()
                 os._exit(4)
             error(request_id, -32601, "Method not found")
+            continue
+        if method == "initialize" and mode == "discover-after-initialize":
+            # A server that takes requests concurrently: the cheap refusal
+            # of initialize goes out before the probe's answer.
+            error(request_id, -32600, "initialize is not a 2026-07-28 method")
+            time.sleep(0.2)  # the probe's answer comes a moment later
+            result(state["held_discover"], {"resultType": "complete", "supportedVersions": [STATELESS],
+                                            "capabilities": {"tools": {}}})
             continue
         if method == "initialize":
             asked = message["params"]["protocolVersion"]

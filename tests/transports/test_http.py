@@ -728,3 +728,24 @@ def test_a_call_waiting_for_a_free_connection_times_out_at_its_deadline(serve):
         holder.join(timeout=10)
         assert not holder.is_alive()
         assert client.call_tool("echo", {"text": "free"}).text == "free"
+
+
+@pytest.mark.parametrize("body, lost", [
+    ('{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}',
+     True),
+    ("Session not found", True),
+    ("Invalid or expired session", True),
+    ("unknown session", True),
+    ('{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},"id":null}', False),
+    ("Bad request: the session field is required in params", False),
+    ("Unknown tool: create_session", False),
+    ("Invalid params: session_name must be a string", False),
+    ("session_id parameter is invalid", False),
+    ("", False),
+])
+def test_which_400_bodies_say_the_session_is_unknown(body, lost):
+    # A 400 that says so is a lost session (the TypeScript SDK example
+    # servers' answer); any other 400 stays the server's error.
+    from mcp_sync.transports.http_request import session_unknown
+
+    assert session_unknown(body) is lost

@@ -319,8 +319,9 @@ def test_after_the_fallback_reconnects_use_sse(serve):
     sse = serve()
     with mcp_sync.connect(sse.url, headers={"X-Tenant": "acme"}) as client:
         refused = len(posts(sse, "/sse"))
+        ended = client._conn
         sse.end_streams()
-        assert wait_until(lambda: client._conn.failure is not None, 5)
+        assert wait_until(lambda: ended.failure is not None, 5)
         assert client.call_tool("echo", {"text": "back"}).text == "back"
         assert client.transport_kind == "sse"
     assert len(posts(sse, "/sse")) == refused  # no Streamable HTTP attempt again
