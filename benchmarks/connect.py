@@ -53,7 +53,7 @@ async def main():
             async with ClientSession(read, write) as session:
                 answer = await session.initialize()
                 await session.list_tools()
-                print(time.perf_counter() - started, answer.protocolVersion)
+                print(time.perf_counter() - started, answer.protocol_version)
 
 asyncio.run(main())
 """

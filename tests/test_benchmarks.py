@@ -143,3 +143,16 @@ def test_the_side_by_side_case_reports_every_ratio(tmp_path: Path) -> None:
         assert all(row[f"{kind}_ratio_{threads}"] > 0 for kind in ("calls", "cpu") for threads in (1, 8, 32))
     targets = {line["target"] for line in report["targets"]}
     assert "stdio 32 threads calls/s / raw reader, side by side" in targets
+
+
+def test_the_connect_case_runs_both_clients_against_real_servers() -> None:
+    # One pair per server: the case works (and says in which era each
+    # client connected), whatever the times.
+    from benchmarks.connect import connect_real
+
+    rows = connect_real(1)
+    assert set(rows) == {"everything (TS SDK)", "official Python SDK"}
+    assert rows["everything (TS SDK)"]["versions"] == \
+        "first:2025-11-25 official:2025-11-25 remembered:2025-11-25"
+    assert "first:2026-07-28" in rows["official Python SDK"]["versions"]
+    assert all(row["official_s"] > 0 and row["first_ratio"] > 0 for row in rows.values())
