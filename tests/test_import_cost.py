@@ -117,7 +117,9 @@ print(json.dumps([m for m in {modules!r} if m in sys.modules]))
 
 
 def test_import_defers_the_extensions_and_process_modules():
-    assert loaded_after("import mcp_sync", DEFERRED) == []
+    # Only what mcp_sync itself imports counts: on Python 3.10, attrs loads
+    # `platform` (and with it `subprocess` and `signal`) for its own use.
+    assert set(loaded_after("import mcp_sync", DEFERRED)) <= set(loaded_after("import attrs", DEFERRED))
 
 
 def test_a_stdio_call_loads_no_extension_module():

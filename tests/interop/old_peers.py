@@ -113,13 +113,41 @@ def python_sdk(version: str) -> str:
         raise PeerInstallError(f"no pinned dependency set for mcp {version} ({pins.name})")
     requirements = pins.read_text()
 
+    python, python_version = peer_python()
+
     def install(target: Path) -> None:
-        _run([sys.executable, "-m", "venv", str(target)], f"a venv for mcp {version}")
+        _run([python, "-m", "venv", str(target)], f"a venv for mcp {version}")
         _run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
               "--no-input", "-r", str(pins)], f"mcp {version}")
 
-    target = _ensure(f"py-sdk-{version}", f"{sys.version_info[:2]}\n{requirements}", install)
+    target = _ensure(f"py-sdk-{version}", f"{python_version}\n{requirements}", install)
     return str(target / "bin" / "python")
+
+
+#: The Pythons the pinned peer sets were resolved for: their dependency
+#: versions (anyio, pydantic-core, ...) date from when these ran, and on
+#: an older Python pip would need packages the pins do not list.
+PEER_PYTHONS = ((3, 11), (3, 12), (3, 13))
+
+
+def peer_python() -> tuple[str, tuple[int, int]]:
+    """An interpreter for the Python SDK peers, and its version: this one
+    when the pins suit it, else the first `python3.11`..`python3.13` on
+    PATH or among pyenv's builds, so the interop tests run under Python
+    3.10 as well."""
+    if sys.version_info[:2] in PEER_PYTHONS:
+        return sys.executable, sys.version_info[:2]
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv", "versions")
+    for version in PEER_PYTHONS:
+        name = "python{}.{}".format(*version)
+        found = shutil.which(name)
+        if found is not None:
+            return found, version
+        for build in sorted(root.glob("{}.{}.*".format(*version)), reverse=True):
+            candidate = build / "bin" / name
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate), version
+    raise PeerInstallError("the Python SDK peers need Python 3.11, 3.12 or 3.13; none was found")
 
 
 def node() -> str:
