@@ -50,6 +50,7 @@ from .errors import (
     ServerExited,
     SessionExpired,
     SkillVerificationError,
+    TaskCancelled,
     ToolError,
     TransportError,
     UnsupportedMethod,
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     from .group import ClientGroup, GroupItem, Listing
     from .skills import Skill, SkillContent, SkillFile, Skills
     from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
-    from .tasks import Task, TaskCancelled
+    from .tasks import Task
     from .transports import HTTP, SSE
 from .types import (
     AudioContent,
@@ -144,7 +145,7 @@ _LAZY = {
     "ServerConfig": "config", "config_locations": "config", "connect_configured": "config",
     "find_config": "config", "load_config": "config",
     "ClientGroup": "group", "GroupItem": "group", "Listing": "group",
-    "Task": "tasks", "TaskCancelled": "tasks",
+    "Task": "tasks",
     "Skill": "skills", "SkillContent": "skills", "SkillFile": "skills", "Skills": "skills",
     "Subscription": "subscriptions", "SubscriptionBroken": "subscriptions",
     "SubscriptionEnded": "subscriptions", "SubscriptionResumed": "subscriptions",

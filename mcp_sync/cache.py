@@ -37,18 +37,10 @@ from typing import Any, Callable
 
 import attrs
 
-from .errors import McpError, ProtocolError, RequestTimeout, ServerError, TransportError
+from .errors import McpError, ProtocolError, RequestTimeout, ServerError, TransportError, copy_error
+from .protocol.meta import META_PROTOCOL_VERSION
+from .protocol.methods import CACHEABLE, INVALIDATES
 
-CACHEABLE = frozenset({
-    "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
-    "skills/list", "skills/get",  # the Skills extension's results are cacheable too
-})
-_INVALIDATES: dict[str, tuple[str, ...]] = {
-    "notifications/tools/list_changed": ("tools/list",),
-    "notifications/prompts/list_changed": ("prompts/list",),
-    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
-}
-_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 
 
 def cache_key(method: str, params: Mapping[str, Any] | None) -> str | None:
@@ -63,7 +55,7 @@ def cache_key(method: str, params: Mapping[str, Any] | None) -> str | None:
     if "inputResponses" in params or "requestState" in params:
         return None
     meta = params.pop("_meta", None)
-    version = meta.get(_VERSION_KEY) if isinstance(meta, Mapping) else None
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
     return json.dumps([method, version, params], sort_keys=True, separators=(",", ":"))
 
 
@@ -110,17 +102,6 @@ class _Fetch:
 #: Errors that say something about the server, not about the caller that
 #: met them: a follower would have met them too, so it gets a copy.
 _SHARED_ERRORS = (ServerError, TransportError, ProtocolError)
-
-
-def _fresh_copy(exc: McpError) -> McpError:
-    """A copy of an exception for another thread: one exception object raised
-    in two threads at once gets one traceback spliced from both."""
-    new = exc.__class__.__new__(exc.__class__, *exc.args)
-    new.__dict__.update(exc.__dict__)
-    new.args = exc.args
-    new.__cause__ = exc.__cause__
-    new.__suppress_context__ = exc.__suppress_context__
-    return new
 
 
 class ResultCache:
@@ -212,7 +193,7 @@ class ResultCache:
                 raise RequestTimeout(f"{method or 'the request'} timed out after {timeout:g} s",
                                      method=method, timeout=timeout)
             if fetch.shared is not None:
-                raise _fresh_copy(fetch.shared)
+                raise copy_error(fetch.shared)
             if fetch.text is not None:
                 found = json.loads(fetch.text)
                 return StaleResult(found) if fetch.stale else dict(found)
@@ -293,7 +274,7 @@ class ResultCache:
         method = notification.get("method")
         raw_params = notification.get("params")
         params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
-        methods = _INVALIDATES.get(str(method), ())
+        methods = INVALIDATES.get(str(method), ())
         uri = params.get("uri") if method == "notifications/resources/updated" else None
         if not methods and uri is None:
             return 0

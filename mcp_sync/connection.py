@@ -77,7 +77,7 @@ from .errors import (
     TransportError,
     copy_error,
 )
-from .protocol import jsonrpc
+from .protocol import codes, jsonrpc
 from .router import Router
 from .transports.base import Transport
 
@@ -376,7 +376,7 @@ class Connection:
 
     `ids` is the client's counter, shared across restarts so that an id is
     never reused. `on_server_request` answers a server request that no caller
-    can take (it returns a result dict or raises `ServerError`); it runs on
+    can take (it returns a result dict or raises `jsonrpc.Refusal`); it runs on
     the handler pool, at most `max_server_requests` at once (more are
     refused at once), each answered with an error if it takes longer than
     `handler_timeout` from the request's arrival. `on_notification`
@@ -550,7 +550,7 @@ class Connection:
                             # Ctrl-C at a prompt: the question is still owed
                             # an answer, and nobody else will give it.
                             self.respond(payload["id"], error={
-                                "code": -32603, "message": "the request was abandoned by the client"})
+                                "code": codes.INTERNAL_ERROR, "message": "the request was abandoned by the client"})
                             raise
                         if deadline is not None:
                             deadline += time.monotonic() - handler_started
@@ -840,7 +840,7 @@ class Connection:
             log.debug("refused server request %r: %d wait for %s already", payload.get("id"),
                       self._max_server_requests, pending.method)
             self.respond(payload["id"], error={
-                "code": -32603, "message": "too many server requests are waiting for this call"}, spare=True)
+                "code": codes.INTERNAL_ERROR, "message": "too many server requests are waiting for this call"}, spare=True)
             return
         self.drops.add("progress" if event is PROGRESS else "logs")
         if overflow is FIRST_DROP:

@@ -29,10 +29,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import ServerError
 from .handler_pool import HandlerPool
 from .outbox import Sender
-from .protocol import jsonrpc
+from .protocol import codes, jsonrpc
 
 if TYPE_CHECKING:
     from .connection import Drops
@@ -122,7 +121,7 @@ class EngineThreads:
                             lambda: self._settled_error(
                                 request_id, f"the client's handler did not answer within {limit:g} s"))
         if not self._handlers.submit(lambda: self._answer(message)):
-            self.respond(request_id, error={"code": -32603, "message": "too many server requests in progress"},
+            self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"},
                          spare=True)
 
     def withdrawn(self, request_id: Any) -> None:
@@ -153,7 +152,7 @@ class EngineThreads:
     def _settled_error(self, request_id: Any, text: str) -> dict[str, Any] | None:
         if not self._settle(request_id):
             return None
-        return jsonrpc.error_response(request_id, -32603, text)
+        return jsonrpc.error_response(request_id, codes.INTERNAL_ERROR, text)
 
     def _answer(self, message: dict[str, Any]) -> None:
         if not self._owes(message["id"]):
@@ -162,13 +161,13 @@ class EngineThreads:
         handler = self._on_server_request
         try:
             if handler is None:
-                raise ServerError(-32601, f"Method not found: {message['method']}")
+                raise jsonrpc.Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {message['method']}")
             result = handler(message)
-        except ServerError as exc:
-            self.respond(message["id"], error={"code": exc.code, "message": exc.message, "data": exc.data})
+        except jsonrpc.Refusal as refusal:
+            self.respond(message["id"], error=refusal.error())
         except Exception as exc:  # a handler bug must not kill the worker
             log.exception("handler for server request %s failed", message.get("method"))
-            self.respond(message["id"], error={"code": -32603, "message": f"client handler failed: {exc}"})
+            self.respond(message["id"], error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc}"})
         else:
             self.respond(message["id"], result=result)
 

@@ -37,6 +37,7 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     │   ├── InputRoundsExceeded     still asking after max_input_rounds
     │   └── MalformedInputRequest   an input_required result that cannot be answered
     ├── ToolError                   raised by CallToolResult.raise_for_error()
+    ├── TaskCancelled               a task was cancelled before its result (Tasks)
     ├── ConfigError                 a server config file that cannot be used
     ├── ExtensionNotDeclared        the server did not declare the extension a call needs
     ├── SkillVerificationError      a skill's file failed a check of its entry (Skills)
@@ -52,6 +53,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, TypeVar
+
+from .protocol import codes
 
 __all__ = [
     "McpError",
@@ -88,6 +91,7 @@ __all__ = [
     "InputRoundsExceeded",
     "MalformedInputRequest",
     "ToolError",
+    "TaskCancelled",
     "ConfigError",
     "RoutingError",
     "ExtensionNotDeclared",
@@ -104,9 +108,9 @@ class McpError(Exception):
 
 
 def _kind_of(code: int) -> str:
-    if code in (-32700, -32600):
+    if code in (codes.PARSE_ERROR, codes.INVALID_REQUEST):
         return "json_rpc"
-    if code == -32603:
+    if code == codes.INTERNAL_ERROR:
         return "execution"
     return "protocol"
 
@@ -209,12 +213,12 @@ class UnsupportedProtocolVersion(ServerError):
 
 
 _BY_CODE: dict[int, type[ServerError]] = {
-    -32601: MethodNotFound,
-    -32602: InvalidParams,
-    -32002: ResourceNotFound,
-    -32020: HeaderMismatch,
-    -32021: MissingClientCapability,
-    -32022: UnsupportedProtocolVersion,
+    codes.METHOD_NOT_FOUND: MethodNotFound,
+    codes.INVALID_PARAMS: InvalidParams,
+    codes.RESOURCE_NOT_FOUND: ResourceNotFound,
+    codes.HEADER_MISMATCH: HeaderMismatch,
+    codes.MISSING_CLIENT_CAPABILITY: MissingClientCapability,
+    codes.UNSUPPORTED_PROTOCOL_VERSION: UnsupportedProtocolVersion,
 }
 
 
@@ -231,14 +235,14 @@ def server_error_from_wire(
     the code is not an integer) so that nothing the server said is lost.
     """
     if not isinstance(error, Mapping):
-        return ServerError(-32603, f"malformed error object: {error!r}", method=method)
+        return ServerError(codes.INTERNAL_ERROR, f"malformed error object: {error!r}", method=method)
     code = error.get("code")
     if isinstance(code, bool) or not isinstance(code, int):
-        return ServerError(-32603, f"malformed error object: {dict(error)!r}", method=method)
+        return ServerError(codes.INTERNAL_ERROR, f"malformed error object: {dict(error)!r}", method=method)
     message = error.get("message")
     text = message if isinstance(message, str) else repr(message)
     cls = _BY_CODE.get(code, ServerError)
-    if code == -32602 and method == "resources/read" and invalid_params_means_not_found:
+    if code == codes.INVALID_PARAMS and method == "resources/read" and invalid_params_means_not_found:
         cls = ResourceNotFound
     return cls(code, text, error.get("data"), method=method)
 
@@ -616,6 +620,28 @@ class ToolError(McpError):
         super().__init__(message)
 
 
+class TaskCancelled(McpError):
+    """The task was cancelled (by `Task.cancel()`, another client, or the
+    server) before it produced a result.
+
+    Example::
+
+        try:
+            task.wait()
+        except mcp_sync.TaskCancelled as exc:
+            print("task", exc.task_id, "was cancelled")
+
+    Attributes:
+        task_id (str): The task's id.
+        status_message (str | None): The server's `statusMessage`, if any.
+    """
+
+    def __init__(self, message: str, *, task_id: str, status_message: str | None = None) -> None:
+        self.task_id = task_id
+        self.status_message = status_message
+        super().__init__(message)
+
+
 class ConfigError(McpError, ValueError):
     """A server config file (or mapping) that cannot be used: bad JSON, an
     unknown server name, an entry with neither `command` nor `url`, an
@@ -688,4 +714,5 @@ def copy_error(exc: _E) -> _E:
     new.__dict__.update(exc.__dict__)
     new.args = exc.args
     new.__cause__ = exc.__cause__
+    new.__suppress_context__ = exc.__suppress_context__
     return new

@@ -54,12 +54,12 @@ from .errors import (
 from .metrics import Metrics
 from .negotiation import DECLARATION, TASKS_EXTENSION, Identity, Settled, Terms
 from .options import ClientOptions, RequestOptions, check_input_handlers, check_positive_int, check_timeout
-from .protocol import inputs, versions
-from .protocol.meta import merge_meta, validate_trace_context
+from .protocol import inputs
+from .protocol.meta import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, merge_meta, validate_trace_context
+from .protocol.methods import SAFE_TO_RETRY
 from .protocol.schemas import SchemaCache
 from .protocol.versions import Dialect
 from .server_requests import ServerRequests, log_server_message
-from .status import SAFE_TO_RETRY
 from .supervisor import Policy, Supervisor, bounded
 from .transports.base import Target, Transport
 from .types import CallToolResult, DiscoverResult, Progress, Tool
@@ -463,7 +463,7 @@ class Pipeline:
             # The key holds the protocol version too: a result's shape depends on it.
             versioned = dict(call.params or {})
             versioned["_meta"] = {**dict(versioned.get("_meta") or {}),
-                                  versions.META_PROTOCOL_VERSION: self.dialect.version}
+                                  META_PROTOCOL_VERSION: self.dialect.version}
             key = cache_key(call.method, versioned)
         if cache is None or key is None:
             return self.send(call)
@@ -586,7 +586,7 @@ class Pipeline:
         for layer in (option_meta, params_meta):
             if layer and "progressToken" in layer:
                 raise ValueError("set progress= instead of a progressToken in _meta; the client routes by its own token")
-            if layer and versions.META_PROTOCOL_VERSION in layer:
+            if layer and META_PROTOCOL_VERSION in layer:
                 raise ValueError("the protocol version is the client's to set: use protocol= on connect()")
         trace = options.get("trace_context")
         trace_meta = validate_trace_context(trace) if trace is not None else None
@@ -628,8 +628,8 @@ class Pipeline:
             params = dict(call.params or {})
             meta = self._meta_for(dialect, call.handlers)
             if call.extensions:
-                meta = {**meta, versions.META_CLIENT_CAPABILITIES: inputs.merge_capabilities(
-                    meta.get(versions.META_CLIENT_CAPABILITIES) or {}, {"extensions": dict(call.extensions)})}
+                meta = {**meta, META_CLIENT_CAPABILITIES: inputs.merge_capabilities(
+                    meta.get(META_CLIENT_CAPABILITIES) or {}, {"extensions": dict(call.extensions)})}
             if plan.layers is not None:
                 meta = merge_meta(meta, *plan.layers, None)
             if meta:

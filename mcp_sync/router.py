@@ -41,6 +41,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import InvalidMessage
 from .protocol import jsonrpc
+from .protocol.meta import SUBSCRIPTION_ID as SUBSCRIPTION_ID
 
 #: Where a message goes: the first item of the route `receive()` returns.
 CALL = "call"                  # (CALL, owner, event, payload): into a caller's inbox
@@ -57,8 +58,6 @@ PROGRESS = "progress"
 LOG = "log"
 SERVER_REQUEST = "server_request"
 
-#: The `_meta` key that names the subscription a notification belongs to.
-SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 Owner = TypeVar("Owner")
 Route = tuple[str, Any, str, Any]

@@ -22,8 +22,9 @@ from typing import Any, Callable
 
 from . import multiround
 from .connection import Connection
-from .errors import InputHandlerError, ServerError
-from .protocol import inputs
+from .errors import InputHandlerError
+from .protocol import codes, inputs
+from .protocol.jsonrpc import Refusal
 from .protocol.schemas import SchemaCache
 
 server_log = logging.getLogger("mcp_sync.server")
@@ -57,19 +58,19 @@ class ServerRequests:
         self.declared: Mapping[str, Any] = {}
 
     def result(self, message: dict[str, Any], handlers: Mapping[str, Any]) -> dict[str, Any]:
-        """The answer to a server request. Raises `ServerError` to refuse
-        it, `InputHandlerError` when a handler fails."""
+        """The answer to a server request. Raises `Refusal` to refuse it,
+        `InputHandlerError` when a handler fails."""
         method = message.get("method")
         params = message.get("params")
         if method == "ping":
             return {}
         kind = inputs.kind_of(method, params)
         if kind is None or kind not in handlers or not inputs.declared(kind, self.declared):
-            raise ServerError(-32601, f"Method not found: {method} (this client does not handle it)")
+            raise Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {method} (this client does not handle it)")
         try:
             inputs.check_request(kind, params)
         except inputs.BadInput as exc:
-            raise ServerError(-32602, f"Invalid params: {exc}") from None
+            raise Refusal(codes.INVALID_PARAMS, f"Invalid params: {exc}") from None
         return multiround.run_handler(kind, handlers[kind], dict(params or {}), self.schemas, {})
 
     def unrelated(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -90,10 +91,10 @@ class ServerRequests:
         server is told), so nothing half-valid is ever sent."""
         try:
             result = self.result(message, handlers)
-        except ServerError as exc:
-            conn.respond(message["id"], error={"code": exc.code, "message": exc.message, "data": exc.data})
+        except Refusal as refusal:
+            conn.respond(message["id"], error=refusal.error())
         except InputHandlerError as exc:
-            conn.respond(message["id"], error={"code": -32603, "message": f"client handler failed: {exc.problem}"})
+            conn.respond(message["id"], error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc.problem}"})
             raise
         else:
             conn.respond(message["id"], result=result)

@@ -31,7 +31,7 @@ from .errors import McpError
 if TYPE_CHECKING:
     import random
 
-__all__ = ["Status", "StatusChange", "StatusMonitor", "Reconnect", "SAFE_TO_RETRY"]
+__all__ = ["Status", "StatusChange", "StatusMonitor", "Reconnect"]
 
 log = logging.getLogger("mcp_sync.status")
 
@@ -400,26 +400,3 @@ class Reconnect:
         if isinstance(value, Reconnect):
             return value
         raise TypeError(f"reconnect must be True, False or a mcp_sync.Reconnect, not {value!r}")
-
-
-#: Methods safe to send again after a reconnect when their first attempt may
-#: have reached the server: they only read, or (the task requests) are
-#: idempotent: `tasks/cancel` of a cancelled task and `tasks/update` with
-#: answers already taken change nothing. Anything else (a tool call above
-#: all) is never repeated blindly.
-SAFE_TO_RETRY: frozenset[str] = frozenset({
-    "ping",
-    "server/discover",
-    "tools/list",
-    "resources/list",
-    "resources/templates/list",
-    "prompts/list",
-    "resources/read",
-    "prompts/get",
-    "completion/complete",
-    "tasks/get",
-    "tasks/list",
-    "tasks/result",
-    "tasks/cancel",
-    "tasks/update",
-})

@@ -49,9 +49,11 @@ from .errors import (
     RequestTimeout,
     server_error_from_wire,
 )
+from .errors import TaskCancelled as TaskCancelled
 from .negotiation import TASKS_EXTENSION
 from .notifications import Notification
 from .options import RequestOptions, check_input_handlers, check_timeout
+from .protocol import codes
 from .protocol.headers import encode_header_value
 from .types import CallToolResult
 
@@ -79,26 +81,6 @@ LISTEN_ACK_TIMEOUT = 5.0
 Finish = Callable[[Mapping[str, Any]], CallToolResult]
 
 
-class TaskCancelled(McpError):
-    """The task was cancelled (by `Task.cancel()`, another client, or the
-    server) before it produced a result.
-
-    Example::
-
-        try:
-            task.wait()
-        except mcp_sync.TaskCancelled as exc:
-            print("task", exc.task_id, "was cancelled")
-
-    Attributes:
-        task_id (str): The task's id.
-        status_message (str | None): The server's `statusMessage`, if any.
-    """
-
-    def __init__(self, message: str, *, task_id: str, status_message: str | None = None) -> None:
-        self.task_id = task_id
-        self.status_message = status_message
-        super().__init__(message)
 
 
 def _names_tasks(capabilities: Any) -> bool:
@@ -425,7 +407,7 @@ class Task:
                 error = raw.get("error")
                 if error is None:
                     message = self.status_message or "the task failed and the server gave no error"
-                    error = {"code": -32603, "message": message}
+                    error = {"code": codes.INTERNAL_ERROR, "message": message}
                 raise server_error_from_wire(error, method="tools/call")
             raise TaskCancelled(f"task {task_id} was cancelled" + (f": {self.status_message}"
                                                                      if self.status_message else ""),

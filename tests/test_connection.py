@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from mcp_sync.connection import Connection, new_id_counter
-from mcp_sync.errors import ConnectionClosed, InvalidMessage, RequestTimeout, ServerError, ServerExited
+from mcp_sync.errors import ConnectionClosed, InvalidMessage, RequestTimeout, ServerExited
+from mcp_sync.protocol import jsonrpc
 from mcp_sync.transports.base import Transport
 
 
@@ -249,7 +250,7 @@ def test_server_request_with_no_caller_is_answered_by_the_worker():
     def handler(message):
         if message["method"] == "ping":
             return {}
-        raise ServerError(-32601, "Method not found")
+        raise jsonrpc.Refusal(-32601, "Method not found")
 
     conn = Connection(transport, new_id_counter(), on_server_request=handler)
     conn.start()

@@ -10,7 +10,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import router as routes
-from mcp_sync.protocol import jsonrpc, versions
+from mcp_sync.protocol import jsonrpc, meta
 from mcp_sync.router import Router
 from mcp_sync.testing import HTTPServer, Server
 from tests.conftest import demo_command
@@ -63,9 +63,9 @@ def test_a_plain_call_takes_the_fast_lane_and_sends_what_the_general_path_sends(
         seen = json.loads(plain)
         assert seen["args"] == {"a": [1, {"b": None}]}
         if version == "2026-07-28":
-            assert seen["meta"][versions.META_PROTOCOL_VERSION] == version
-            assert seen["meta"][versions.META_LOG_LEVEL] == "warning"
-            assert seen["meta"][versions.META_CLIENT_CAPABILITIES]["elicitation"]
+            assert seen["meta"][meta.META_PROTOCOL_VERSION] == version
+            assert seen["meta"][meta.META_LOG_LEVEL] == "warning"
+            assert seen["meta"][meta.META_CLIENT_CAPABILITIES]["elicitation"]
         else:
             assert seen["meta"] == {}
         with pytest.raises(AssertionError, match="general path"):
@@ -77,14 +77,14 @@ def test_the_shared_meta_is_made_of_the_options_and_left_alone_by_per_call_handl
                           client_info={"name": "renamed", "version": "2"}) as client:
         general_only(client, monkeypatch)
         second = json.loads(client.call_tool("show").text)["meta"]
-        assert second[versions.META_LOG_LEVEL] == "error"
-        assert second[versions.META_CLIENT_INFO] == {"name": "renamed", "version": "2"}
+        assert second[meta.META_LOG_LEVEL] == "error"
+        assert second[meta.META_CLIENT_INFO] == {"name": "renamed", "version": "2"}
         # Per-call handlers (the general path) get their own, and leave the shared one alone.
         monkeypatch.undo()
         asked = json.loads(client.call_tool("show", input_handlers={"form": form}).text)["meta"]
-        assert asked[versions.META_CLIENT_CAPABILITIES].get("elicitation")
+        assert asked[meta.META_CLIENT_CAPABILITIES].get("elicitation")
         again = json.loads(client.call_tool("show").text)["meta"]
-        assert not again[versions.META_CLIENT_CAPABILITIES].get("elicitation")
+        assert not again[meta.META_CLIENT_CAPABILITIES].get("elicitation")
 
 
 def test_arguments_are_copied_and_checked_as_on_the_general_path(monkeypatch):

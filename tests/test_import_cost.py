@@ -100,7 +100,7 @@ DEFERRED = [
 
 #: The public names that load with their module (PEP 562), and that module.
 LAZY_EXTENSION_NAMES = {
-    "Task": "tasks", "TaskCancelled": "tasks",
+    "Task": "tasks",
     "Skill": "skills", "SkillContent": "skills", "SkillFile": "skills", "Skills": "skills",
     "Subscription": "subscriptions", "SubscriptionBroken": "subscriptions",
     "SubscriptionEnded": "subscriptions", "SubscriptionResumed": "subscriptions",

@@ -13,9 +13,9 @@ import pytest
 
 import mcp_sync
 from mcp_sync.notifications import Dispatcher
+from mcp_sync.protocol.methods import SAFE_TO_RETRY
 from mcp_sync.status import (
     MAX_PENDING_CHANGES,
-    SAFE_TO_RETRY,
     Reconnect,
     Status,
     StatusMonitor,

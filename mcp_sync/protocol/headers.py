@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidMessage
+from .meta import META_PROTOCOL_VERSION
 
 __all__ = [
     "MAX_SAFE_INTEGER",
@@ -66,7 +67,6 @@ SENTINEL_SUFFIX = "?="
 #: Largest integer a header may carry: 2**53 - 1, the IEEE 754 double safe range.
 MAX_SAFE_INTEGER = 2**53 - 1
 PARAM_HEADER_PREFIX = "Mcp-Param-"
-META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 
 #: Headers the transport sets itself; users may not supply them (any case).
 #: Every `Mcp-Param-*` header is refused as well.

@@ -134,6 +134,29 @@ def error_response(request_id: Any, code: int, message: str, data: Any = None) -
     return {"jsonrpc": JSONRPC, "id": request_id, "error": error}
 
 
+class Refusal(Exception):
+    """Raised by this client's answerer of a server request to answer it
+    with a JSON-RPC error: a local decision (a method it does not handle,
+    params it cannot take), never an error the peer sent, so not a
+    `ServerError`. Caught where the answer is written; never leaves the
+    engine.
+
+    >>> Refusal(-32601, "Method not found").error()
+    {'code': -32601, 'message': 'Method not found'}
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    def error(self) -> dict[str, Any]:
+        """The JSON-RPC error object that says it."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
 def encode(message: Mapping[str, Any]) -> bytes:
     """One message as compact UTF-8 JSON, without a line end.
 

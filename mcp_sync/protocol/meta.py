@@ -12,6 +12,21 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+# -- the keys the specification gives `_meta` (defined here only) -------------------------
+
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+"""2026-07-28: the protocol version of a request (and the HTTP header's source)."""
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+"""2026-07-28: the capabilities the client declares, per request."""
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+"""2026-07-28: the client's name and version, per request."""
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+"""2026-07-28: the log level the client asks for, per request."""
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+"""2026-07-28: the server's name and version, in a `server/discover` result."""
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+"""2026-07-28: the subscription a notification belongs to (`subscriptions/listen`)."""
+
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 _TRACESTATE_KEY = re.compile(
     r"^(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})$"

@@ -20,6 +20,8 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidResult, VersionNegotiationError
+from . import codes
+from .meta import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION
 
 STATELESS_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 #: Newest first: negotiation offers the first one allowed, and servers of
@@ -35,11 +37,6 @@ LOG_LEVELS: tuple[str, ...] = (
     "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",
 )
 
-META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 _STATELESS_ONLY = frozenset({"server/discover", "subscriptions/listen"})
 _INITIALIZE_ONLY = frozenset({
@@ -251,9 +248,7 @@ ProbeVerdict = UseStateless | Reprobe | FallBack
 
 
 def _recognised_modern_error(error: Mapping[str, Any]) -> bool:
-    # Codes -32020..-32099 are the spec's own; an initialize-era server never sends them.
-    code = error.get("code")
-    return isinstance(code, int) and not isinstance(code, bool) and -32099 <= code <= -32020
+    return codes.is_stateless_era_code(error.get("code"))
 
 
 def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str]) -> ProbeVerdict:
@@ -268,7 +263,7 @@ def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str])
     stateless_allowed = [v for v in allowed if v in STATELESS_VERSIONS]
     error = message.get("error")
     if isinstance(error, Mapping):
-        if error.get("code") == -32022:
+        if error.get("code") == codes.UNSUPPORTED_PROTOCOL_VERSION:
             data = error.get("data")
             supported = data.get("supported") if isinstance(data, Mapping) else None
             offered = [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []

@@ -31,7 +31,7 @@ import threading
 import time
 from typing import IO, Callable
 
-from ..errors import ConnectionClosed, TransportError
+from ..errors import ConnectionClosed, TransportError, copy_error
 
 #: A writer waiting for room in the server's stdin, or for the write lock,
 #: wakes this often: to see that `close()` began, and (on the main thread)
@@ -104,7 +104,7 @@ class StdinWriter:
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
             if self._broken is not None:
-                raise _copy(self._broken)
+                raise copy_error(self._broken)
             if sys.platform == "win32":
                 try:
                     self._stdin.write(data)
@@ -277,12 +277,3 @@ def _wait_writable(fd: int, seconds: float) -> None:
     poller = select.poll()  # not select(): it fails on descriptors above 1023
     poller.register(fd, select.POLLOUT)
     poller.poll(seconds * 1000)
-
-
-def _copy(error: TransportError) -> TransportError:
-    """A fresh instance of `error` for another thread (threads must not share
-    one: raising it from many tangles its traceback)."""
-    new = error.__class__.__new__(error.__class__, *error.args)
-    new.__dict__.update(error.__dict__)
-    new.args = error.args
-    return new

@@ -1,0 +1,51 @@
+"""What the specification (and this client's reading of it) says about each
+method by name: which are safe to send twice, which results may be cached,
+and which notification makes which cached results stale. Defined here only.
+
+    >>> "tools/list" in SAFE_TO_RETRY, "tools/call" in SAFE_TO_RETRY
+    (True, False)
+    >>> INVALIDATES["notifications/tools/list_changed"]
+    ('tools/list',)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+#: Methods safe to send again after a reconnect when their first attempt may
+#: have reached the server: they only read, or (the task requests) are
+#: idempotent: `tasks/cancel` of a cancelled task and `tasks/update` with
+#: answers already taken change nothing. Anything else (a tool call above
+#: all) is never repeated blindly.
+SAFE_TO_RETRY: Final = frozenset({
+    "ping",
+    "server/discover",
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+    "resources/read",
+    "prompts/get",
+    "completion/complete",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/update",
+})
+
+#: Methods whose results may be cached (2026-07-28 caching hints): lists,
+#: reads and discovery, and the Skills extension's results.
+CACHEABLE: Final = frozenset({
+    "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
+    "skills/list", "skills/get",
+})
+
+#: A list-changed notification, and the cached results it makes stale.
+INVALIDATES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({
+    "notifications/tools/list_changed": ("tools/list",),
+    "notifications/prompts/list_changed": ("prompts/list",),
+    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
+})
