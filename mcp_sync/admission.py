@@ -36,12 +36,10 @@ from collections import OrderedDict
 from types import TracebackType
 
 from .errors import McpError, Overloaded, RequestTimeout, copy_error
+from .waiting import slice_of
 
 __all__ = ["Admission"]
 
-#: A call waiting on the main thread wakes this often, so that
-#: `_thread.interrupt_main()` (which sets a flag, not a signal) is seen.
-MAIN_THREAD_SLICE = 0.1
 #: Any other waiter wakes this often to look for itself whether a slot is
 #: free: the safety net for a hand-over cut short by an interrupt.
 _SAFETY_SLICE = 1.0
@@ -295,8 +293,9 @@ class Admission:
         gate = ticket.gate
         assert gate is not None
         started = time.monotonic()
-        on_main = threading.current_thread() is threading.main_thread()
-        slice_ = MAIN_THREAD_SLICE if on_main else _SAFETY_SLICE
+        # On the main thread, a wait sliced for interrupts (`waiting`); any
+        # other waits in steps of the safety slice.
+        slice_ = slice_of(_SAFETY_SLICE)
         while True:
             wait = slice_ if deadline is None else max(0.0, min(slice_, deadline - time.monotonic()))
             gate.acquire(True, wait)

@@ -27,7 +27,6 @@ from typing import Any, Callable, Protocol
 from .errors import (
     InvalidResult,
     OutputValidationError,
-    PaginationError,
 )
 from .options import RequestOptions, check_option_names
 from .protocol.headers import (
@@ -36,6 +35,7 @@ from .protocol.headers import (
     header_params,
     param_headers,
 )
+from .protocol import pagination
 from .protocol.schemas import SchemaCache
 from .types import (
     CallToolResult,
@@ -225,20 +225,16 @@ class TypedCalls:
 
     def list_all(self, kind: str, options: RequestOptions, max_pages: int) -> list[Any]:
         items: list[Any] = ItemList()  # a plain list that Jupyter shows as a table
-        seen: set[str] = set()
-        cursor: str | None = None
-        for _ in range(max_pages):
+
+        def fetch(cursor: str | None) -> tuple[list[Any], str | None]:
             page = self.list_page(kind, cursor, options, remember=False)
-            items.extend(page.items)
-            if page.next_cursor is None:
-                if kind == "tools":
-                    self.catalog.remember(items, replace=True)
-                return items
-            if page.next_cursor in seen:
-                raise PaginationError(f"{_LISTS[kind][0]}: the server repeated cursor {page.next_cursor!r}")
-            seen.add(page.next_cursor)
-            cursor = page.next_cursor
-        raise PaginationError(f"{_LISTS[kind][0]}: still more after max_pages={max_pages} pages")
+            return page.items, page.next_cursor
+
+        for page_items in pagination.pages(_LISTS[kind][0], fetch, max_pages):
+            items.extend(page_items)
+        if kind == "tools":
+            self.catalog.remember(items, replace=True)
+        return items
 
     def call_tool(self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,
                   options: RequestOptions, *, max_pages: int, timeout: float | None) -> CallToolResult:

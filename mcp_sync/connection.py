@@ -65,7 +65,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
 from . import router as routes
-from .admission import MAIN_THREAD_SLICE
 from .engine_threads import MAX_HANDLER_THREADS as MAX_HANDLER_THREADS
 from .engine_threads import MAX_QUEUED_LOGS as MAX_QUEUED_LOGS
 from .engine_threads import Burst as Burst
@@ -80,6 +79,7 @@ from .errors import (
 from .protocol import codes, jsonrpc
 from .router import Router
 from .transports.base import Transport
+from .waiting import on_main_thread, slice_of
 
 log = logging.getLogger("mcp_sync.connection")
 
@@ -501,7 +501,7 @@ class Connection:
         )
         # The main thread wakes now and then, so a simulated Ctrl-C
         # (`_thread.interrupt_main()`) is raised while it waits.
-        slice_ = MAIN_THREAD_SLICE if threading.current_thread() is threading.main_thread() else None
+        main = on_main_thread()
         get = pending.inbox.get
         try:
             if pending.unsent is not None:
@@ -513,7 +513,7 @@ class Connection:
                     deadline += paused  # time spent authorizing is not the call's
             while True:
                 if deadline is None:
-                    wait_for = slice_
+                    wait_for = slice_of(None, main=main)
                 else:
                     limit = deadline if hard_deadline is None else min(deadline, hard_deadline)
                     remaining = limit - time.monotonic()
@@ -523,7 +523,7 @@ class Connection:
                             return response
                         raise self._timeout(pending, timeout, hard_deadline is not None and limit == hard_deadline,
                                             max_total_timeout)
-                    wait_for = remaining if slice_ is None else min(remaining, slice_)
+                    wait_for = slice_of(remaining, main=main)
                 try:
                     kind, payload = get(timeout=wait_for)
                 except queue.Empty:
@@ -578,7 +578,7 @@ class Connection:
         progress is not asked for there and is skipped. An interrupt
         abandons the request."""
         end = time.monotonic() + timeout
-        main = threading.current_thread() is threading.main_thread()  # sliced, as in `wait()`
+        main = on_main_thread()
         try:
             if pending.unsent is not None:  # sent here, as `wait()` does (see `send_request`)
                 message, headers = pending.unsent
@@ -590,7 +590,7 @@ class Connection:
                     if left <= 0:
                         kind, payload = pending.inbox.get_nowait()
                     else:
-                        kind, payload = pending.inbox.get(timeout=min(left, MAIN_THREAD_SLICE) if main else left)
+                        kind, payload = pending.inbox.get(timeout=slice_of(left, main=main))
                 except queue.Empty:
                     if time.monotonic() < end:
                         continue

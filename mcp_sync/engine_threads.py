@@ -1,8 +1,8 @@
 """The engine's own threads, and the work the engine hands them.
 
-What it owns: the *sender* (`outbox.Sender`), which writes everything that
+What it owns: the *sender* (`sender.Sender`), which writes everything that
 is not a caller's own request (answers, refusals, cancellations); the
-*handler pool* (`handler_pool.HandlerPool`), where the client's
+*handler pool* (`server_request_pool.HandlerPool`), where the client's
 `on_server_request` answers the server requests no caller takes, each
 answered with an error once `handler_timeout` has passed since its
 arrival; the *log thread*, where the client's `on_log` gets the log
@@ -29,8 +29,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from .handler_pool import HandlerPool
-from .outbox import Sender
+from .server_request_pool import HandlerPool
+from .sender import Sender
 from .protocol import codes, jsonrpc
 
 if TYPE_CHECKING:

@@ -41,12 +41,12 @@ import attrs
 from .errors import (
     ExtensionNotDeclared,
     InvalidResult,
-    PaginationError,
     SkillVerificationError,
 )
 # The identifier lives with the handshake, which declares it (see negotiation.py).
 from .negotiation import SKILLS_EXTENSION
 from .options import check_option_names
+from .protocol import pagination
 from .types import Resource
 
 if TYPE_CHECKING:
@@ -241,32 +241,25 @@ class Skills:
         """
         client = self._connected()
         _declaration(client)
-        seen: set[str] = set()
-        cursor: str | None = None
         skills: list[Skill] = []
-        for _ in range(client.options.limits.max_pages):
+
+        def fetch(cursor: str | None) -> tuple[list[Any], str | None]:
             result = _request(client, "skills/list", {} if cursor is None else {"cursor": cursor}, options)
             entries = result.get("skills")
             if not isinstance(entries, list):
                 raise InvalidResult("skills/list: the result has no 'skills' array")
+            return entries, pagination.next_cursor("skills/list", result)
+
+        for entries in pagination.pages("skills/list", fetch, client.options.limits.max_pages):
             for raw in entries:
                 try:
                     skills.append(_entry(client.cache_server, raw))
                 except InvalidResult as exc:
                     log.warning("skills/list: an entry left out: %s", exc)
-            next_cursor = result.get("nextCursor")
-            if next_cursor is None or next_cursor == "":
-                with self._lock:
-                    for skill in skills:
-                        self._hold(skill)
-                return skills
-            if not isinstance(next_cursor, str):
-                raise InvalidResult("skills/list: nextCursor must be a string")
-            if next_cursor in seen:
-                raise PaginationError(f"skills/list: the server repeated cursor {next_cursor!r}")
-            seen.add(next_cursor)
-            cursor = next_cursor
-        raise PaginationError(f"skills/list: still more after max_pages={client.options.limits.max_pages} pages")
+        with self._lock:
+            for skill in skills:
+                self._hold(skill)
+        return skills
 
     def get(self, uri: str, **options: Unpack[RequestOptions]) -> Skill:
         """The current entry of the skill whose SKILL.md is at `uri`
@@ -366,23 +359,17 @@ class Skills:
             raise ExtensionNotDeclared(EXTENSION, "directoryRead",
                                        "the server did not declare directoryRead: true, so "
                                        "resources/directory/read is not sent")
-        seen: set[str] = set()
-        params: dict[str, Any] = {"uri": uri}
-        children: builtins.list[Resource] = []
-        for _ in range(client.options.limits.max_pages):
-            result = _request(client, "resources/directory/read", params, options)
+        method = "resources/directory/read"
+
+        def fetch(cursor: str | None) -> tuple[builtins.list[Resource], str | None]:
+            result = _request(client, method, {"uri": uri} if cursor is None else {"uri": uri, "cursor": cursor},
+                              options)
             entries = result.get("resources")
             if not isinstance(entries, list):
-                raise InvalidResult("resources/directory/read: the result has no 'resources' array")
-            children.extend(Resource.from_wire(entry) for entry in entries)
-            next_cursor = result.get("nextCursor")
-            if next_cursor is None or next_cursor == "":
-                return children
-            if not isinstance(next_cursor, str) or next_cursor in seen:
-                raise PaginationError(f"resources/directory/read: bad or repeated cursor {next_cursor!r}")
-            seen.add(next_cursor)
-            params = {"uri": uri, "cursor": next_cursor}
-        raise PaginationError(f"resources/directory/read: still more after max_pages={client.options.limits.max_pages} pages")
+                raise InvalidResult(f"{method}: the result has no 'resources' array")
+            return [Resource.from_wire(entry) for entry in entries], pagination.next_cursor(method, result)
+
+        return [child for page in pagination.pages(method, fetch, client.options.limits.max_pages) for child in page]
 
     def held(self) -> builtins.list[Skill]:
         """The entries reads are checked against now (those `list()` and

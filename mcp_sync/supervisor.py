@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 from . import negotiation
-from .admission import MAIN_THREAD_SLICE, Admission
+from .admission import Admission
 from .closers import Closers
 from .connection import Connection
 from .errors import ConnectionClosed, McpError, RequestTimeout, SessionExpired, TransportError, UnsupportedProtocolVersion
@@ -51,6 +51,7 @@ from .notifications import Dispatcher
 from .options import Keepalive as KeepalivePolicy
 from .status import Reconnect, Status, StatusMonitor
 from .transports.base import Target, Transport
+from .waiting import acquire_until, wait_for_event
 
 if TYPE_CHECKING:
     from .subscriptions import Subscription
@@ -78,42 +79,12 @@ class Hooks(Protocol):
         """Check that the connection answers (raises an `McpError` if not)."""
 
 
-def acquire_until(lock: threading.Lock, deadline: float | None) -> bool:
-    """Take `lock`, waiting until `deadline` at most (in slices on the main
-    thread, so an interrupt lands)."""
-    main = threading.current_thread() is threading.main_thread()
-    while True:
-        if deadline is None:
-            wait = MAIN_THREAD_SLICE if main else -1.0
-        else:
-            wait = deadline - time.monotonic()
-            if wait <= 0:
-                return lock.acquire(blocking=False)
-            if main:
-                wait = min(wait, MAIN_THREAD_SLICE)
-        if lock.acquire(timeout=wait):
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
-
-
 def bounded(timeout: float | None, deadline: float | None) -> float | None:
     """`timeout`, but never past `deadline` (None: no bound from it)."""
     if deadline is None:
         return timeout
     remaining = max(deadline - time.monotonic(), 0.001)
     return remaining if timeout is None else min(timeout, remaining)
-
-
-def _pause(stop: threading.Event, seconds: float) -> None:
-    """Wait `seconds`, or until `stop` is set; in slices on the main thread."""
-    end = time.monotonic() + seconds
-    main = threading.current_thread() is threading.main_thread()
-    while not stop.is_set():
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        stop.wait(min(left, MAIN_THREAD_SLICE) if main else left)
 
 
 def _stable_after(policy: Reconnect) -> float:
@@ -186,7 +157,11 @@ class Supervisor:
         self.clock = clock
         # Closes off the caller's thread, and threads on their way out.
         self.closers = Closers(clock)
-        self.pause = pause if pause is not None else (lambda seconds: _pause(self.closed_event, seconds))
+        self.pause = pause if pause is not None else self._pause
+
+    def _pause(self, seconds: float) -> None:
+        """The backoff wait: ends at once when the client closes."""
+        wait_for_event(self.closed_event, seconds)
 
     def register(self, subscription: Subscription, *, initialize_era: bool = False) -> None:
         """Watch `subscription`: interrupt and re-open it across reconnects,

@@ -22,7 +22,7 @@ import pytest
 from mcp_sync import admission as admission_module
 from mcp_sync.admission import Admission
 from mcp_sync.errors import ConnectionClosed, McpError, Overloaded, RequestTimeout
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 
 
 def run_in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:

@@ -20,7 +20,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.protocol import jsonrpc
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 
 HERE = Path(__file__).parent
 BATCHING = [sys.executable, str(HERE / "servers" / "batching.py")]

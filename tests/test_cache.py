@@ -8,7 +8,7 @@ import pytest
 import mcp_sync
 from mcp_sync.cache import ResultCache, cache_key, ttl_seconds
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 
 V = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {}}}
 

@@ -14,7 +14,7 @@ import pytest
 import mcp_sync
 from mcp_sync.cache import ResultCache, cache_key
 from mcp_sync.testing import Server
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 
 URI = "slow://doc"
 

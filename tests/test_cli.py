@@ -10,7 +10,7 @@ import pytest
 
 from mcp_sync.cli import ProgressBar, _parse_pairs, main
 from mcp_sync.types import Progress
-from tests.conftest import scripted
+from tests.helpers import scripted
 
 
 def run(*argv):

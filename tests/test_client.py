@@ -9,7 +9,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import RpcError, Server, demo_server
-from tests.conftest import demo_command, wait_until
+from tests.helpers import demo_command, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25", "2025-06-18"]
 

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import mcp_sync
-from tests.conftest import NoThread, demo_command, wait_until
+from tests.helpers import NoThread, demo_command, wait_until
 
 
 class LingeringLock:

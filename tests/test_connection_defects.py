@@ -12,7 +12,7 @@ import pytest
 
 from mcp_sync.connection import CLOSE_JOIN_TIMEOUT, MAX_HANDLER_THREADS, Connection, new_id_counter
 from mcp_sync.errors import RequestTimeout
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 from tests.test_connection import ScriptedTransport, engine, respond  # noqa: F401 (engine: a fixture)
 
 
@@ -316,7 +316,7 @@ def test_close_re_entered_from_a_subscription_callback_returns_at_once():
 
 
 def test_a_handler_that_raises_system_exit_does_not_strand_the_next_one():
-    from mcp_sync.handler_pool import HandlerPool
+    from mcp_sync.server_request_pool import HandlerPool
 
     pool = HandlerPool(max_workers=1, max_pending=4)
     ran = threading.Event()

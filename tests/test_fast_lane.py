@@ -13,7 +13,7 @@ from mcp_sync import router as routes
 from mcp_sync.protocol import jsonrpc, meta
 from mcp_sync.router import Router
 from mcp_sync.testing import HTTPServer, Server
-from tests.conftest import demo_command
+from tests.helpers import demo_command
 
 
 def meta_server(**options):

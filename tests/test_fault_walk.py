@@ -52,7 +52,7 @@ from mcp_sync.errors import (
     ServerExited,
 )
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 from tests.servers.hostile_http import FAULTS as HTTP_FAULTS
 from tests.servers.hostile_http import HostileFront, wait_for_hangup
 from tests.servers.hostile_stdio import FAULTS as STDIO_FAULTS

@@ -15,7 +15,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import demo_server
-from tests.conftest import demo_command, wait_until
+from tests.helpers import demo_command, wait_until
 
 
 def _drop_and_collect(make):

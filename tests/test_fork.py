@@ -16,7 +16,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command, hanging_server, reap, wait_until
+from tests.helpers import demo_command, hanging_server, reap, wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
 

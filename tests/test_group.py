@@ -17,7 +17,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, Server, demo_server
-from tests.conftest import reap, wait_until
+from tests.helpers import reap, wait_until
 
 LOCAL = [sys.executable, "-m", "mcp_sync.testing", "--name", "local"]
 DEAD = [sys.executable, "-c", "raise SystemExit(0)"]

@@ -10,7 +10,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command
+from tests.helpers import demo_command
 
 ERAS = ["2026-07-28", "2025-11-25", "2025-06-18"]
 

@@ -15,7 +15,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.keepalive import Keepalive
-from tests.conftest import reap
+from tests.helpers import reap
 
 INTERVAL = 0.05
 NAME = "test-keepalive"

@@ -6,7 +6,7 @@ import threading
 
 import mcp_sync
 from mcp_sync.testing import demo_server
-from tests.conftest import scripted
+from tests.helpers import scripted
 
 
 def snapshot():

@@ -35,7 +35,7 @@ from mcp_sync.connection import (
     new_id_counter,
 )
 from mcp_sync.notifications import MAX_QUEUED_NOTIFICATIONS, Dispatcher
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 from tests.test_connection import ScriptedTransport, engine, respond  # noqa: F401 (engine: a fixture)
 
 HERE = Path(__file__).parent

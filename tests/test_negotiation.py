@@ -5,7 +5,7 @@ import json
 import pytest
 
 import mcp_sync
-from tests.conftest import demo_command, scripted
+from tests.helpers import demo_command, scripted
 
 
 def received(record):

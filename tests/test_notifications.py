@@ -8,7 +8,7 @@ import pytest
 import mcp_sync
 from mcp_sync.notifications import COALESCE_WINDOW, Dispatcher
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 
 
 def note(method, **params):

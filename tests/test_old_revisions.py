@@ -18,7 +18,7 @@ import mcp_sync
 import mcp_sync.testing
 from mcp_sync.protocol import versions
 from mcp_sync.types import AudioContent, CallToolResult, Tool
-from tests.conftest import demo_command, scripted
+from tests.helpers import demo_command, scripted
 from tests.schema_check import SchemaChecker
 
 OLD = ["2025-03-26", "2024-11-05"]

@@ -21,7 +21,7 @@ import pytest
 import mcp_sync
 from mcp_sync.status import Reconnect, Status
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import NoThread, demo_command, hanging_server, next_event, wait_until
+from tests.helpers import NoThread, demo_command, hanging_server, next_event, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25"]
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)

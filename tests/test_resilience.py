@@ -14,7 +14,7 @@ import pytest
 import mcp_sync
 from mcp_sync.status import Status
 from mcp_sync.testing import Server
-from tests.conftest import demo_command, wait_until
+from tests.helpers import demo_command, wait_until
 
 
 def counting_server():

@@ -13,7 +13,7 @@ import threading
 
 import mcp_sync
 from mcp_sync.transports.stdio import Stdio, StdioTransport
-from tests.conftest import demo_command, wait_until
+from tests.helpers import demo_command, wait_until
 
 STATELESS = "2026-07-28"
 

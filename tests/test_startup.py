@@ -15,7 +15,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import negotiation
-from tests.conftest import demo_command, scripted
+from tests.helpers import demo_command, scripted
 
 STARTS = os.path.join(os.path.dirname(__file__), "servers", "starts.py")
 

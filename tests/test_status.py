@@ -20,7 +20,7 @@ from mcp_sync.status import (
     Status,
     StatusMonitor,
 )
-from tests.conftest import reap
+from tests.helpers import reap
 
 C, R, RC, X, F = Status.CONNECTING, Status.READY, Status.RECONNECTING, Status.CLOSED, Status.FAILED
 

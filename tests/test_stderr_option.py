@@ -11,7 +11,7 @@ import mcp_sync
 from mcp_sync import Stdio
 from mcp_sync.transports import stderr as stderr_module
 from mcp_sync.transports.stderr import RateLimit, StderrLines
-from tests.conftest import scripted
+from tests.helpers import scripted
 
 STATELESS = "2026-07-28"
 

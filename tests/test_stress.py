@@ -29,7 +29,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import demo_command, process_alive, wait_until
+from tests.helpers import demo_command, process_alive, wait_until
 
 SEED = int(os.environ.get("MCP_SYNC_STRESS_SEED", "20261201"))
 ROUNDS = int(os.environ.get("MCP_SYNC_STRESS_ROUNDS", "1"))

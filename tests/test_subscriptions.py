@@ -6,7 +6,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, Server, demo_server
-from tests.conftest import scripted, wait_until
+from tests.helpers import scripted, wait_until
 from tests.testing.changing_server import CONFIG, build
 
 CHANGING = [sys.executable, "-m", "tests.testing.changing_server"]

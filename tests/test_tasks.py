@@ -17,7 +17,7 @@ from mcp_sync.testing import HTTPServer, Server, close_tasks, demo_server
 from mcp_sync.testing._tasks import add_task_tools
 from mcp_sync.types import CallToolResult
 
-from .conftest import demo_command
+from .helpers import demo_command
 
 STATELESS, LEGACY = "2026-07-28", "2025-11-25"
 ERAS = [STATELESS, LEGACY]

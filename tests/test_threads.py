@@ -6,7 +6,7 @@ import time
 
 import mcp_sync
 from mcp_sync.testing import demo_server
-from tests.conftest import demo_command
+from tests.helpers import demo_command
 
 THREADS = 64
 CALLS = 200

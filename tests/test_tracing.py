@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import mcp_sync
 from mcp_sync import tracing
 from mcp_sync.testing import HTTPServer, Server, ToolContext, demo_server
-from tests.conftest import demo_command
+from tests.helpers import demo_command
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 

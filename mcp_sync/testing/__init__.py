@@ -43,14 +43,10 @@ Example::
 """
 
 from ._asking import ClientError, MissingClientCapability, RequestCancelled
-from .core import (
-    SUPPORTED_VERSIONS,
-    RequestContext,
-    RpcError,
-    Server,
-    ServerSession,
-    ToolContext,
-)
+from ._context import RequestContext, ToolContext
+from ._protocol import SUPPORTED_VERSIONS, RpcError
+from ._registry import Server
+from ._session import ServerSession
 from .demo import demo_server
 from .http import HTTPServer, RecordedRequest
 from ._tasks import TaskContext, close_tasks, task_tool

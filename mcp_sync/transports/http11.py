@@ -29,7 +29,7 @@ None) bounds every socket read of the response, not each one: the reader
 sets the socket's timeout to the time left before each `recv`, so a server
 that trickles a byte at a time cannot stretch a call past its deadline
 (`TimeoutError` once it passed). On the main thread the reads also wake
-every `INTERRUPT_SLICE` seconds, so that `_thread.interrupt_main()` (which
+every `waiting.MAIN_THREAD_SLICE` seconds, so that `_thread.interrupt_main()` (which
 raises `KeyboardInterrupt` at the next bytecode, without a signal to cut a
 blocked `recv` short) lands while a response is awaited.
 """
@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import select
 import socket
-import threading
 import time
 from collections.abc import Iterator, Mapping
+
+from ..waiting import on_main_thread, slice_of
 
 __all__ = ["RequestHead", "Response", "ResponseError", "Headers", "MAX_LINE", "MAX_HEADERS", "MAX_INTERIM"]
 
@@ -50,9 +51,6 @@ MAX_LINE = 65536
 MAX_HEADERS = 100
 #: The most interim (1xx) answers accepted before the final one.
 MAX_INTERIM = 10
-#: How long a read on the main thread blocks at most before it looks for a
-#: pending `KeyboardInterrupt` (seconds).
-INTERRUPT_SLICE = 0.1
 #: Bytes asked of the socket at once.
 _RECV_SIZE = 65536
 
@@ -146,17 +144,16 @@ class _Reader:
 
     def _recv(self) -> bytes:
         sock = self._sock
-        sliced = threading.get_ident() == threading.main_thread().ident
+        main = on_main_thread()  # a read there is sliced, so an interrupt lands
         while True:
             deadline = self._owner.deadline
             if deadline is None:
-                wait: float | None = INTERRUPT_SLICE if sliced else None
+                wait = slice_of(None, main=main)
             else:
-                wait = deadline - time.monotonic()
-                if wait <= 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise TimeoutError("the response did not arrive before the deadline")
-                if sliced and wait > INTERRUPT_SLICE:
-                    wait = INTERRUPT_SLICE
+                wait = slice_of(left, main=main)
             sock.settimeout(wait)
             try:
                 return sock.recv(_RECV_SIZE)

@@ -130,6 +130,13 @@ def python_sdk(version: str) -> str:
 PEER_PYTHONS = ((3, 11), (3, 12), (3, 13))
 
 
+def _runs(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", "pass"], capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def peer_python() -> tuple[str, tuple[int, int]]:
     """An interpreter for the Python SDK peers, and its version: this one
     when the pins suit it, else the first `python3.11`..`python3.13` on
@@ -141,7 +148,7 @@ def peer_python() -> tuple[str, tuple[int, int]]:
     for version in PEER_PYTHONS:
         name = "python{}.{}".format(*version)
         found = shutil.which(name)
-        if found is not None:
+        if found is not None and _runs(found):  # a pyenv shim may name a version not selected
             return found, version
         for build in sorted(root.glob("{}.{}.*".format(*version)), reverse=True):
             candidate = build / "bin" / name

@@ -23,7 +23,7 @@ from typing import Iterator
 
 import mcp_sync
 from mcp_sync.status import Reconnect, Status
-from tests.conftest import next_event, wait_until
+from tests.helpers import next_event, wait_until
 from tests.interop import old_peers
 from tests.interop.listening import free_port, wait_until_listening
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import mcp_sync
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 from tests.interop.listening import free_port, wait_until_listening
 
 SERVER = [sys.executable, str(Path(__file__).parent / "official_server.py"), "--http"]

@@ -17,7 +17,7 @@ import pytest
 import mcp_sync
 from mcp_sync.errors import McpError, RequestTimeout
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import wait_until
+from tests.helpers import wait_until
 from tests.servers.hostile_http import FAULTS, HostileFront
 
 ERAS = ["2026-07-28", "2025-11-25"]

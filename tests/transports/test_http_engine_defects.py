@@ -25,7 +25,7 @@ import pytest
 import mcp_sync
 from mcp_sync import HTTP
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.conftest import NoThread, wait_until
+from tests.helpers import NoThread, wait_until
 
 LEGACY = "2025-11-25"
 

@@ -13,7 +13,7 @@ import pytest
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
 from mcp_sync.testing.http import SSEServer
-from tests.conftest import demo_command, wait_until
+from tests.helpers import demo_command, wait_until
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import Stdio
-from tests.conftest import scripted
+from tests.helpers import scripted
 
 STATELESS = "2026-07-28"
 

@@ -15,7 +15,7 @@ import pytest
 import mcp_sync
 from mcp_sync.transports import stdio as stdio_module
 from mcp_sync.transports import stdio_writer
-from tests.conftest import scripted, wait_until
+from tests.helpers import scripted, wait_until
 from tests.test_threads import check, hammer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes only")

@@ -28,7 +28,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import Stdio
-from tests.conftest import demo_command, process_alive, wait_until
+from tests.helpers import demo_command, process_alive, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
 

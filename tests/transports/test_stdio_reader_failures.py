@@ -14,7 +14,7 @@ import pytest
 import mcp_sync
 from mcp_sync.protocol import jsonrpc
 from mcp_sync.transports import stdio as stdio_transport
-from tests.conftest import demo_command
+from tests.helpers import demo_command
 
 
 def poison(monkeypatch: pytest.MonkeyPatch, marker: bytes) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import Stdio
-from tests.conftest import scripted
+from tests.helpers import scripted
 from tests.test_threads import check, hammer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pipes cannot be selected on Windows")

@@ -4,7 +4,7 @@
 import threading
 import time
 
-from mcp_sync.handler_pool import HandlerPool
+from mcp_sync.server_request_pool import HandlerPool
 
 
 def test_flush_waits_for_queued_and_running_jobs():

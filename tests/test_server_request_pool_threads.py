@@ -8,8 +8,8 @@ the window a loaded machine opens by descheduling the thread there."""
 
 import threading
 
-from mcp_sync.handler_pool import HandlerPool
-from tests.conftest import NoThread, wait_until
+from mcp_sync.server_request_pool import HandlerPool
+from tests.helpers import NoThread, wait_until
 
 
 def _held_after_work(pool: HandlerPool, hold: float) -> list[threading.Thread]:
@@ -73,7 +73,7 @@ def test_a_worker_that_cannot_be_replaced_leaves_nothing_half_made(monkeypatch, 
     # A job that ends its worker (SystemExit) with jobs still queued gets a
     # new worker; when no thread can be had, the pool stays consistent and
     # the next submit's worker takes the queue.
-    import mcp_sync.handler_pool as pool_module
+    import mcp_sync.server_request_pool as pool_module
 
     real_thread = threading.Thread
     pool = HandlerPool(max_workers=1, max_pending=4, name="test-pool-replace")

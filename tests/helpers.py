@@ -1,0 +1,106 @@
+"""What many test modules share: waiting for a condition, the command
+lines of the test servers, a thread that cannot start, reaping forked
+children. Plain functions: test modules import them from here (pytest's
+fixtures stay in conftest.py, which no test module imports).
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+SCRIPTED = str(HERE / "servers" / "scripted.py")
+
+def scripted(*args: str) -> list[str]:
+    """The command line of the scripted stdio server with these options."""
+    return [sys.executable, SCRIPTED, *args]
+
+
+def next_event(sub, kinds, timeout: float = 10.0):
+    """The next event of a subscription that is one of `kinds`, skipping
+    others (`sub.next` raises `RequestTimeout` when none comes in time)."""
+    limit = time.monotonic() + timeout
+    while True:
+        event = sub.next(timeout=max(limit - time.monotonic(), 0.01))
+        if isinstance(event, kinds):
+            return event
+
+
+def process_alive(pid: int) -> bool:
+    """Is `pid` running? A zombie (dead, not yet reaped by whoever adopted it) is not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return not os.path.isdir("/proc")  # gone meanwhile; without /proc, kill() is all we know
+
+
+def reap(pids, timeout: float):
+    """Exit codes of forked children, waited for until `timeout`; a child
+    still running then is killed and reported as hung (None)."""
+    codes = {}
+    deadline = time.monotonic() + timeout
+    while len(codes) < len(pids) and time.monotonic() < deadline:
+        for pid in pids:
+            if pid in codes:
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[pid] = os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    for pid in pids:
+        if pid not in codes:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            codes[pid] = None
+    return [codes[pid] for pid in pids]
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01) -> bool:
+    """Poll `predicate` until it is true or `timeout` runs out; its result.
+
+    For conditions the code under test offers no event for (a counter on
+    another thread); never a stand-in for an outcome the test asserts on.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+class NoThread(threading.Thread):
+    """A thread that cannot start, as when the process is out of threads:
+    patched in for `threading.Thread` where a module makes its threads."""
+
+    def start(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+
+def demo_command(*args: str) -> list[str]:
+    """The command line of the bundled demo server as a stdio program."""
+    return [sys.executable, "-m", "mcp_sync.testing.server", *args]
+
+
+def hanging_server(tmp_path):
+    """(flag, launcher): a demo server launcher that, once `flag` exists,
+    starts a server that never answers and ignores the end of its input (a
+    wedged restart). Each start adds a line to `tmp_path / "starts"`."""
+    flag = tmp_path / "hang"
+    launcher = tmp_path / "launch_hanging.py"
+    launcher.write_text(
+        "import os, sys, time\n"
+        f"open({str(tmp_path / 'starts')!r}, 'a').write('x\\n')\n"
+        f"if os.path.exists({str(flag)!r}):\n"
+        "    sys.stdin.read()\n"
+        "    time.sleep(60)\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
+    return flag, launcher
