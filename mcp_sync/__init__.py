@@ -11,7 +11,7 @@ See the README and docs/ for the threading model and the error model.
 
 from typing import TYPE_CHECKING, Any
 
-from . import handlers
+from . import display, handlers  # display: how results look in notebooks (types.show_with)
 from ._version import __version__
 from .cache import ResultCache, StaleResult
 from .client import DEFAULT_TIMEOUT, Client, ClientOptions, RequestOptions, connect, forget_eras

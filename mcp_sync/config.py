@@ -443,13 +443,9 @@ def _target(name: str, entry: Mapping[str, Any], where: str, workspace: Path) ->
             return Stdio(sub(entry["command"], "command"), args, env=env or None, cwd=cwd)
         url = sub(_url_of(entry), "url")
         headers = {str(k): sub(v, f"header {k}") for k, v in (entry.get("headers") or {}).items()}
-        if kind == "sse":
-            from .transports.sse import SSE  # the old transport, loaded only when a file asks for it
+        from .transports.http_target import HTTP, SSE  # loaded only when a file names a URL
 
-            return SSE(url, headers=headers)
-        from .transports.http import HTTP  # loaded only when a file names a URL
-
-        return HTTP(url, headers=headers)
+        return SSE(url, headers=headers) if kind == "sse" else HTTP(url, headers=headers)
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ConfigError):
             raise

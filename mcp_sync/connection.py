@@ -371,6 +371,16 @@ class Pending:
         self.unsent: tuple[dict[str, Any], Mapping[str, str] | None] | None = None
 
 
+def _timed_out(pending: Pending, timeout: float | None, total: bool, max_total: float | None) -> RequestTimeout:
+    """The error of a call past its deadline (`total`: past `max_total_timeout`)."""
+    if total:
+        return RequestTimeout(
+            f"{pending.method}: maximum total timeout exceeded ({max_total:g} s)",
+            method=pending.method, timeout=timeout, max_total_timeout=max_total,
+        )
+    return RequestTimeout(f"{pending.method} timed out after {timeout:g} s", method=pending.method, timeout=timeout)
+
+
 class Connection:
     """A started transport plus the pending table. Thread-safe.
 
@@ -505,10 +515,8 @@ class Connection:
         get = pending.inbox.get
         try:
             if pending.unsent is not None:
-                message, headers = pending.unsent
-                pending.unsent = None
                 limit = deadline if hard_deadline is None or deadline is None else min(deadline, hard_deadline)
-                paused = self.transport.exchange(message, headers, limit)
+                paused = self._send_deferred(pending, limit)
                 if paused and deadline is not None:
                     deadline += paused  # time spent authorizing is not the call's
             while True:
@@ -521,7 +529,7 @@ class Connection:
                         response = self._expire(pending)
                         if response is not None:
                             return response
-                        raise self._timeout(pending, timeout, hard_deadline is not None and limit == hard_deadline,
+                        raise _timed_out(pending, timeout, hard_deadline is not None and limit == hard_deadline,
                                             max_total_timeout)
                     wait_for = slice_of(remaining, main=main)
                 try:
@@ -537,27 +545,24 @@ class Connection:
                         deadline = time.monotonic() + timeout
                     if on_progress is not None:
                         on_progress(payload)
-                elif kind is LOG:
-                    (on_log or log_message)(payload)
-                elif kind is SERVER_REQUEST:
-                    if on_server_request is not None:
-                        # The call's clock stops while a handler runs (a person
-                        # may be typing); only the total limit keeps running.
-                        handler_started = time.monotonic()
-                        try:
-                            on_server_request(payload)
-                        except BaseException:
-                            # Ctrl-C at a prompt: the question is still owed
-                            # an answer, and nobody else will give it.
-                            self.respond(payload["id"], error={
-                                "code": codes.INTERNAL_ERROR, "message": "the request was abandoned by the client"})
-                            raise
-                        if deadline is not None:
-                            deadline += time.monotonic() - handler_started
-                            if hard_deadline is None and max_total_timeout is not None:
-                                hard_deadline = started + max_total_timeout
-                    else:
-                        self._threads.take(payload)
+                elif kind is SERVER_REQUEST and on_server_request is not None:
+                    # The call's clock stops while a handler runs (a person
+                    # may be typing); only the total limit keeps running.
+                    handler_started = time.monotonic()
+                    try:
+                        on_server_request(payload)
+                    except BaseException:
+                        # Ctrl-C at a prompt: the question is still owed
+                        # an answer, and nobody else will give it.
+                        self.respond(payload["id"], error={
+                            "code": codes.INTERNAL_ERROR, "message": "the request was abandoned by the client"})
+                        raise
+                    if deadline is not None:
+                        deadline += time.monotonic() - handler_started
+                        if hard_deadline is None and max_total_timeout is not None:
+                            hard_deadline = started + max_total_timeout
+                else:
+                    self._meanwhile(kind, payload, on_log)
         except BaseException:
             self.abandon(pending, "request abandoned by the client")
             raise
@@ -580,10 +585,8 @@ class Connection:
         end = time.monotonic() + timeout
         main = on_main_thread()
         try:
-            if pending.unsent is not None:  # sent here, as `wait()` does (see `send_request`)
-                message, headers = pending.unsent
-                pending.unsent = None
-                self.transport.exchange(message, headers, end)
+            if pending.unsent is not None:
+                self._send_deferred(pending, end)
             while True:
                 left = end - time.monotonic()
                 try:
@@ -599,16 +602,31 @@ class Connection:
                     return payload  # type: ignore[no-any-return]
                 if kind is CLOSED:
                     raise copy_error(payload)
-                if kind is LOG:
-                    (on_log or log_message)(payload)
-                elif kind is SERVER_REQUEST:
-                    if on_server_request is not None:
-                        on_server_request(payload)
-                    else:
-                        self._threads.take(payload)
+                if kind is SERVER_REQUEST and on_server_request is not None:
+                    on_server_request(payload)
+                else:
+                    self._meanwhile(kind, payload, on_log)
         except BaseException:
             self.abandon(pending, "request abandoned by the client")
             raise
+
+    def _send_deferred(self, pending: Pending, limit: float | None) -> float:
+        """Send the request `send_request` left to the waiting caller (an
+        exchange that answers in its own response, see `Transport.exchange`);
+        the seconds spent authorizing, which are not the call's."""
+        assert pending.unsent is not None
+        message, headers = pending.unsent
+        pending.unsent = None
+        return self.transport.exchange(message, headers, limit)
+
+    def _meanwhile(self, kind: object, payload: Any, on_log: Callable[[dict[str, Any]], None] | None) -> None:
+        """What arrives for a waiting call besides its answer and progress:
+        a log message goes to `on_log` (else `logging`), a server request
+        nobody waits to handle goes to the handler threads."""
+        if kind is LOG:
+            (on_log or log_message)(payload)
+        elif kind is SERVER_REQUEST:
+            self._threads.take(payload)
 
     def _expire(self, pending: Pending) -> dict[str, Any] | None:
         """The deadline passed: forget the call (so nothing more can arrive),
@@ -637,16 +655,6 @@ class Connection:
                 raise copy_error(payload)
             if kind is SERVER_REQUEST:
                 self._threads.take(payload)
-
-    def _timeout(self, pending: Pending, timeout: float | None, total: bool, max_total: float | None) -> RequestTimeout:
-        if total:
-            return RequestTimeout(
-                f"{pending.method}: maximum total timeout exceeded ({max_total:g} s)",
-                method=pending.method, timeout=timeout, max_total_timeout=max_total,
-            )
-        return RequestTimeout(
-            f"{pending.method} timed out after {timeout:g} s", method=pending.method, timeout=timeout
-        )
 
     def abandon(self, pending: Pending, reason: str) -> None:
         """Stop waiting for `pending`: forget it and cancel it on the server.

@@ -1,8 +1,9 @@
 """How results look in Jupyter and IPython: HTML and plain-text renderings.
 
 Owns turning the result types (`mcp_sync.types`) into readable HTML tables
-and blocks (`to_html`) and text (`to_text`), which the types' `_repr_html_`
-and `_repr_pretty_` hooks call. It knows nothing of clients or transports.
+and blocks (`to_html`) and text (`to_text`), which it installs as what the
+types' `_repr_html_` and `_repr_pretty_` hooks call (`types.show_with`;
+`import mcp_sync` imports this module). It knows nothing of clients or transports.
 
 Everything a server sent is untrusted: every string goes through
 `html.escape`, images are shown only for an `image/*` type and as a data
@@ -20,8 +21,6 @@ Example::
 
 from __future__ import annotations
 
-import base64
-import binascii
 import html
 import json
 import re
@@ -51,6 +50,7 @@ from .types import (
     Tool,
     UnknownContent,
     WireModel,
+    show_with,
 )
 
 __all__ = ["to_html", "to_text", "table", "Table", "MAX_IMAGE_BYTES", "MAX_TEXT_CHARS"]
@@ -86,6 +86,9 @@ def to_html(obj: Any) -> str:
 def to_text(obj: Any) -> str:
     """A plain-text rendering of the same (what IPython's terminal shows)."""
     return "\n".join(_text(obj))
+
+
+show_with(html=to_html, text=to_text)
 
 
 class Table(ItemList):
@@ -491,6 +494,9 @@ def _decoded_size(data: str) -> int | None:
     if len(compact) % 4 or not re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", compact):
         return None
     if len(compact) <= 4 * MAX_IMAGE_BYTES:  # checked whole while small enough to be shown
+        import base64  # loaded when media is shown, not by `import mcp_sync`
+        import binascii
+
         try:
             return len(base64.b64decode(compact, validate=True))
         except (binascii.Error, ValueError):

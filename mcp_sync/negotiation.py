@@ -195,6 +195,13 @@ class Identity:
     log_level: str | None
 
 
+def _discover_params(version: str, identity: Identity) -> dict[str, Any]:
+    """The params of `server/discover` in `version`: the per-request `_meta`
+    a stateless request carries."""
+    dialect = versions.dialect_for(version)
+    return {"_meta": dialect.request_meta(identity.capabilities, identity.client_info, identity.log_level)}
+
+
 def probe(
     conn: Connection,
     version: str,
@@ -212,11 +219,9 @@ def probe(
     one too when the caller can restart the server (`failure_means_initialize_era`).
     """
     for _attempt in range(3):
-        dialect = versions.dialect_for(version)
-        params = {"_meta": dialect.request_meta(identity.capabilities, identity.client_info, identity.log_level)}
         response: dict[str, Any] | None
         try:
-            pending = conn.send_request("server/discover", params)
+            pending = conn.send_request("server/discover", _discover_params(version, identity))
             response = conn.wait(pending, timeout=timeout, on_log=on_log)
         except RequestTimeout:
             response = None
@@ -473,8 +478,7 @@ def _settle_own_process(conn: Connection, target: Target | Transport, modern: st
     alone; one that failed without reading anything failed on its own and
     is reported at once, with its stderr."""
     identity = terms.identity()
-    params = {"_meta": versions.dialect_for(modern).request_meta(identity.capabilities, identity.client_info,
-                                                                 identity.log_level)}
+    params = _discover_params(modern, identity)
     try:
         with terms.traced("server/discover", modern):
             discover = conn.send_request("server/discover", params, cancellable=False)
@@ -595,11 +599,10 @@ def check(conn: Connection, settled: Settled, terms: Terms, timeout: float) -> N
     """Whether a stateless-era server answers on a new `conn` (opening one
     sends nothing): `server/discover` in the settled version; any answer
     will do. Raises what went wrong (`RequestTimeout`, a `TransportError`)."""
-    identity = terms.identity()
-    dialect = settled.dialect
-    params = {"_meta": dialect.request_meta(identity.capabilities, identity.client_info, identity.log_level)}
-    with terms.traced("server/discover", dialect.version):
-        conn.wait(conn.send_request("server/discover", params), timeout=timeout, on_log=terms.on_log)
+    version = settled.dialect.version
+    with terms.traced("server/discover", version):
+        conn.wait(conn.send_request("server/discover", _discover_params(version, terms.identity())),
+                  timeout=timeout, on_log=terms.on_log)
 
 
 def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVersion, terms: Terms) -> Settled:

@@ -3,7 +3,7 @@
 What it owns: starting a connection and having its era settled (through
 the negotiation step), publishing it with what was settled, handing callers
 "a live connection within this deadline", reconnecting with the backoff of
-the `Reconnect` policy (eagerly, on a thread of its own, as soon as the
+the `Reconnect` policy (eagerly, on the healer's thread, as soon as the
 connection fails: `status` returns to `ready` with no call; with
 `eager=False` only when an open subscription or the keepalive waits),
 renewing an initialize-era session the server lost (found by a call, or by
@@ -18,9 +18,9 @@ how requests are built or retried (the request pipeline, which it reaches
 only through `Hooks`), or how a transport does IO.
 
 Lock discipline. `lock` guards `conn`, `settled`, `starting`, `closed`,
-`healer`, `heal_again`, `lost_session`, `subscriptions` and
-`initialize_era_subscriptions`;
-nothing blocks under it. The closes run off the caller's thread, and the
+`subscriptions` and `initialize_era_subscriptions`; nothing blocks under
+it, and the healer (`healing.Healer`, with its own lock) is never called
+under it. The closes run off the caller's thread, and the
 threads on their way out, are `closers`' (a `Closers`, with its own lock,
 taken after this one when both are). `restart_lock` is held by the one
 thread that connects (first open, reconnect, fork child);
@@ -43,6 +43,7 @@ from . import negotiation
 from .admission import Admission
 from .closers import Closers
 from .connection import Connection
+from .healing import Healer
 from .errors import ConnectionClosed, McpError, RequestTimeout, SessionExpired, TransportError, UnsupportedProtocolVersion
 from .keepalive import Keepalive
 from .metrics import Metrics
@@ -60,9 +61,6 @@ log = logging.getLogger("mcp_sync.client")
 
 #: The longest `close()` waits for the thread reconnecting for subscriptions.
 CLOSE_JOIN_SECONDS = 2.0
-#: The longest one round of the reconnect thread waits for a connection
-#: before it looks again (and sees a close).
-HEAL_ROUND_SECONDS = 1.0
 
 
 class Hooks(Protocol):
@@ -131,11 +129,6 @@ class Supervisor:
         self.keepalive: Keepalive | None = None
         self.admission = admission
         self.closed_event = threading.Event()  # ends a backoff wait at once
-        self.healer: threading.Thread | None = None  # the reconnect thread (`_heal`)
-        self.heal_again = False
-        # A connection whose transport found its session gone (`_on_session_lost`):
-        # the reconnect thread sets a new one up. Under `lock`.
-        self.lost_session: tuple[Connection, TransportError, int] | None = None
         # Held strongly: `close()` ends them (the session's streams go with it).
         self.initialize_era_subscriptions: set[Subscription] = set()
         # Every open subscription, both eras, held weakly.
@@ -158,6 +151,7 @@ class Supervisor:
         # Closes off the caller's thread, and threads on their way out.
         self.closers = Closers(clock)
         self.pause = pause if pause is not None else self._pause
+        self.healer = Healer(self, self.status, self.closers, probe_timeout=policy.probe_timeout, clock=clock)
 
     def _pause(self, seconds: float) -> None:
         """The backoff wait: ends at once when the client closes."""
@@ -331,7 +325,7 @@ class Supervisor:
             if self.keepalive is not None:
                 self.keepalive.reset()
             if any(subscription.interrupted for subscription in self.open_subscriptions()):
-                self.heal_soon()  # open them again, off this caller's thread
+                self.healer.soon()  # open them again, off this caller's thread
         return new
 
     def require_settled(self) -> Settled:
@@ -467,7 +461,7 @@ class Supervisor:
             self.metrics.count("reconnects")
             self.status.set(Status.READY)
         if any(subscription.interrupted for subscription in self.open_subscriptions()):
-            self.heal_soon()  # subscribe again in the new session
+            self.healer.soon()  # subscribe again in the new session
 
     def rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
         """After a -32022 on a ready stateless connection: settle the version again."""
@@ -496,23 +490,21 @@ class Supervisor:
         if conn is not None and self.policy.reconnect is not None and may_reconnect:
             for subscription in self.open_subscriptions():
                 subscription.interrupt()
-            self.heal_soon()
+            self.healer.soon()
 
     def _on_session_lost(self, conn: Connection, error: TransportError) -> None:
         """Told by a connection (on its transport's thread) that the server
         no longer knows its session, found with no call to tell (the GET
-        stream's 404 after a server restart): the reconnect thread sets a
-        new session up and opens the subscriptions again."""
+        stream's 404 after a server restart): the healer sets a new session
+        up and opens the subscriptions again."""
         with self.lock:
             if self.closed or conn is not self.conn:
                 return
-            # The session generation it was lost in: one renewed since
-            # (by a call that found out first) is not renewed again.
-            self.lost_session = (conn, error, self.session_generation)
+            generation = self.session_generation
         self.status.set(Status.RECONNECTING, error)
         for subscription in self.open_subscriptions():
             subscription.interrupt()
-        self.heal_soon()
+        self.healer.session_lost(conn, error, generation)
 
     def stream_broken(self, conn: Connection, subscription: Subscription) -> bool:
         """`subscription`'s stream on `conn` broke: True when the supervisor
@@ -520,140 +512,22 @@ class Supervisor:
         if self.closed or self.policy.reconnect is None or not self.may_restart(conn):
             return False
         subscription.interrupt()
-        self.heal_soon()
+        self.healer.soon()
         return True
 
-    def heal_soon(self) -> None:
-        """Start the reconnect thread unless it runs already. Only starts a
-        thread: callable from the reader."""
-        with self.lock:
-            if self.closed:
-                return
-            if self.healer is not None:
-                self.heal_again = True  # it looks again before it ends
-                return
-            self.heal_again = False
-            healer = threading.Thread(target=self._heal, name="mcp-sync-reconnect", daemon=True)
-            try:
-                healer.start()
-            except RuntimeError as exc:  # no thread to be had: the next call reconnects instead
-                log.warning("no thread to reconnect for the open subscriptions: %s", exc)
-                return
-            self.healer = healer
+    def next_attempt_in(self) -> float:
+        """Seconds until the reconnect policy allows the next attempt (0: now)."""
+        return max(self.retry_at - self.clock(), 0.0)
 
-    def _heal(self) -> None:
-        """The `mcp-sync-reconnect` thread: reconnect and open every
-        interrupted subscription again, until they are all open or
-        reconnecting gave up (they then end with `SubscriptionBroken`)."""
-        try:
-            while True:
-                wait = self._heal_round()
-                if wait is None:
-                    with self.lock:
-                        if not self.heal_again or self.closed:
-                            self.healer = None
-                            self.closers.leave(threading.current_thread())
-                            return
-                        self.heal_again = False
-                    continue
-                self.closed_event.wait(wait)  # the backoff
-        except BaseException:  # a thread of ours never dies silently
-            log.exception("reconnecting failed unexpectedly")
-            with self.lock:
-                self.healer = None
-                self.closers.leave(threading.current_thread())
-
-    def _heal_round(self) -> float | None:
-        """One round of `_heal`: None when there is nothing more to do, else
-        how long to wait before the next round."""
-        if self.closed:
-            return None
-        with self.lock:
-            lost, self.lost_session = self.lost_session, None
-        if lost is not None and not self._renew_lost(*lost):
-            conn = self.conn
-            if conn is None or conn.failure is None:
-                return None  # left to the next call (no reconnect policy): the status says failed
-        try:
-            before = self.conn
-            conn = self.live(self.clock() + HEAL_ROUND_SECONDS, announce=False)
-            if conn.failure is not None and not self.may_restart(conn):
-                return None  # not ours to reopen: the status says failed, calls get the error
-            if not self._proven(conn, new=conn is not before):
-                return max(self.retry_at - self.clock(), 0.05)
-        except RequestTimeout:
-            return max(self.retry_at - self.clock(), 0.05)
-        except McpError as exc:
-            if not self.closed:
-                log.warning("reconnecting failed: %s", exc)
-            for subscription in self.open_subscriptions():
-                if subscription.interrupted:
-                    subscription.fail(exc)
-            return None
-        reopened = []
-        for subscription in self.open_subscriptions():
-            if not subscription.interrupted:
-                continue
-            try:
-                if subscription.reopen_on(conn):
-                    reopened.append(subscription)
-            except ConnectionClosed:
-                pass  # the new connection failed already: round again
-            except Exception as exc:
-                log.warning("a subscription could not be opened again: %s", exc)
-                subscription.fail(exc if isinstance(exc, McpError) else
-                                  ConnectionClosed(f"opening it again failed: {exc}"))
-        # The server acknowledging the streams opened again proves the new
-        # connection alive, as a response to a call would. Looked at in
-        # slices: a connection that fails meanwhile ends the wait at once.
-        limit = time.monotonic() + self.policy.probe_timeout
-        while (reopened and conn.failure is None and not self.closed and time.monotonic() < limit
-               and not all(sub.settled for sub in reopened)):
-            self.closed_event.wait(0.05)
-        if reopened and all(sub.reopened for sub in reopened):
-            self.alive()
-        if conn.failure is not None and any(sub.interrupted for sub in self.open_subscriptions()):
-            return 0.0  # round again
-        return None
-
-    def _renew_lost(self, conn: Connection, cause: TransportError, generation: int) -> bool:
-        """A new session on `conn`, whose server lost session `generation`.
-        False when that failed: the connection then fails and is replaced,
-        per the policy; without one, the status says `failed` and the next
-        call, meeting the loss, tries again."""
-        try:
-            self.renew_session(conn, generation, cause)
-            return True
-        except McpError as exc:
-            if self.closed:
-                return False
-            log.warning("a new session could not be set up: %s", exc)
-            if self.may_restart(conn):
-                conn.transport_failed(exc if isinstance(exc, TransportError) else
-                                      ConnectionClosed(f"a new session could not be set up: {exc}"))
-            else:
-                self.status.set(Status.FAILED, exc)
-            return False
-
-    def _proven(self, conn: Connection, *, new: bool) -> bool:
-        """Whether the server behind a reconnected `conn` answers: the status
-        says `ready` only then. An initialize-era reconnect spoke to it (the
-        handshake); a stateless one sent nothing, so the server is asked
-        (`server/discover`, on the connection itself: the answer proves it
-        up without counting as a call's, see `alive`). False: `conn` was
-        failed and the next round reconnects, after the policy's backoff."""
+    def confirm(self, conn: Connection) -> None:
+        """Ask the server behind a reconnected `conn` whether it answers.
+        An initialize-era reconnect spoke to it already (the handshake); a
+        stateless one sent nothing, so it sends `server/discover` on the
+        connection itself: the answer proves the server up without counting
+        as a call's (see `alive`)."""
         settled = self.settled
-        if new and settled is not None and settled.dialect.stateless:
-            try:
-                negotiation.check(conn, settled, self.terms, self.policy.probe_timeout)
-            except McpError as exc:
-                if conn.failure is None and not self.closed:
-                    conn.transport_failed(ConnectionClosed(f"the server did not answer after reconnecting: {exc}"))
-                return False
-        if conn.failure is not None:
-            return False
-        self.status.set(Status.READY)
-        return True
+        if settled is not None and settled.dialect.stateless:
+            negotiation.check(conn, settled, self.terms, self.policy.probe_timeout)
 
     def _keepalive_probe(self, timeout: float) -> None:
         if self.closed:
@@ -692,9 +566,7 @@ class Supervisor:
             self.keepalive.close()
         # The healer first, then the threads that left: one that leaves in
         # between is in the second list.
-        with self.lock:
-            healer = self.healer
-        threads = [healer, *self.closers.left()]
+        threads = [self.healer.close(), *self.closers.left()]
         limit = time.monotonic() + CLOSE_JOIN_SECONDS
         for thread in threads:
             if thread is not None and thread is not threading.current_thread():
@@ -722,7 +594,7 @@ class Supervisor:
         self.session_lock = threading.Lock()
         self.closers.after_fork()
         self.closed_event = threading.Event()
-        self.healer = None
+        self.healer.after_fork()
         for subscription in self.open_subscriptions():
             subscription.orphan(ConnectionClosed(
                 "the subscription belongs to the parent process (os.fork()); listen again in this one"))

@@ -108,16 +108,30 @@ class WireModel:
         # one) over an inherited _repr_pretty_: each class gets its own.
         setattr(cls, "_repr_pretty_", WireModel._repr_pretty_)
 
-    # Jupyter and IPython show results through these (see `mcp_sync.display`).
-    def _repr_html_(self) -> str:
-        from .display import to_html  # imported late: display imports this module
-
-        return to_html(self)
+    # Jupyter and IPython show results through these, with the renderers
+    # `mcp_sync.display` installs (see `show_with`).
+    def _repr_html_(self) -> str | None:
+        render = _RENDERERS.get("html")
+        return render(self) if render is not None else None  # None: IPython shows the text instead
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        from .display import to_text
+        render = _RENDERERS.get("text")
+        if cycle:
+            printer.text(f"{type(self).__name__}(...)")
+        else:
+            printer.text(render(self) if render is not None else repr(self))
 
-        printer.text(f"{type(self).__name__}(...)" if cycle else to_text(self))
+
+#: The renderers of `WireModel`'s notebook hooks, by format ("html",
+#: "text"): installed by `mcp_sync.display` when it is imported (`import
+#: mcp_sync` imports it), so that this module imports nothing above it.
+_RENDERERS: dict[str, Callable[[Any], str]] = {}
+
+
+def show_with(*, html: Callable[[Any], str], text: Callable[[Any], str]) -> None:
+    """Render results, lists and pages in Jupyter (`html`) and IPython's
+    terminal (`text`) with these functions (what `mcp_sync.display` does)."""
+    _RENDERERS.update(html=html, text=text)
 
 
 _INDEX: dict[type, dict[str, tuple[str, Any]]] = {}

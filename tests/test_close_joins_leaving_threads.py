@@ -63,10 +63,10 @@ def test_close_joins_a_closer_that_has_closed_its_connection():
 def test_close_joins_a_reconnect_thread_that_found_nothing_to_do():
     client = mcp_sync.connect(demo_command())
     held = client._supervisor
-    lock = LingeringLock(held.lock, lambda me: me.name == "mcp-sync-reconnect" and held.healer is None)
-    held.lock = lock
+    lock = LingeringLock(held.healer.lock, lambda me: me.name == "mcp-sync-reconnect" and held.healer.thread is None)
+    held.healer.lock = lock
     try:
-        client._supervisor.heal_soon()  # nothing interrupted: it looks once and ends
+        held.healer.soon()  # nothing interrupted: it looks once and ends
         assert wait_until(lambda: bool(lock.held))
     finally:
         client.close()
@@ -76,8 +76,8 @@ def test_close_joins_a_reconnect_thread_that_found_nothing_to_do():
 def test_the_roll_of_leaving_threads_stays_bounded():
     with mcp_sync.connect(demo_command()) as client:
         for _ in range(20):  # each looks once, finds nothing, and ends
-            client._supervisor.heal_soon()
-            assert wait_until(lambda: client._supervisor.healer is None)
+            client._supervisor.healer.soon()
+            assert wait_until(lambda: client._supervisor.healer.thread is None)
             for thread in client._supervisor.closers.left():
                 thread.join(5)
         # Each one that left was let go once it had ended: only the last is kept.
@@ -121,11 +121,11 @@ def test_close_waits_for_a_starting_connection_being_abandoned():
 
 
 def test_a_reconnect_thread_that_cannot_start_leaves_nothing_to_join(monkeypatch, caplog):
-    import mcp_sync.client as client_module
+    import mcp_sync.healing as healing
 
     client = mcp_sync.connect(demo_command())
-    monkeypatch.setattr(client_module.threading, "Thread", NoThread)
-    client._supervisor.heal_soon()
+    monkeypatch.setattr(healing.threading, "Thread", NoThread)
+    client._supervisor.healer.soon()
     monkeypatch.undo()
-    assert client._supervisor.healer is None and "no thread to reconnect" in caplog.text
+    assert client._supervisor.healer.thread is None and "no thread to reconnect" in caplog.text
     client.close()  # joins nothing that never started

@@ -63,7 +63,7 @@ def test_lazy_healing_waits_for_the_next_call():
         os.kill(conn.transport.pid, signal.SIGKILL)
         assert wait_until(lambda: client.status is Status.RECONNECTING, 10)
         # Nothing started a reconnect: no thread for it, the dead connection kept.
-        assert client._supervisor.healer is None and client._conn is conn
+        assert client._supervisor.healer.thread is None and client._conn is conn
         assert client.call_tool("echo", {"text": "now"}).text == "now"
         assert client._conn is not conn and client.status is Status.READY
 
@@ -167,7 +167,7 @@ def test_without_reconnecting_a_lost_session_is_left_to_the_next_call():
         conn = client._conn
         first.close()
         assert wait_until(lambda: client.status is Status.FAILED, 15)
-        assert wait_until(lambda: client._supervisor.healer is None, 10)
+        assert wait_until(lambda: client._supervisor.healer.thread is None, 10)
         with HTTPServer(demo_server(), port=port):
             assert client.call_tool("echo", {"text": "back"}).text == "back"
             assert client.status is Status.READY

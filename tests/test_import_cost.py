@@ -13,7 +13,7 @@ import mcp_sync
 HEAVY = [
     "urllib3", "requests", "jsonschema", "opentelemetry",
     "mcp_sync.auth", "mcp_sync.network",
-    "mcp_sync.transports.http", "mcp_sync.transports.sse", "mcp_sync.transports.pool",
+    "mcp_sync.transports.http", "mcp_sync.transports.http_target", "mcp_sync.transports.sse", "mcp_sync.transports.pool",
     "mcp_sync.transports.http11", "mcp_sync.transports.tunnel", "mcp_sync.transports.decoding",
     "mcp_sync.transports.http_auth",
 ]
@@ -68,7 +68,7 @@ def test_a_url_target_loads_http_only_then():
     loaded = fresh("""
 import json, sys
 from mcp_sync.transports import resolve_target
-before = "mcp_sync.transports.http" in sys.modules
+before = "mcp_sync.transports.http_target" in sys.modules
 target = resolve_target("http://127.0.0.1:1/mcp", {"headers": {"X-A": "1"}})
 print(json.dumps([before, type(target).__name__]))
 """)

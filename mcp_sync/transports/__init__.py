@@ -12,8 +12,7 @@ from .memory import Memory
 from .stdio import Stdio
 
 if TYPE_CHECKING:
-    from .http import HTTP
-    from .sse import SSE
+    from .http_target import HTTP, SSE
 
     #: The keyword options of `HTTP()`, which `connect()` also takes for a URL.
     HTTP_OPTIONS: frozenset[str]
@@ -22,15 +21,15 @@ if TYPE_CHECKING:
 # stack (urllib3, requests, auth) costs more than the rest of the package
 # put together, and a stdio-only program never needs it.
 _LAZY_SUBMODULES = frozenset({"decoding", "http", "http11", "http_answer", "http_auth", "http_request", "http_session",
-                              "pool", "sse", "tunnel"})
+                              "http_target", "pool", "sse", "tunnel"})
 
 
 def __getattr__(name: str) -> Any:
     if name == "HTTP":
-        from .http import HTTP
+        from .http_target import HTTP
         value: Any = HTTP
     elif name == "SSE":
-        from .sse import SSE
+        from .http_target import SSE
         value = SSE
     elif name == "HTTP_OPTIONS":
         value = _http_options()
@@ -45,7 +44,7 @@ def __getattr__(name: str) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _http_options() -> frozenset[str]:
-    from .http import HTTP
+    from .http_target import HTTP
     return frozenset(p for p in inspect.signature(HTTP.__init__).parameters if p not in ("self", "url"))
 
 
@@ -74,7 +73,7 @@ def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> T
         return Stdio(target[0], list(target[1:]))
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
-            from .http import HTTP
+            from .http_target import HTTP
             return HTTP(target, **(http_options or {}))
         if "://" in target:
             raise ValueError(f"unsupported URL scheme in {target!r}: use http:// or https://")

@@ -1,7 +1,7 @@
-"""The Streamable HTTP transport, for both protocol eras: the target, and each
-request's exchange.
+"""The Streamable HTTP transport, for both protocol eras: each request's
+exchange.
 
-Owns: `HTTP` (the target and its options) and `HTTPTransport`, which moves
+Owns: `HTTPTransport` (what an `HTTP` target, `http_target`, opens), which moves
 JSON-RPC messages for the engine: each request's exchange (a POST and its
 answer, JSON or an SSE stream) on the caller's thread or an exchange
 thread, per-request deadlines and cancellation, the one-way POSTs
@@ -65,22 +65,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
-import ssl
 import threading
 import time
-from collections.abc import Hashable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from urllib3.util import parse_url
-
-from ..auth import TokenProvider, as_token_provider
-from ..errors import ConnectError, ConnectionClosed, HTTPStatusError, InvalidMessage, McpError, TransportError
-from ..network import NetworkSettings, check_tls_options, parse_proxy
+from ..errors import ConnectError, ConnectionClosed, HTTPStatusError, InvalidMessage, TransportError
 from ..protocol import jsonrpc
-from ..protocol.headers import check_user_headers, standard_headers
-from .base import MessageSink, Target, Transport
+from ..protocol.headers import standard_headers
+from .base import MessageSink, Transport
 from .decoding import UnsupportedEncoding, coding_of
 from .http11 import Response
 from .http_answer import AnswerLink, AnswerStream, Message, json_answer, json_rpc_error
@@ -88,9 +82,10 @@ from .http_request import ERROR_BODY_PREVIEW, Requester, session_unknown
 from .http_session import GET_JOIN_SECONDS, Session, SessionHost
 from .pool import Exchange, ExchangeThreads, NoFreeSlot, Pool, Stopped
 
-log = logging.getLogger("mcp_sync.transport.http")
+if TYPE_CHECKING:
+    from .http_target import HTTP
 
-DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+log = logging.getLogger("mcp_sync.transport.http")
 
 #: The bound of a one-way POST when the client has no timeout.
 _ONE_WAY_SECONDS = 30.0
@@ -105,178 +100,6 @@ _CALLER_END_SECONDS = 0.05
 #: left to exchange threads at once: a server that keeps streams open after
 #: the response must not cost every call the wait.
 _SKIP_END_WAITS = 100
-
-class HTTP(Target):
-    """Target a Streamable HTTP server: `connect(HTTP(url, ...))`, or pass the
-    URL string and these options straight to `connect()`.
-
-    Example::
-
-        client = mcp_sync.connect(HTTP("https://example.com/mcp",
-                                       headers={"X-Tenant": "acme"}, auth="my-token",
-                                       verify="/etc/ssl/internal-ca.pem"))
-
-    - `headers`: extra headers for every request (the transport's own headers,
-      and values with CR, LF or NUL, are refused).
-    - `auth`: a bearer token string, a function returning one, or a token
-      provider (see `mcp_sync.auth`); refreshed once after a 401.
-    - `verify`: True (system CAs, or the bundle `REQUESTS_CA_BUNDLE` or
-      `SSL_CERT_FILE` names), False (no verification), a CA bundle path (a
-      file or a directory), or an `ssl.SSLContext` used as is (for example
-      `truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)` for the system's
-      trust store).
-    - `cert`: a client certificate for mutual TLS: a PEM file holding the
-      certificate and its key, or a (certificate, key) pair of paths.
-    - `proxy`: an `http://[user:password@]host:port` forward proxy for every
-      request (https:// servers through `CONNECT`, TLS end to end). None:
-      the proxy the environment names, as `requests` reads it
-      (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, lower case
-      too), when `trust_env`.
-    - `trust_env`: read the proxy and the CA bundle (`REQUESTS_CA_BUNDLE`,
-      `SSL_CERT_FILE`) from the environment. False with `proxy=None`:
-      always direct.
-    - `connect_timeout`: seconds to open a TCP/TLS connection (and a
-      proxy's tunnel).
-    - `max_response_bytes`: the most one JSON body or one SSE event may hold.
-    - `pool_size`: the most requests in flight at once (each holds a
-      keep-alive connection); one-way messages have a budget of the same
-      size of their own, and long-lived streams (`listen()`, the session's
-      GET stream) get connections outside both.
-    - `max_resume_attempts`: initialize era, how often a broken SSE stream is
-      resumed with `Last-Event-ID`.
-    - `session_close_timeout`: the longest `close()` waits for the session DELETE.
-    - `compress`: ask for gzip or deflate answers (`Accept-Encoding`); they
-      are decoded as they arrive, the decoded size bounded by
-      `max_response_bytes`. False asks for identity.
-    - `follow_redirects`: also follow a 307 or 308 to another origin (never
-      from https to http), without the credentials, cookies, session id,
-      `Mcp-Param-*` and `headers` meant for this one. Same-origin ones are
-      always followed.
-    - `sse_fallback`: when the server refuses the POST of `initialize` with
-      400, 404 or 405, try the old HTTP+SSE transport at the same URL (a
-      GET expecting an `endpoint` event) and use it if the server offers it
-      (see `SSE`). False: the status error stands.
-
-    The URL and its parts are kept as attributes:
-
-    Attributes:
-        url: The URL as given.
-        scheme: `"http"` or `"https"`.
-        host: The host, as in the URL (an IPv6 address keeps its brackets).
-        port: The URL's port, else 443 for https and 80 for http.
-        path: The path and query requests go to (`"/"` when the URL has no
-            path).
-    """
-
-    kind = "streamable-http"
-    """Always "streamable-http" (see `Target.kind` and `Transport.kind`)."""
-
-    def fallback(self, refusal: McpError | None = None) -> Target | None:
-        """The HTTP+SSE transport at the same URL, with the same options,
-        when `sse_fallback` allows it (see `Target.fallback`)."""
-        if not self.sse_fallback:
-            return None
-        from .sse import SSE
-
-        return SSE.from_http(self)
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        auth: Any = None,
-        verify: bool | str | os.PathLike[str] | ssl.SSLContext = True,
-        cert: str | os.PathLike[str] | tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
-        connect_timeout: float = 10.0,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        pool_size: int = 32,
-        max_resume_attempts: int = 3,
-        session_close_timeout: float = 5.0,
-        compress: bool = True,
-        follow_redirects: bool = False,
-        proxy: str | None = None,
-        trust_env: bool = True,
-        sse_fallback: bool = True,
-    ) -> None:
-        if not isinstance(url, str):
-            raise TypeError("the HTTP target needs a URL string")
-        parsed = parse_url(url)
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        if not isinstance(max_response_bytes, int) or isinstance(max_response_bytes, bool) or max_response_bytes < 1:
-            raise ValueError("max_response_bytes must be a positive integer")
-        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
-            raise ValueError("pool_size must be a positive integer")
-        for name, value in (("connect_timeout", connect_timeout), ("session_close_timeout", session_close_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be a positive number of seconds")
-        verify, cert = check_tls_options(verify, cert)
-        if not isinstance(trust_env, bool):
-            raise TypeError("trust_env must be True or False")
-        proxy_url = None if proxy is None else parse_proxy(proxy, source="proxy")
-        #: The network path (TLS, proxy), shared with the token provider.
-        self.network = NetworkSettings(verify=verify, cert=cert, proxy=proxy_url, trust_env=trust_env)
-        self.url = url
-        self.scheme = parsed.scheme
-        self.host = parsed.host
-        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        self.path = parsed.request_uri or "/"
-        self.headers = check_user_headers(headers or {})
-        self.auth: TokenProvider | None = as_token_provider(auth)
-        attach = getattr(self.auth, "attach", None)
-        if attach is not None:
-            attach(url)  # an OAuth provider learns the server it authorizes for
-        use_network = getattr(self.auth, "use_network", None)
-        if use_network is not None:
-            use_network(self.network)  # ... and takes the same network path (proxy, TLS)
-        self.verify: bool | str | ssl.SSLContext = verify
-        self.cert: str | tuple[str, str] | None = cert
-        self.connect_timeout = float(connect_timeout)
-        self.max_response_bytes = max_response_bytes
-        self.pool_size = pool_size
-        self.max_resume_attempts = max_resume_attempts
-        self.session_close_timeout = float(session_close_timeout)
-        for name, flag in (("compress", compress), ("follow_redirects", follow_redirects)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be True or False")
-        self.compress = compress
-        self.follow_redirects = follow_redirects
-        if not isinstance(sse_fallback, bool):
-            raise TypeError("sse_fallback must be True or False")
-        self.sse_fallback = sse_fallback
-
-    @property
-    def origin(self) -> str:
-        """`scheme://host:port`, always with the port, such as
-        `"https://example.com:443"`."""
-        return f"{self.scheme}://{self.host}:{self.port}"
-
-    @property
-    def authority(self) -> str:
-        """The `Host` header's value."""
-        default = 443 if self.scheme == "https" else 80
-        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
-        return host if self.port == default else f"{host}:{self.port}"
-
-    def tls_context(self) -> ssl.SSLContext:
-        """The client TLS context: the caller's `ssl.SSLContext` as is, or
-        one with urllib3's defaults and these options."""
-        return self.network.tls_context()
-
-    def open(self) -> Transport:
-        """A new Streamable HTTP transport to this server (not yet started)."""
-        return HTTPTransport(self)
-
-    def server_key(self) -> Hashable:
-        """The origin and path: one endpoint is one server, whatever the
-        headers or credentials."""
-        return ("http", self.origin, self.path)
-
-    def __repr__(self) -> str:
-        return f"HTTP({self.url!r})"
-
-
 
 class HTTPTransport(Transport):
     """A connection to a Streamable HTTP server (see the module's docstring).

@@ -53,7 +53,7 @@ from .pool import Dialer, Exchange, Pool
 from .tunnel import credentials_refused, open_tunnel
 
 if TYPE_CHECKING:
-    from .http import HTTP
+    from .http_target import HTTP
 
 USER_AGENT = f"mcp-sync/{__version__}"
 

@@ -41,63 +41,23 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ConnectError, ConnectionClosed, InvalidMessage, McpError, MessageTooLarge, TransportError
+from ..errors import ConnectError, ConnectionClosed, InvalidMessage, MessageTooLarge, TransportError
 from ..protocol import jsonrpc
 from ..protocol.sse import Event, EventTooLarge, SSEParser
-from .base import MessageSink, Target, Transport
+from .base import MessageSink
 from .decoding import Decoder
-from .http import HTTP, HTTPTransport
+from .http import HTTPTransport
 from .http_request import ERROR_BODY_PREVIEW, READ_CHUNK, decoder_for, sse_events
 from .http_session import GET_JOIN_SECONDS
 from .http11 import Response
 from .pool import Exchange, NoFreeSlot, Stopped
 
+if TYPE_CHECKING:
+    from .http_target import SSE
+
 log = logging.getLogger("mcp_sync.transport.sse")
-
-
-class SSE(HTTP):
-    """Target a server on the old HTTP+SSE transport (protocol 2024-11-05):
-    `connect(SSE("https://example.com/sse"))`.
-
-    It takes the same options as `HTTP` (`headers`, `auth`, `verify`,
-    `cert`, `connect_timeout`, `max_response_bytes`, `pool_size`, ...), with
-    the same meaning; `connect_timeout` also bounds the wait for the
-    stream's `endpoint` event, and `max_response_bytes` bounds each event.
-    A plain URL given to `connect()` tries Streamable HTTP first and falls
-    back to this transport by itself, so `SSE(...)` is only needed to skip
-    that first attempt. Only initialize-era protocol versions travel over it.
-
-    Example::
-
-        client = mcp_sync.connect(SSE("http://127.0.0.1:8000/sse", auth="my-token"))
-        assert client.transport_kind == "sse"
-    """
-
-    kind = "sse"
-    """Always "sse" (see `Target.kind` and `Transport.kind`)."""
-
-    def fallback(self, refusal: McpError | None = None) -> Target | None:
-        """None: the HTTP+SSE transport is the last resort."""
-        return None
-
-    @classmethod
-    def from_http(cls, target: HTTP) -> SSE:
-        """The same server and options as `target`, over HTTP+SSE (what the
-        client's automatic fallback switches to). The options are taken as
-        they are, already checked, with nothing re-attached."""
-        sse = cls.__new__(cls)
-        sse.__dict__.update(vars(target))
-        return sse
-
-    def open(self) -> Transport:
-        """A new HTTP+SSE transport to this server (not yet started: its
-        `start()` opens the event stream)."""
-        return SSETransport(self)
-
-    def __repr__(self) -> str:
-        return f"SSE({self.url!r})"
 
 
 class SSETransport(HTTPTransport):

@@ -1,0 +1,242 @@
+"""The HTTP targets: `HTTP` (a Streamable HTTP server and the options to
+reach it) and `SSE` (the same, on the old HTTP+SSE transport).
+
+Owns: checking the options once, when a target is made (a bad one raises
+`TypeError`/`ValueError` before anything is sent), the server's identity
+(`server_key`), the TLS and proxy settings (`network`), and which
+transport a target opens, including the fallback from Streamable HTTP to
+HTTP+SSE. It sits above both transports (`http`, `sse`), which know a
+target only by the attributes they read.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from urllib3.util import parse_url
+
+from ..auth import TokenProvider, as_token_provider
+from ..errors import McpError
+from ..network import NetworkSettings, check_tls_options, parse_proxy
+from ..protocol.headers import check_user_headers
+from .base import Target, Transport
+from .http import HTTPTransport
+from .sse import SSETransport
+
+#: The default of `max_response_bytes`.
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+
+
+class HTTP(Target):
+    """Target a Streamable HTTP server: `connect(HTTP(url, ...))`, or pass the
+    URL string and these options straight to `connect()`.
+
+    Example::
+
+        client = mcp_sync.connect(HTTP("https://example.com/mcp",
+                                       headers={"X-Tenant": "acme"}, auth="my-token",
+                                       verify="/etc/ssl/internal-ca.pem"))
+
+    - `headers`: extra headers for every request (the transport's own headers,
+      and values with CR, LF or NUL, are refused).
+    - `auth`: a bearer token string, a function returning one, or a token
+      provider (see `mcp_sync.auth`); refreshed once after a 401.
+    - `verify`: True (system CAs, or the bundle `REQUESTS_CA_BUNDLE` or
+      `SSL_CERT_FILE` names), False (no verification), a CA bundle path (a
+      file or a directory), or an `ssl.SSLContext` used as is (for example
+      `truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)` for the system's
+      trust store).
+    - `cert`: a client certificate for mutual TLS: a PEM file holding the
+      certificate and its key, or a (certificate, key) pair of paths.
+    - `proxy`: an `http://[user:password@]host:port` forward proxy for every
+      request (https:// servers through `CONNECT`, TLS end to end). None:
+      the proxy the environment names, as `requests` reads it
+      (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, lower case
+      too), when `trust_env`.
+    - `trust_env`: read the proxy and the CA bundle (`REQUESTS_CA_BUNDLE`,
+      `SSL_CERT_FILE`) from the environment. False with `proxy=None`:
+      always direct.
+    - `connect_timeout`: seconds to open a TCP/TLS connection (and a
+      proxy's tunnel).
+    - `max_response_bytes`: the most one JSON body or one SSE event may hold.
+    - `pool_size`: the most requests in flight at once (each holds a
+      keep-alive connection); one-way messages have a budget of the same
+      size of their own, and long-lived streams (`listen()`, the session's
+      GET stream) get connections outside both.
+    - `max_resume_attempts`: initialize era, how often a broken SSE stream is
+      resumed with `Last-Event-ID`.
+    - `session_close_timeout`: the longest `close()` waits for the session DELETE.
+    - `compress`: ask for gzip or deflate answers (`Accept-Encoding`); they
+      are decoded as they arrive, the decoded size bounded by
+      `max_response_bytes`. False asks for identity.
+    - `follow_redirects`: also follow a 307 or 308 to another origin (never
+      from https to http), without the credentials, cookies, session id,
+      `Mcp-Param-*` and `headers` meant for this one. Same-origin ones are
+      always followed.
+    - `sse_fallback`: when the server refuses the POST of `initialize` with
+      400, 404 or 405, try the old HTTP+SSE transport at the same URL (a
+      GET expecting an `endpoint` event) and use it if the server offers it
+      (see `SSE`). False: the status error stands.
+
+    The URL and its parts are kept as attributes:
+
+    Attributes:
+        url: The URL as given.
+        scheme: `"http"` or `"https"`.
+        host: The host, as in the URL (an IPv6 address keeps its brackets).
+        port: The URL's port, else 443 for https and 80 for http.
+        path: The path and query requests go to (`"/"` when the URL has no
+            path).
+    """
+
+    kind = "streamable-http"
+    """Always "streamable-http" (see `Target.kind` and `Transport.kind`)."""
+
+    def fallback(self, refusal: McpError | None = None) -> Target | None:
+        """The HTTP+SSE transport at the same URL, with the same options,
+        when `sse_fallback` allows it (see `Target.fallback`)."""
+        if not self.sse_fallback:
+            return None
+        return SSE.from_http(self)
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        auth: Any = None,
+        verify: bool | str | os.PathLike[str] | ssl.SSLContext = True,
+        cert: str | os.PathLike[str] | tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+        connect_timeout: float = 10.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        pool_size: int = 32,
+        max_resume_attempts: int = 3,
+        session_close_timeout: float = 5.0,
+        compress: bool = True,
+        follow_redirects: bool = False,
+        proxy: str | None = None,
+        trust_env: bool = True,
+        sse_fallback: bool = True,
+    ) -> None:
+        if not isinstance(url, str):
+            raise TypeError("the HTTP target needs a URL string")
+        parsed = parse_url(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        if not isinstance(max_response_bytes, int) or isinstance(max_response_bytes, bool) or max_response_bytes < 1:
+            raise ValueError("max_response_bytes must be a positive integer")
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
+            raise ValueError("pool_size must be a positive integer")
+        for name, value in (("connect_timeout", connect_timeout), ("session_close_timeout", session_close_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+        verify, cert = check_tls_options(verify, cert)
+        if not isinstance(trust_env, bool):
+            raise TypeError("trust_env must be True or False")
+        proxy_url = None if proxy is None else parse_proxy(proxy, source="proxy")
+        #: The network path (TLS, proxy), shared with the token provider.
+        self.network = NetworkSettings(verify=verify, cert=cert, proxy=proxy_url, trust_env=trust_env)
+        self.url = url
+        self.scheme = parsed.scheme
+        self.host = parsed.host
+        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.path = parsed.request_uri or "/"
+        self.headers = check_user_headers(headers or {})
+        self.auth: TokenProvider | None = as_token_provider(auth)
+        attach = getattr(self.auth, "attach", None)
+        if attach is not None:
+            attach(url)  # an OAuth provider learns the server it authorizes for
+        use_network = getattr(self.auth, "use_network", None)
+        if use_network is not None:
+            use_network(self.network)  # ... and takes the same network path (proxy, TLS)
+        self.verify: bool | str | ssl.SSLContext = verify
+        self.cert: str | tuple[str, str] | None = cert
+        self.connect_timeout = float(connect_timeout)
+        self.max_response_bytes = max_response_bytes
+        self.pool_size = pool_size
+        self.max_resume_attempts = max_resume_attempts
+        self.session_close_timeout = float(session_close_timeout)
+        for name, flag in (("compress", compress), ("follow_redirects", follow_redirects)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False")
+        self.compress = compress
+        self.follow_redirects = follow_redirects
+        if not isinstance(sse_fallback, bool):
+            raise TypeError("sse_fallback must be True or False")
+        self.sse_fallback = sse_fallback
+
+    @property
+    def origin(self) -> str:
+        """`scheme://host:port`, always with the port, such as
+        `"https://example.com:443"`."""
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    @property
+    def authority(self) -> str:
+        """The `Host` header's value."""
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    def tls_context(self) -> ssl.SSLContext:
+        """The client TLS context: the caller's `ssl.SSLContext` as is, or
+        one with urllib3's defaults and these options."""
+        return self.network.tls_context()
+
+    def open(self) -> Transport:
+        """A new Streamable HTTP transport to this server (not yet started)."""
+        return HTTPTransport(self)
+
+    def server_key(self) -> Hashable:
+        """The origin and path: one endpoint is one server, whatever the
+        headers or credentials."""
+        return ("http", self.origin, self.path)
+
+    def __repr__(self) -> str:
+        return f"HTTP({self.url!r})"
+
+
+class SSE(HTTP):
+    """Target a server on the old HTTP+SSE transport (protocol 2024-11-05):
+    `connect(SSE("https://example.com/sse"))`.
+
+    It takes the same options as `HTTP` (`headers`, `auth`, `verify`,
+    `cert`, `connect_timeout`, `max_response_bytes`, `pool_size`, ...), with
+    the same meaning; `connect_timeout` also bounds the wait for the
+    stream's `endpoint` event, and `max_response_bytes` bounds each event.
+    A plain URL given to `connect()` tries Streamable HTTP first and falls
+    back to this transport by itself, so `SSE(...)` is only needed to skip
+    that first attempt. Only initialize-era protocol versions travel over it.
+
+    Example::
+
+        client = mcp_sync.connect(SSE("http://127.0.0.1:8000/sse", auth="my-token"))
+        assert client.transport_kind == "sse"
+    """
+
+    kind = "sse"
+    """Always "sse" (see `Target.kind` and `Transport.kind`)."""
+
+    def fallback(self, refusal: McpError | None = None) -> Target | None:
+        """None: the HTTP+SSE transport is the last resort."""
+        return None
+
+    @classmethod
+    def from_http(cls, target: HTTP) -> SSE:
+        """The same server and options as `target`, over HTTP+SSE (what the
+        client's automatic fallback switches to). The options are taken as
+        they are, already checked, with nothing re-attached."""
+        sse = cls.__new__(cls)
+        sse.__dict__.update(vars(target))
+        return sse
+
+    def open(self) -> Transport:
+        """A new HTTP+SSE transport to this server (not yet started: its
+        `start()` opens the event stream)."""
+        return SSETransport(self)
+
+    def __repr__(self) -> str:
+        return f"SSE({self.url!r})"
