@@ -15,7 +15,7 @@ from . import display, handlers  # display: how results look in notebooks (types
 from ._version import __version__
 from .cache import ResultCache, StaleResult
 from .client import DEFAULT_TIMEOUT, Client, ClientOptions, RequestOptions, connect, forget_eras
-from .options import Keepalive, Limits, Timeouts
+from .options import Keepalive, Limits, Reconnect, Timeouts
 from .errors import (
     AuthenticationError,
     AuthorizationError,
@@ -61,7 +61,7 @@ from .notifications import Notification, NotificationStream
 from .progress import ProgressBar, progress_bar
 from .connection import Drops
 from .metrics import MethodStats, Stats
-from .status import Reconnect, Status, StatusChange
+from .status import Status, StatusChange
 from .protocol import jsonrpc
 from .protocol.versions import SUPPORTED_VERSIONS
 from .transports import Custom, Memory, MessageSink, Stdio, Target, Transport

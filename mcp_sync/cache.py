@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import threading
 import time
 import weakref
@@ -37,6 +36,7 @@ from typing import Any, Callable
 
 import attrs
 
+from . import forking
 from .errors import McpError, ProtocolError, RequestTimeout, ServerError, TransportError, copy_error
 from .protocol.meta import META_PROTOCOL_VERSION
 from .protocol.methods import CACHEABLE, INVALIDATES
@@ -310,10 +310,7 @@ class ResultCache:
 _caches: weakref.WeakSet[ResultCache] = weakref.WeakSet()
 
 
+@forking.in_child
 def _after_fork_in_child() -> None:
     for cache in list(_caches):
         cache._after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from . import connect
 from .client import Client
-from .config import ServerConfig, _kind_of_entry, _url_of, find_config, load_config
+from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
 from .errors import ConfigError, McpError
 from .handlers import console_form, defaults_form
 from .transports import HTTP, Target
@@ -94,8 +94,10 @@ def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-class ProgressBar:
-    """A one-line progress bar on a stream; redrawn in place on a terminal."""
+class ProgressLine:
+    """The CLI's progress line on a stream, redrawn in place on a terminal,
+    with the server's message neutralised (unlike `progress.ProgressBar`,
+    which draws for Python code and may use tqdm)."""
 
     def __init__(self, stream: TextIO, width: int = 30) -> None:
         # The bar draws with escapes of its own: it writes to the terminal
@@ -343,7 +345,7 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         return 0
     if args.command == "call":
         client.list_tools(timeout=args.timeout)  # so the result is checked against the tool's outputSchema
-        bar = ProgressBar(err)
+        bar = ProgressLine(err)
         try:
             result = client.call_tool(args.tool, args.parsed_arguments, timeout=args.timeout, progress=bar)
         finally:
@@ -521,7 +523,7 @@ def _describe(config: ServerConfig, name: str) -> dict[str, Any]:
     `${VAR}` placeholders, not their values), with the names only of its
     environment variables and headers, whose values are often secrets."""
     entry = config.entries[name]
-    kind = _kind_of_entry(name, entry, str(config.path or "the config"))
+    kind = kind_of_entry(name, entry, str(config.path or "the config"))
     info: dict[str, Any] = {"name": name, "type": kind}
     if kind == "stdio":
         info["command"] = str(entry["command"])
@@ -533,7 +535,7 @@ def _describe(config: ServerConfig, name: str) -> dict[str, Any]:
         if entry.get("envFile"):
             info["envFile"] = entry["envFile"]
     else:
-        info["url"] = _redact_url(str(_url_of(entry)))
+        info["url"] = _redact_url(str(url_of(entry)))
         if entry.get("headers"):
             info["headers"] = sorted(entry["headers"])
     return info

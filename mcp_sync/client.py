@@ -25,7 +25,6 @@ and reconnect on first use in the era already settled.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import threading
 import warnings
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, overload
 
 import attrs
 
-from . import negotiation
+from . import forking, negotiation
 from .cache import ResultCache
 from .connection import Connection, Drops
 from .errors import MissingClientCapability
@@ -47,6 +46,7 @@ from .options import (
     ClientOptions,
     Keepalive,
     Limits,
+    Reconnect,
     RequestOptions,
     Timeouts,
     _Unset,
@@ -54,7 +54,7 @@ from .options import (
 )
 from .pipeline import Pipeline
 from .protocol import inputs
-from .status import Reconnect, Status, StatusChange
+from .status import Status, StatusChange
 from .supervisor import Supervisor
 from .transports import Target, resolve_target
 from .types import (
@@ -739,6 +739,7 @@ def _release_unclosed(supervisor: Supervisor, description: str) -> None:
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
+@forking.in_child
 def _after_fork_in_child() -> None:
     for client in list(_live_clients):
         if not client._supervisor.closed:
@@ -752,6 +753,7 @@ _IMPORTED_LATE = frozenset((
 ))
 
 
+@forking.before_fork
 def _finish_imports_before_fork() -> None:
     """Before `os.fork()`: wait for any import of a module the package
     loads on first use that another thread is in the middle of. The child
@@ -767,7 +769,3 @@ def _finish_imports_before_fork() -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - its importer sees the error; the fork goes on
                 pass
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_finish_imports_before_fork, after_in_child=_after_fork_in_child)

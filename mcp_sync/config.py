@@ -330,10 +330,10 @@ def _kind(value: Any) -> str:
         type(value), f"a {type(value).__name__}")
 
 
-def _kind_of_entry(name: str, entry: Mapping[str, Any], where: str) -> str:
+def kind_of_entry(name: str, entry: Mapping[str, Any], where: str) -> str:
     """"stdio", "http" or "sse", from `type` (or `transport`) and the keys present."""
     declared = entry.get("type", entry.get("transport"))
-    url = _url_of(entry)
+    url = url_of(entry)
     if declared is None:
         if "command" in entry:
             return "stdio"
@@ -354,7 +354,9 @@ def _kind_of_entry(name: str, entry: Mapping[str, Any], where: str) -> str:
     return kind
 
 
-def _url_of(entry: Mapping[str, Any]) -> Any:
+def url_of(entry: Mapping[str, Any]) -> Any:
+    """The URL an entry names (under `url`, `serverUrl` or `httpUrl`, the
+    keys clients' config files use), as given; None without one."""
     for key in ("url", "serverUrl", "httpUrl"):
         if key in entry:
             return entry[key]
@@ -363,7 +365,7 @@ def _url_of(entry: Mapping[str, Any]) -> Any:
 
 def _check_entry(name: str, entry: Mapping[str, Any], where: str) -> None:
     """Shape checks done at load time: they need no environment."""
-    kind = _kind_of_entry(name, entry, where)
+    kind = kind_of_entry(name, entry, where)
     fields = {"command": str, "args": list, "env": Mapping, "cwd": str, "envFile": str} if kind == "stdio" \
         else {"headers": Mapping}
     for key, expected in fields.items():
@@ -376,7 +378,7 @@ def _check_entry(name: str, entry: Mapping[str, Any], where: str) -> None:
         bad = [a for a in entry.get("args", []) if not isinstance(a, (str, int, float)) or isinstance(a, bool)]
         if bad:
             raise ConfigError(f"{where}: server {name!r}: \"args\" must be strings, not {_kind(bad[0])}")
-    elif not isinstance(_url_of(entry), str):
+    elif not isinstance(url_of(entry), str):
         raise ConfigError(f"{where}: server {name!r}: \"url\" must be a string")
     for key in ("env", "headers"):
         for k, v in (entry.get(key) or {}).items():
@@ -429,7 +431,7 @@ class _Substitute:
 
 def _target(name: str, entry: Mapping[str, Any], where: str, workspace: Path) -> Target:
     sub = _Substitute(name, where, workspace)
-    kind = _kind_of_entry(name, entry, where)
+    kind = kind_of_entry(name, entry, where)
     try:
         if kind == "stdio":
             env: dict[str, str] = {}
@@ -441,7 +443,7 @@ def _target(name: str, entry: Mapping[str, Any], where: str, workspace: Path) ->
                 cwd = str(workspace / Path(sub(entry["cwd"], "cwd")).expanduser())
             args = [sub(a, "args") for a in entry.get("args", [])]
             return Stdio(sub(entry["command"], "command"), args, env=env or None, cwd=cwd)
-        url = sub(_url_of(entry), "url")
+        url = sub(url_of(entry), "url")
         headers = {str(k): sub(v, f"header {k}") for k, v in (entry.get("headers") or {}).items()}
         from .transports.http_target import HTTP, SSE  # loaded only when a file names a URL
 

@@ -33,6 +33,8 @@ import threading
 from collections.abc import Hashable
 from pathlib import Path
 
+from . import forking
+
 __all__ = ["MAX_SERVERS", "forget", "location", "recall", "remember"]
 
 log = logging.getLogger("mcp_sync.client")
@@ -142,10 +144,7 @@ def forget(key: Hashable | None = None) -> None:
             _store(path, eras)
 
 
+@forking.in_child
 def _after_fork_in_child() -> None:
     global _lock
     _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

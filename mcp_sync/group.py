@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
-import os
 import re
 import threading
 import weakref
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
+from . import forking
 from .client import Client, RequestOptions, connect
 from .errors import ConnectionClosed, McpError, RoutingError
 from .transports import _http_options, resolve_target
@@ -522,10 +522,7 @@ def _template_matches(template: str, uri: str) -> bool:
 _live_groups: weakref.WeakSet[ClientGroup] = weakref.WeakSet()
 
 
+@forking.in_child
 def _after_fork_in_child() -> None:
     for group in list(_live_groups):
         group._after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

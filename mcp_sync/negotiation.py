@@ -42,7 +42,6 @@ lock and keeps the record.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -53,6 +52,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import attrs
 
+from . import forking
 from .connection import Connection, Pending
 from .errors import (
     AuthenticationError,
@@ -174,13 +174,10 @@ def forget(key: Hashable | None = None) -> None:
     era_file.forget(key)
 
 
+@forking.in_child
 def _after_fork_in_child() -> None:
     global _memory_lock
     _memory_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # -- the two exchanges -----------------------------------------------------------------

@@ -3,7 +3,7 @@
 `ClientOptions` is everything `connect()` and `Client` take besides the
 target, validated once when it is built (the two only build one), with
 related options in small policy objects: `Timeouts`, `Limits`,
-`Keepalive` (and `Reconnect`, in `status`).
+`Keepalive` and `Reconnect`.
 `RequestOptions` is the keyword arguments every request method takes; its
 defaults are the client's. Checks raise `TypeError`/`ValueError` before
 anything is sent.
@@ -12,15 +12,18 @@ anything is sent.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable, TypedDict
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 import attrs
 
 from .cache import ResultCache
 from .protocol import versions
-from .status import Reconnect
 from .types import Progress
+
+if TYPE_CHECKING:
+    import random
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds a request waits for its answer when neither `connect(timeout=)`
@@ -193,6 +196,112 @@ class Keepalive:
 
     interval: float = attrs.field(validator=_seconds(False))
     failures: int = attrs.field(default=3, validator=_count)
+
+
+def _positive_finite(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{attribute.name} must be a finite number of seconds > 0, not {value!r}")
+
+
+def _to_seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a delay must be a number of seconds, not {value!r}")
+    return float(value)
+
+
+def _max_attempts(instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_attempts must be an int or None, not {value!r}")
+    if value < 1:
+        raise ValueError("max_attempts must be at least 1 (to turn reconnecting off, pass reconnect=False)")
+
+
+@attrs.frozen
+class Reconnect:
+    """How a client reconnects after its connection failed: at most
+    `max_attempts` attempts (None: until it succeeds or the client is
+    closed), waiting before each a full-jitter exponential backoff: a random
+    time between 0 and ``min(max_delay, initial_delay * 2**n)`` for the n-th
+    attempt (from 0), or that cap itself with ``jitter=False``.
+
+    The defaults suit a long-lived web process: never give up, start at
+    0.5 s, never wait more than 30 s. Jitter keeps many processes that lost
+    the same server from coming back at the same instant.
+
+    Example::
+
+        client = mcp_sync.connect(url, reconnect=Reconnect(max_attempts=5, max_delay=10))
+        list(Reconnect(max_attempts=4, jitter=False).delays())   # [0.5, 1.0, 2.0, 4.0]
+
+    Attributes:
+        max_attempts (int | None): The most attempts before giving up (the
+            status becomes `failed`), at least 1; None (the default) for no
+            limit.
+        initial_delay (float): The cap on the wait before the first attempt,
+            in seconds (default 0.5); it doubles with each attempt.
+        max_delay (float): The largest wait between attempts, in seconds
+            (default 30); at least `initial_delay`.
+        jitter (bool): Whether each wait is drawn at random between 0 and its
+            cap (default True); False waits the cap itself.
+        eager (bool): Whether a failed connection is set up again at once,
+            on a thread of the client's, with no call waiting (default
+            True): `status` then goes back to `ready` by itself, and a
+            crashed stdio server is started again even in an idle process.
+            False reconnects only when a call, an open subscription or the
+            keepalive needs the connection.
+
+    Raises:
+        ValueError: A delay that is not a finite number > 0, `max_delay`
+            below `initial_delay`, or `max_attempts` below 1.
+        TypeError: A delay that is not a number, or `max_attempts` that is
+            not an int or None.
+    """
+
+    max_attempts: int | None = attrs.field(default=None, validator=_max_attempts)
+    initial_delay: float = attrs.field(default=0.5, converter=_to_seconds, validator=_positive_finite)
+    max_delay: float = attrs.field(default=30.0, converter=_to_seconds, validator=_positive_finite)
+    jitter: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    eager: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_delay < self.initial_delay:
+            raise ValueError(f"max_delay ({self.max_delay:g}) must be at least initial_delay "
+                             f"({self.initial_delay:g})")
+
+    def delays(self, rng: random.Random | None = None) -> Iterator[float]:
+        """The wait before each attempt, one per attempt: endless when
+        `max_attempts` is None. `rng` draws the jitter (for repeatable tests)."""
+        import random  # here: only a reconnect needs it, not `import mcp_sync`
+
+        uniform = rng.uniform if rng is not None else random.uniform
+        cap = self.initial_delay
+        attempt = 0
+        while self.max_attempts is None or attempt < self.max_attempts:
+            yield uniform(0.0, cap) if self.jitter else cap
+            attempt += 1
+            # Doubled step by step rather than 2**n: n is unbounded, and the
+            # cap stays a float that cannot overflow.
+            cap = min(self.max_delay, cap * 2)
+
+    @classmethod
+    def coerce(cls, value: bool | Reconnect | None) -> Reconnect | None:
+        """What `connect(reconnect=value)` means: True for the defaults,
+        False or None for no reconnecting, or the `Reconnect` given.
+
+        Example::
+
+            assert Reconnect.coerce(True) == Reconnect()
+            assert Reconnect.coerce(False) is None
+        """
+        if value is True:
+            return cls()
+        if value is False or value is None:
+            return None
+        if isinstance(value, Reconnect):
+            return value
+        raise TypeError(f"reconnect must be True, False or a mcp_sync.Reconnect, not {value!r}")
 
 
 def _evolved(group: Any, flat: Mapping[str, Any]) -> Any:

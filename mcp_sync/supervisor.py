@@ -50,7 +50,8 @@ from .metrics import Metrics
 from .negotiation import Settled, Terms
 from .notifications import Dispatcher
 from .options import Keepalive as KeepalivePolicy
-from .status import Reconnect, Status, StatusMonitor
+from .options import Reconnect
+from .status import Status, StatusMonitor
 from .transports.base import Target, Transport
 from .waiting import acquire_until, wait_for_event
 

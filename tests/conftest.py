@@ -91,3 +91,29 @@ def no_leaks():
     if before_fds is not None:
         after = set(os.listdir("/proc/self/fd"))
         assert len(after - before_fds) == 0, f"file descriptors left open: {sorted(after - before_fds)}"
+
+
+@pytest.fixture
+def serve():
+    """serve(server=None, *, using=HTTPServer, **options): a started test
+    server on 127.0.0.1 serving `server` (the demo server by default), or a
+    ready-made one passed as `server` (an `AuthServer`, `ProtectedMCP`,
+    `SSEServer`...: anything with start() and close()), started here. All
+    are closed at teardown, the last started first."""
+    from mcp_sync.testing import HTTPServer, Server, demo_server
+
+    started = []
+
+    def start(server=None, *, using=HTTPServer, **options):
+        if server is not None and not isinstance(server, Server):
+            assert not options, "options are for a server this fixture makes"
+            served = server
+        else:
+            served = using(server if server is not None else demo_server(), **options)
+        served.start()
+        started.append(served)
+        return served
+
+    yield start
+    for served in reversed(started):
+        served.close()

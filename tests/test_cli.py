@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_sync.cli import ProgressBar, _parse_pairs, main
+from mcp_sync.cli import ProgressLine, _parse_pairs, main
 from mcp_sync.types import Progress
 from tests.helpers import scripted
 
@@ -123,7 +123,7 @@ def test_parse_pairs():
 
 def test_progress_bar_without_a_total():
     stream = io.StringIO()
-    bar = ProgressBar(stream, width=4)
+    bar = ProgressLine(stream, width=4)
     bar(Progress(progress=2))
     assert stream.getvalue() == "[????] 2\n"
 
@@ -295,7 +295,7 @@ def test_a_terminal_progress_bar_still_redraws_in_place():
             return True
 
     stream = Terminal()
-    bar = ProgressBar(stream, width=4)
+    bar = ProgressLine(stream, width=4)
     bar(Progress(progress=1, total=2, message="half" + HOSTILE))
     assert stream.getvalue().startswith("\r\x1b[2K[##..] 1/2 half\\x1b]0;pwned")
     assert stream.getvalue().count("\x1b") == 1  # only the bar's own

@@ -147,7 +147,7 @@ def test_a_child_forked_while_a_closer_runs_lets_go_of_that_connection(tmp_path)
     """A reconnect closes the given-up connection on a closer thread; a child
     forked meanwhile has no such thread: it lets go of its copy of that
     connection (no IO) and works on a server of its own."""
-    from mcp_sync.status import Reconnect
+    from mcp_sync.options import Reconnect
 
     flag, launcher = hanging_server(tmp_path)
     target = mcp_sync.Stdio(sys.executable, [str(launcher)], shutdown_timeout=2.0)
@@ -183,3 +183,38 @@ def test_a_fork_child_answers_server_requests_with_its_own_schema_cache():
         pipeline = client._pipeline
         assert pipeline.catalog.schemas is not parents
         assert pipeline.server_requests.schemas is pipeline.catalog.schemas
+
+
+def test_every_fork_hook_runs_in_the_child_even_after_one_fails():
+    # One registry (`mcp_sync.forking`): the hooks run in the order they were
+    # registered, and a hook that raises is logged, not fatal to the others.
+    from mcp_sync import forking
+
+    ran: list[str] = []
+
+    def failing() -> None:
+        ran.append("failing")
+        raise RuntimeError("this component could not reset")
+
+    def after() -> None:
+        ran.append("after")
+
+    forking.in_child(failing)
+    forking.in_child(after)
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: report what ran, then leave at once
+            try:
+                os.write(write_end, ",".join(ran).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        reported = os.read(read_end, 1000).decode()
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        forking._in_child.remove(failing)
+        forking._in_child.remove(after)
+        os.close(read_end)
+    assert reported == "failing,after"
+    assert ran == []  # the parent ran none of them

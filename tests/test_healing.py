@@ -16,7 +16,8 @@ import threading
 import pytest
 
 import mcp_sync
-from mcp_sync.status import Reconnect, Status
+from mcp_sync.status import Status
+from mcp_sync.options import Reconnect
 from mcp_sync.testing import HTTPServer, demo_server
 from mcp_sync.testing.http import GateAnswer, Gated
 from tests.helpers import demo_command, next_event, wait_until

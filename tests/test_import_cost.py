@@ -12,7 +12,7 @@ import mcp_sync
 # Modules (and their submodules) a stdio-only program must not pay for.
 HEAVY = [
     "urllib3", "requests", "jsonschema", "opentelemetry",
-    "mcp_sync.auth", "mcp_sync.network",
+    "mcp_sync.auth", "mcp_sync.transports.http_network",
     "mcp_sync.transports.http", "mcp_sync.transports.http_target", "mcp_sync.transports.sse", "mcp_sync.transports.pool",
     "mcp_sync.transports.http11", "mcp_sync.transports.tunnel", "mcp_sync.transports.decoding",
     "mcp_sync.transports.http_auth",

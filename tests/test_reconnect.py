@@ -19,7 +19,8 @@ import time
 import pytest
 
 import mcp_sync
-from mcp_sync.status import Reconnect, Status
+from mcp_sync.status import Status
+from mcp_sync.options import Reconnect
 from mcp_sync.testing import HTTPServer, demo_server
 from tests.helpers import NoThread, demo_command, hanging_server, next_event, wait_until
 

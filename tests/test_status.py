@@ -14,12 +14,8 @@ import pytest
 import mcp_sync
 from mcp_sync.notifications import Dispatcher
 from mcp_sync.protocol.methods import SAFE_TO_RETRY
-from mcp_sync.status import (
-    MAX_PENDING_CHANGES,
-    Reconnect,
-    Status,
-    StatusMonitor,
-)
+from mcp_sync.options import Reconnect
+from mcp_sync.status import MAX_PENDING_CHANGES, Status, StatusMonitor
 from tests.helpers import reap
 
 C, R, RC, X, F = Status.CONNECTING, Status.READY, Status.RECONNECTING, Status.CLOSED, Status.FAILED

@@ -145,3 +145,67 @@ def test_jupyter_detection(monkeypatch):
 def test_bad_values_are_refused_up_front(bad, error):
     with pytest.raises(error, match="stderr must be 'log', 'print' or a callable"):
         Stdio(sys.executable, ["-c", "pass"], stderr=bad)
+
+
+class GatedHandler(logging.Handler):
+    """A logging handler that holds every line until `gate` is set, and
+    notes which thread each line reached it on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.lines: list[str] = []
+        self.threads: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.gate.wait(30)
+        self.threads.add(threading.current_thread().name)
+        self.lines.append(record.getMessage())
+
+
+def gated_logger():
+    handler = GatedHandler()
+    logger = logging.getLogger("mcp_sync.server.stderr")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler, lambda: (logger.removeHandler(handler), logger.setLevel(old_level))
+
+
+def test_a_logging_handler_that_blocks_never_holds_up_a_response(no_leaks):
+    # The reader reads stderr and stdout; the lines reach logging on a
+    # thread of their own, so a handler that blocks (a network log handler
+    # whose peer is down) delays no response.
+    handler, undo = gated_logger()
+    try:
+        with mcp_sync.connect(chatty(3, stderr="log"), protocol=STATELESS, timeout=5) as client:
+            for n in range(5):
+                assert client.call_tool("echo", {"text": f"call {n}"}).text == f"call {n}"
+            assert handler.lines == []  # all still held by the handler
+            handler.gate.set()
+    finally:
+        handler.gate.set()
+        undo()
+    assert [line.split("] ", 1)[1].split(" x")[0] for line in handler.lines] == [
+        "chatty line 0", "chatty line 1", "chatty line 2"]
+    assert not any(name.startswith("mcp-sync-reader") for name in handler.threads), handler.threads
+
+
+def test_a_destination_slower_than_the_server_loses_no_line(no_leaks):
+    # 5,000 lines (over 500 KB) against a handler that takes none until the
+    # hand-off is full: the reader stops reading stderr meanwhile, and once
+    # the handler moves, every line arrives, in order.
+    from tests.helpers import wait_until
+
+    handler, undo = gated_logger()
+    try:
+        with mcp_sync.connect(chatty(5000, stderr="log"), protocol=STATELESS, timeout=30) as client:
+            transport = client._conn.transport
+            assert wait_until(lambda: transport._handoff is not None and transport._handoff.full(), 10)
+            handler.gate.set()
+            assert client.call_tool("echo", {"text": "still here"}).text == "still here"
+    finally:
+        handler.gate.set()
+        undo()
+    numbers = [int(line.split("chatty line ")[1].split()[0]) for line in handler.lines]
+    assert numbers == list(range(5000))

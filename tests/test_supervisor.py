@@ -14,7 +14,8 @@ import mcp_sync
 from mcp_sync.admission import Admission
 from mcp_sync.connection import new_id_counter
 from mcp_sync.metrics import Metrics
-from mcp_sync.status import Reconnect, Status
+from mcp_sync.status import Status
+from mcp_sync.options import Reconnect
 from mcp_sync.supervisor import Policy, Supervisor
 from mcp_sync.transports.base import Target
 from tests.scripted_engine import Script, ScriptedTarget, initialize_era_server, methods, terms

@@ -11,7 +11,7 @@ function, or an object. An object may also offer:
 - `handle_challenge(status, headers)`: called on a 401 or 403 (at most 3
   times per request); return True to retry with fresh headers;
 - `attach(server_url)`: told which server it authorizes for;
-- `use_network(settings)`: given the target's `mcp_sync.network.NetworkSettings`
+- `use_network(settings)`: given the target's `mcp_sync.transports.http_network.NetworkSettings`
   (proxy, TLS), so its own requests take the same network path.
 
 The OAuth client is made of such providers (imported on first use, so

@@ -12,7 +12,7 @@ Bounds, whatever the server does:
   or deflate is decoded under the same limit (a small "gzip bomb" never
   grows past it), any other coding is refused.
 - Network path: given the `NetworkSettings` of the transport being
-  authorized for (see `mcp_sync.network`), a request takes its proxy (the
+  authorized for (see `mcp_sync.transports.http_network`), a request takes its proxy (the
   same choice, environment and NO_PROXY included) and its TLS context (an
   `ssl.SSLContext` too, through the adapter); requests' own environment
   handling is then off, so nothing else decides the path.
@@ -45,7 +45,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..errors import AuthorizationError, ConnectError
-from ..network import NetworkSettings, ProxyURL
+from ..transports.http_network import NetworkSettings, ProxyURL
 from ..transports.decoding import Decoder, DecodingError, UnsupportedEncoding, coding_of
 
 log = logging.getLogger("mcp_sync.auth")

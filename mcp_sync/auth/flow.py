@@ -37,7 +37,7 @@ from urllib.parse import quote, urlsplit
 import attrs
 
 from ..errors import AuthorizationError, OAuthError
-from ..network import NetworkSettings, check_tls_options
+from ..transports.http_network import NetworkSettings, check_tls_options
 from . import discovery
 from ._http import DEFAULT_MAX_BYTES, Answer, AuthHTTP
 from .dpop import DPoP, is_use_dpop_nonce

@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import AuthorizationError, McpError
-from ..network import NetworkSettings
+from ..transports.http_network import NetworkSettings
 
 __all__ = ["EndpointNotAllowed", "NetworkPolicy", "address_class", "resolve_host",
            "LOOPBACK", "PRIVATE", "LINK_LOCAL", "PUBLIC"]

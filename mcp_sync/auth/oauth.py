@@ -39,7 +39,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import attrs
 
 from ..errors import AuthorizationError, AuthorizationRequired, OAuthError
-from ..network import NetworkSettings
+from ..transports.http_network import NetworkSettings
 from . import discovery
 from .flow import Discovery, FlowOptions, TokenFlow
 from .jwt import SigningKey

@@ -43,7 +43,7 @@ import attrs
 import requests
 
 from ..errors import AuthorizationError, AuthorizationRequired
-from ..network import NetworkSettings
+from ..transports.http_network import NetworkSettings
 from ._http import fetch
 from .discovery import is_loopback
 

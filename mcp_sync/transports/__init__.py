@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # stack (urllib3, requests, auth) costs more than the rest of the package
 # put together, and a stdio-only program never needs it.
 _LAZY_SUBMODULES = frozenset({"decoding", "http", "http11", "http_answer", "http_auth", "http_request", "http_session",
-                              "http_target", "pool", "sse", "tunnel"})
+                              "http_target", "http_network", "pool", "sse", "tunnel"})
 
 
 def __getattr__(name: str) -> Any:

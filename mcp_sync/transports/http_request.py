@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from .._version import __version__
 from ..errors import AuthenticationError, ConnectError, HTTPStatusError, InvalidMessage, MessageTooLarge, SessionExpired
-from ..network import ProxyURL
+from .http_network import ProxyURL
 from ..protocol.sse import Event, SSEParser
 from .decoding import ACCEPT_ENCODING, Decoder, DecodingError, UnsupportedEncoding, coding_of, raw_bound
 from .http11 import RequestHead, Response

@@ -20,7 +20,7 @@ from urllib3.util import parse_url
 
 from ..auth import TokenProvider, as_token_provider
 from ..errors import McpError
-from ..network import NetworkSettings, check_tls_options, parse_proxy
+from .http_network import NetworkSettings, check_tls_options, parse_proxy
 from ..protocol.headers import check_user_headers
 from .base import Target, Transport
 from .http import HTTPTransport

@@ -2,16 +2,20 @@
 
 Owns the choice between the logger, `sys.stderr` and a user's callable,
 the rate limit that keeps a chatty server from flooding a notebook cell, and
-the test for "running in a Jupyter kernel". It knows nothing of processes or
-pipes: the stdio transport's stderr drain hands it one decoded line at a
-time, on that drain thread, and calls `finish()` when the pipe ends.
+the test for "running in a Jupyter kernel", and `Handoff`, which takes the
+lines off the stdio reader: a logging handler or a `print` to a notebook is
+code the reader must never wait for (a slow one would delay every
+response). It knows nothing of processes or pipes: the stdio transport
+hands it one decoded line at a time and calls `finish()` when the pipe ends.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Callable, Literal, Union
 
@@ -21,6 +25,13 @@ log = logging.getLogger("mcp_sync.transport.stdio")
 #: What `Stdio(stderr=...)` takes: "log", "print", a callable per line, or
 #: None (the default: "print" limited to a rate in a Jupyter kernel, else "log").
 StderrOption = Union[Literal["log", "print"], Callable[[str], object], None]
+
+#: How much stderr text `Handoff` holds for a destination slower than the
+#: server before the reader stops reading stderr for a while.
+HANDOFF_CHARS = 256 * 1024
+#: How long `Handoff`'s thread waits for another line before it ends (the
+#: next line starts a new one): an idle connection keeps one thread.
+HANDOFF_IDLE_SECONDS = 2.0
 
 #: The notebook default: at most this many lines a second once a burst of
 #: `NOTEBOOK_BURST` lines is spent.
@@ -153,3 +164,103 @@ class StderrLines:
                             self._name, exc_info=True)
             else:
                 log.debug("the stderr callback of server %s raised", self._name, exc_info=True)
+
+
+class Handoff:
+    """Hands stderr lines to a `StderrLines` on a thread of its own, so the
+    thread that reads them (the stdio reader, which also reads responses)
+    only queues. The thread starts at the first line and ends after
+    `HANDOFF_IDLE_SECONDS` with nothing to do, or once `finish()` was
+    called and every line was forwarded. Nothing is dropped: once
+    `HANDOFF_CHARS` wait, `full()` says so and the reader stops reading
+    stderr until there is room again (the server's stderr writes wait, its
+    responses do not).
+
+    Lock discipline: `_cond` guards the queue, its size, `_thread` and
+    `_finished`; the destination is called without it.
+    """
+
+    def __init__(self, lines: StderrLines, name: str, *, max_chars: int = HANDOFF_CHARS,
+                 idle: float = HANDOFF_IDLE_SECONDS) -> None:
+        self._lines = lines
+        self._name = name
+        self._max = max_chars
+        self._idle = idle
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[str] = collections.deque()
+        self._chars = 0  # the length of the lines queued
+        self._finished = False
+        self._any = False  # a line was queued: `finish()` has something to conclude
+        self._thread: threading.Thread | None = None
+
+    def line(self, text: str) -> None:
+        """Queue one line (never waits for the destination)."""
+        with self._cond:
+            self._queue.append(text)
+            self._chars += len(text) + 1
+            self._any = True
+            self._wake()
+
+    def full(self) -> bool:
+        """True while `HANDOFF_CHARS` or more wait: read no more for now."""
+        return self._chars >= self._max
+
+    def finish(self) -> None:
+        """The pipe ended: forward what is queued, then `StderrLines.finish()`."""
+        with self._cond:
+            self._finished = True
+            if self._any:
+                self._wake()
+
+    def join(self, timeout: float) -> None:
+        """Wait up to `timeout` for the forwarding thread (if any) to end."""
+        with self._cond:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The forwarding thread running now, if any."""
+        return self._thread
+
+    def _wake(self) -> None:
+        # Called with `_cond` held.
+        if self._thread is not None:
+            self._cond.notify()
+            return
+        thread = threading.Thread(target=self._run, name=f"mcp-sync-stderr-{os.path.basename(self._name)}",
+                                  daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:  # no thread to be had: the lines wait for the next attempt
+            log.debug("no thread to forward the stderr of server %s: %s", self._name, exc)
+            return
+        self._thread = thread
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if not self._queue and not self._finished:
+                        self._cond.wait(self._idle)
+                    batch, self._queue = self._queue, collections.deque()
+                    finish = self._finished and not batch
+                    if not batch and not finish:
+                        self._thread = None  # idle: the next line starts a new thread
+                        return
+                for text in batch:
+                    self._lines.line(text)
+                    with self._cond:  # room again, line by line, for a reader that paused
+                        self._chars -= len(text) + 1
+                if finish:
+                    self._lines.finish()
+                    with self._cond:
+                        self._thread = None
+                    return
+        except BaseException:  # a thread of ours never dies silently
+            log.exception("forwarding the stderr of server %s failed", self._name)
+            with self._cond:
+                self._thread = None
+                self._queue.clear()
+                self._chars = 0

@@ -1,15 +1,16 @@
 """The stdio transport: a server subprocess, one JSON-RPC message per line.
 
 Owns one thread, the *reader*: it waits on the server's stdout and stderr
-with `poll()`, parses each stdout line and hands the message to the sink
-(it never runs user code and never writes), and forwards each stderr line
-where `Stdio(stderr=)` says (see `stderr.StderrLines`: the
-`mcp_sync.server.stderr` logger by default), keeping the last lines so
-that a crash can explain itself. A connection costs one thread, idle or
-not. A second thread, the *stderr drain*, reads stderr instead when
-`stderr=` is a callable (user code: it must never delay the reading of
-responses, and a slow one should hold up the server's stderr writes only,
-as it always did) and on Windows, where pipes cannot be selected.
+with `poll()`, parses each stdout line and hands the message to the sink,
+and queues each stderr line for where `Stdio(stderr=)` says (it never runs
+user code and never writes), keeping the last lines so that a crash can
+explain itself. The lines reach their destination (the
+`mcp_sync.server.stderr` logger by default, see `stderr.StderrLines`) on
+the thread of a `stderr.Handoff`, which runs while there are lines and
+ends when idle: an idle connection costs one thread. A second thread, the
+*stderr drain*, reads stderr instead when `stderr=` is a callable (a slow
+one then holds up the server's stderr writes, never the reader) and on
+Windows, where pipes cannot be selected.
 
 Two collaborators own the rest, each behind a few public methods:
 `stdio_process.ServerProcess` the child process (its own process group, so
@@ -59,7 +60,7 @@ from ..errors import (
 )
 from ..protocol import jsonrpc
 from .base import MessageSink, Target, Transport
-from .stderr import StderrLines, StderrOption, check_option
+from .stderr import Handoff, StderrLines, StderrOption, check_option
 
 # `subprocess` (with `signal`, `selectors`, `locale`) and `shlex` load when a
 # server is started, not at `import mcp_sync`: some 5 ms of it, which a
@@ -91,6 +92,8 @@ _STDERR_LINE = 65536
 #: How long the reader keeps reading stderr after stdout ended, before it
 #: reports the server's exit: its last words explain the exit.
 _LAST_WORDS_SECONDS = 1.0
+#: How often the reader looks whether a full stderr hand-off has room again.
+_PAUSED_MS = 20
 
 
 class Stdio(Target):
@@ -209,6 +212,7 @@ class StdioTransport(Transport):
         self._reader: threading.Thread | None = None
         self._drain: threading.Thread | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._handoff: Handoff | None = None  # forwards stderr lines the reader read
         # Who closes stdout and stderr: `close()`, unless it gave up waiting
         # for the thread reading it (a process outside the server's group
         # holds the pipe); then that thread does, when it ends.
@@ -311,6 +315,8 @@ class StdioTransport(Transport):
         for thread in (self._reader, self._drain):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(max(until - time.monotonic(), 0.05))
+        if self._handoff is not None:  # the last lines, forwarded after the reader ended
+            self._handoff.join(max(until - time.monotonic(), 0.05))
 
     def _close_pipes(self, proc: subprocess.Popen[bytes], writer: StdinWriter) -> None:
         from .stdio_writer import WRITE_SLICE  # loaded by start() already
@@ -473,7 +479,9 @@ class StdioTransport(Transport):
         stderr, whichever has bytes, until both ended."""
         proc = self._proc
         assert proc is not None and proc.stdout is not None and proc.stderr is not None
-        lines = StderrLines(self._target.stderr, self._target.command)
+        # The lines go to their destination (logging, a print: code of the
+        # user's) on a thread of the hand-off's, never waited for here.
+        lines = self._handoff = Handoff(StderrLines(self._target.stderr, self._target.command), self._target.command)
         # Taken now: close() may close a pipe once it is done.
         out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
         # poll(), not a `selectors` selector: its Python layer costs about
@@ -495,7 +503,7 @@ class StdioTransport(Transport):
                 if fd in left:
                     self._pipe_done(stream)
 
-    def _poll_loop(self, proc: subprocess.Popen[bytes], poller: select.poll, watched: set[int], lines: StderrLines,
+    def _poll_loop(self, proc: subprocess.Popen[bytes], poller: select.poll, watched: set[int], lines: Handoff,
                    out_fd: int, err_fd: int) -> None:
         """Read whichever pipe has bytes (`watched`: the pipes not ended),
         until both ended; stop reading stdout at the first error."""
@@ -509,9 +517,17 @@ class StdioTransport(Transport):
         # Once stdout ended: what to report, after stderr ended or at this time.
         ended: str | None = None
         report_at = exit_by = 0.0
+        paused = False  # stderr is not read while its hand-off is full (see `Handoff.full`)
         while True:
-            ready = wait() if ended is None else wait(max(report_at - time.monotonic(), 0.0) * 1000)
-            if not ready and ended is not None:
+            if ended is None:
+                ready = wait(_PAUSED_MS) if paused else wait()
+            else:
+                ms = max(report_at - time.monotonic(), 0.0) * 1000
+                ready = wait(min(ms, _PAUSED_MS) if paused else ms)
+            if paused and not lines.full():
+                poller.register(err_fd, select.POLLIN)
+                paused = False
+            if not ready and ended is not None and time.monotonic() >= report_at:
                 # The wait for its last words was the wait for its exit too.
                 self._report(sink, self._exit_error(ended, wait=max(exit_by - time.monotonic(), 0.0)))
                 ended = None
@@ -597,6 +613,9 @@ class StdioTransport(Transport):
                         self._stderr_tail.append(text)
                         lines.line(text)
                     err_rest = err_rest[start:]
+                    if data and lines.full():  # the destination is slower than the server: wait for it
+                        poller.unregister(err_fd)
+                        paused = True
                     if not data:
                         poller.unregister(err_fd)
                         watched.discard(err_fd)

@@ -70,6 +70,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from .. import forking
+
 from .http11 import MAX_HEADERS, MAX_LINE, Response, ResponseError
 
 __all__ = ["READER", "TURN_BYTES", "BodyFrames", "SharedReader", "Stream", "take_body"]
@@ -578,9 +580,7 @@ def _close_fd(fd: int) -> None:
 
 #: The one reader of the process.
 READER = SharedReader()
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=READER._after_fork_in_child)
+forking.in_child(READER._after_fork_in_child)
 
 
 # -- a body's framing, pushed --------------------------------------------------------------------

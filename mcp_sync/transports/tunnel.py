@@ -22,7 +22,7 @@ import socket
 import time
 
 from ..errors import ConnectError
-from ..network import ProxyURL
+from .http_network import ProxyURL
 
 __all__ = ["open_tunnel", "credentials_refused", "MAX_HEAD"]
 

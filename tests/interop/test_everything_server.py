@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Iterator
 
 import mcp_sync
-from mcp_sync.status import Reconnect, Status
+from mcp_sync.status import Status
+from mcp_sync.options import Reconnect
 from tests.helpers import next_event, wait_until
 from tests.interop import old_peers
 from tests.interop.listening import free_port, wait_until_listening

@@ -808,20 +808,6 @@ def test_stdio_server_request_on_stdout(stdio: Callable[[], Proc]) -> None:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[..., HTTPServer]]:
-    started: list[HTTPServer] = []
-
-    def start(server: Server | None = None, **options: Any) -> HTTPServer:
-        http_server = HTTPServer(server if server is not None else demo_server(), **options).start()
-        started.append(http_server)
-        return http_server
-
-    yield start
-    for http_server in started:
-        http_server.close()
-
-
-@pytest.fixture
 def connect() -> Iterator[Callable[[HTTPServer], Client]]:
     opened: list[Client] = []
 

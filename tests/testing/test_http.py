@@ -364,21 +364,6 @@ class Client:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[..., HTTPServer]]:
-    """Start HTTPServers (demo server by default); all are closed afterwards."""
-    started: list[HTTPServer] = []
-
-    def start(server: Server | None = None, **options: Any) -> HTTPServer:
-        http_server = HTTPServer(server if server is not None else demo_server(), **options).start()
-        started.append(http_server)
-        return http_server
-
-    yield start
-    for http_server in started:
-        http_server.close()
-
-
-@pytest.fixture
 def connect() -> Iterator[Callable[[HTTPServer], Client]]:
     opened: list[Client] = []
 

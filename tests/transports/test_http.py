@@ -15,25 +15,10 @@ import pytest
 
 import mcp_sync
 from mcp_sync import HTTP
-from mcp_sync.testing import HTTPServer, RpcError, Server, demo_server
+from mcp_sync.testing import RpcError, Server, demo_server
 
 STATELESS = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18")
-
-
-@pytest.fixture
-def serve():
-    """serve(server=None, **options) -> a started HTTPServer, closed at teardown."""
-    started = []
-
-    def start(server=None, **options):
-        httpd = HTTPServer(server or demo_server(), **options).start()
-        started.append(httpd)
-        return httpd
-
-    yield start
-    for httpd in started:
-        httpd.close()
 
 
 def called(httpd, tool):

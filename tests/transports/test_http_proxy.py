@@ -28,7 +28,7 @@ import mcp_sync
 from mcp_sync import HTTP
 from mcp_sync.auth import HeadlessRedirect, OAuth
 from mcp_sync.auth._http import fetch
-from mcp_sync.network import NetworkSettings, parse_proxy
+from mcp_sync.transports.http_network import NetworkSettings, parse_proxy
 from mcp_sync.testing import HTTPServer, demo_server
 from mcp_sync.testing.auth import AuthServer, ProtectedMCP
 from tests.servers.forward_proxy import ForwardProxy

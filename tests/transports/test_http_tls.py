@@ -10,7 +10,6 @@ import trustme
 
 import mcp_sync
 from mcp_sync import HTTP
-from mcp_sync.testing import HTTPServer, demo_server
 
 
 
@@ -20,17 +19,9 @@ def ca():
 
 
 @pytest.fixture
-def serve():
-    started = []
-
-    def start(ssl_context=None):
-        httpd = HTTPServer(demo_server(), ssl_context=ssl_context).start()
-        started.append(httpd)
-        return httpd
-
-    yield start
-    for httpd in started:
-        httpd.close()
+def serve(serve):
+    """serve(ssl_context): the demo server over HTTPS (the shared fixture)."""
+    return lambda ssl_context=None: serve(ssl_context=ssl_context)
 
 
 def server_context(ca, *names, client_ca=None):

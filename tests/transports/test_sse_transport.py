@@ -2,6 +2,7 @@
 the automatic fallback of `connect(url)`, against the test server's
 `SSEServer` on loopback."""
 
+import functools
 import logging
 import os
 import queue
@@ -17,18 +18,9 @@ from tests.helpers import demo_command, wait_until
 
 
 @pytest.fixture
-def serve():
-    """serve(server=None, **options) -> a started SSEServer, closed at teardown."""
-    started = []
-
-    def start(server=None, **options):
-        sse = SSEServer(server or demo_server(), **options).start()
-        started.append(sse)
-        return sse
-
-    yield start
-    for sse in started:
-        sse.close()
+def serve(serve):
+    """The shared `serve` fixture, serving HTTP+SSE in this module."""
+    return functools.partial(serve, using=SSEServer)
 
 
 def posts(sse, path):

@@ -1,6 +1,8 @@
-"""Regression tests for the engine defects found by the concurrency review
-(issue 12; each number is the defect's). Each failed on the engine before
-the router, the sender and the handler pool."""
+"""Races of the connection engine: a late server request, an abandoned
+inbox, a response at the deadline, blocked or failing handlers, an
+interrupt while waiting, at a prompt or during close, a flood of server
+requests. Each forces its interleaving and checks that no answer is lost,
+crossed or written by the reader."""
 
 import _thread
 import queue
@@ -46,7 +48,7 @@ def answers(transport, count, timeout=5.0):
     return got
 
 
-def test_4_a_late_server_request_is_never_answered_by_another_callers_handler():
+def test_a_late_server_request_is_never_answered_by_another_callers_handler():
     """Call A gives up; its question arrives late, while B is the one call in
     flight. B's per-call handler must not answer it (in a web app that asks
     the wrong person); the client's own handler does."""
@@ -78,7 +80,7 @@ def test_4_a_late_server_request_is_never_answered_by_another_callers_handler():
         conn.close()
 
 
-def test_5_a_question_left_in_an_abandoned_inbox_is_answered_not_lost():
+def test_a_question_left_in_an_abandoned_inbox_is_answered_not_lost():
     transport = ScriptedTransport()
     conn = Connection(transport, new_id_counter(), on_server_request=lambda m: {"roots": []})
     conn.start()
@@ -96,7 +98,7 @@ def test_5_a_question_left_in_an_abandoned_inbox_is_answered_not_lost():
         conn.close()
 
 
-def test_7_a_response_that_arrived_in_time_is_not_reported_as_a_timeout(engine):
+def test_a_response_that_arrived_in_time_is_not_reported_as_a_timeout(engine):
     conn, transport = engine
     pending = conn.send_request("tools/call", {}, progress=True)
     transport.next_sent()
@@ -113,7 +115,7 @@ def test_7_a_response_that_arrived_in_time_is_not_reported_as_a_timeout(engine):
     assert response["result"] == {"done": True}
 
 
-def test_11_a_blocked_handler_does_not_block_close():
+def test_a_blocked_handler_does_not_block_close():
     transport = ScriptedTransport()
     release = threading.Event()
     started = threading.Event()
@@ -139,7 +141,7 @@ def test_11_a_blocked_handler_does_not_block_close():
         closer.join(10)
 
 
-def test_11_handler_timeout_counts_from_arrival_for_queued_requests():
+def test_handler_timeout_counts_from_arrival_for_queued_requests():
     transport = ScriptedTransport()
     release = threading.Event()
     conn = Connection(transport, new_id_counter(), handler_timeout=0.5, max_server_requests=32,
@@ -162,7 +164,7 @@ def test_11_handler_timeout_counts_from_arrival_for_queued_requests():
         conn.close()
 
 
-def test_12_a_handler_may_make_a_call_that_is_itself_asked_a_question():
+def test_a_handler_may_make_a_call_that_is_itself_asked_a_question():
     """A handler (on the pool) calls the server; the server asks the client
     something before answering that call. With one serial worker the
     question waited behind the handler waiting for it."""
@@ -196,7 +198,7 @@ def test_12_a_handler_may_make_a_call_that_is_itself_asked_a_question():
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
-def test_14_interrupt_main_stops_a_waiting_call_at_once_and_cancels_it(engine):
+def test_interrupt_main_stops_a_waiting_call_at_once_and_cancels_it(engine):
     conn, transport = engine
     pending = conn.send_request("tools/call", {})
     transport.next_sent()
@@ -226,7 +228,7 @@ def test_14_interrupt_main_stops_a_waiting_call_at_once_and_cancels_it(engine):
     assert conn.in_flight == 0
 
 
-def test_15_the_reader_never_writes_even_when_refusing_a_flood():
+def test_the_reader_never_writes_even_when_refusing_a_flood():
     """A server that floods requests and does not read its input: the thread
     that reads must never block on a write (refusals go to the sender)."""
     class NotReading(ScriptedTransport):

@@ -1,7 +1,8 @@
-"""Regression tests for the HTTP transport's defects of issue 12 (an
-exchange leaked per SSE answer, pool starvation, `close()` during a
-connect, slots leaked by interrupts, cancelled streams reused, unreused
-clean streams, DELETE before abort, threads that never retire, fork).
+"""The HTTP transport's exchanges, pool slots and threads under stress: no
+exchange left behind by an SSE answer, no pool starvation, `close()` during
+a connect or a TLS handshake, slots given back on interrupts, cancelled
+streams never reused and clean ones reused, aborts before the DELETE,
+exchange threads that retire, and a fork child.
 
 Each test drives a real server on 127.0.0.1: the bundled `HTTPServer`, or,
 where the transport is driven directly, `RawServer`, a few lines that

@@ -34,7 +34,7 @@ from urllib3.exceptions import LocationParseError
 from urllib3.util import parse_url
 from urllib3.util.ssl_ import create_urllib3_context
 
-from .errors import ConnectError
+from ..errors import ConnectError
 
 __all__ = ["NetworkSettings", "ProxyURL", "parse_proxy", "check_tls_options", "environment_ca_bundle"]
 
