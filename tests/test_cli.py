@@ -200,7 +200,7 @@ def test_oauth_without_a_browser_asks_for_the_address(tmp_path, monkeypatch):
 
 def test_a_bearer_token_from_the_environment(monkeypatch):
     from mcp_sync.testing import HTTPServer, demo_server
-    from mcp_sync.testing.http import GateAnswer
+    from mcp_sync.testing import GateAnswer
 
     def gate(request):
         if request.headers.get("Authorization") == "Bearer from-env":
@@ -407,7 +407,7 @@ def test_headers_go_with_http_only():
 
 def test_an_authorization_header_wins_over_the_environment_token(monkeypatch):
     from mcp_sync.testing import HTTPServer, demo_server
-    from mcp_sync.testing.http import GateAnswer
+    from mcp_sync.testing import GateAnswer
 
     def gate(request):
         if request.headers.get("Authorization") == "Bearer by-hand":

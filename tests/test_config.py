@@ -14,7 +14,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from mcp_sync.testing.http import SSEServer
+from tests.servers.http_sse import SSEServer
 
 DEMO = [sys.executable, "-m", "mcp_sync.testing"]
 

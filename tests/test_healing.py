@@ -19,7 +19,7 @@ import mcp_sync
 from mcp_sync.status import Status
 from mcp_sync.options import Reconnect
 from mcp_sync.testing import HTTPServer, demo_server
-from mcp_sync.testing.http import GateAnswer, Gated
+from mcp_sync.testing import GateAnswer, Gated
 from tests.helpers import demo_command, next_event, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25"]

@@ -27,8 +27,9 @@ Standard library only; it shares no code with the client, so it can check it.
 
 Over stdio: `python -m mcp_sync.testing.server` (see `mcp_sync.testing.server`).
 Over Streamable HTTP: `HTTPServer(server).start()` serves it on 127.0.0.1
-(both protocol eras; see `mcp_sync.testing.http`), or
-`python -m mcp_sync.testing.server --http 0`.
+(both protocol eras), or `python -m mcp_sync.testing.server --http 0`;
+`gate=` sees each request first and may answer it instead (`Gated`,
+`GateAnswer`).
 
 Example::
 
@@ -48,11 +49,12 @@ from ._protocol import SUPPORTED_VERSIONS, RpcError
 from ._registry import Server
 from ._session import ServerSession
 from .demo import demo_server
-from .http import HTTPServer, RecordedRequest
+from ._loopback import RecordedRequest
+from ._streamable import GateAnswer, Gated, HTTPServer
 from ._tasks import TaskContext, close_tasks, task_tool
 
 __all__ = [
-    "SUPPORTED_VERSIONS", "ClientError", "HTTPServer", "MissingClientCapability", "RecordedRequest",
+    "SUPPORTED_VERSIONS", "ClientError", "GateAnswer", "Gated", "HTTPServer", "MissingClientCapability", "RecordedRequest",
     "RequestCancelled", "RequestContext", "RpcError", "Server", "ServerSession", "TaskContext", "ToolContext",
     "close_tasks", "demo_server", "task_tool",
 ]

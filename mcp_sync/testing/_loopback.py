@@ -1,7 +1,7 @@
 """What the HTTP test servers share: `LoopbackServer`, and `RecordedRequest`.
 
-`HTTPServer` (Streamable HTTP, `_streamable`) and `SSEServer` (the old
-HTTP+SSE transport, `_legacy_sse`) serve a `Server` on a loopback
+`HTTPServer` (Streamable HTTP, `_streamable`) and the suite's HTTP+SSE
+server serve a `Server` on a loopback
 `Listener` and give tests the same knobs. This module owns what is the
 same in both: starting (`start`, `port`, `url`, the context manager), the
 order of `close()` (stop accepting, end what the subclass serves, shut the
@@ -48,7 +48,7 @@ class RecordedRequest:
 
 
 class LoopbackServer:
-    """The lifecycle and test knobs shared by `HTTPServer` and `SSEServer`.
+    """The lifecycle and test knobs shared by `HTTPServer` and other loopback servers.
 
     Not used on its own: a subclass sets `_thread_name` and defines
     `_serve` (each request) and `_end_all` (what `close()` ends)."""

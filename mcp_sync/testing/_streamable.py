@@ -41,7 +41,7 @@ connection down and joins every thread it started.
 This module owns `HTTPServer`: its test knobs, what closing ends and the
 routing of each request to an era, served by `_eras` (which documents
 both eras). The pieces live next to it: the lifecycle and knobs it shares
-with `SSEServer` (and `RecordedRequest`) in `_loopback`, the socket and
+with other loopback servers (and `RecordedRequest`) in `_loopback`, the socket and
 its threads in `_listener`, HTTP framing in `_framing`, request checks
 and rejections in `_validation`, streams and legacy sessions in `_streams`,
 writing a stream as a response in `_responses`.

@@ -23,7 +23,7 @@ RFCs, so it can check the client rather than agree with it.
   a gate that acts as an OAuth resource server: protected resource metadata
   (RFC 9728), 401/403 challenges (RFC 6750, MCP scope challenges), token
   introspection at its `AuthServer`s, audience and DPoP checks.
-* JWT helpers for tests: `sign_jwt`, `verify_jwt`, `public_jwk`,
+* JWT helpers for tests: `sign_jwt`, `verify_jwt`, `unverified`, `public_jwk`,
   `jwk_thumbprint`, `make_dpop_proof`.
 * A person, played: `AuthServer.redirect_for(url)` approves an
   authorization URL and returns where the browser is sent;
@@ -47,50 +47,29 @@ vocabulary and records). Their per-request logs keep the newest
 
 from __future__ import annotations
 
-# `Name as Name`: kept importable from here for code written before the split.
 from ._authserver import AuthServer
 from ._jwt import (
-    DPOP_IAT_WINDOW as DPOP_IAT_WINDOW,
-    SIGNING_ALGS as SIGNING_ALGS,
-    b64url as b64url,
-    b64url_decode as b64url_decode,
-    check_dpop_proof as check_dpop_proof,
-    jwk_public_key as jwk_public_key,
     jwk_thumbprint,
     make_dpop_proof,
     public_jwk,
     sign_jwt,
-    unverified as unverified,
+    unverified,
     verify_jwt,
 )
 from ._oauth import (
-    AUTH_METHODS as AUTH_METHODS,
     CLIENT_ASSERTION_TYPE,
-    CODE_LIFETIME as CODE_LIFETIME,
-    DISCOVERY_STYLES as DISCOVERY_STYLES,
-    ID_JAG_LIFETIME as ID_JAG_LIFETIME,
-    ID_JAG_TYP as ID_JAG_TYP,
     ID_JAG_TYPE,
     ID_TOKEN_TYPE,
     JWT_BEARER,
-    SECRET_METHODS as SECRET_METHODS,
     TOKEN_EXCHANGE,
     Grant,
-    JSONDict as JSONDict,
     OAuthError,
     Recorded,
 )
-from ._protected import PRM_STYLES as PRM_STYLES
 from ._protected import ProtectedMCP
-from ._registry import Server as Server
-from ._streamable import GateAnswer as GateAnswer
-from ._streamable import Gated as Gated
-from ._streamable import HTTPServer as HTTPServer
-from ._validation import decode_header_value as decode_header_value
-from .demo import demo_server as demo_server
 
 __all__ = [
     "AuthServer", "Grant", "OAuthError", "ProtectedMCP", "Recorded",
-    "jwk_thumbprint", "make_dpop_proof", "public_jwk", "sign_jwt", "verify_jwt",
+    "jwk_thumbprint", "make_dpop_proof", "public_jwk", "sign_jwt", "unverified", "verify_jwt",
     "CLIENT_ASSERTION_TYPE", "ID_JAG_TYPE", "ID_TOKEN_TYPE", "JWT_BEARER", "TOKEN_EXCHANGE",
 ]

@@ -13,7 +13,7 @@ end of input it cancels the work in flight, joins the session's threads
 cancellation) and exits 0.
 
 With `--http PORT` (0: any free port; `--host`, default 127.0.0.1) it serves
-Streamable HTTP instead (`mcp_sync.testing.http.HTTPServer`, both protocol
+Streamable HTTP instead (`mcp_sync.testing.HTTPServer`, both protocol
 eras), prints one line `listening on http://HOST:PORT/mcp` to stderr, and
 serves until SIGTERM or SIGINT, then closes everything and exits 0.
 `--response-mode auto|json|sse` and `--sse-ids` set the HTTP options.
@@ -117,7 +117,7 @@ def serve_http(
 ) -> int:
     """Serve over Streamable HTTP until SIGTERM/SIGINT (or until `stop` is
     set); prints `listening on URL` to stderr first; returns 0."""
-    from .http import HTTPServer
+    from ._streamable import HTTPServer
 
     done = stop if stop is not None else threading.Event()
     previous: dict[signal.Signals, Any] = {}

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from mcp_sync.testing.http import GateAnswer, Gated
+from mcp_sync.testing import GateAnswer, Gated
 
 
 class SlowApproval:

@@ -34,7 +34,7 @@ from mcp_sync.testing.auth import (
     sign_jwt,
     unverified,
 )
-from mcp_sync.testing.http import GateAnswer, HTTPServer
+from mcp_sync.testing import GateAnswer, HTTPServer
 
 MODERN = "2026-07-28"
 REDIRECT = "http://127.0.0.1:8765/callback"

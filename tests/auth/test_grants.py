@@ -39,7 +39,7 @@ from mcp_sync.testing.auth import (
     unverified,
     verify_jwt,
 )
-from mcp_sync.testing.http import GateAnswer, HTTPServer
+from mcp_sync.testing import GateAnswer, HTTPServer
 
 
 def ec_key():

@@ -1,4 +1,4 @@
-"""Tests of `mcp_sync.testing.http.HTTPServer`: the test server over Streamable HTTP.
+"""Tests of `mcp_sync.testing.HTTPServer`: the test server over Streamable HTTP.
 
 Driven with the standard library (`http.client`, raw sockets) so they do not
 depend on mcp_sync's own client; one group cross-checks with the official
@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterable, Iterator
 import pytest
 
 from mcp_sync.testing import Server, ToolContext, demo_server
-from mcp_sync.testing.http import HTTPServer, decode_header_value, mcp_param_annotations
+from mcp_sync.testing import HTTPServer
+from mcp_sync.testing._validation import decode_header_value, mcp_param_annotations
 from tests.testing.schema_util import (
     LEGACY,
     META_CAPS,
@@ -1473,7 +1474,8 @@ def test_official_sdk_client(serve: Callable[..., HTTPServer], versions: list[st
 @pytest.mark.parametrize("server_class", ["HTTPServer", "SSEServer"])
 @pytest.mark.parametrize("options", [{"path": "mcp"}, {"max_records": 0}, {"max_records": True}])
 def test_both_loopback_servers_refuse_a_bad_path_or_record_limit(server_class, options):
-    from mcp_sync.testing import http as testing_http
+    from tests.servers.http_sse import SSEServer
 
+    make = {"HTTPServer": HTTPServer, "SSEServer": SSEServer}[server_class]
     with pytest.raises(ValueError, match="path|max_records"):
-        getattr(testing_http, server_class)(demo_server(), **options)
+        make(demo_server(), **options)

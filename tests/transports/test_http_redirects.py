@@ -20,7 +20,7 @@ import trustme
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from mcp_sync.testing.http import GateAnswer
+from mcp_sync.testing import GateAnswer
 
 ERAS = ["2026-07-28", "2025-11-25"]
 

@@ -13,7 +13,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from mcp_sync.testing.http import SSEServer
+from tests.servers.http_sse import SSEServer
 from tests.helpers import demo_command, wait_until
 
 
@@ -493,7 +493,7 @@ def test_remembered_sse_era_heals_when_the_get_is_an_endpointless_stream():
     ConnectError ("ended before its endpoint event") fails connect(), and
     every later connect() in the process, until `forget_eras()`."""
     from mcp_sync import negotiation as era_memory
-    from mcp_sync.testing.http import GateAnswer
+    from mcp_sync.testing import GateAnswer
 
     def gate(request):
         if request.method == "GET" and request.headers.get("Mcp-Session-Id") is None:

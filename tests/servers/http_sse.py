@@ -33,14 +33,14 @@ import uuid
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ._framing import RequestHandler, SSEWriter, encode, media_types
-from ._listener import DEFAULT_MAX_RECORDS
-from ._loopback import LoopbackServer
-from ._protocol import JSONDict
-from ._registry import Server
-from ._responses import _wait
-from ._session import ServerSession
-from ._streams import Stream
+from mcp_sync.testing._framing import RequestHandler, SSEWriter, encode, media_types
+from mcp_sync.testing._listener import DEFAULT_MAX_RECORDS
+from mcp_sync.testing._loopback import LoopbackServer
+from mcp_sync.testing._protocol import JSONDict
+from mcp_sync.testing._registry import Server
+from mcp_sync.testing._responses import _wait
+from mcp_sync.testing._session import ServerSession
+from mcp_sync.testing._streams import Stream
 
 _log = logging.getLogger("mcp_sync.testing.sse")
 
