@@ -12,9 +12,9 @@ What it must not know: why a connection is closed, or the supervisor's
 state; it only closes, waits and counts threads.
 
 Lock discipline: `lock` guards `running`, `leaving` and `closing`; nothing
-blocks under it. A caller may hold the supervisor's lock when it calls
-`leave()`; this class never takes the supervisor's, so the order is always
-the supervisor's lock, then this one.
+blocks under it. A caller may hold the supervisor's lock or the healer's
+(`healing.Healer.lock`) when it calls `leave()`; this class takes neither,
+so the order is always theirs, then this one.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ supervisor's lock, and the supervisor calls it only through `soon`,
 `session_lost`, `close` and `after_fork`.
 
 Lock discipline: `lock` guards `thread`, `again`, `lost` and `closed`;
-nothing blocks under it, and it is never taken while another lock is held
-by this class (the supervisor may hold its own lock when it calls in).
+nothing blocks under it. The supervisor never calls in while it holds a
+lock of its own; under `lock` the healer takes only the `Closers` lock
+(a thread on its way out leaves through it).
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ class Healer:
         with self.lock:
             self.closed = True
             thread = self.thread
+            self.lost = None  # no new session after close
         self._stop.set()
         return thread
 

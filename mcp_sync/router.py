@@ -37,20 +37,32 @@ A server request is owed an answer from the moment it is routed until
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Generic, TypeVar
 
 from .errors import InvalidMessage
 from .protocol import jsonrpc
 from .protocol.meta import SUBSCRIPTION_ID as SUBSCRIPTION_ID
 
-#: Where a message goes: the first item of the route `receive()` returns.
-CALL = "call"                  # (CALL, owner, event, payload): into a caller's inbox
-SUBSCRIPTION = "subscription"  # (SUBSCRIPTION, owner, event, payload): a listen stream's callback
-HANDLERS = "handlers"          # (HANDLERS, None, "server_request", message): the client's handlers
-CLIENT_LOG = "client_log"      # (CLIENT_LOG, None, "log", params): the client's log handler
-NOTIFICATION = "notification"  # (NOTIFICATION, None, "notification", message): the notification hook
-DROP = "drop"                  # (DROP, None, reason, message): nobody wants it (logged at debug)
-INVALID = "invalid"            # (INVALID, None, reason, message): not JSON-RPC; the channel is broken
+class Dest(enum.Enum):
+    """Where a message goes: the first item of the route `receive()` returns."""
+
+    CALL = "call"                  # (CALL, owner, event, payload): into a caller's inbox
+    SUBSCRIPTION = "subscription"  # (SUBSCRIPTION, owner, event, payload): a listen stream's callback
+    HANDLERS = "handlers"          # (HANDLERS, None, "server_request", message): the client's handlers
+    CLIENT_LOG = "client_log"      # (CLIENT_LOG, None, "log", params): the client's log handler
+    NOTIFICATION = "notification"  # (NOTIFICATION, None, "notification", message): the notification hook
+    DROP = "drop"                  # (DROP, None, reason, message): nobody wants it (logged at debug)
+    INVALID = "invalid"            # (INVALID, None, reason, message): not JSON-RPC; the channel is broken
+
+
+CALL = Dest.CALL
+SUBSCRIPTION = Dest.SUBSCRIPTION
+HANDLERS = Dest.HANDLERS
+CLIENT_LOG = Dest.CLIENT_LOG
+NOTIFICATION = Dest.NOTIFICATION
+DROP = Dest.DROP
+INVALID = Dest.INVALID
 
 #: Events in a caller's inbox.
 RESPONSE = "response"
@@ -60,7 +72,10 @@ SERVER_REQUEST = "server_request"
 
 
 Owner = TypeVar("Owner")
-Route = tuple[str, Any, str, Any]
+#: (destination, owner, event or reason, payload). A plain tuple, typed:
+#: one is made per message on the reader's hot path, where a NamedTuple
+#: would cost a Python call each.
+Route = tuple[Dest, Any, str, Any]
 
 
 class Router(Generic[Owner]):

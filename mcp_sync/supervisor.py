@@ -558,6 +558,7 @@ class Supervisor:
         # probe in progress ends at once.
         self.status.set(Status.CLOSED)
         self.closed_event.set()
+        healer = self.healer.close()  # its backoff ends now; joined below
         self.admission.close(ConnectionClosed("the client was closed"))
         for conn in conns:
             if conn is not None:
@@ -567,7 +568,7 @@ class Supervisor:
             self.keepalive.close()
         # The healer first, then the threads that left: one that leaves in
         # between is in the second list.
-        threads = [self.healer.close(), *self.closers.left()]
+        threads = [healer, *self.closers.left()]
         limit = time.monotonic() + CLOSE_JOIN_SECONDS
         for thread in threads:
             if thread is not None and thread is not threading.current_thread():

@@ -14,6 +14,11 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SCRIPTED = str(HERE / "servers" / "scripted.py")
 
+#: What a wall-clock upper bound allows on top of the time it checks for: a
+#: loaded CI machine may leave a ready thread unscheduled this long. A bound
+#: that proves "did not wait for X" keeps X well above its bound plus this.
+SLACK = 1.0
+
 def scripted(*args: str) -> list[str]:
     """The command line of the scripted stdio server with these options."""
     return [sys.executable, SCRIPTED, *args]

@@ -22,7 +22,7 @@ import mcp_sync
 from mcp_sync.status import Status
 from mcp_sync.options import Reconnect
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.helpers import NoThread, demo_command, hanging_server, next_event, wait_until
+from tests.helpers import SLACK, NoThread, demo_command, hanging_server, next_event, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25"]
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
@@ -254,7 +254,7 @@ def test_giving_up_is_reported_as_failed_and_calls_fail_fast(tmp_path):
         started = time.monotonic()
         with pytest.raises(mcp_sync.ConnectionClosed, match="gave up"):
             client.call_tool("echo", {"text": "x"}, timeout=5)
-        assert time.monotonic() - started < 0.5
+        assert time.monotonic() - started < SLACK  # at once, not at the call's 5 s timeout
     assert client.status is Status.CLOSED
 
 

@@ -5,6 +5,7 @@ import threading
 import time
 
 from mcp_sync.server_request_pool import HandlerPool
+from tests.helpers import SLACK
 
 
 def test_flush_waits_for_queued_and_running_jobs():
@@ -43,5 +44,5 @@ def test_flush_from_a_job_of_the_pool_does_not_wait_for_itself():
     pool.submit(job)
     assert finished.wait(5)
     flushed, took = answers[0]
-    assert flushed is False and took < 1
+    assert flushed is False and took < SLACK  # at once, not at the flush's 5 s
     pool.close(timeout=5)

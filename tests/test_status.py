@@ -16,7 +16,7 @@ from mcp_sync.notifications import Dispatcher
 from mcp_sync.protocol.methods import SAFE_TO_RETRY
 from mcp_sync.options import Reconnect
 from mcp_sync.status import MAX_PENDING_CHANGES, Status, StatusMonitor
-from tests.helpers import reap
+from tests.helpers import SLACK, reap
 
 C, R, RC, X, F = Status.CONNECTING, Status.READY, Status.RECONNECTING, Status.CLOSED, Status.FAILED
 
@@ -217,7 +217,7 @@ def test_set_never_waits_for_a_slow_callback_and_queues_one_delivery_at_a_time()
     for i in range(50):
         assert monitor.set(RC if i % 2 == 0 else R)
         assert len(dispatcher._queue.calls) <= 1  # one delivery queued, not one per change
-    assert time.monotonic() - started < 1.0  # the callback is blocked; set() is not
+    assert time.monotonic() - started < SLACK  # the callback is blocked (for ever); set() is not
     done = threading.Event()
     monitor.on_status(lambda change: done.set())
     monitor.set(X)

@@ -209,3 +209,65 @@ def test_a_destination_slower_than_the_server_loses_no_line(no_leaks):
         undo()
     numbers = [int(line.split("chatty line ")[1].split()[0]) for line in handler.lines]
     assert numbers == list(range(5000))
+
+
+class Destination:
+    """Stands in for `StderrLines`: records lines, raises on "bad", blocks
+    on "hold" until `release` is set."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.finished = threading.Event()
+        self.release = threading.Event()
+
+    def line(self, text: str) -> None:
+        if text == "hold":
+            self.release.wait(30)
+        if text == "bad":
+            raise ValueError("a logging filter that raises")
+        self.lines.append(text)
+
+    def finish(self) -> None:
+        self.finished.set()
+
+
+def test_a_handoff_goes_on_after_a_line_its_destination_refused():
+    destination = Destination()
+    handoff = stderr_module.Handoff(destination, "srv")
+    for text in ("one", "bad", "two"):
+        handoff.line(text)
+    handoff.finish()
+    assert destination.finished.wait(5)
+    assert destination.lines == ["one", "two"]
+    assert not handoff.full() and handoff.has_room()
+
+
+def test_a_handoff_stopped_at_close_forwards_no_more_and_says_how_many(caplog):
+    destination = Destination()
+    handoff = stderr_module.Handoff(destination, "srv", max_chars=20)
+    handoff.line("hold")
+    for n in range(5):
+        handoff.line(f"line {n}")
+    assert handoff.full() and not handoff.has_room()  # the reader would pause here
+    handoff.stop(0.05)  # the destination still holds the first line
+    destination.release.set()
+    thread = handoff.thread
+    if thread is not None:
+        thread.join(5)
+    assert destination.lines == ["hold"] or destination.lines == []  # nothing after the stop
+    assert "5 stderr lines of server srv were not logged" in caplog.text
+
+
+def test_a_handoff_whose_thread_could_not_start_tries_again(monkeypatch):
+    from tests.helpers import NoThread
+
+    destination = Destination()
+    handoff = stderr_module.Handoff(destination, "srv", max_chars=10)
+    monkeypatch.setattr(stderr_module.threading, "Thread", NoThread)
+    handoff.line("a line longer than ten characters")
+    assert handoff.thread is None and handoff.full()
+    monkeypatch.undo()
+    assert not handoff.has_room()  # and it started the thread
+    handoff.finish()
+    assert destination.finished.wait(5)
+    assert destination.lines == ["a line longer than ten characters"]

@@ -171,13 +171,16 @@ class Handoff:
     thread that reads them (the stdio reader, which also reads responses)
     only queues. The thread starts at the first line and ends after
     `HANDOFF_IDLE_SECONDS` with nothing to do, or once `finish()` was
-    called and every line was forwarded. Nothing is dropped: once
-    `HANDOFF_CHARS` wait, `full()` says so and the reader stops reading
-    stderr until there is room again (the server's stderr writes wait, its
-    responses do not).
+    called and every line was forwarded. Nothing is dropped while the
+    client is open: once `HANDOFF_CHARS` wait, `full()` says so and the
+    reader stops reading stderr until half of that is forwarded
+    (`has_room()`; the server's stderr writes wait, its responses do not).
+    At close, `stop()` ends the forwarding after the line in hand and
+    counts what was left, so a destination that hangs cannot hold `close()`.
 
-    Lock discipline: `_cond` guards the queue, its size, `_thread` and
-    `_finished`; the destination is called without it.
+    Lock discipline: `_cond` guards the queue, its size, `_thread`,
+    `_finished` and `_stopped`; nothing is logged and no destination is
+    called under it.
     """
 
     def __init__(self, lines: StderrLines, name: str, *, max_chars: int = HANDOFF_CHARS,
@@ -190,6 +193,7 @@ class Handoff:
         self._queue: collections.deque[str] = collections.deque()
         self._chars = 0  # the length of the lines queued
         self._finished = False
+        self._stopped = False
         self._any = False  # a line was queued: `finish()` has something to conclude
         self._thread: threading.Thread | None = None
 
@@ -199,68 +203,107 @@ class Handoff:
             self._queue.append(text)
             self._chars += len(text) + 1
             self._any = True
-            self._wake()
+            failed = self._wake()
+        if failed is not None:
+            log.debug("no thread to forward the stderr of server %s (retried later): %s", self._name, failed)
 
     def full(self) -> bool:
         """True while `HANDOFF_CHARS` or more wait: read no more for now."""
         return self._chars >= self._max
 
+    def has_room(self) -> bool:
+        """True once at most half of `HANDOFF_CHARS` waits: read again. A
+        forwarding thread that could not be started is tried again here."""
+        if self._chars > self._max // 2:
+            if self._thread is None and self._queue:
+                with self._cond:
+                    self._wake()
+            return False
+        return True
+
     def finish(self) -> None:
         """The pipe ended: forward what is queued, then `StderrLines.finish()`."""
         with self._cond:
             self._finished = True
-            if self._any:
-                self._wake()
+            failed = self._wake() if self._any else None
+        if failed is not None:
+            log.debug("no thread to forward the last stderr lines of server %s: %s", self._name, failed)
 
-    def join(self, timeout: float) -> None:
-        """Wait up to `timeout` for the forwarding thread (if any) to end."""
+    def stop(self, timeout: float) -> None:
+        """At close: wait up to `timeout` for the lines queued to be
+        forwarded, then forward no more (the line in hand is finished;
+        the rest are counted in a warning)."""
         with self._cond:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
 
     @property
     def thread(self) -> threading.Thread | None:
         """The forwarding thread running now, if any."""
         return self._thread
 
-    def _wake(self) -> None:
-        # Called with `_cond` held.
+    def _wake(self) -> RuntimeError | None:
+        # Called with `_cond` held; returns why no thread could be started.
         if self._thread is not None:
             self._cond.notify()
-            return
+            return None
         thread = threading.Thread(target=self._run, name=f"mcp-sync-stderr-{os.path.basename(self._name)}",
                                   daemon=True)
         try:
             thread.start()
-        except RuntimeError as exc:  # no thread to be had: the lines wait for the next attempt
-            log.debug("no thread to forward the stderr of server %s: %s", self._name, exc)
-            return
+        except RuntimeError as exc:  # no thread to be had: `has_room()` and `finish()` try again
+            return exc
         self._thread = thread
+        return None
 
     def _run(self) -> None:
+        me = threading.current_thread()
+        left = 0  # lines not forwarded because of `stop()`
         try:
             while True:
                 with self._cond:
-                    if not self._queue and not self._finished:
+                    if not self._queue and not self._finished and not self._stopped:
                         self._cond.wait(self._idle)
+                    if self._stopped:
+                        left += len(self._queue)
+                        self._queue, self._chars = collections.deque(), 0
+                        break
                     batch, self._queue = self._queue, collections.deque()
                     finish = self._finished and not batch
                     if not batch and not finish:
-                        self._thread = None  # idle: the next line starts a new thread
+                        self._thread = None  # idle, under the lock: the next line starts a new thread
                         return
-                for text in batch:
-                    self._lines.line(text)
+                for done, text in enumerate(batch, 1):
+                    self._forward(text)
                     with self._cond:  # room again, line by line, for a reader that paused
                         self._chars -= len(text) + 1
+                        stopped = self._stopped
+                    if stopped:
+                        left += len(batch) - done
+                        break
                 if finish:
-                    self._lines.finish()
-                    with self._cond:
-                        self._thread = None
+                    self._forward_end()
                     return
-        except BaseException:  # a thread of ours never dies silently
-            log.exception("forwarding the stderr of server %s failed", self._name)
+            if left:
+                log.warning("%d stderr lines of server %s were not logged: the client closed while their "
+                            "destination was still busy", left, self._name)
+        finally:
             with self._cond:
-                self._thread = None
-                self._queue.clear()
-                self._chars = 0
+                if self._thread is me:
+                    self._thread = None
+
+    def _forward(self, text: str) -> None:
+        try:
+            self._lines.line(text)
+        except Exception:  # a logging filter or handler that raises: the next line still goes
+            log.debug("forwarding a stderr line of server %s failed", self._name, exc_info=True)
+
+    def _forward_end(self) -> None:
+        try:
+            self._lines.finish()
+        except Exception:
+            log.debug("ending the stderr of server %s failed", self._name, exc_info=True)

@@ -94,6 +94,9 @@ _STDERR_LINE = 65536
 _LAST_WORDS_SECONDS = 1.0
 #: How often the reader looks whether a full stderr hand-off has room again.
 _PAUSED_MS = 20
+#: The least `close()` gives the stderr hand-off to log the lines it holds
+#: before it stops forwarding them (counted in a warning instead).
+_HANDOFF_JOIN_SECONDS = 0.5
 
 
 class Stdio(Target):
@@ -316,7 +319,7 @@ class StdioTransport(Transport):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(max(until - time.monotonic(), 0.05))
         if self._handoff is not None:  # the last lines, forwarded after the reader ended
-            self._handoff.join(max(until - time.monotonic(), 0.05))
+            self._handoff.stop(max(until - time.monotonic(), _HANDOFF_JOIN_SECONDS))
 
     def _close_pipes(self, proc: subprocess.Popen[bytes], writer: StdinWriter) -> None:
         from .stdio_writer import WRITE_SLICE  # loaded by start() already
@@ -524,7 +527,7 @@ class StdioTransport(Transport):
             else:
                 ms = max(report_at - time.monotonic(), 0.0) * 1000
                 ready = wait(min(ms, _PAUSED_MS) if paused else ms)
-            if paused and not lines.full():
+            if paused and (lines.has_room() or self._closing):
                 poller.register(err_fd, select.POLLIN)
                 paused = False
             if not ready and ended is not None and time.monotonic() >= report_at:
@@ -613,7 +616,7 @@ class StdioTransport(Transport):
                         self._stderr_tail.append(text)
                         lines.line(text)
                     err_rest = err_rest[start:]
-                    if data and lines.full():  # the destination is slower than the server: wait for it
+                    if data and lines.full() and not self._closing:  # a destination slower than the server
                         poller.unregister(err_fd)
                         paused = True
                     if not data:

@@ -18,6 +18,7 @@ import pytest
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
 from mcp_sync.transports import pool
+from tests.helpers import SLACK
 
 
 class LateEnd:
@@ -161,7 +162,7 @@ def test_a_stream_left_open_after_its_response_does_not_hold_every_call(dials):
             started = time.monotonic()
             for i in range(10):
                 assert client.call_tool("echo", {"text": f"n{i}"}).text == f"n{i}"
-            assert time.monotonic() - started < 10 * 0.05
+            assert time.monotonic() - started < SLACK  # not one 3 s late end per call
 
 
 def test_progress_before_the_response_still_reaches_the_caller_while_it_waits():

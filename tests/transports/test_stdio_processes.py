@@ -28,7 +28,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import Stdio
-from tests.helpers import demo_command, process_alive, wait_until
+from tests.helpers import SLACK, demo_command, process_alive, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
 
@@ -255,7 +255,7 @@ def test_a_request_cut_off_at_its_deadline_fails_the_connection_and_is_never_con
         started = time.monotonic()
         with pytest.raises(mcp_sync.ConnectionClosed, match="cut off"):
             client.call_tool("echo", {"text": "next"}, timeout=5)
-        assert time.monotonic() - started < 0.5  # fails fast: nothing more is written
+        assert time.monotonic() - started < SLACK  # fails fast, not at the 5 s timeout: nothing more is written
         os.kill(server, signal.SIGUSR1)  # the server reads again: what did it get?
     finally:
         client.close()
