@@ -36,7 +36,7 @@ from collections import OrderedDict
 from types import TracebackType
 
 from .errors import McpError, Overloaded, RequestTimeout, copy_error
-from .waiting import slice_of
+from .waiting import expired, remaining, slice_of
 
 __all__ = ["Admission"]
 
@@ -297,7 +297,7 @@ class Admission:
         # other waits in steps of the safety slice.
         slice_ = slice_of(_SAFETY_SLICE)
         while True:
-            wait = slice_ if deadline is None else max(0.0, min(slice_, deadline - time.monotonic()))
+            wait = slice_ if deadline is None else min(slice_, remaining(deadline))
             gate.acquire(True, wait)
             with self._lock:
                 # Every way out but success leaves no trace before raising,
@@ -316,7 +316,7 @@ class Admission:
                     self._note_peak_locked()
                     self._hand_over()
                     return
-                if deadline is not None and time.monotonic() >= deadline:
+                if expired(deadline):
                     del self._waiters[ticket]
                     self._hand_over()  # it may have been first in line
                     raise self._timed_out(time.monotonic() - started)

@@ -40,6 +40,7 @@ from . import forking
 from .errors import McpError, ProtocolError, RequestTimeout, ServerError, TransportError, copy_error
 from .protocol.meta import META_PROTOCOL_VERSION
 from .protocol.methods import CACHEABLE, INVALIDATES
+from .waiting import deadline_in, remaining
 
 
 
@@ -171,7 +172,7 @@ class ResultCache:
         """
         slot = (server, key)
         flight_key = (server, key, context)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = deadline_in(timeout)
         counted = False
         while True:
             with self._lock:
@@ -187,8 +188,7 @@ class ResultCache:
                 if fetch is None:
                     fetch = self._inflight[flight_key] = _Fetch()
                     break  # this caller leads
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            if not fetch.done.wait(remaining):
+            if not fetch.done.wait(remaining(deadline)):
                 assert timeout is not None
                 raise RequestTimeout(f"{method or 'the request'} timed out after {timeout:g} s",
                                      method=method, timeout=timeout)

@@ -79,7 +79,7 @@ from .errors import (
 from .protocol import codes, jsonrpc
 from .router import Router
 from .transports.base import Transport
-from .waiting import on_main_thread, slice_of
+from .waiting import earliest, expired, on_main_thread, remaining, slice_of
 
 log = logging.getLogger("mcp_sync.connection")
 
@@ -515,7 +515,7 @@ class Connection:
         get = pending.inbox.get
         try:
             if pending.unsent is not None:
-                limit = deadline if hard_deadline is None or deadline is None else min(deadline, hard_deadline)
+                limit = earliest(deadline, hard_deadline)
                 paused = self._send_deferred(pending, limit)
                 if paused and deadline is not None:
                     deadline += paused  # time spent authorizing is not the call's
@@ -588,14 +588,14 @@ class Connection:
             if pending.unsent is not None:
                 self._send_deferred(pending, end)
             while True:
-                left = end - time.monotonic()
+                left = remaining(end)
                 try:
                     if left <= 0:
                         kind, payload = pending.inbox.get_nowait()
                     else:
                         kind, payload = pending.inbox.get(timeout=slice_of(left, main=main))
                 except queue.Empty:
-                    if time.monotonic() < end:
+                    if not expired(end):
                         continue
                     return None
                 if kind is RESPONSE:

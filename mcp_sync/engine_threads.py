@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .server_request_pool import HandlerPool
 from .sender import Sender
+from .waiting import remaining
 from .protocol import codes, jsonrpc
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ class EngineThreads:
         sent."""
         deadline = time.monotonic() + timeout
         for part in (self._sender, self._handlers, self._logs):
-            if not part.close(timeout=max(deadline - time.monotonic(), 0.0)):
+            if not part.close(timeout=remaining(deadline)):
                 log.warning("a handler was still running %g s after close(); it is left to "
                             "finish on its own and its answer will not be sent", timeout)
 

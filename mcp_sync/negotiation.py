@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -73,6 +72,7 @@ from .protocol.inputs import merge_capabilities
 from .protocol.versions import Dialect, FallBack, Reprobe, UseStateless
 from .transports.base import Target, Transport
 from .types import DiscoverResult, Implementation, InitializeResult
+from .waiting import deadline_in, remaining
 
 __all__ = [
     "SKILLS_EXTENSION", "TASKS_EXTENSION", "Identity", "Settled", "Starter", "Terms",
@@ -528,7 +528,7 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
     a late answer to it is dropped."""
     init = send_initialize(conn, version, identity)
     answerer = terms.answerer(conn)
-    deadline = None if terms.timeout is None else time.monotonic() + terms.timeout
+    deadline = deadline_in(terms.timeout)
     probing: Pending | None = discover
     while True:
         if probing is not None:
@@ -538,7 +538,7 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
                     conn.abandon(init, "the server answered server/discover")
                     return answer, None
                 probing = None  # an initialize-era server's refusal: initialize settles it
-        left = None if deadline is None else deadline - time.monotonic()
+        left = remaining(deadline)
         if left is not None and left <= 0:
             conn.abandon(init, "initialize timed out")
             if probing is not None:
@@ -556,7 +556,7 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
             # before it answers the probe: a refusal waits a moment for it.
             grace = 0.0
             if "error" in response:
-                grace = _RACE_GRACE if deadline is None else min(_RACE_GRACE, max(deadline - time.monotonic(), 0.0))
+                grace = _RACE_GRACE if deadline is None else min(_RACE_GRACE, remaining(deadline))
             answer = conn.poll(probing, grace, on_log=terms.on_log)
             conn.abandon(probing, "the server answered initialize")
             if answer is not None and _settles_era(answer, terms.allowed):

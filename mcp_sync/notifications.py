@@ -41,6 +41,7 @@ import attrs
 
 from .connection import Drops
 from .errors import RequestTimeout
+from .waiting import deadline_in, remaining
 
 log = logging.getLogger("mcp_sync.notifications")
 
@@ -135,15 +136,15 @@ class NotificationStream:
         """The next notification; `RequestTimeout` (also a `TimeoutError`)
         after `timeout` seconds, `StopIteration` once the stream (or the
         client) is closed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = deadline_in(timeout)
         with self._cond:
             while not self._buffer:
                 if self._closed:
                     raise StopIteration
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                left = remaining(deadline)
+                if left is not None and left <= 0:
                     raise RequestTimeout(f"no notification within {timeout:g} s", timeout=timeout)
-                self._cond.wait(remaining)
+                self._cond.wait(left)
             return self._buffer.popleft()
 
     def __iter__(self) -> Iterator[Notification]:

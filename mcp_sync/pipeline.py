@@ -63,6 +63,7 @@ from .server_requests import ServerRequests, log_server_message
 from .supervisor import Policy, Supervisor, bounded
 from .transports.base import Target, Transport
 from .types import CallToolResult, DiscoverResult, Progress, Tool
+from .waiting import deadline_in, remaining
 
 if TYPE_CHECKING:
     from .subscriptions import Subscription
@@ -481,17 +482,17 @@ class Pipeline:
         else:
             limit_name, timeout = "timeout", options.get("timeout", self.timeouts.request)
         check_timeout(limit_name, timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = deadline_in(timeout)
 
         def load() -> dict[str, Any]:
             own = call
             if deadline is not None and timeout is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                left = remaining(deadline)
+                if left <= 0:
                     raise RequestTimeout(f"{call.method} timed out after {timeout:g} s",
                                          method=call.method, timeout=timeout)
-                if remaining < timeout:
-                    own = attrs.evolve(call, options=cast(RequestOptions, {**options, limit_name: remaining}))
+                if left < timeout:
+                    own = attrs.evolve(call, options=cast(RequestOptions, {**options, limit_name: left}))
             return self.send(own)
 
         result = cache.fetch(self.cache_server, key, self._auth_context(), load,
@@ -518,7 +519,7 @@ class Pipeline:
         if not options and call.extensions is None and (call.params is None or "_meta" not in call.params):
             # The shortcut's case: no option to read or check.
             timeout = self.timeouts.request
-            plan = Plan(timeout, None if timeout is None else time.monotonic() + timeout,
+            plan = Plan(timeout, deadline_in(timeout),
                         self.timeouts.max_total)
         else:
             plan = self._plan(call)
@@ -595,7 +596,7 @@ class Pipeline:
         reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
         on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
         layers = (params_meta, option_meta, trace_meta)
-        return Plan(timeout, None if timeout is None else time.monotonic() + timeout, max_total,
+        return Plan(timeout, deadline_in(timeout), max_total,
                     # A progress token is asked for when progress resets the
                     # timeout, even with no callback to show it.
                     wants_progress=progress is not None or reset_on_progress, on_progress=on_progress,

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from .errors import TransportError
+from .waiting import remaining
 
 log = logging.getLogger("mcp_sync.connection")
 
@@ -135,7 +136,7 @@ class Sender:
                     if key not in self._due:
                         heapq.heappop(self._heap)
                         continue
-                    timeout = when - time.monotonic()
+                    timeout = remaining(when)
                     if timeout <= 0:
                         heapq.heappop(self._heap)
                         self._writing = True
@@ -173,10 +174,10 @@ class Sender:
         deadline = time.monotonic() + timeout
         with self._cond:
             while (self._queue or self._writing) and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._thread is None:
+                left = remaining(deadline)
+                if left <= 0 or self._thread is None:
                     return False
-                self._cond.wait(remaining)
+                self._cond.wait(left)
             return not self._queue
 
     def close(self, timeout: float | None = None) -> bool:

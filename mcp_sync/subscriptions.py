@@ -41,6 +41,7 @@ from .errors import ConnectionClosed, McpError, RequestTimeout, server_error_fro
 from .notifications import OVERFLOW_POLICIES, Notification
 from .negotiation import TASKS_EXTENSION
 from .options import check_timeout
+from .waiting import deadline_in, remaining
 
 if TYPE_CHECKING:
     from .protocol.versions import Dialect
@@ -252,7 +253,7 @@ class Subscription:
     def next(self, timeout: float | None = None) -> SubscriptionEvent:
         """The next event; `RequestTimeout` (a `TimeoutError`) after
         `timeout` seconds; `StopIteration` once the end was taken."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = deadline_in(timeout)
         with self._cond:
             while True:
                 if self._events:
@@ -262,10 +263,10 @@ class Subscription:
                         raise StopIteration
                     self._finished = True
                     return self._end
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                left = remaining(deadline)
+                if left is not None and left <= 0:
                     raise RequestTimeout(f"no subscription event within {timeout:g} s", timeout=timeout)
-                self._cond.wait(remaining)
+                self._cond.wait(left)
 
     def __iter__(self) -> Iterator[SubscriptionEvent]:
         return self
@@ -359,7 +360,7 @@ def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | No
                       overflow: str) -> Subscription:
     supervisor = host.supervisor
     # Bounded by the listen's own timeout, also while a reconnect is under way.
-    conn = supervisor.live(None if wait is None else time.monotonic() + wait)
+    conn = supervisor.live(deadline_in(wait))
     # The tasks extension's filter key is declared with the extension.
     extensions: dict[str, Any] | None = {TASKS_EXTENSION: {}} if "taskIds" in wanted else None
     params = {"notifications": wanted, "_meta": host.request_meta(extensions)}

@@ -53,7 +53,7 @@ from .options import Keepalive as KeepalivePolicy
 from .options import Reconnect
 from .status import Status, StatusMonitor
 from .transports.base import Target, Transport
-from .waiting import acquire_until, wait_for_event
+from .waiting import acquire_until, remaining, wait_for_event
 
 if TYPE_CHECKING:
     from .subscriptions import Subscription
@@ -82,8 +82,8 @@ def bounded(timeout: float | None, deadline: float | None) -> float | None:
     """`timeout`, but never past `deadline` (None: no bound from it)."""
     if deadline is None:
         return timeout
-    remaining = max(deadline - time.monotonic(), 0.001)
-    return remaining if timeout is None else min(timeout, remaining)
+    left = remaining(deadline, at_least=0.001)
+    return left if timeout is None else min(timeout, left)
 
 
 def _stable_after(policy: Reconnect) -> float:
@@ -572,7 +572,7 @@ class Supervisor:
         limit = time.monotonic() + CLOSE_JOIN_SECONDS
         for thread in threads:
             if thread is not None and thread is not threading.current_thread():
-                thread.join(max(limit - time.monotonic(), 0.0))
+                thread.join(remaining(limit))
         self.dispatcher.close()
         # Every subscription still open ends now, including one interrupted
         # by a reconnect that the close cut short: its stream's own end was

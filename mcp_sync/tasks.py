@@ -56,6 +56,7 @@ from .options import RequestOptions, check_input_handlers, check_timeout
 from .protocol import codes
 from .protocol.headers import encode_header_value
 from .types import CallToolResult
+from .waiting import deadline_in, remaining
 
 if TYPE_CHECKING:
     from .pipeline import Requester
@@ -271,7 +272,7 @@ class Task:
             result = task.wait(timeout=60)
         """
         check_timeout("timeout", timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = deadline_in(timeout)
         with self._cond:
             while True:
                 if self._outcome is not None:
@@ -281,7 +282,7 @@ class Task:
                 if not self._polling:
                     self._polling = True
                     break
-                left = None if deadline is None else deadline - time.monotonic()
+                left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise self._timed_out(timeout)
                 self._cond.wait(left)
@@ -316,7 +317,7 @@ class Task:
                     # safety net for one lost on the way.
                     interval = MAX_POLL_INTERVAL
                 if deadline is not None:
-                    before = deadline - time.monotonic()
+                    before = remaining(deadline)
                     if before <= 0:
                         raise self._timed_out(timeout)
                     interval = min(interval, before)
@@ -327,7 +328,7 @@ class Task:
                         subscription = None  # the stream is gone: back to polling
                 elif self._nudge.wait(interval):
                     self._nudge.clear()
-                left = None if deadline is None else deadline - time.monotonic()
+                left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise self._timed_out(timeout)
                 self.refresh(timeout=self._request_timeout(left))
@@ -343,7 +344,7 @@ class Task:
         if self._no_listen or settled is None or not settled.dialect.stateless or self.id is None:
             return None
         # A server that does not acknowledge at once is not waited for long.
-        wait = LISTEN_ACK_TIMEOUT if deadline is None else min(LISTEN_ACK_TIMEOUT, deadline - time.monotonic())
+        wait = LISTEN_ACK_TIMEOUT if deadline is None else min(LISTEN_ACK_TIMEOUT, remaining(deadline))
         if wait <= 0:
             return None
         try:
@@ -365,7 +366,7 @@ class Task:
         or when the stream ended."""
         deadline = time.monotonic() + interval
         while True:
-            left = deadline - time.monotonic()
+            left = remaining(deadline)
             if left <= 0:
                 return False
             try:
@@ -431,7 +432,7 @@ class Task:
         client = self._client()
         handlers = {**client.input_handlers, **check_input_handlers(self._options.get("input_handlers"))}
         answers = multiround.answer_requests("tasks/get", raw, fresh, handlers, client.schemas)
-        left = None if deadline is None else deadline - time.monotonic()
+        left = remaining(deadline)
         if left is not None and left <= 0:
             raise self._timed_out(timeout)
         assert self.id is not None
@@ -449,7 +450,7 @@ def call_tool(client: Requester, tool: Any, arguments: Mapping[str, Any] | None,
     opts: dict[str, Any] = dict(options)
     timeout = opts.get("timeout", client.options.timeouts.request)
     check_timeout("timeout", timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = deadline_in(timeout)
     raw, finish = client.calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
                                              max_pages=client.options.limits.max_pages, timeout=client.options.timeouts.request,
                                              extensions=_DECLARE if asked else None)
@@ -462,7 +463,7 @@ def call_tool(client: Requester, tool: Any, arguments: Mapping[str, Any] | None,
         return handle
     # wait=True, or a client that declared tasks for every call but wants
     # plain results: the call's timeout bounds the whole wait.
-    return handle.wait(None if deadline is None else max(deadline - time.monotonic(), 1e-9))
+    return handle.wait(remaining(deadline, at_least=1e-9))
 
 
 def get_task(client: Requester, task_id: str, options: Mapping[str, Any]) -> Task:

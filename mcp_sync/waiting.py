@@ -7,7 +7,13 @@ the main thread is cut into slices of `MAIN_THREAD_SLICE` seconds; other
 threads wait in one piece. Every blocking wait of the client goes through
 `slice_of()` (or the helpers built on it), never a constant of its own.
 
+A deadline is a `time.monotonic()` value, or None for none; `deadline_in()`
+makes one, `remaining()` says how long is left until it, `expired()`
+whether it passed, and `earliest()` picks the nearest of several.
+
     >>> slice_of(5.0) in (5.0, MAIN_THREAD_SLICE)   # depends on the thread
+    True
+    >>> remaining(None) is None and remaining(deadline_in(-1.0)) == 0.0
     True
 """
 
@@ -17,7 +23,17 @@ import threading
 import time
 from typing import overload
 
-__all__ = ["MAIN_THREAD_SLICE", "on_main_thread", "slice_of", "acquire_until", "wait_for_event"]
+__all__ = [
+    "MAIN_THREAD_SLICE",
+    "on_main_thread",
+    "slice_of",
+    "deadline_in",
+    "remaining",
+    "expired",
+    "earliest",
+    "acquire_until",
+    "wait_for_event",
+]
 
 #: The longest a wait on the main thread blocks before it looks again, so
 #: that a pending interrupt is raised within this many seconds.
@@ -44,12 +60,58 @@ def slice_of(seconds: float | None, *, main: bool | None = None) -> float | None
     return MAIN_THREAD_SLICE if seconds is None else min(seconds, MAIN_THREAD_SLICE)
 
 
+@overload
+def deadline_in(seconds: float) -> float: ...
+@overload
+def deadline_in(seconds: None) -> None: ...
+@overload
+def deadline_in(seconds: float | None) -> float | None: ...
+def deadline_in(seconds: float | None) -> float | None:
+    """The deadline `seconds` from now (None: no deadline, for no limit)."""
+    return None if seconds is None else time.monotonic() + seconds
+
+
+@overload
+def remaining(deadline: float, *, at_least: float = 0.0) -> float: ...
+@overload
+def remaining(deadline: None, *, at_least: float = 0.0) -> None: ...
+@overload
+def remaining(deadline: float | None, *, at_least: float = 0.0) -> float | None: ...
+def remaining(deadline: float | None, *, at_least: float = 0.0) -> float | None:
+    """The seconds left until `deadline`, never less than `at_least` (0: a
+    deadline that passed leaves 0, so `remaining(d) <= 0` is `expired(d)`);
+    None when there is no deadline."""
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    return left if left > at_least else at_least
+
+
+def expired(deadline: float | None) -> bool:
+    """Whether `deadline` passed (never, when there is none)."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+@overload
+def earliest(first: float, /, *others: float | None) -> float: ...
+@overload
+def earliest(*deadlines: float | None) -> float | None: ...
+def earliest(*deadlines: float | None) -> float | None:
+    """The nearest of `deadlines`, those that are None left out; None when
+    every one is (no deadline at all)."""
+    nearest = None
+    for deadline in deadlines:
+        if deadline is not None and (nearest is None or deadline < nearest):
+            nearest = deadline
+    return nearest
+
+
 def acquire_until(lock: threading.Lock, deadline: float | None) -> bool:
     """Take `lock`, waiting until `deadline` (a `time.monotonic()` value;
     None: as long as it takes) at most. False when the deadline passed."""
     main = on_main_thread()
     while True:
-        left = None if deadline is None else deadline - time.monotonic()
+        left = remaining(deadline)
         if left is not None and left <= 0:
             return lock.acquire(blocking=False)
         step = slice_of(left, main=main)
@@ -59,10 +121,10 @@ def acquire_until(lock: threading.Lock, deadline: float | None) -> bool:
 
 def wait_for_event(event: threading.Event, seconds: float) -> bool:
     """Wait until `event` is set or `seconds` went by; whether it is set."""
-    end = time.monotonic() + seconds
+    end = deadline_in(seconds)
     main = on_main_thread()
     while not event.is_set():
-        left = end - time.monotonic()
+        left = remaining(end)
         if left <= 0:
             return False
         event.wait(slice_of(left, main=main))

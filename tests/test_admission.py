@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from mcp_sync import admission as admission_module
+from mcp_sync import waiting as waiting_module
 from mcp_sync.admission import Admission
 from mcp_sync.errors import ConnectionClosed, McpError, Overloaded, RequestTimeout
 from tests.helpers import SLACK, wait_until
@@ -396,7 +397,7 @@ class Injected(KeyboardInterrupt):
 
 
 ADMISSION_FILE = admission_module.__file__
-CALLEES = {ADMISSION_FILE, threading.__file__}
+CALLEES = {ADMISSION_FILE, threading.__file__, waiting_module.__file__}
 
 
 def interrupt_at(k: int) -> tuple[Callable[..., Any], list[str]]:

@@ -47,6 +47,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from ..errors import AuthorizationError, ConnectError
 from ..transports.http_network import NetworkSettings, ProxyURL
 from ..transports.decoding import Decoder, DecodingError, UnsupportedEncoding, coding_of
+from ..waiting import remaining
 
 log = logging.getLogger("mcp_sync.auth")
 
@@ -73,7 +74,7 @@ class _Watch:
         # down ends the connection, and closing it never touches a
         # descriptor number the process may have reused meanwhile.
         self._sockets: list[socket.socket] = []
-        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
+        self._timer = threading.Timer(remaining(deadline), self._expire)
         self._timer.daemon = True
         self._timer.start()
 
@@ -439,7 +440,7 @@ class AuthHTTP:
         timeout, why_late = self.timeout, None
         deadline = getattr(self._local, "deadline", None)
         if deadline is not None:
-            left = deadline - time.monotonic()
+            left = remaining(deadline)
             budget = f"{self._local.seconds:g} s, the authorization_timeout of the whole authorization"
             if left <= 0:
                 raise AuthorizationError(f"{method} {url} was not sent: the authorization took longer than {budget}")

@@ -44,6 +44,7 @@ import requests
 
 from ..errors import AuthorizationError, AuthorizationRequired
 from ..transports.http_network import NetworkSettings
+from ..waiting import remaining
 from ._http import fetch
 from .discovery import is_loopback
 
@@ -207,7 +208,7 @@ class LoopbackRedirect:
                 webbrowser.open(authorization_url)
             deadline = time.monotonic() + self.timeout
             while not received:
-                left = deadline - time.monotonic()
+                left = remaining(deadline)
                 if left <= 0:
                     raise AuthorizationError(
                         f"no redirect reached {self.redirect_uri} within {self.timeout:g} s; authorization was not completed"

@@ -38,10 +38,9 @@ from __future__ import annotations
 
 import select
 import socket
-import time
 from collections.abc import Iterator, Mapping
 
-from ..waiting import on_main_thread, slice_of
+from ..waiting import expired, on_main_thread, remaining, slice_of
 
 __all__ = ["RequestHead", "Response", "ResponseError", "Headers", "MAX_LINE", "MAX_HEADERS", "MAX_INTERIM"]
 
@@ -150,7 +149,7 @@ class _Reader:
             if deadline is None:
                 wait = slice_of(None, main=main)
             else:
-                left = deadline - time.monotonic()
+                left = remaining(deadline)
                 if left <= 0:
                     raise TimeoutError("the response did not arrive before the deadline")
                 wait = slice_of(left, main=main)
@@ -158,7 +157,7 @@ class _Reader:
             try:
                 return sock.recv(_RECV_SIZE)
             except TimeoutError:
-                if deadline is not None and time.monotonic() >= deadline:
+                if expired(deadline):
                     raise
                 # A slice ended on the main thread: a pending interrupt is
                 # raised here, at the loop's next bytecode; else read on.

@@ -38,6 +38,7 @@ from typing import Any, Callable, NamedTuple
 from ..errors import ConnectionClosed, InvalidMessage, MessageTooLarge
 from ..protocol import jsonrpc
 from ..protocol.sse import EventTooLarge, SSEParser
+from ..waiting import deadline_in, remaining
 from .decoding import DecodingError, UnsupportedEncoding
 from .http11 import Response
 from .http_request import READ_CHUNK, Requester, sse_events, stream_decoder
@@ -122,11 +123,11 @@ class AnswerStream:
         if self.done == "response" and not response.isclosed() and not exchange.stop.is_set():
             try:
                 response.deadline = time.monotonic() + _STREAM_END_SECONDS
-                waited = None if wait is None else time.monotonic() + wait
+                waited = deadline_in(wait)
                 left = READ_CHUNK
                 while left > 0 and not response.isclosed():
                     # The caller reads only what has come (within `wait`).
-                    if waited is not None and not response.ready(waited - time.monotonic()):
+                    if waited is not None and not response.ready(remaining(waited)):
                         return True
                     chunk = response.read1(left)
                     if not chunk:

@@ -46,6 +46,7 @@ from .._version import __version__
 from ..errors import AuthenticationError, ConnectError, HTTPStatusError, InvalidMessage, MessageTooLarge, SessionExpired
 from .http_network import ProxyURL
 from ..protocol.sse import Event, SSEParser
+from ..waiting import remaining
 from .decoding import ACCEPT_ENCODING, Decoder, DecodingError, UnsupportedEncoding, coding_of, raw_bound
 from .http11 import RequestHead, Response
 from .http_auth import Authorization
@@ -159,7 +160,7 @@ class Requester:
             sock = conn.sock
             assert sock is not None  # connected by the pool
             deadline = exchange.deadline
-            sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+            sock.settimeout(remaining(deadline, at_least=0.001))
             if hop is None:
                 head = self._head.encode(method, sent, None if body is None else len(body))
             else:

@@ -47,6 +47,7 @@ from typing import Callable, NamedTuple
 from ..errors import ConnectError, ConnectionClosed, InvalidMessage, SessionExpired, TransportError
 from ..protocol import jsonrpc, versions
 from ..protocol.sse import Event, EventTooLarge, SSEParser
+from ..waiting import remaining
 from .base import MessageSink
 from .decoding import Decoder
 from .http11 import Response
@@ -324,8 +325,8 @@ class _GetStream:
             self._closing = True
             opener = self._opener
         if opener is not None and opener is not threading.current_thread():
-            opener.join(max(limit - time.monotonic(), 0.0))
-        if not self._stream.close(max(limit - time.monotonic(), 0.0)):
+            opener.join(remaining(limit))
+        if not self._stream.close(remaining(limit)):
             log.warning("the GET stream was not let go of within %g s", timeout)
 
     def _start_opener(self) -> bool:

@@ -41,6 +41,7 @@ from typing import Any, Callable
 from urllib3.util.wait import wait_for_read, wait_for_write
 
 from ..errors import ConnectionClosed
+from ..waiting import earliest, remaining
 
 log = logging.getLogger("mcp_sync.transport.http")
 
@@ -245,9 +246,7 @@ class Dialer:
         self.tunnel = tunnel
 
     def dial(self, exchange: Exchange, deadline: float | None) -> socket.socket:
-        limit = time.monotonic() + self.timeout
-        if deadline is not None:
-            limit = min(limit, deadline)
+        limit = earliest(time.monotonic() + self.timeout, deadline)
         host, port = self.via if self.via is not None else (self.host, self.port)
         what = "the proxy " if self.via is not None else ""
         try:
@@ -302,10 +301,10 @@ class Dialer:
             if code not in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
                 raise OSError(code, f"connecting to {address!r}: {os.strerror(code)}")
             while True:
-                remaining = limit - time.monotonic()
-                if remaining <= 0:
+                left = remaining(limit)
+                if left <= 0:
                     raise socket.timeout(f"connecting to {address!r} timed out")
-                if wait_for_write(sock, timeout=min(remaining, _CONNECT_POLL)):
+                if wait_for_write(sock, timeout=min(left, _CONNECT_POLL)):
                     break
                 exchange.check()
             code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
@@ -345,10 +344,10 @@ class Dialer:
                 ready = wait_for_read
             except ssl.SSLWantWriteError:
                 ready = wait_for_write
-            remaining = limit - time.monotonic()
-            if remaining <= 0:
+            left = remaining(limit)
+            if left <= 0:
                 raise socket.timeout("the handshake timed out")
-            ready(sock, timeout=min(remaining, _CONNECT_POLL))
+            ready(sock, timeout=min(left, _CONNECT_POLL))
             exchange.check()
         sock.setblocking(True)
 
@@ -404,7 +403,7 @@ class Pool:
                        and not exchange.stop.is_set()):
                     if deadline is None:
                         self._cond.wait()
-                    elif not self._cond.wait(max(deadline - time.monotonic(), 0.0)):
+                    elif not self._cond.wait(remaining(deadline)):
                         raise NoFreeSlot("no connection was free before the request's deadline")
                 if self._closed:
                     raise ConnectionClosed("the connection is closed")
@@ -552,6 +551,6 @@ class ExchangeThreads:
         limit = time.monotonic() + THREAD_JOIN_SECONDS
         for thread in threads + retired:
             if thread is not threading.current_thread():
-                thread.join(max(limit - time.monotonic(), 0.0))
+                thread.join(remaining(limit))
                 if thread.is_alive():
                     log.warning("an HTTP exchange thread did not end in time: %s", thread.name)

@@ -59,6 +59,7 @@ from ..errors import (
     TransportError,
 )
 from ..protocol import jsonrpc
+from ..waiting import remaining
 from .base import MessageSink, Target, Transport
 from .stderr import Handoff, StderrLines, StderrOption, check_option
 
@@ -317,9 +318,9 @@ class StdioTransport(Transport):
         once every holder of the pipes is gone."""
         for thread in (self._reader, self._drain):
             if thread is not None and thread is not threading.current_thread():
-                thread.join(max(until - time.monotonic(), 0.05))
+                thread.join(remaining(until, at_least=0.05))
         if self._handoff is not None:  # the last lines, forwarded after the reader ended
-            self._handoff.stop(max(until - time.monotonic(), _HANDOFF_JOIN_SECONDS))
+            self._handoff.stop(remaining(until, at_least=_HANDOFF_JOIN_SECONDS))
 
     def _close_pipes(self, proc: subprocess.Popen[bytes], writer: StdinWriter) -> None:
         from .stdio_writer import WRITE_SLICE  # loaded by start() already
@@ -357,7 +358,7 @@ class StdioTransport(Transport):
             if thread is None or thread is threading.current_thread() or not thread.is_alive():
                 continue
             if all(ended(stream) for stream, reading in readers if reading is thread):
-                thread.join(max(until - time.monotonic(), 0.0))
+                thread.join(remaining(until))
                 if thread.is_alive():
                     log.warning("the thread %s of server %s did not end within %.3g s of its pipes' end",
                                 thread.name, self._target.command, _ENDING_SECONDS)
@@ -525,14 +526,14 @@ class StdioTransport(Transport):
             if ended is None:
                 ready = wait(_PAUSED_MS) if paused else wait()
             else:
-                ms = max(report_at - time.monotonic(), 0.0) * 1000
+                ms = remaining(report_at) * 1000
                 ready = wait(min(ms, _PAUSED_MS) if paused else ms)
             if paused and (lines.has_room() or self._closing):
                 poller.register(err_fd, select.POLLIN)
                 paused = False
             if not ready and ended is not None and time.monotonic() >= report_at:
                 # The wait for its last words was the wait for its exit too.
-                self._report(sink, self._exit_error(ended, wait=max(exit_by - time.monotonic(), 0.0)))
+                self._report(sink, self._exit_error(ended, wait=remaining(exit_by)))
                 ended = None
                 if not watched:
                     return

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConnectError
+from ..waiting import remaining
 
 if TYPE_CHECKING:
     import subprocess
@@ -105,7 +106,7 @@ class ServerProcess:
         proc = self.popen
         polite_until = time.monotonic() + grace
         if close_stdin(polite_until):
-            if self._wait_group(polite_until - time.monotonic()):
+            if self._wait_group(remaining(polite_until)):
                 return
         log.debug("server %s did not exit after stdin closed, or left processes behind; terminating", self.name)
         self._end(kill=False)
@@ -148,11 +149,11 @@ class ServerProcess:
         while True:
             if proc.poll() is not None and not _group_alive(proc):
                 return True
-            remaining = until - time.monotonic()
-            if remaining <= 0:
+            left = remaining(until)
+            if left <= 0:
                 return False
             # No call waits for a process group to empty: poll, briefly.
-            time.sleep(min(pause, remaining))
+            time.sleep(min(pause, left))
             pause = min(pause * 2, 0.05)
 
     def _end(self, *, kill: bool) -> None:

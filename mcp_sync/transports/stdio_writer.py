@@ -32,6 +32,7 @@ import time
 from typing import IO, Callable
 
 from ..errors import ConnectionClosed, TransportError, copy_error
+from ..waiting import expired, remaining
 
 #: A writer waiting for room in the server's stdin, or for the write lock,
 #: wakes this often: to see that `close()` began, and (on the main thread)
@@ -126,7 +127,7 @@ class StdinWriter:
         """Close the server's stdin with no writer in it: the write lock
         taken and the lone writers kept out (see `_write_alone`), both by
         `until`. False (stdin left open) when that could not be had."""
-        if not self._write_lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
+        if not self._write_lock.acquire(timeout=remaining(until)):
             return False
         try:
             if not self._exclude_alone(until):
@@ -213,12 +214,12 @@ class StdinWriter:
         while True:
             wait = WRITE_SLICE
             if deadline is not None:
-                wait = min(wait, max(deadline - time.monotonic(), 0.0))
+                wait = min(wait, remaining(deadline))
             if self._write_lock.acquire(timeout=wait):
                 return True
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
-            if deadline is not None and time.monotonic() >= deadline:
+            if expired(deadline):
                 return False
 
     def _write_whole(self, fd: int, data: bytes, deadline: float | None) -> bool:
@@ -245,14 +246,14 @@ class StdinWriter:
                     raise ConnectionClosed("the connection is closed")
                 wait = WRITE_SLICE
                 if deadline is not None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    left = remaining(deadline)
+                    if left <= 0:
                         if written == 0:
                             return False
                         raise ConnectionClosed(
                             f"the server did not read its input: a message was cut off after {written} of "
                             f"{len(data)} bytes at the call's deadline; the connection cannot be used any more")
-                    wait = min(wait, remaining)
+                    wait = min(wait, left)
                 _wait_writable(fd, wait)
         except BaseException as exc:
             if 0 < written < len(data):

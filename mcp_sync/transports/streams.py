@@ -72,6 +72,7 @@ from typing import Any, Callable
 
 from .. import forking
 
+from ..waiting import remaining
 from .http11 import MAX_HEADERS, MAX_LINE, Response, ResponseError
 
 __all__ = ["READER", "TURN_BYTES", "BodyFrames", "SharedReader", "Stream", "take_body"]
@@ -297,14 +298,14 @@ class SharedReader:
         if run is None and first and not stream._done.is_set():  # no thread (a bug guard: an open stream keeps one)
             self._call(stream.on_close)
             stream._done.set()
-        if not stream._done.wait(max(limit - time.monotonic(), 0.0)):
+        if not stream._done.wait(remaining(limit)):
             return False
         # When that was the last stream, the thread is ending: wait for it.
         with self._cond:
-            self._cond.wait_for(lambda: self._open > 0 or self._run is None, max(limit - time.monotonic(), 0.0))
+            self._cond.wait_for(lambda: self._open > 0 or self._run is None, remaining(limit))
             ending = self._ending if self._open == 0 and self._run is None else None
         if ending is not None and ending.thread is not None and ending.thread is not threading.current_thread():
-            ending.thread.join(max(limit - time.monotonic(), 0.0))
+            ending.thread.join(remaining(limit))
             return not ending.thread.is_alive()
         return True
 
@@ -462,7 +463,7 @@ class SharedReader:
         deadlines = [stream.deadline for stream in run.timers if stream.deadline is not None]
         if not deadlines:
             return None
-        return max(min(deadlines) - time.monotonic(), 0.0)
+        return remaining(min(deadlines))
 
     def _fire_timers(self, run: _Run) -> None:
         now = time.monotonic()

@@ -19,9 +19,9 @@ a proxy that sends more is refused.
 from __future__ import annotations
 
 import socket
-import time
 
 from ..errors import ConnectError
+from ..waiting import remaining
 from .http_network import ProxyURL
 
 __all__ = ["open_tunnel", "credentials_refused", "MAX_HEAD"]
@@ -66,7 +66,7 @@ def open_tunnel(sock: socket.socket, proxy: ProxyURL, host: str, port: int, limi
 
 def _bound(sock: socket.socket, limit: float) -> None:
     """The socket's timeout: what is left until `limit`."""
-    left = limit - time.monotonic()
+    left = remaining(limit)
     if left <= 0:
         raise socket.timeout("the deadline passed")
     sock.settimeout(left)
