@@ -39,7 +39,7 @@ sender's bounded queue, so neither a reader nor a caller that gave up ever
 blocks on IO.
 
 Lock discipline: `_lock` guards the router (pending calls, subscriptions,
-owed answers), `_closed`, `_close_started` and `_failure`. It is held only
+owed answers), `_state` and `_failure`. It is held only
 for table updates and inbox puts (which never block); nothing is sent, no
 user code runs and nothing is logged while it is held. `EngineThreads` is
 never called with `_lock` held: it takes it itself, through `_settle()` and
@@ -56,6 +56,7 @@ error); the response is never dropped. What is dropped is counted in
 from __future__ import annotations
 
 import collections
+import enum
 import itertools
 import logging
 import queue
@@ -371,6 +372,16 @@ class Pending:
         self.unsent: tuple[dict[str, Any], Mapping[str, str] | None] | None = None
 
 
+class State(enum.Enum):
+    """Where a connection is in its life. Moves only forward: OPEN, then
+    FAILED (the transport failed: `failure` says why) and/or CLOSED
+    (`close()` began, or a fork child discarded it)."""
+
+    OPEN = "open"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
 def _timed_out(pending: Pending, timeout: float | None, total: bool, max_total: float | None) -> RequestTimeout:
     """The error of a call past its deadline (`total`: past `max_total_timeout`)."""
     if total:
@@ -422,10 +433,11 @@ class Connection:
         self._on_notification = on_notification
         self._lock = threading.Lock()
         self._router: Router[Any] = Router()
-        self._closed = False
+        # One explicit lifecycle state (see `State`); `_failure` keeps why it
+        # failed even once closed, for the errors of later sends.
+        self._state = State.OPEN
         self._failure: TransportError | None = None
-        self._close_done = threading.Event()
-        self._close_started = False
+        self._close_done = threading.Event()  # set once the first close() finished
         self._closing_thread: int | None = None
         self._max_server_requests = max_server_requests
         #: What was dropped to keep memory bounded (shared with the client's
@@ -459,7 +471,7 @@ class Connection:
         # for the table update (every caller and the reader take it).
         pending = Pending(0, method, cancellable, self._max_server_requests)
         with self._lock:
-            if self._failure is not None or self._closed:
+            if self._state is not State.OPEN:
                 self._raise_if_unusable()
             pending.id = pending.inbox.id = request_id = next(self._ids)
             self._router.add_call(request_id, pending)
@@ -634,7 +646,7 @@ class Connection:
         else the call is cancelled on the server and None is returned."""
         with self._lock:
             forgotten = self._router.remove_call(pending.id) is not None
-            usable = not self._closed and self._failure is None
+            usable = self._state is State.OPEN
         response = self._last_look(pending)
         if response is None and forgotten and usable:
             self._cancel(pending.id, "request timed out", notify=pending.cancellable)
@@ -666,7 +678,7 @@ class Connection:
         """
         with self._lock:
             forgotten = self._router.remove_call(pending.id) is not None
-            usable = not self._closed and self._failure is None
+            usable = self._state is State.OPEN
         # Nothing can reach the inbox any more (puts happen under the lock).
         self._hand_on_leftovers(pending)
         if not forgotten or not usable:
@@ -717,7 +729,7 @@ class Connection:
         with self._lock:
             if self._router.remove_subscription(request_id) is None:
                 return
-            usable = not self._closed and self._failure is None
+            usable = self._state is State.OPEN
         if usable:
             self._cancel(request_id, reason, notify=True)
 
@@ -755,7 +767,7 @@ class Connection:
     def _raise_if_unusable(self) -> None:
         if self._failure is not None:
             raise copy_error(self._failure)
-        if self._closed:
+        if self._state is State.CLOSED:
             raise ConnectionClosed("the connection is closed")
 
     @property
@@ -858,9 +870,9 @@ class Connection:
 
     def transport_failed(self, error: TransportError) -> None:
         with self._lock:
-            if self._closed or self._failure is not None:
+            if self._state is not State.OPEN:
                 return
-            self._failure = error
+            self._failure, self._state = error, State.FAILED
             calls, subscriptions = self._router.clear()
         log.debug("transport failed: %s", error)
         for pending in calls:
@@ -876,7 +888,7 @@ class Connection:
     def session_lost(self, error: TransportError) -> None:
         """The transport found its session gone with no request to tell: the
         owner sets up a new one (`on_session_lost`, told on this thread)."""
-        if self._closed or self._failure is not None or self._on_session_lost is None:
+        if self._state is not State.OPEN or self._on_session_lost is None:
             return
         try:
             self._on_session_lost(self, error)
@@ -904,9 +916,9 @@ class Connection:
         handler that is still running). Idempotent, callable from any thread;
         a second caller waits until the first has finished."""
         with self._lock:
-            first = not self._close_started
+            first = self._state is not State.CLOSED
             if first:
-                self._close_started = self._closed = True
+                self._state = State.CLOSED
                 self._closing_thread = threading.get_ident()
                 calls, subscriptions = self._router.clear()
         if not first:
@@ -953,7 +965,7 @@ class Connection:
         pending entries belong to threads that were not copied, and so do
         the sender and the handler threads."""
         self._lock = threading.Lock()
-        self._closed = self._close_started = True
+        self._state = State.CLOSED
         self._router = Router()
         self._threads.discard()
         self._close_done = threading.Event()  # the parent's may have been mid-use
@@ -965,7 +977,13 @@ class Connection:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        """True once `close()` began (or a fork child discarded it)."""
+        return self._state is State.CLOSED
+
+    @property
+    def state(self) -> State:
+        """Where the connection is in its life (see `State`)."""
+        return self._state
 
     @property
     def close_budget(self) -> float:

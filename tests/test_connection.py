@@ -452,3 +452,33 @@ def test_a_second_close_waits_for_the_first_as_long_as_the_close_may_take(monkey
     conn.close()
     assert transport.closed == 1, "the second close() returned before the first had closed the transport"
     first.join(5)
+
+
+def test_the_lifecycle_state_only_moves_forward(engine):
+    from mcp_sync.connection import State
+    from mcp_sync.errors import ConnectionClosed, ServerExited
+
+    conn, transport = engine
+    assert conn.state is State.OPEN and not conn.closed
+    conn.transport_failed(ServerExited("the server exited", returncode=3, stderr_tail=[]))
+    assert conn.state is State.FAILED and isinstance(conn.failure, ServerExited)
+    conn.transport_failed(ConnectionClosed("a second failure"))  # the first one stays
+    assert isinstance(conn.failure, ServerExited)
+    with pytest.raises(ServerExited):  # a send says why it failed, not just "closed"
+        conn.send_request("tools/list", {})
+    conn.close()
+    assert conn.state is State.CLOSED and conn.closed
+    conn.transport_failed(ConnectionClosed("after close"))
+    assert conn.state is State.CLOSED and isinstance(conn.failure, ServerExited)
+
+
+def test_a_closed_connection_never_fails_afterwards(engine):
+    from mcp_sync.connection import State
+    from mcp_sync.errors import ConnectionClosed
+
+    conn, _ = engine
+    conn.close()
+    conn.transport_failed(ConnectionClosed("the reader noticed the close"))
+    assert conn.state is State.CLOSED and conn.failure is None
+    with pytest.raises(ConnectionClosed, match="closed"):
+        conn.send_request("tools/list", {})
