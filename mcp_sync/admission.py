@@ -34,9 +34,10 @@ import threading
 import time
 from collections import OrderedDict
 from types import TracebackType
+from typing import Callable
 
 from .errors import McpError, Overloaded, RequestTimeout, copy_error
-from .waiting import expired, remaining, slice_of
+from .waiting import slice_of
 
 __all__ = ["Admission"]
 
@@ -74,7 +75,8 @@ class Admission:
 
     The counters `in_flight`, `queued`, `shed` and `peak_in_flight` are read
     without a lock: each is exact on its own, though two read one after the
-    other may come from different moments.
+    other may come from different moments. `clock` is what deadlines are
+    read against (`time.monotonic` unless a test steps through time).
 
     Example::
 
@@ -94,11 +96,13 @@ class Admission:
         (1, 2)
     """
 
-    def __init__(self, max_in_flight: int | None = None, max_queued: int | None = None) -> None:
+    def __init__(self, max_in_flight: int | None = None, max_queued: int | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         _check_limit("max_in_flight", max_in_flight, 1)
         _check_limit("max_queued", max_queued, 0)
         self._limit = max_in_flight
         self._max_queued = max_queued
+        self._clock = clock
         self._unbounded = max_in_flight is None
         # Guards everything below except `_inside` (and the plain reads of
         # the counters). Never held while waiting or while running any code
@@ -292,12 +296,13 @@ class Admission:
         closes, or the deadline passes."""
         gate = ticket.gate
         assert gate is not None
-        started = time.monotonic()
+        clock = self._clock  # not `waiting.remaining`: the clock is injectable
+        started = clock()
         # On the main thread, a wait sliced for interrupts (`waiting`); any
         # other waits in steps of the safety slice.
         slice_ = slice_of(_SAFETY_SLICE)
         while True:
-            wait = slice_ if deadline is None else min(slice_, remaining(deadline))
+            wait = slice_ if deadline is None else min(slice_, max(deadline - clock(), 0.0))
             gate.acquire(True, wait)
             with self._lock:
                 # Every way out but success leaves no trace before raising,
@@ -316,10 +321,10 @@ class Admission:
                     self._note_peak_locked()
                     self._hand_over()
                     return
-                if expired(deadline):
+                if deadline is not None and clock() >= deadline:
                     del self._waiters[ticket]
                     self._hand_over()  # it may have been first in line
-                    raise self._timed_out(time.monotonic() - started)
+                    raise self._timed_out(clock() - started)
 
     def _give_up(self, ticket: _Ticket) -> None:
         """Undo a failed `acquire()`: give back the slot its ticket holds, or
