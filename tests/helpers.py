@@ -4,6 +4,7 @@ children. Plain functions: test modules import them from here (pytest's
 fixtures stay in conftest.py, which no test module imports).
 """
 
+import json
 import os
 import signal
 import sys
@@ -109,3 +110,14 @@ def hanging_server(tmp_path):
         "    time.sleep(60)\n"
         "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
     return flag, launcher
+
+
+def recorded(record: Path) -> list[tuple[int, dict]]:
+    """What a scripted server started with `--record FILE` read, in order:
+    (the pid of the server process that read it, the message); a restarted
+    server's lines carry its new pid."""
+    out = []
+    for line in record.read_text().splitlines():
+        pid, _, text = line.partition(" ")
+        out.append((int(pid), json.loads(text)))
+    return out

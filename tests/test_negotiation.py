@@ -1,20 +1,12 @@
 """Settling the protocol version over stdio, against servers of every kind."""
 
-import json
-
 import pytest
 
 import mcp_sync
-from tests.helpers import demo_command, scripted
+from tests.helpers import demo_command, recorded, scripted
 
 
-def received(record):
-    """[(pid, message)] in the order the scripted server(s) received them."""
-    out = []
-    for line in record.read_text().splitlines():
-        pid, _, text = line.partition(" ")
-        out.append((int(pid), json.loads(text)))
-    return out
+received = recorded  # [(pid, message)] in the order the scripted server(s) read them
 
 
 def methods(entries):

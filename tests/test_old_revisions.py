@@ -18,7 +18,7 @@ import mcp_sync
 import mcp_sync.testing
 from mcp_sync.protocol import versions
 from mcp_sync.types import AudioContent, CallToolResult, Tool
-from tests.helpers import demo_command, scripted
+from tests.helpers import demo_command, recorded, scripted
 from tests.schema_check import SchemaChecker
 
 OLD = ["2025-03-26", "2024-11-05"]
@@ -26,7 +26,8 @@ SCHEMAS = SchemaChecker(Path(__file__).parent / "schemas")
 
 
 def received(record):
-    return [json.loads(line.partition(" ")[2]) for line in record.read_text().splitlines()]
+    """The messages the scripted server read, in order."""
+    return [message for _, message in recorded(record)]
 
 
 # -- stdio ------------------------------------------------------------------------
