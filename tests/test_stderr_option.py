@@ -218,10 +218,12 @@ class Destination:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.finished = threading.Event()
+        self.holding = threading.Event()  # set once "hold" reached the destination
         self.release = threading.Event()
 
     def line(self, text: str) -> None:
         if text == "hold":
+            self.holding.set()
             self.release.wait(30)
         if text == "bad":
             raise ValueError("a logging filter that raises")
@@ -249,12 +251,13 @@ def test_a_handoff_stopped_at_close_forwards_no_more_and_says_how_many(caplog):
     for n in range(5):
         handoff.line(f"line {n}")
     assert handoff.full() and not handoff.has_room()  # the reader would pause here
+    assert destination.holding.wait(5)
+    thread = handoff.thread
     handoff.stop(0.05)  # the destination still holds the first line
     destination.release.set()
-    thread = handoff.thread
-    if thread is not None:
-        thread.join(5)
-    assert destination.lines == ["hold"] or destination.lines == []  # nothing after the stop
+    assert thread is not None
+    thread.join(5)
+    assert destination.lines == ["hold"]  # nothing after the stop
     assert "5 stderr lines of server srv were not logged" in caplog.text
 
 
