@@ -135,6 +135,7 @@ class SessionServer:
                     else:
                         self._chunk(item)
                     self.wfile.flush()
+                    feed.task_done()  # written: `written()` sees it
                 self.close_connection = True
 
             def _chunk(self, data: bytes) -> None:
@@ -153,6 +154,10 @@ class SessionServer:
 
     def push(self, session: str, data: bytes) -> None:
         self.feed(session).put(data)
+
+    def written(self, session: str) -> bool:
+        """Whether everything pushed to `session`'s stream is on the wire."""
+        return self.feed(session).unfinished_tasks == 0
 
     def raw(self, session: str, data: bytes) -> None:
         self.feed(session).put((data,))
@@ -633,7 +638,15 @@ def test_a_compressed_burst_on_one_stream_does_not_hold_up_the_others():
         burst_events = 40_000
         seen_by_b: list[int] = []
         b_got = threading.Event()
-        sink_a = _Counting(lambda n: n == 1 and server.push(b.session, zlib_event(b_comp, "b-1")))
+        def b_sent_during_a(n: int) -> None:
+            # On the reader, at A's first event: B's event is pushed and on
+            # the wire before A's 39,999 others are delivered (waiting for
+            # the server's thread, not hoping it is scheduled in time).
+            if n == 1:
+                server.push(b.session, zlib_event(b_comp, "b-1"))
+                assert wait_until(lambda: server.written(b.session), 10)
+
+        sink_a = _Counting(b_sent_during_a)
         sink_b = _Counting(lambda n: (seen_by_b.append(sink_a.count), b_got.set()))
         a.client._conn.transport._sink = sink_a
         b.client._conn.transport._sink = sink_b
