@@ -10,6 +10,12 @@ imported), each on its own: one that raises is logged and the others
 still run. Objects (clients, caches) are reset by their module's function,
 which keeps a weak set of the live ones.
 
+A process forked by C code (an application server's master, an extension
+calling fork(2)) runs no `os.register_at_fork` hook. So the entry points
+(every request, `open()`, `close()`) also call `check()`, which compares the
+process id with the one the hooks last saw and runs the child's hooks once
+when they differ: the same reset, at the first use instead of at the fork.
+
 Example::
 
     from mcp_sync import forking
@@ -26,9 +32,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Callable, TypeVar
 
-__all__ = ["in_child", "before_fork"]
+__all__ = ["in_child", "before_fork", "check"]
 
 log = logging.getLogger("mcp_sync.fork")
 
@@ -36,6 +43,12 @@ Hook = TypeVar("Hook", bound=Callable[[], None])
 
 _in_child: list[Callable[[], None]] = []
 _before: list[Callable[[], None]] = []
+
+#: The process the hooks last ran for (or were imported in). Written only
+#: under `_check_lock` or by the at-fork hook, which runs single-threaded;
+#: read without a lock on the fast path of `check()`.
+_pid = os.getpid()
+_check_lock = threading.Lock()
 
 
 def in_child(hook: Hook) -> Hook:
@@ -58,5 +71,29 @@ def _run(hooks: list[Callable[[], None]]) -> None:
             log.exception("the fork hook %s failed", getattr(hook, "__qualname__", hook))
 
 
+def check() -> None:
+    """Run the child's hooks now if this process was forked without them
+    (by C code that calls fork(2) directly). Costs one `os.getpid()` when
+    nothing forked. Threads of the child that call it together wait for the
+    one that runs the hooks; it sets the new pid only when they are done."""
+    global _pid
+    if os.getpid() == _pid:
+        return
+    with _check_lock:
+        pid = os.getpid()
+        if pid == _pid:
+            return  # another thread ran them
+        log.info("this process was forked without the os.register_at_fork hooks: resetting now")
+        _run(_in_child)
+        _pid = pid
+
+
+def _after_fork_in_child() -> None:
+    global _pid, _check_lock
+    _pid = os.getpid()
+    _check_lock = threading.Lock()  # a parent thread may have held it at the fork
+    _run(_in_child)
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=lambda: _run(_before), after_in_child=lambda: _run(_in_child))
+    os.register_at_fork(before=lambda: _run(_before), after_in_child=_after_fork_in_child)

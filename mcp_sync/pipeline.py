@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, cast
 
 import attrs
 
-from . import multiround, tracing
+from . import forking, multiround, tracing
 from ._version import __version__
 from .admission import Admission
 from .cache import ResultCache, cache_key
@@ -336,6 +336,7 @@ class Pipeline:
     def listen(self, **keywords: Any) -> Subscription:
         from .subscriptions import listen
 
+        forking.check()
         return listen(self, **keywords)
 
     def request(self, method: str, original: Mapping[str, Any] | None, options: RequestOptions, /, *,
@@ -515,6 +516,7 @@ class Pipeline:
     def send(self, call: Call) -> dict[str, Any]:
         """One round's result (which may be `input_required`), through the
         one retry loop (`_send_mending`), holding an admission slot."""
+        forking.check()  # before the slot: a missed fork resets the admission too
         options = call.options
         if not options and call.extensions is None and (call.params is None or "_meta" not in call.params):
             # The shortcut's case: no option to read or check.

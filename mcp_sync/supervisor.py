@@ -39,7 +39,7 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
-from . import negotiation
+from . import forking, negotiation
 from .admission import Admission
 from .closers import Closers
 from .connection import Connection
@@ -243,6 +243,7 @@ class Supervisor:
         """Open the first connection, settle its era, start the keepalive.
         Once open, a second call does nothing; once closed, it raises
         `ConnectionClosed`."""
+        forking.check()
         with self.restart_lock:
             if self.closed:
                 raise ConnectionClosed("the client is closed")
@@ -548,6 +549,7 @@ class Supervisor:
 
     def close(self) -> None:
         """Close everything; idempotent, from any thread."""
+        forking.check()  # in a child forked from C: close its own, never the parent's
         with self.lock:
             self.closed = True
             conns = [self.conn, *self.starting]

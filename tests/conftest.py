@@ -81,6 +81,19 @@ def validate_sent_messages():
 
 
 @pytest.fixture
+def engine():
+    """A started `Connection` over a `PlayedTransport`: (conn, transport)."""
+    from mcp_sync.connection import Connection, new_id_counter
+    from tests.scripted_engine import PlayedTransport
+
+    transport = PlayedTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    yield conn, transport
+    conn.close()
+
+
+@pytest.fixture
 def no_leaks():
     """Asserts that a test leaves no thread and no file descriptor behind."""
     before_threads = {t.ident for t in threading.enumerate()}

@@ -4,6 +4,7 @@ children. Plain functions: test modules import them from here (pytest's
 fixtures stay in conftest.py, which no test module imports).
 """
 
+import collections
 import json
 import os
 import signal
@@ -121,3 +122,38 @@ def recorded(record: Path) -> list[tuple[int, dict]]:
         pid, _, text = line.partition(" ")
         out.append((int(pid), json.loads(text)))
     return out
+
+
+def hammer_echo(client, threads: int, calls: int):
+    """Each thread calls echo with its own text and checks what comes back."""
+    results = collections.defaultdict(list)
+    errors = []
+    barrier = threading.Barrier(threads)
+
+    def worker(n):
+        barrier.wait()
+        try:
+            for i in range(calls):
+                text = f"thread {n} call {i}"
+                got = client.call_tool("echo", {"text": text}).text
+                results[n].append((text, got))
+        except Exception as exc:  # collected and asserted on below
+            errors.append((n, exc))
+
+    pool = [threading.Thread(target=worker, args=(n,), name=f"hammer-{n}") for n in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in pool), "deadlock: some callers never returned"
+    return results, errors
+
+
+def check_echoes(results, errors, threads: int, calls: int):
+    """Every thread of `hammer_echo` got each of its own answers, once."""
+    assert errors == []
+    assert sorted(results) == list(range(threads))
+    for n, pairs in results.items():
+        assert len(pairs) == calls  # nothing lost or duplicated
+        for sent, got in pairs:
+            assert got == sent  # nothing crossed

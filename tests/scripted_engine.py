@@ -6,6 +6,7 @@ with no process, socket or timing in the way."""
 from __future__ import annotations
 
 import contextlib
+import queue
 from typing import Any, Callable
 
 import mcp_sync
@@ -113,3 +114,34 @@ def initialize_era_server(message: dict[str, Any]) -> dict[str, Any] | None:
 
 def methods(transport: ScriptedTransport) -> list[str]:
     return [m["method"] for m in transport.sent if "method" in m]
+
+
+class PlayedTransport(Transport):
+    """Records what the engine sends; the test plays the server through
+    `sink` (see `respond`), message by message."""
+
+    def __init__(self, by_notification=True):
+        self.cancels_by_notification = by_notification
+        self.sent = queue.SimpleQueue()
+        self.cancelled = []
+        self.sink = None
+        self.closed = 0
+
+    def start(self, sink):
+        self.sink = sink
+
+    def send(self, message, headers=None):
+        self.sent.put(message)
+
+    def cancel(self, request_id):
+        self.cancelled.append(request_id)
+
+    def close(self):
+        self.closed += 1
+
+    def next_sent(self):
+        return self.sent.get(timeout=5)
+
+
+def respond(transport, request_id, result=None):
+    transport.sink.deliver({"jsonrpc": "2.0", "id": request_id, "result": result or {}})

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SERVER = ROOT / "benchmarks" / "server.py"
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+from tests.benchmark_runs import META, SERVER, request, run_suite
+
 
 
 def stdio_exchange(lines: list[bytes], stats: Path) -> list[dict[str, Any]]:
@@ -24,13 +23,6 @@ def stdio_exchange(lines: list[bytes], stats: Path) -> list[dict[str, Any]]:
                           input=b"".join(line + b"\n" for line in lines), capture_output=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
-
-
-def request(request_id: int, method: str, params: dict[str, Any] | None = None) -> bytes:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return json.dumps(message).encode()
 
 
 def test_stdio_server_answers_both_eras_and_reports_its_cost(tmp_path: Path) -> None:
@@ -90,11 +82,6 @@ def test_http_server_keeps_the_connection_alive(tmp_path: Path) -> None:
         server.wait(timeout=30)
         server.stdout.close()
     assert json.loads(stats.read_text())["requests"] == 3
-
-
-def run_suite(*args: str, json_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args, "--json", str(json_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def test_a_small_run_measures_every_client_asked_for(tmp_path: Path) -> None:

@@ -11,13 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-SERVER = ROOT / "benchmarks" / "server.py"
-
-
-def run_suite(*args: str, json_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args, "--json", str(json_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+from tests.benchmark_runs import SERVER, run_suite
 
 
 def list_pages(count: int, page_size: int) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_benchmarks import META, SERVER, request, run_suite
+from tests.benchmark_runs import META, SERVER, request, run_suite
 
 
 def test_the_server_answers_with_sse_streams_and_counts_connections(tmp_path: Path) -> None:

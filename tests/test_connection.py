@@ -10,56 +10,17 @@ import pytest
 from mcp_sync.connection import Connection, new_id_counter
 from mcp_sync.errors import ConnectionClosed, InvalidMessage, RequestTimeout, ServerExited
 from mcp_sync.protocol import jsonrpc
-from mcp_sync.transports.base import Transport
-
-
-class ScriptedTransport(Transport):
-    """Records what the engine sends; the test plays the server via `sink`."""
-
-    def __init__(self, by_notification=True):
-        self.cancels_by_notification = by_notification
-        self.sent = queue.SimpleQueue()
-        self.cancelled = []
-        self.sink = None
-        self.closed = 0
-
-    def start(self, sink):
-        self.sink = sink
-
-    def send(self, message, headers=None):
-        self.sent.put(message)
-
-    def cancel(self, request_id):
-        self.cancelled.append(request_id)
-
-    def close(self):
-        self.closed += 1
-
-    def next_sent(self):
-        return self.sent.get(timeout=5)
-
-
-@pytest.fixture
-def engine():
-    transport = ScriptedTransport()
-    conn = Connection(transport, new_id_counter())
-    conn.start()
-    yield conn, transport
-    conn.close()
-
-
-def respond(transport, request_id, result=None):
-    transport.sink.deliver({"jsonrpc": "2.0", "id": request_id, "result": result or {}})
+from tests.scripted_engine import PlayedTransport, respond
 
 
 def test_ids_are_fresh_integers_and_never_reused_across_connections():
     ids = new_id_counter()
-    first = Connection(ScriptedTransport(), ids)
+    first = Connection(PlayedTransport(), ids)
     first.start()
     a = first.send_request("m", None)
     b = first.send_request("m", None)
     first.close()
-    second = Connection(ScriptedTransport(), ids)
+    second = Connection(PlayedTransport(), ids)
     second.start()
     c = second.send_request("m", None)
     assert (a.id, b.id, c.id) == (1, 2, 3)
@@ -140,7 +101,7 @@ def test_non_cancellable_request_sends_no_notification(engine):
 
 
 def test_per_request_transport_cancels_by_closing_the_stream():
-    transport = ScriptedTransport(by_notification=False)
+    transport = PlayedTransport(by_notification=False)
     conn = Connection(transport, new_id_counter())
     conn.start()
     pending = conn.send_request("tools/call", {})
@@ -225,7 +186,7 @@ def test_log_message_goes_to_the_request_whose_stream_carried_it(engine):
 
 def test_unrelated_logs_go_to_the_worker_and_notifications_to_the_dispatch_hook():
     seen = queue.SimpleQueue()
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     conn = Connection(transport, new_id_counter(),
                       on_notification=lambda m: seen.put((m["method"], threading.current_thread().name)),
                       on_log=lambda p: seen.put(("log", threading.current_thread().name)))
@@ -245,7 +206,7 @@ def test_unrelated_logs_go_to_the_worker_and_notifications_to_the_dispatch_hook(
 
 
 def test_server_request_with_no_caller_is_answered_by_the_worker():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
 
     def handler(message):
         if message["method"] == "ping":
@@ -293,7 +254,7 @@ def test_invalid_message_is_a_transport_failure(engine):
 
 
 def test_close_fails_pending_calls_at_once_from_another_thread():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     conn = Connection(transport, new_id_counter())
     conn.start()
     pending = conn.send_request("slow", None)
@@ -318,7 +279,7 @@ def test_close_fails_pending_calls_at_once_from_another_thread():
 
 
 def test_close_is_idempotent_across_threads():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     conn = Connection(transport, new_id_counter())
     conn.start()
     threads = [threading.Thread(target=conn.close) for _ in range(8)]
@@ -330,7 +291,7 @@ def test_close_is_idempotent_across_threads():
 
 
 def test_close_joins_the_worker():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     done = threading.Event()
     workers = []
     conn = Connection(transport, new_id_counter(),
@@ -344,7 +305,7 @@ def test_close_joins_the_worker():
 
 
 def test_send_failure_unregisters_the_request():
-    class Broken(ScriptedTransport):
+    class Broken(PlayedTransport):
         def send(self, message, headers=None):
             raise ConnectionClosed("pipe broke")
 
@@ -388,7 +349,7 @@ def test_a_request_the_server_cancelled_is_not_answered(engine):
 
 
 def test_server_requests_on_the_worker_are_bounded():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     release = threading.Event()
     started = threading.Event()
 
@@ -411,7 +372,7 @@ def test_server_requests_on_the_worker_are_bounded():
 
 
 def test_a_slow_worker_handler_is_answered_with_an_error_at_its_timeout():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     release = threading.Event()
     conn = Connection(transport, new_id_counter(), on_server_request=lambda m: release.wait(10) and {"late": True},
                       handler_timeout=0.2)
@@ -435,7 +396,7 @@ def test_a_second_close_waits_for_the_first_as_long_as_the_close_may_take(monkey
     monkeypatch.setattr(connection_module, "CLOSE_JOIN_TIMEOUT", 0.05)  # the old fixed wait: 0.15 s
     closing = threading.Event()
 
-    class SlowToClose(ScriptedTransport):
+    class SlowToClose(PlayedTransport):
         close_budget = 5.0
 
         def close(self):

@@ -16,7 +16,7 @@ from mcp_sync.connection import CLOSE_JOIN_TIMEOUT, MAX_HANDLER_THREADS, Connect
 from mcp_sync.errors import RequestTimeout
 from mcp_sync.waiting import MAIN_THREAD_SLICE
 from tests.helpers import SLACK, wait_until
-from tests.test_connection import ScriptedTransport, engine, respond  # noqa: F401 (engine: a fixture)
+from tests.scripted_engine import PlayedTransport, respond
 
 
 def server_request(request_id, method="elicitation/create"):
@@ -53,7 +53,7 @@ def test_a_late_server_request_is_never_answered_by_another_callers_handler():
     """Call A gives up; its question arrives late, while B is the one call in
     flight. B's per-call handler must not answer it (in a web app that asks
     the wrong person); the client's own handler does."""
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     asked_client = []
     conn = Connection(transport, new_id_counter(),
                       on_server_request=lambda m: asked_client.append(m["id"]) or {"action": "decline"})
@@ -82,7 +82,7 @@ def test_a_late_server_request_is_never_answered_by_another_callers_handler():
 
 
 def test_a_question_left_in_an_abandoned_inbox_is_answered_not_lost():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     conn = Connection(transport, new_id_counter(), on_server_request=lambda m: {"roots": []})
     conn.start()
     try:
@@ -117,7 +117,7 @@ def test_a_response_that_arrived_in_time_is_not_reported_as_a_timeout(engine):
 
 
 def test_a_blocked_handler_does_not_block_close():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     release = threading.Event()
     started = threading.Event()
 
@@ -143,7 +143,7 @@ def test_a_blocked_handler_does_not_block_close():
 
 
 def test_handler_timeout_counts_from_arrival_for_queued_requests():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     release = threading.Event()
     conn = Connection(transport, new_id_counter(), handler_timeout=0.5, max_server_requests=32,
                       on_server_request=lambda m: release.wait(30) and {})
@@ -169,7 +169,7 @@ def test_a_handler_may_make_a_call_that_is_itself_asked_a_question():
     """A handler (on the pool) calls the server; the server asks the client
     something before answering that call. With one serial worker the
     question waited behind the handler waiting for it."""
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     conn = None
 
     def handler(message):
@@ -232,7 +232,7 @@ def test_interrupt_main_stops_a_waiting_call_at_once_and_cancels_it(engine):
 def test_the_reader_never_writes_even_when_refusing_a_flood():
     """A server that floods requests and does not read its input: the thread
     that reads must never block on a write (refusals go to the sender)."""
-    class NotReading(ScriptedTransport):
+    class NotReading(PlayedTransport):
         def __init__(self):
             super().__init__()
             self.unblock = threading.Event()
@@ -287,7 +287,7 @@ def test_a_question_interrupted_at_its_prompt_is_still_answered(engine):
 
 
 def test_an_interrupt_during_close_still_closes_the_transport():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     conn = Connection(transport, new_id_counter())
     conn.start()
 
@@ -303,7 +303,7 @@ def test_an_interrupt_during_close_still_closes_the_transport():
 
 
 def test_close_re_entered_from_a_subscription_callback_returns_at_once():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     conn = Connection(transport, new_id_counter())
     conn.start()
     nested = []

@@ -218,3 +218,35 @@ def test_every_fork_hook_runs_in_the_child_even_after_one_fails():
         os.close(read_end)
     assert reported == "failing,after"
     assert ran == []  # the parent ran none of them
+
+
+def _fork_without_hooks() -> int:
+    """fork(2) called directly, as a C extension or an application server
+    that forks from C does: none of the `os.register_at_fork` hooks run.
+    (`PyDLL` keeps the GIL across the call, so the child's only thread holds
+    it, as after `os.fork()`.)"""
+    import ctypes
+
+    return ctypes.PyDLL(None).fork()
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_a_child_forked_without_the_at_fork_hooks_still_gets_its_own_connection(protocol):
+    # The pid check at the entry points (`forking.check`) notices the fork
+    # the hooks missed: the child's first call resets what the hooks would
+    # have and starts its own server, instead of writing to the parent's
+    # pipes and waiting for an answer the parent's reader takes.
+    with mcp_sync.connect(demo_command(), protocol=protocol, timeout=20) as client:
+        assert client.call_tool("echo", {"text": "before"}).text == "before"
+        parent_pid = client._conn.transport.pid
+        pid = _fork_without_hooks()
+        if pid == 0:
+            code = RAISED
+            try:
+                code = _child(client, "raw", parent_pid)
+            finally:
+                os._exit(code)
+        _calls_in_parent(client)
+        assert _reap([pid]) == [OK]
+        assert client._conn.transport.pid == parent_pid
+        _calls_in_parent(client, "after")

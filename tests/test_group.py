@@ -17,7 +17,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, Server, demo_server
-from tests.helpers import reap, wait_until
+from tests.helpers import SLACK, reap, wait_until
 
 LOCAL = [sys.executable, "-m", "mcp_sync.testing", "--name", "local"]
 DEAD = [sys.executable, "-c", "raise SystemExit(0)"]
@@ -216,7 +216,7 @@ def test_hanging_servers_do_not_hold_up_the_others(web):
             accepted.append(hang1.accept()[0])
             first = time.monotonic()
             accepted.append(hang2.accept()[0])
-            assert time.monotonic() - first < 1.0
+            assert time.monotonic() - first < SLACK
             # ... and the other servers answer meanwhile.
             assert group.call_tool("mem.echo", {"text": "x"}).text == "mem:x"
             assert group.call_tool("web.echo", {"text": "y"}).text == "web:y"

@@ -36,7 +36,7 @@ from mcp_sync.connection import (
 )
 from mcp_sync.notifications import MAX_QUEUED_NOTIFICATIONS, Dispatcher
 from tests.helpers import wait_until
-from tests.test_connection import ScriptedTransport, engine, respond  # noqa: F401 (engine: a fixture)
+from tests.scripted_engine import PlayedTransport, respond
 
 HERE = Path(__file__).parent
 FLOOD = str(HERE / "servers" / "flood.py")
@@ -299,7 +299,7 @@ def test_a_plain_response_costs_one_queue_item(engine):
 
 
 def test_log_messages_for_no_call_are_bounded_and_counted():
-    transport = ScriptedTransport()
+    transport = PlayedTransport()
     release = threading.Event()
     conn = Connection(transport, new_id_counter(), on_log=lambda params: release.wait(10))
     conn.start()
@@ -315,7 +315,7 @@ def test_log_messages_for_no_call_are_bounded_and_counted():
 def test_the_drop_counter_is_shared_across_connections():
     drops = Drops()
     for _ in range(2):
-        transport = ScriptedTransport()
+        transport = PlayedTransport()
         conn = Connection(transport, new_id_counter(), drops=drops)
         conn.start()
         pending = conn.send_request("tools/call", {}, progress=True)

@@ -377,9 +377,9 @@ def test_an_http_subscription_survives_the_server_going_away_and_coming_back():
 def test_a_restart_that_hangs_does_not_overrun_the_calls_deadline(tmp_path):
     """The new server never answers `initialize` and ignores the end of its
     input: the call fails at its own deadline, not after the shutdown's
-    grace (2 s here), which the abandoned server is given elsewhere."""
+    grace (4 s here), which the abandoned server is given elsewhere."""
     flag, launcher = hanging_server(tmp_path)
-    target = mcp_sync.Stdio(sys.executable, [str(launcher)], shutdown_timeout=2.0)
+    target = mcp_sync.Stdio(sys.executable, [str(launcher)], shutdown_timeout=4.0)
     client = mcp_sync.connect(target, protocol="2025-11-25", reconnect=FAST)
     try:
         flag.touch()
@@ -388,15 +388,15 @@ def test_a_restart_that_hangs_does_not_overrun_the_calls_deadline(tmp_path):
         with pytest.raises(mcp_sync.RequestTimeout):
             client.call_tool("echo", {"text": "x"}, timeout=1.0)
         took = time.monotonic() - started
-        assert took < 1.6, f"the call took {took:.2f} s with timeout=1.0"
+        assert took < 1.0 + SLACK, f"the call took {took:.2f} s with timeout=1.0"
         assert (tmp_path / "starts").read_text().count("x") == 2
-        # The wedged server is still being shut down (its 2 s of grace): the
+        # The wedged server is still being shut down (its 4 s of grace): the
         # next call does not start a third one beside it, and keeps its deadline.
         started = time.monotonic()
         with pytest.raises(mcp_sync.RequestTimeout, match="still shutting down"):
             client.call_tool("echo", {"text": "x"}, timeout=0.5)
         took = time.monotonic() - started
-        assert took < 1.1, f"the call took {took:.2f} s with timeout=0.5"
+        assert took < 0.5 + SLACK, f"the call took {took:.2f} s with timeout=0.5"
         assert (tmp_path / "starts").read_text().count("x") == 2
     finally:
         started = time.monotonic()

@@ -6,52 +6,20 @@ import time
 
 import mcp_sync
 from mcp_sync.testing import demo_server
+from tests.helpers import check_echoes as check
 from tests.helpers import demo_command
+from tests.helpers import hammer_echo as hammer
 
 THREADS = 64
 CALLS = 200
 
 
-def hammer(client, threads=THREADS, calls=CALLS):
-    """Each thread calls echo with its own text and checks what comes back."""
-    results = collections.defaultdict(list)
-    errors = []
-    barrier = threading.Barrier(threads)
-
-    def worker(n):
-        barrier.wait()
-        try:
-            for i in range(calls):
-                text = f"thread {n} call {i}"
-                got = client.call_tool("echo", {"text": text}).text
-                results[n].append((text, got))
-        except Exception as exc:  # collected and asserted on below
-            errors.append((n, exc))
-
-    pool = [threading.Thread(target=worker, args=(n,), name=f"hammer-{n}") for n in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in pool), "deadlock: some callers never returned"
-    return results, errors
-
-
-def check(results, errors, threads=THREADS, calls=CALLS):
-    assert errors == []
-    assert sorted(results) == list(range(threads))
-    for n, pairs in results.items():
-        assert len(pairs) == calls  # nothing lost or duplicated
-        for sent, got in pairs:
-            assert got == sent  # nothing crossed
-
-
 def test_64_threads_x_200_calls_over_stdio(no_leaks):
     started = time.monotonic()
     with mcp_sync.connect(demo_command()) as client:
-        results, errors = hammer(client)
+        results, errors = hammer(client, THREADS, CALLS)
         assert client._conn.in_flight == 0
-    check(results, errors)
+    check(results, errors, THREADS, CALLS)
     elapsed = time.monotonic() - started
     print(f"\n{THREADS * CALLS} calls from {THREADS} threads over stdio in {elapsed:.1f} s "
           f"({THREADS * CALLS / elapsed:.0f} calls/s)")
@@ -59,8 +27,8 @@ def test_64_threads_x_200_calls_over_stdio(no_leaks):
 
 def test_64_threads_in_process_initialize_era():
     with mcp_sync.connect(demo_server(), protocol="2025-11-25") as client:
-        results, errors = hammer(client, calls=50)
-    check(results, errors, calls=50)
+        results, errors = hammer(client, THREADS, calls=50)
+    check(results, errors, THREADS, calls=50)
 
 
 def test_concurrent_progress_reaches_only_its_own_caller():

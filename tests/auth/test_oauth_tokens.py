@@ -32,7 +32,7 @@ from mcp_sync.auth import (
 )
 from mcp_sync.testing.auth import AuthServer, ProtectedMCP
 from mcp_sync.testing.auth import OAuthError as ServerOAuthError
-from tests.auth.test_oauth import (
+from tests.auth.flows import (
     Recording,
     authorize_queries,
     bearer_tokens,

@@ -40,8 +40,8 @@ from tests.testing.schema_util import (
     check_response,
     validate,
 )
-from tests.testing.test_http import Client, SSEReader, check_error_body, modern_headers
-from tests.testing.test_server import WAIT, Conn, Proc, modern_meta
+from tests.testing.peers import WAIT, Conn, Proc, modern_meta
+from tests.testing.raw_http import Client, SSEReader, check_error_body, modern_headers
 
 ALL_CAPS: dict[str, Any] = {
     "elicitation": {"form": {}, "url": {}},
@@ -805,20 +805,6 @@ def test_stdio_server_request_on_stdout(stdio: Callable[[], Proc]) -> None:
 
 # --------------------------------------------------------------------------
 # Over Streamable HTTP
-
-
-@pytest.fixture
-def connect() -> Iterator[Callable[[HTTPServer], Client]]:
-    opened: list[Client] = []
-
-    def open_client(server: HTTPServer) -> Client:
-        client = Client(server)
-        opened.append(client)
-        return client
-
-    yield open_client
-    for client in opened:
-        client.close()
 
 
 def http_initialize(client: Client, capabilities: dict[str, Any], version: str = LEGACY[0]) -> None:

@@ -18,8 +18,8 @@ import pytest
 
 from mcp_sync.testing import HTTPServer, Server, ToolContext
 from tests.testing.schema_util import LEGACY, META_SERVER_INFO, MODERN, check_notification, check_response, validate
-from tests.testing.test_http import WAIT, Client, SSEReader, connect, modern_headers  # noqa: F401
-from tests.testing.test_server import Conn, Proc, conns, procs  # noqa: F401
+from tests.testing.peers import WAIT, Conn, Proc
+from tests.testing.raw_http import Client, SSEReader, modern_headers
 
 SUB = "io.modelcontextprotocol/subscriptionId"
 CONFIG = "test://config"

@@ -17,6 +17,7 @@ import mcp_sync
 from mcp_sync import HTTP
 from mcp_sync.testing import RpcError, Server, demo_server
 from tests.helpers import SLACK
+from tests.servers.canned import Canned
 
 STATELESS = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18")
@@ -112,9 +113,10 @@ def test_a_404_with_a_json_rpc_body_is_method_not_found(serve):
 
 
 def test_a_404_without_a_json_rpc_body_is_an_http_error(serve):
-    httpd = serve()
+    canned = Canned()
+    httpd = serve(gate=canned)
     with mcp_sync.connect(httpd.url) as client:
-        httpd.canned(404, b"<html>not here</html>")
+        canned.add(404, b"<html>not here</html>")
         with pytest.raises(mcp_sync.HTTPStatusError) as info:
             client.call_tool("echo", {"text": "x"})
         assert info.value.status == 404 and "not here" in info.value.body
@@ -129,9 +131,10 @@ def test_a_404_without_a_json_rpc_body_is_an_http_error(serve):
     (500, b"boom", "text/plain", mcp_sync.HTTPStatusError),
 ])
 def test_bad_answers_fail_only_that_call(serve, status, body, content_type, exc):
-    httpd = serve()
+    canned = Canned()
+    httpd = serve(gate=canned)
     with mcp_sync.connect(httpd.url) as client:
-        httpd.canned(status, body, {"Content-Type": content_type})
+        canned.add(status, body, {"Content-Type": content_type})
         with pytest.raises(exc):
             client.call_tool("echo", {"text": "x"})
         assert client.call_tool("echo", {"text": "next"}).text == "next"
@@ -335,8 +338,9 @@ def test_a_legacy_server_is_detected_from_its_400_and_initialized(serve):
     (503, b"", mcp_sync.HTTPStatusError),
 ])
 def test_auth_and_server_failures_are_not_era_evidence(serve, status, body, exc):
-    httpd = serve()
-    httpd.canned(status, body)
+    canned = Canned()
+    httpd = serve(gate=canned)
+    canned.add(status, body)
     with pytest.raises(exc) as info:
         mcp_sync.connect(httpd.url)
     assert info.value.status == status
@@ -345,15 +349,17 @@ def test_auth_and_server_failures_are_not_era_evidence(serve, status, body, exc)
 
 @pytest.mark.parametrize("body", [b"", b"Bad Request", b'{"jsonrpc":"2.0","error":{"code":-32600,"message":"no session"}}'])
 def test_any_other_4xx_means_initialize(serve, body):
-    httpd = serve()
-    httpd.canned(400, body)
+    canned = Canned()
+    httpd = serve(gate=canned)
+    canned.add(400, body)
     with mcp_sync.connect(httpd.url) as client:
         assert client.protocol_version == "2025-11-25"
 
 
 def test_a_modern_400_keeps_the_client_modern_and_retries(serve):
-    httpd = serve()
-    httpd.canned(400, json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+    canned = Canned()
+    httpd = serve(gate=canned)
+    canned.add(400, json.dumps({"jsonrpc": "2.0", "id": None, "error": {
         "code": -32022, "message": "Unsupported protocol version",
         "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}}))
     with mcp_sync.connect(httpd.url) as client:
@@ -363,8 +369,9 @@ def test_a_modern_400_keeps_the_client_modern_and_retries(serve):
 
 
 def test_a_modern_400_with_no_shared_version_is_an_error(serve):
-    httpd = serve()
-    httpd.canned(400, json.dumps({"jsonrpc": "2.0", "error": {
+    canned = Canned()
+    httpd = serve(gate=canned)
+    canned.add(400, json.dumps({"jsonrpc": "2.0", "error": {
         "code": -32022, "message": "Unsupported", "data": {"supported": ["2099-01-01"]}}}))
     with pytest.raises(mcp_sync.VersionNegotiationError):
         mcp_sync.connect(httpd.url)
@@ -585,9 +592,10 @@ def test_a_401_refreshes_the_token_once_and_retries(serve):
             return self.current
 
     provider = Provider()
-    httpd = serve()
+    canned = Canned()
+    httpd = serve(gate=canned)
     with mcp_sync.connect(httpd.url, auth=provider) as client:
-        httpd.canned(401, b"", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        canned.add(401, b"", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
         assert client.call_tool("echo", {"text": "after refresh"}).text == "after refresh"
     assert provider.challenges == ['Bearer error="invalid_token"']
     calls = posts(httpd, "tools/call")
@@ -595,9 +603,10 @@ def test_a_401_refreshes_the_token_once_and_retries(serve):
 
 
 def test_a_401_without_a_refresh_fails_with_the_challenge(serve):
-    httpd = serve()
+    canned = Canned()
+    httpd = serve(gate=canned)
     with mcp_sync.connect(httpd.url, auth=lambda: None) as client:
-        httpd.canned(401, b"", {"WWW-Authenticate": 'Bearer resource_metadata="x"'}, times=2)
+        canned.add(401, b"", {"WWW-Authenticate": 'Bearer resource_metadata="x"'}, times=2)
         with pytest.raises(mcp_sync.AuthenticationError) as info:
             client.call_tool("echo", {"text": "x"})
     assert info.value.www_authenticate == 'Bearer resource_metadata="x"'

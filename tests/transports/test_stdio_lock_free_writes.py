@@ -16,7 +16,8 @@ import mcp_sync
 from mcp_sync.transports import stdio as stdio_module
 from mcp_sync.transports import stdio_writer
 from tests.helpers import scripted, wait_until
-from tests.test_threads import check, hammer
+from tests.helpers import check_echoes as check
+from tests.helpers import hammer_echo as hammer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes only")
 

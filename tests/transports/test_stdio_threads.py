@@ -11,7 +11,8 @@ import pytest
 import mcp_sync
 from mcp_sync import Stdio
 from tests.helpers import scripted
-from tests.test_threads import check, hammer
+from tests.helpers import check_echoes as check
+from tests.helpers import hammer_echo as hammer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pipes cannot be selected on Windows")
 
