@@ -106,7 +106,8 @@ class InvalidHeaderValue(InvalidMessage, ValueError):
     """A header value that is not well formed: characters no header may
     hold, or a Base64 sentinel value that does not decode to UTF-8 text.
 
-    An `InvalidMessage` (the server sent it) and, as before, a `ValueError`.
+    An `InvalidMessage` (the server sent it) and a `ValueError` (so
+    callers that decode a value themselves catch what they expect).
 
         >>> decode_header_value("=?base64?not base64?=")
         Traceback (most recent call last):

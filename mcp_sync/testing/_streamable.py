@@ -25,13 +25,15 @@ response, "json" answers in JSON (dropping such notifications) unless the
 request's handler sends a request to the client, "sse" always streams.
 
 A `gate` (a constructor argument) sees every request first, whatever its
-method or path, before the path check and canned answers: returning a
-`GateAnswer` sends that answer instead of serving the request (the request
-is still recorded), returning None serves it as usual. It is how tests put
-OAuth in front of the server (`tests/auth/authserver.py`).
+method or path, before the path check: returning a `GateAnswer` sends that
+answer instead of serving the request (the request is still recorded),
+returning None serves it as usual. It is the one place to intercept
+requests: `ProtectedMCP` checks tokens there, and the client's own tests
+put raw answers (404 pages, 401 challenges, bodies that are not JSON-RPC)
+in front of a real server with it.
 
 Test knobs (thread-safe): `requests` (the requests received, as
-`RecordedRequest`: the newest `max_records`, 1000 by default), `canned()` (raw answers instead of serving),
+`RecordedRequest`: the newest `max_records`, 1000 by default),
 `expire_sessions()`, `drop_after_first_event()`, `end_get_streams()`, `notify()` (a message
 related to no request, on each session's GET stream), `sessions`,
 `connections` and `wait_for()` (wait until a predicate over those holds).
@@ -49,7 +51,6 @@ writing a stream as a response in `_responses`.
 
 from __future__ import annotations
 
-import collections
 import email.message
 import json
 import logging
@@ -105,14 +106,6 @@ class GateAnswer:
     status: int
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
-
-
-@dataclass
-class _Canned:
-    status: int
-    body: bytes
-    headers: dict[str, str]
-    times: int
 
 
 class HTTPServer(LoopbackServer):
@@ -174,7 +167,6 @@ class HTTPServer(LoopbackServer):
         self._live: set[Stream] = set()
         #: Stateless sessions serving a subscriptions/listen POST.
         self._listen_sessions: set[ServerSession] = set()
-        self._canned: dict[str, collections.deque[_Canned]] = {}
         self._drops = 0
 
     # -- lifecycle --------------------------------------------------------------
@@ -198,27 +190,6 @@ class HTTPServer(LoopbackServer):
             session.terminate("closing")
 
     # -- test knobs -------------------------------------------------------------
-
-    def canned(
-        self,
-        status: int,
-        body: bytes | str = b"",
-        headers: Mapping[str, str] | None = None,
-        *,
-        times: int = 1,
-        method: str = "POST",
-    ) -> None:
-        """Answer the next `times` requests of HTTP `method` with this raw
-        response instead of serving them (they are still recorded). Without
-        a Content-Type in `headers`, a non-empty body is sent as
-        application/json when it parses as JSON, else as text/plain."""
-        if times < 1:
-            raise ValueError("times must be at least 1")
-        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        with self._lock:
-            self._canned.setdefault(method.upper(), collections.deque()).append(
-                _Canned(status, data, dict(headers or {}), times)
-            )
 
     def expire_sessions(self) -> None:
         """Terminate every legacy session: later requests carrying its id get 404."""
@@ -285,18 +256,6 @@ class HTTPServer(LoopbackServer):
             return
         with self._lock:
             self._record(h, method, body)
-            canned = self._take_canned(method)
-        if canned is not None:
-            content_type = None
-            if canned.body and not any(name.lower() == "content-type" for name in canned.headers):
-                content_type = "text/plain; charset=utf-8"
-                try:
-                    if isinstance(json.loads(canned.body), (dict, list)):
-                        content_type = "application/json"
-                except ValueError:
-                    pass
-            h.send_body(canned.status, canned.body, content_type, canned.headers)
-            return
         try:
             self._check_request(h)
             if method == "POST":
@@ -330,16 +289,6 @@ class HTTPServer(LoopbackServer):
             self._record(h, method, body)
         h.send_body(answer.status, answer.body, None, headers)
         return True
-
-    def _take_canned(self, method: str) -> _Canned | None:
-        queue = self._canned.get(method)
-        if not queue:
-            return None
-        canned = queue[0]
-        canned.times -= 1
-        if canned.times <= 0:
-            queue.popleft()
-        return canned
 
     def _reject(self, h: RequestHandler, exc: HTTPError) -> None:
         if exc.body is None:

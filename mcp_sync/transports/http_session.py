@@ -496,8 +496,8 @@ class _GetStream:
         self._retry_ms = parser.retry_ms if parser.retry_ms is not None else self._retry_ms
 
     def _failed(self, exc: BaseException) -> None:
-        """The GET or its stream failed: logged as it always was, retried
-        from the last event delivered (the events before the failure were)."""
+        """The GET or its stream failed: logged, then retried from the last
+        event delivered (the events before the failure were)."""
         self.exchange.release(reusable=False)
         self._backlog = None
         self._take_resumption()
