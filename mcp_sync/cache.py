@@ -312,5 +312,5 @@ _caches: weakref.WeakSet[ResultCache] = weakref.WeakSet()
 
 @forking.in_child
 def _after_fork_in_child() -> None:
-    for cache in list(_caches):
+    for cache in forking.members(_caches):
         cache._after_fork()

@@ -272,6 +272,7 @@ class Client:
         """Close the connection: pending calls fail at once with
         `ConnectionClosed`, every thread the client started ends, and a stdio
         server process is stopped and reaped. Idempotent, from any thread."""
+        forking.check()  # while still registered: a child forked from C resets it first
         self._finalizer.detach()
         _live_clients.discard(self)
         self._supervisor.close()
@@ -741,7 +742,7 @@ _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 @forking.in_child
 def _after_fork_in_child() -> None:
-    for client in list(_live_clients):
+    for client in forking.members(_live_clients):
         if not client._supervisor.closed:
             client._after_fork()
 

@@ -11,10 +11,14 @@ still run. Objects (clients, caches) are reset by their module's function,
 which keeps a weak set of the live ones.
 
 A process forked by C code (an application server's master, an extension
-calling fork(2)) runs no `os.register_at_fork` hook. So the entry points
-(every request, `open()`, `close()`) also call `check()`, which compares the
-process id with the one the hooks last saw and runs the child's hooks once
-when they differ: the same reset, at the first use instead of at the fork.
+calling fork(2)) runs no `os.register_at_fork` hook. So every public entry
+point that touches inherited state (a request, `open()`, `close()`, a
+group's methods, a subscription's `next()` and `close()`) first calls
+`check()`, which compares the process id with the one the hooks last saw
+and runs the child's hooks once when they differ: the same reset, at the
+first use instead of at the fork. Such a child may already run several
+threads, so a hook that walks a weak set of live objects copies it with
+`members()`, which another thread adding to the set cannot break.
 
 Example::
 
@@ -33,22 +37,28 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from typing import Callable, TypeVar
 
-__all__ = ["in_child", "before_fork", "check"]
+__all__ = ["in_child", "before_fork", "check", "members"]
 
 log = logging.getLogger("mcp_sync.fork")
 
 Hook = TypeVar("Hook", bound=Callable[[], None])
+T = TypeVar("T")
 
 _in_child: list[Callable[[], None]] = []
 _before: list[Callable[[], None]] = []
 
 #: The process the hooks last ran for (or were imported in). Written only
-#: under `_check_lock` or by the at-fork hook, which runs single-threaded;
-#: read without a lock on the fast path of `check()`.
+#: under that process's lock in `_resetting` or by the at-fork hook, which
+#: runs single-threaded; read without a lock on the fast path of `check()`.
 _pid = os.getpid()
-_check_lock = threading.Lock()
+#: pid -> the lock the threads of that process take to run its reset. One
+#: per process, made by `dict.setdefault` (atomic under the GIL), because a
+#: lock inherited from the parent may have been held by a thread the fork
+#: did not copy (the parent's own reset, when it too was forked from C).
+_resetting: dict[int, threading.Lock] = {}
 
 
 def in_child(hook: Hook) -> Hook:
@@ -77,21 +87,36 @@ def check() -> None:
     nothing forked. Threads of the child that call it together wait for the
     one that runs the hooks; it sets the new pid only when they are done."""
     global _pid
-    if os.getpid() == _pid:
+    pid = os.getpid()
+    if pid == _pid:
         return
-    with _check_lock:
-        pid = os.getpid()
+    with _resetting.setdefault(pid, threading.Lock()):
         if pid == _pid:
             return  # another thread ran them
-        log.info("this process was forked without the os.register_at_fork hooks: resetting now")
         _run(_in_child)
         _pid = pid
+        for other in [other for other in _resetting if other != pid]:
+            _resetting.pop(other, None)  # ancestors' locks: no thread here takes them
+    # Logged after the lock: a logging handler's lock a parent thread held at
+    # the fork (logging's own at-fork reset did not run either) must not
+    # hold up every entry point.
+    log.info("this process was forked without the os.register_at_fork hooks: reset on first use")
+
+
+def members(objects: weakref.WeakSet[T]) -> list[T]:
+    """A copy of a weak set that other threads may add to meanwhile (iterating
+    one while it grows raises RuntimeError: the copy is then taken again)."""
+    while True:
+        try:
+            return list(objects)
+        except RuntimeError:
+            continue
 
 
 def _after_fork_in_child() -> None:
-    global _pid, _check_lock
+    global _pid
     _pid = os.getpid()
-    _check_lock = threading.Lock()  # a parent thread may have held it at the fork
+    _resetting.clear()
     _run(_in_child)
 
 

@@ -216,6 +216,7 @@ class ClientGroup:
 
             print(group.client("local").server_info.name)
         """
+        forking.check()  # the slots' locks and clients are the parent's after a fork from C
         slot = self._slot(server)
         client = slot.client
         if client is not None:
@@ -394,6 +395,7 @@ class ClientGroup:
         connect in progress is waited for (it is bounded by its timeout) and
         closed. Safe to call twice and from any thread; calls after it raise
         `ConnectionClosed`."""
+        forking.check()  # a child forked from C lets go of the parent's pool and clients first
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
@@ -432,6 +434,7 @@ class ClientGroup:
 
     def _gather(self, kind: str, fetch: Callable[[Client], list[Any]],
                 name_of: Callable[[GroupItem[Any]], str]) -> Listing[Any]:
+        forking.check()  # the pool's threads are the parent's after a fork from C
         with self._lock:  # submitted under the lock: close() cannot shut the pool down in between
             if self._closed:
                 raise ConnectionClosed("the client group is closed")
@@ -524,5 +527,5 @@ _live_groups: weakref.WeakSet[ClientGroup] = weakref.WeakSet()
 
 @forking.in_child
 def _after_fork_in_child() -> None:
-    for group in list(_live_groups):
+    for group in forking.members(_live_groups):
         group._after_fork()

@@ -329,6 +329,7 @@ class Pipeline:
     # -- step 1: options and the multi-round loop ------------------------------------------------
 
     def discover(self, options: RequestOptions) -> DiscoverResult:
+        forking.check()
         result = self.calls.discover(options)
         self.supervisor.update(discovered=result)
         return result
@@ -347,6 +348,7 @@ class Pipeline:
         `extensions` are declared for this request: in its `_meta` in the
         stateless era; in the initialize era they must have been declared
         at `initialize` (ValueError before anything is sent)."""
+        forking.check()  # before the cache, whose in-flight fetches may be the parent's
         extra_handlers = check_input_handlers(options.get("input_handlers"))
         if extra_handlers or extensions:
             self._check_declarable(extra_handlers, extensions)
@@ -420,6 +422,7 @@ class Pipeline:
         the same call (tests/test_fast_lane.py)."""
         if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
+        forking.check()
         catalog = self.catalog
         definition = catalog.get(name)
         params: dict[str, Any] = {"name": name} if arguments is None else {"name": name, "arguments": dict(arguments)}

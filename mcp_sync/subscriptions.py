@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Union
 
 import attrs
 
+from . import forking
 from .connection import SUBSCRIPTION_ID
 from .errors import ConnectionClosed, McpError, RequestTimeout, server_error_from_wire
 from .notifications import OVERFLOW_POLICIES, Notification
@@ -253,6 +254,7 @@ class Subscription:
     def next(self, timeout: float | None = None) -> SubscriptionEvent:
         """The next event; `RequestTimeout` (a `TimeoutError`) after
         `timeout` seconds; `StopIteration` once the end was taken."""
+        forking.check()  # inherited by a child forked from C: it ends now, as after os.fork()
         deadline = deadline_in(timeout)
         with self._cond:
             while True:
@@ -282,6 +284,7 @@ class Subscription:
     def close(self) -> None:
         """Cancel the subscription (idempotent). Iteration ends after the
         events already received."""
+        forking.check()  # never cancel the parent's stream from a child forked from C
         with self._cond:
             if self._end is None:
                 self._end = SubscriptionBroken(ConnectionClosed("the subscription was closed by the client"))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -119,6 +120,7 @@ class Supervisor:
         self.ids = ids
         self.metrics = metrics
         self.on_reconnect = on_reconnect  # a new connection replaced a failed one (the cache forgets)
+        self.pid = os.getpid()  # the process whose connections these are (after_fork sets it)
         self.lock = threading.Lock()
         self.conn: Connection | None = None
         self.settled: Settled | None = None
@@ -550,6 +552,10 @@ class Supervisor:
     def close(self) -> None:
         """Close everything; idempotent, from any thread."""
         forking.check()  # in a child forked from C: close its own, never the parent's
+        if self.pid != os.getpid():
+            # A client no hook reached (dropped, so off the live list, and
+            # closed by its finalizer in a child forked from C).
+            self.after_fork()
         with self.lock:
             self.closed = True
             conns = [self.conn, *self.starting]
@@ -593,6 +599,7 @@ class Supervisor:
         without IO, take fresh locks, and reconnect on first use in the era
         already settled. Inherited subscriptions end at once with
         `SubscriptionBroken` (their streams are the parent's)."""
+        self.pid = os.getpid()
         self.lock = threading.Lock()
         self.restart_lock = threading.Lock()
         self.session_lock = threading.Lock()

@@ -19,9 +19,9 @@ serves until SIGTERM or SIGINT, then closes everything and exits 0.
 `--response-mode auto|json|sse` and `--sse-ids` set the HTTP options.
 
 This module also re-exports the server API (`Server`, `ServerSession`,
-`ToolContext`, `demo_server`) so `mcp_sync.testing.server` works as the
-brief's import path; the package `__init__` deliberately imports from
-`core`/`demo`/`http` instead, so `-m mcp_sync.testing.server` runs this file once.
+`ToolContext`, `demo_server`), so `from mcp_sync.testing.server import
+Server` works too. The package `__init__` never imports this module, so
+`python -m mcp_sync.testing.server` runs it exactly once (as `__main__`).
 """
 
 from __future__ import annotations
