@@ -329,7 +329,6 @@ class Pipeline:
     # -- step 1: options and the multi-round loop ------------------------------------------------
 
     def discover(self, options: RequestOptions) -> DiscoverResult:
-        forking.check()
         result = self.calls.discover(options)
         self.supervisor.update(discovered=result)
         return result
@@ -348,7 +347,10 @@ class Pipeline:
         `extensions` are declared for this request: in its `_meta` in the
         stateless era; in the initialize era they must have been declared
         at `initialize` (ValueError before anything is sent)."""
-        forking.check()  # before the cache, whose in-flight fetches may be the parent's
+        # The pid check comes first: before the cache (whose in-flight fetches
+        # may be the parent's) and the admission slot. `send` is reached only
+        # through here and `call_tool_plain`, which both make it.
+        forking.check()
         extra_handlers = check_input_handlers(options.get("input_handlers"))
         if extra_handlers or extensions:
             self._check_declarable(extra_handlers, extensions)
@@ -519,7 +521,6 @@ class Pipeline:
     def send(self, call: Call) -> dict[str, Any]:
         """One round's result (which may be `input_required`), through the
         one retry loop (`_send_mending`), holding an admission slot."""
-        forking.check()  # before the slot: a missed fork resets the admission too
         options = call.options
         if not options and call.extensions is None and (call.params is None or "_meta" not in call.params):
             # The shortcut's case: no option to read or check.

@@ -1,8 +1,8 @@
 """A process forked from C: fork(2) called directly, as an application
 server's master or an extension does, so no `os.register_at_fork` hook runs.
 
-`python tests/fork_from_c.py SCENARIO [PROTOCOL]` runs one scenario in a
-fresh interpreter: the parent sets up, forks
+`python -m tests.fork_from_c SCENARIO [PROTOCOL]`, from the repository
+root, runs one scenario in a fresh interpreter: the parent sets up, forks
 with `ctypes.PyDLL(None).fork()` (which keeps the GIL across the call, as
 `os.fork()` does), the child does what the scenario says and reports by its
 exit status, and the parent checks that its own connections were left
@@ -26,12 +26,12 @@ import os
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from pathlib import Path
 from typing import Callable
 
 import mcp_sync
+from tests.helpers import reap
 
 DEMO = [sys.executable, "-m", "mcp_sync.testing.server"]
 PEER = [sys.executable, str(Path(__file__).parent / "servers" / "fork_peer.py")]
@@ -51,16 +51,9 @@ def fork_from_c(child: Callable[[], None]) -> None:
             traceback.print_exc()
         finally:
             os._exit(code)
-    deadline = time.monotonic() + CHILD_DEADLINE
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0, "the child failed (its traceback is above)"
-            return
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    raise AssertionError(f"the child hung for {CHILD_DEADLINE:g} s and was killed")
+    [code] = reap([pid], CHILD_DEADLINE)
+    assert code is not None, f"the child hung for {CHILD_DEADLINE:g} s and was killed"
+    assert code == 0, "the child failed (its traceback is above)"
 
 
 def echo(client: mcp_sync.Client, text: str) -> None:

@@ -24,7 +24,7 @@ from tests.helpers import demo_command, hanging_server, reap, wait_until
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
 
 CALLS = 50
-FORK_FROM_C = Path(__file__).parent / "fork_from_c.py"
+ROOT = Path(__file__).parent.parent
 CHILD_DEADLINE = 60.0
 
 # Exit codes a child reports.
@@ -224,7 +224,6 @@ def test_every_fork_hook_runs_in_the_child_even_after_one_fails():
     assert ran == []  # the parent ran none of them
 
 
-
 @pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
 @pytest.mark.parametrize("scenario", ["calls", "close_only", "dropped", "group", "subscription", "cache"])
 def test_a_child_forked_from_c_lets_go_of_what_it_inherited(scenario, protocol):
@@ -232,8 +231,8 @@ def test_a_child_forked_from_c_lets_go_of_what_it_inherited(scenario, protocol):
     # at the entry points (`forking.check`) resets the child on its first
     # use instead. Each scenario runs in a fresh interpreter (see the
     # script), whose only threads at the fork are the client's own.
-    done = subprocess.run([sys.executable, "-W", "ignore::ResourceWarning", str(FORK_FROM_C), scenario, protocol],
-                          capture_output=True, text=True, timeout=180)
+    command = [sys.executable, "-W", "ignore::ResourceWarning", "-m", "tests.fork_from_c", scenario, protocol]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
