@@ -55,6 +55,7 @@ from .errors import (
     TransportError,
     UnsupportedMethod,
     UnsupportedProtocolVersion,
+    UrlElicitationRequired,
     VersionNegotiationError,
 )
 from .notifications import Notification, NotificationStream
@@ -114,7 +115,8 @@ __all__ = [
     "UnknownContent",
     # errors
     "McpError", "ServerError", "MethodNotFound", "InvalidParams", "ResourceNotFound",
-    "HeaderMismatch", "MissingClientCapability", "UnsupportedProtocolVersion", "TransportError",
+    "HeaderMismatch", "MissingClientCapability", "UnsupportedProtocolVersion", "UrlElicitationRequired",
+    "TransportError",
     "ConnectionClosed", "ServerExited", "ConnectError", "InvalidMessage", "MessageTooLarge",
     "HTTPStatusError", "AuthenticationError", "SessionExpired", "AuthorizationError",
     "AuthorizationRequired", "OAuthError",

@@ -527,6 +527,45 @@ class Client:
         check_option_names(options)
         return self._pipeline.request(method, params, options)
 
+    # -- telling the server --------------------------------------------------------
+
+    def roots_changed(self) -> bool:
+        """Tell the server that the roots your ``"roots"`` input handler
+        answers have changed, so that it asks for them again.
+
+        Initialize era: sends `notifications/roots/list_changed`, which the
+        client may send only when it declared the capability at `connect()`
+        with ``client_capabilities={"roots": {"listChanged": True}}``
+        (`ValueError` otherwise, before anything is sent). Returns True
+        when it went out; False when there was nothing to tell: the
+        stateless era (2026-07-28) has no such notification, as the server
+        asks for roots in each request that needs them, and a connection
+        being re-established starts a session that asks afresh.
+
+        Example::
+
+            folders = ["file:///srv/project"]
+            client = mcp_sync.connect(
+                ["npx", "@modelcontextprotocol/server-filesystem"],
+                input_handlers={"roots": lambda params: {"roots": [{"uri": u} for u in folders]}},
+                client_capabilities={"roots": {"listChanged": True}})
+            folders.append("file:///srv/data")
+            client.roots_changed()
+        """
+        forking.check()
+        if "roots" not in self._pipeline.input_handlers:
+            raise ValueError('roots_changed() needs a "roots" input handler: connect(..., input_handlers='
+                             '{"roots": ...}) answers the roots the server asks for')
+        settled = self._supervisor.require_settled()
+        if settled.dialect.stateless:
+            return False
+        declared = settled.declared.get("roots")
+        if not (isinstance(declared, Mapping) and declared.get("listChanged") is True):
+            raise ValueError('this connection did not declare roots.listChanged at connect(), so the server '
+                             'expects no notification: pass client_capabilities={"roots": {"listChanged": True}} '
+                             'to connect()')
+        return self._supervisor.notify("notifications/roots/list_changed")
+
     # -- typed requests (see `calls`) -----------------------------------------------
 
     def discover(self, **options: Unpack[RequestOptions]) -> DiscoverResult:

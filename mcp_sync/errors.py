@@ -6,10 +6,11 @@ Catch the broad class or the precise one, as with `requests.exceptions`::
     ├── ServerError                 the server answered with a JSON-RPC error
     │   ├── MethodNotFound          -32601
     │   ├── InvalidParams           -32602
-    │   │   └── ResourceNotFound    -32602 on resources/read (2026-07-28), or -32002
+    │   │   └── ResourceNotFound    -32002, or -32602 on resources/read meaning not found
     │   ├── HeaderMismatch          -32020
     │   ├── MissingClientCapability -32021
-    │   └── UnsupportedProtocolVersion  -32022
+    │   ├── UnsupportedProtocolVersion  -32022
+    │   └── UrlElicitationRequired  -32042 (2025-11-25)
     ├── TransportError              the channel failed; no answer came
     │   ├── ConnectionClosed        closed by close(), or the server went away
     │   │   └── ServerExited        the server process ended
@@ -51,6 +52,7 @@ error from the peer. Bad arguments from the caller raise the ordinary
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -65,6 +67,7 @@ __all__ = [
     "HeaderMismatch",
     "MissingClientCapability",
     "UnsupportedProtocolVersion",
+    "UrlElicitationRequired",
     "TransportError",
     "ConnectionClosed",
     "ServerExited",
@@ -161,16 +164,26 @@ class InvalidParams(ServerError):
 
 
 class ResourceNotFound(InvalidParams):
-    """The resource does not exist: -32602 on `resources/read` (2026-07-28),
-    or -32002 (the initialize era's code). `uri` is the resource asked for."""
+    """The resource does not exist: -32002 on `resources/read`, or -32602
+    there when the revision says it means not found (2026-07-28) or the
+    server says so (its `data.uri`, or a message such as "Resource ... not
+    found", which is how TypeScript-SDK and FastMCP servers answer in the
+    initialize era).
+
+    `uri` is the resource asked for.
+    """
+
+    #: The URI the request asked for; `uri` falls back to it when the
+    #: server's error does not name one.
+    requested_uri: str | None = None
 
     @property
     def uri(self) -> str | None:
-        """The URI of the missing resource, from the error's `data.uri`; None
-        when the server did not name it."""
+        """The URI of the missing resource: the error's `data.uri`, else the
+        URI the request asked for (None only for an error built by hand)."""
         if isinstance(self.data, Mapping) and isinstance(self.data.get("uri"), str):
             return str(self.data["uri"])
-        return None
+        return self.requested_uri
 
     def __str__(self) -> str:
         text = super().__str__()
@@ -212,6 +225,39 @@ class UnsupportedProtocolVersion(ServerError):
         return []
 
 
+class UrlElicitationRequired(ServerError):
+    """-32042 (2025-11-25): the server will run the request only after the
+    user completed the URL-mode elicitations it lists (a sign-in, a
+    payment, a consent page).
+
+    With a ``"url"`` input handler installed the client runs it for each
+    elicitation and sends the request once more (the server refused it
+    before doing anything, so that is safe whatever the tool does); this
+    error reaches you when no such handler is installed, when the handler
+    did not accept every elicitation, or when the server refused again.
+
+    Example::
+
+        try:
+            client.call_tool("connect-calendar")
+        except mcp_sync.UrlElicitationRequired as exc:
+            for elicitation in exc.elicitations:
+                print(elicitation["message"], elicitation["url"])
+    """
+
+    @property
+    def elicitations(self) -> list[dict[str, Any]]:
+        """The URL-mode elicitations from the error's `data.elicitations`
+        (each with `mode`, `elicitationId`, `url` and `message`), in the
+        server's order; entries that are not such an object are left out."""
+        listed = self.data.get("elicitations") if isinstance(self.data, Mapping) else None
+        if not isinstance(listed, list):
+            return []
+        return [dict(item) for item in listed
+                if isinstance(item, Mapping) and item.get("mode", "url") == "url"
+                and all(isinstance(item.get(key), str) for key in ("elicitationId", "url", "message"))]
+
+
 _BY_CODE: dict[int, type[ServerError]] = {
     codes.METHOD_NOT_FOUND: MethodNotFound,
     codes.INVALID_PARAMS: InvalidParams,
@@ -219,17 +265,27 @@ _BY_CODE: dict[int, type[ServerError]] = {
     codes.HEADER_MISMATCH: HeaderMismatch,
     codes.MISSING_CLIENT_CAPABILITY: MissingClientCapability,
     codes.UNSUPPORTED_PROTOCOL_VERSION: UnsupportedProtocolVersion,
+    codes.URL_ELICITATION_REQUIRED: UrlElicitationRequired,
 }
 
 
+#: How servers word "no such resource" in a -32602 answer (TypeScript SDK:
+#: "Resource ... not found"; FastMCP: "Unknown resource: ...").
+_NOT_FOUND_WORDING = re.compile(r"not\s+found|unknown\s+resource|no\s+such\s+resource|does\s+not\s+exist", re.IGNORECASE)
+
+
 def server_error_from_wire(
-    error: Any, *, method: str | None = None, invalid_params_means_not_found: bool = True,
+    error: Any, *, method: str | None = None, params: Mapping[str, Any] | None = None,
+    invalid_params_means_not_found: bool = True,
 ) -> ServerError:
     """Build the precise `ServerError` subclass for a wire `error` object.
 
-    -32602 on `resources/read` is `ResourceNotFound` where the revision says
-    so (2026-07-28; pass `invalid_params_means_not_found=False` for the
-    initialize era, whose not-found code is -32002).
+    On `resources/read`, -32002 is `ResourceNotFound`, and so is -32602
+    where the revision says so (2026-07-28; pass
+    `invalid_params_means_not_found=False` for the initialize era) or where
+    the error itself says so: its `data.uri` names a resource, or its
+    message reads as not found. `params` are the request's, so that the
+    error knows the URI asked for.
 
     A malformed error object still becomes a `ServerError` (code -32603 when
     the code is not an integer) so that nothing the server said is lost.
@@ -241,10 +297,18 @@ def server_error_from_wire(
         return ServerError(codes.INTERNAL_ERROR, f"malformed error object: {dict(error)!r}", method=method)
     message = error.get("message")
     text = message if isinstance(message, str) else repr(message)
+    data = error.get("data")
     cls = _BY_CODE.get(code, ServerError)
-    if code == codes.INVALID_PARAMS and method == "resources/read" and invalid_params_means_not_found:
+    if code == codes.INVALID_PARAMS and method == "resources/read" and (
+        invalid_params_means_not_found
+        or (isinstance(data, Mapping) and isinstance(data.get("uri"), str))
+        or _NOT_FOUND_WORDING.search(text) is not None
+    ):
         cls = ResourceNotFound
-    return cls(code, text, error.get("data"), method=method)
+    exc = cls(code, text, data, method=method)
+    if isinstance(exc, ResourceNotFound) and params is not None and isinstance(params.get("uri"), str):
+        exc.requested_uri = params["uri"]
+    return exc
 
 
 # -- transport failures --------------------------------------------------------

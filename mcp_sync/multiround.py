@@ -28,6 +28,7 @@ from .errors import (
     MalformedInputRequest,
     NoInputHandler,
     RequestTimeout,
+    UrlElicitationRequired,
 )
 from .protocol import inputs
 from .protocol.schemas import SchemaCache
@@ -158,3 +159,30 @@ def run_handler(kind: str, handler: Handler, params: dict[str, Any], schemas: Sc
     except inputs.BadInput as exc:
         raise InputHandlerError(f"the {kind} handler answered something invalid: {exc}", result=result,
                                 handler=kind, problem=str(exc)) from None
+
+
+
+def retry_after_url_elicitations(
+    refused: UrlElicitationRequired, send: Callable[[], dict[str, Any]], handlers: Mapping[str, Handler],
+    schemas: SchemaCache, *, answer_input: bool,
+) -> dict[str, Any]:
+    """What to do when the server refused a request with -32042 (URL
+    elicitation required, 2025-11-25): run the ``"url"`` handler for each
+    elicitation it lists and, when every one was accepted, `send()` the
+    request once more and return its result.
+
+    The server refused the request before running it, so sending it again
+    is safe for any request. `refused` is raised again when there is no
+    ``"url"`` handler, `answer_input` is false, or the handler declined or
+    cancelled one; a second refusal propagates too (one retry, so a server
+    that keeps asking cannot hold the caller in a loop). Runs on the
+    calling thread, like every handler the client runs for a call."""
+    handler = handlers.get("url")
+    elicitations = refused.elicitations
+    if handler is None or not answer_input or not elicitations:
+        raise refused
+    for elicitation in elicitations:
+        answer = run_handler("url", handler, elicitation, schemas, {})
+        if answer.get("action") != "accept":
+            raise refused
+    return send()

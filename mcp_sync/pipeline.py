@@ -48,6 +48,7 @@ from .errors import (
     SessionExpired,
     UnsupportedMethod,
     UnsupportedProtocolVersion,
+    UrlElicitationRequired,
     copy_error,
     server_error_from_wire,
 )
@@ -369,8 +370,17 @@ class Pipeline:
         if extensions and not self.dialect.stateless:
             extensions = None  # declared at initialize (checked above)
 
+        answer_input = bool(options.get("answer_input", True))
+
         def call(params: Mapping[str, Any] | None) -> Call:
             return Call(method, params, options, handlers, headers, refresh_headers, extensions)
+
+        def send_once(one: Call) -> dict[str, Any]:
+            try:
+                return self.send_once(one)
+            except UrlElicitationRequired as refused:
+                return multiround.retry_after_url_elicitations(
+                    refused, lambda: self.send_once(one), handlers, self.catalog.schemas, answer_input=answer_input)
 
         def rounds(send_once: Callable[[Call], dict[str, Any]]) -> dict[str, Any]:
             if responses is None and state is None and method not in multiround.METHODS:
@@ -378,15 +388,15 @@ class Pipeline:
             return multiround.answer_rounds(
                 lambda params: send_once(call(params)),
                 method, dict(original or {}), handlers=handlers,
-                answer_input=bool(options.get("answer_input", True)), max_rounds=max_rounds,
+                answer_input=answer_input, max_rounds=max_rounds,
                 input_responses=responses, request_state=state, schemas=self.catalog.schemas,
                 max_total_timeout=options.get("max_total_timeout", self.timeouts.max_total),
             )
 
         tracer = self.tracer
         if tracer is not None:  # the tracing hook (see `tracing`): one span per request
-            return tracer.request(method, original, rounds, self.send_once)
-        return rounds(self.send_once)
+            return tracer.request(method, original, rounds, send_once)
+        return rounds(send_once)
 
     def _check_declarable(self, handlers: Mapping[str, Any], extensions: Mapping[str, Any] | None) -> None:
         """In the initialize era, capabilities are fixed by `initialize`: a
@@ -436,7 +446,11 @@ class Pipeline:
         else:
             call = Call("tools/call", params, NO_OPTIONS, self.input_handlers)
         started = time.monotonic()
-        raw = self.send(call)
+        try:
+            raw = self.send(call)
+        except UrlElicitationRequired as refused:
+            raw = multiround.retry_after_url_elicitations(refused, lambda: self.send(call), call.handlers,
+                                                          catalog.schemas, answer_input=True)
         if raw.get("resultType") == "input_required":
             raw = self._more_rounds(call, raw, started)
         if raw.get("resultType") == "task":
@@ -673,7 +687,8 @@ class Pipeline:
             supervisor.alive()
             error = response.get("error")
             if error is not None:
-                exc = server_error_from_wire(error, method=method, invalid_params_means_not_found=dialect.stateless)
+                exc = server_error_from_wire(error, method=method, params=params,
+                                             invalid_params_means_not_found=dialect.stateless)
                 if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and "version" not in mended:
                     mended.add("version")
                     supervisor.rediscover(exc)

@@ -332,6 +332,19 @@ class Supervisor:
                 self.healer.soon()  # open them again, off this caller's thread
         return new
 
+    def notify(self, method: str) -> bool:
+        """Send the client notification `method` on the live connection, on
+        the calling thread; False (nothing sent) when there is none: no
+        reconnect for it, as a new connection starts a new session whose
+        server asks afresh whatever the notification would announce."""
+        if self.closed:
+            raise ConnectionClosed("the client is closed")
+        conn = self.conn
+        if conn is None or conn.failure is not None or self.reopen_after_fork:
+            return False
+        conn.notify(method)
+        return True
+
     def require_settled(self) -> Settled:
         settled = self.settled
         if settled is None:

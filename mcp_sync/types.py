@@ -240,6 +240,8 @@ class Tool(WireModel):
         icons: Icons for a user interface, as the wire dicts (`src`,
             `mimeType`, `sizes`, `theme`), or None.
         meta: The `_meta` object the server attached (wire `_meta`), or None.
+        execution: How the tool may be run (wire `execution`, 2025-11-25),
+            or None; see `task_support`.
         extra: The fields this client does not know, by wire name (empty when
             there are none).
         raw: The wire dict as received; `to_wire()` returns a copy.
@@ -261,8 +263,24 @@ class Tool(WireModel):
     annotations: dict[str, Any] | None = _wire("annotations", _object)
     icons: list[dict[str, Any]] | None = _wire("icons")
     meta: dict[str, Any] | None = _wire("_meta", _object)
+    execution: dict[str, Any] | None = _wire("execution", _object)
     extra: dict[str, Any] = _raw_field()
     raw: dict[str, Any] = _raw_field()
+
+    @property
+    def task_support(self) -> str:
+        """Whether the tool runs as a task (2025-11-25 `execution.taskSupport`):
+        ``"required"`` (`call_tool()` then runs it as a task by itself),
+        ``"optional"``, or ``"forbidden"``, which is also what a missing or
+        unknown value means.
+
+        Example::
+
+            >>> Tool.from_wire({"name": "research", "execution": {"taskSupport": "required"}}).task_support
+            'required'
+        """
+        support = self.execution.get("taskSupport") if self.execution is not None else None
+        return support if support in ("required", "optional") else "forbidden"
 
     @classmethod
     def from_wire(cls, raw: Any) -> Tool:
@@ -288,10 +306,12 @@ class Tool(WireModel):
         output_schema = get("outputSchema")
         annotations = get("annotations")
         meta = get("_meta")
+        execution = get("execution")
         if (type(name) is not str or not (input_schema is None or type(input_schema) is dict)
                 or not (output_schema is None or type(output_schema) is dict)
                 or not (annotations is None or type(annotations) is dict)
-                or not (meta is None or type(meta) is dict)):
+                or not (meta is None or type(meta) is dict)
+                or not (execution is None or type(execution) is dict)):
             return super().from_wire(raw)
         try:
             if input_schema is not None:
@@ -307,7 +327,7 @@ class Tool(WireModel):
                 break
         # Positional, in field order: no keyword dict per tool.
         return cls(name, get("title"), get("description"), input_schema, output_schema, annotations, get("icons"),
-                   meta, extra, raw if own else dict(raw))
+                   meta, execution, extra, raw if own else dict(raw))
 
 
 #: The wire names `Tool` knows (its fields' `_wire` names).

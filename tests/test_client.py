@@ -145,6 +145,24 @@ def test_missing_resource(client):
     assert info.value.code == (-32602 if client.stateless else -32002)
 
 
+@pytest.mark.parametrize("protocol", ERAS)
+@pytest.mark.parametrize("answer", [
+    RpcError(-32602, "Resource demo://gone/1 not found"),           # how TypeScript-SDK servers answer
+    RpcError(-32602, "Unknown resource", {"uri": "demo://gone/1"}),  # FastMCP names the URI
+])
+def test_a_not_found_answered_with_invalid_params_is_resource_not_found_in_every_era(protocol, answer):
+    server = Server("invalid-params-for-not-found")
+
+    @server.resource_template("demo://gone/{id}", "gone")
+    def gone(params):
+        raise answer
+
+    with mcp_sync.connect(server, protocol=protocol) as client:
+        with pytest.raises(mcp_sync.ResourceNotFound) as info:
+            client.read_resource("demo://gone/1")
+        assert info.value.uri == "demo://gone/1" and info.value.code == -32602
+
+
 def test_prompts_and_completion(client):
     prompts = {p.name: p for p in client.list_prompts()}
     assert [a.name for a in prompts["greet"].arguments] == ["name", "style"]

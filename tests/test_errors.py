@@ -92,3 +92,32 @@ def test_every_exported_error_is_documented_in_the_module_tree():
 def test_unsupported_method_message():
     exc = errors.UnsupportedMethod("ping", "2026-07-28", "use discover()")
     assert str(exc) == "ping is not part of protocol version 2026-07-28; use discover()"
+
+
+@pytest.mark.parametrize("error", [
+    {"code": -32602, "message": "Resource demo://x not found"},               # TypeScript SDK
+    {"code": -32602, "message": "Unknown resource: demo://x"},                # FastMCP
+    {"code": -32602, "message": "bad", "data": {"uri": "demo://x"}},          # names the URI
+    {"code": -32002, "message": "gone"},                                      # the initialize era's code
+])
+def test_an_initialize_era_not_found_is_resource_not_found_with_the_uri_asked_for(error):
+    exc = server_error_from_wire(error, method="resources/read", params={"uri": "demo://x", "_meta": {}},
+                                 invalid_params_means_not_found=False)
+    assert type(exc) is errors.ResourceNotFound
+    assert exc.uri == "demo://x" and "demo://x" in str(exc)
+    assert errors.copy_error(exc).uri == "demo://x"
+
+
+def test_an_initialize_era_invalid_params_that_is_not_about_a_missing_resource_stays_invalid_params():
+    exc = server_error_from_wire({"code": -32602, "message": "uri must be absolute"}, method="resources/read",
+                                 params={"uri": "x"}, invalid_params_means_not_found=False)
+    assert type(exc) is errors.InvalidParams
+    found = server_error_from_wire({"code": -32602, "message": "Tool x not found"}, method="tools/call",
+                                   params={"name": "x"}, invalid_params_means_not_found=False)
+    assert type(found) is errors.InvalidParams
+
+
+def test_the_servers_uri_wins_over_the_one_asked_for():
+    exc = server_error_from_wire({"code": -32002, "message": "gone", "data": {"uri": "demo://canonical"}},
+                                 method="resources/read", params={"uri": "demo://alias"})
+    assert exc.uri == "demo://canonical"

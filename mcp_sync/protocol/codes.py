@@ -39,11 +39,17 @@ MISSING_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 """The server does not speak the protocol version the request carried (2026-07-28)."""
 
+URL_ELICITATION_REQUIRED: Final = -32042
+"""The request needs the user to complete URL-mode elicitations first
+(2025-11-25 only); its `data.elicitations` lists them."""
+
 #: The range the stateless-era specification keeps for its own codes; an
-#: initialize-era server never sends one.
+#: initialize-era server never sends one, save `URL_ELICITATION_REQUIRED`,
+#: which 2025-11-25 defined inside it.
 STATELESS_ERA_CODES: Final = range(-32099, -32019)
 
 
 def is_stateless_era_code(code: object) -> bool:
     """Whether `code` is one the stateless-era specification keeps for itself."""
-    return isinstance(code, int) and not isinstance(code, bool) and code in STATELESS_ERA_CODES
+    return (isinstance(code, int) and not isinstance(code, bool) and code in STATELESS_ERA_CODES
+            and code != URL_ELICITATION_REQUIRED)
