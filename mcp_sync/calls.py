@@ -82,6 +82,14 @@ class ToolCatalog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tools: dict[str, Tool] = {}
+        #: The names of the known tools that run only as tasks (2025-11-25
+        #: `execution.taskSupport: "required"`); replaced whole, never changed.
+        self.task_required: frozenset[str] = frozenset()
+        # Set when a connection is published: its server runs tools as tasks
+        # of the core protocol (2025-11-25), so a tool not yet listed may be
+        # one that runs only as a task: `call_tool` lists the tools first,
+        # once (cleared by any complete listing).
+        self.list_before_calling = False
         # The Tool objects, by name, that passed the x-mcp-header check of a
         # mirroring transport: one listed again unchanged is the same object
         # (see `listed`) and needs no second walk of its schema. Only ever
@@ -105,6 +113,9 @@ class ToolCatalog:
             known = {} if replace else dict(self._tools)
             known.update((tool.name, tool) for tool in tools)
             self._tools = known
+            self.task_required = frozenset(name for name, tool in known.items() if tool.task_support == "required")
+            if replace:
+                self.list_before_calling = False
             self._headers_checked = {name: tool for name, tool in self._headers_checked.items()
                                      if known.get(name) is tool}
             # One compiled validator per known tool with an outputSchema.
@@ -248,12 +259,12 @@ class TypedCalls:
     def call_tool_raw(
         self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,
         options: RequestOptions, *, max_pages: int, timeout: float | None,
-        extensions: Mapping[str, Any] | None = None,
+        extensions: Mapping[str, Any] | None = None, task: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, Any], Callable[[Mapping[str, Any]], CallToolResult]]:
         """`call_tool` before its result is typed: the raw result (maybe a
         task, see `tasks`) and the function that types a `CallToolResult`
         wire object and checks its output, for the result now or a task's
-        result later."""
+        result later. `task` goes out as `params.task` (2025-11-25)."""
         definition: Tool | None
         if isinstance(tool, Tool):
             definition, name = tool, tool.name
@@ -274,6 +285,8 @@ class TypedCalls:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
+        if task is not None:
+            params["task"] = dict(task)
         catalog = self.catalog
         known, headers, refresh_headers = self.header_hooks(name, definition, arguments,
                                                              options.get("timeout", timeout), max_pages)

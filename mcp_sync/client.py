@@ -552,19 +552,7 @@ class Client:
             folders.append("file:///srv/data")
             client.roots_changed()
         """
-        forking.check()
-        if "roots" not in self._pipeline.input_handlers:
-            raise ValueError('roots_changed() needs a "roots" input handler: connect(..., input_handlers='
-                             '{"roots": ...}) answers the roots the server asks for')
-        settled = self._supervisor.require_settled()
-        if settled.dialect.stateless:
-            return False
-        declared = settled.declared.get("roots")
-        if not (isinstance(declared, Mapping) and declared.get("listChanged") is True):
-            raise ValueError('this connection did not declare roots.listChanged at connect(), so the server '
-                             'expects no notification: pass client_capabilities={"roots": {"listChanged": True}} '
-                             'to connect()')
-        return self._supervisor.notify("notifications/roots/list_changed")
+        return self._pipeline.roots_changed()
 
     # -- typed requests (see `calls`) -----------------------------------------------
 
@@ -645,10 +633,15 @@ class Client:
         known and has an `outputSchema`, `structured_content` is validated
         against it (`OutputValidationError` if it does not match).
 
-        `task=True` declares the tasks extension for this call and returns a
-        `Task` handle (already completed when the server answered at once);
+        `task=True` runs the call as a task and returns a `Task` handle
+        (already completed when the server answered at once): with the
+        tasks extension declared for this call (2026-07-28), or as the
+        core protocol's task augmentation (2025-11-25 servers that offer
+        it); `ExtensionNotDeclared` when the server offers no tasks.
         `wait=True` as well blocks until the task's result, `timeout`
-        bounding the whole wait. See docs/tasks.md.
+        bounding the whole wait. A tool whose definition says it runs only
+        as a task (`Tool.task_support == "required"`) is called so by
+        itself, and waited for. See docs/tasks.md.
 
         Example::
 
@@ -656,12 +649,21 @@ class Client:
                                       progress=lambda p: print(p.progress, p.total))
             print(result.text)
         """
+        pipeline = self._pipeline
         try:
-            if task or wait or self.options.tasks:
+            catalog = pipeline.catalog
+            if catalog.list_before_calling and type(tool) is str and catalog.get(tool) is None:
+                self.list_tools()  # does it run only as a task? (a 2025-11-25 server with tasks)
+            required = catalog.task_required  # tools that run only as tasks
+            if task or wait or self.options.tasks or (required and type(tool) is str and tool in required):
                 from . import tasks as _tasks
 
-                return _tasks.call_tool(self._pipeline, tool, arguments, options, task=task, wait=wait)
-            pipeline = self._pipeline
+                return _tasks.call_tool(pipeline, tool, arguments, options, task=task, wait=wait)
+            if type(tool) is not str:  # a definition: it may say it runs only as a task
+                from . import tasks as _tasks
+
+                if _tasks.runs_only_as_task(pipeline, tool):
+                    return _tasks.call_tool(pipeline, tool, arguments, options, task=task, wait=wait)
             if not options and type(tool) is str and tool and pipeline.cache is None and pipeline.tracer is None:
                 return pipeline.call_tool_plain(tool, arguments)
             return self._calls.call_tool(tool, arguments, options, max_pages=self.options.limits.max_pages,
@@ -688,6 +690,22 @@ class Client:
         from . import tasks as _tasks
 
         return _tasks.get_task(self._pipeline, task_id, options)
+
+    def list_tasks(self, **options: Unpack[RequestOptions]) -> list[Task]:
+        """Every task the server keeps for this client (`tasks/list`,
+        following `nextCursor`), as `Task` handles. Only 2025-11-25 servers
+        that declare the `tasks.list` capability offer it;
+        `ExtensionNotDeclared` otherwise, before anything is sent.
+
+        Example::
+
+            for task in client.list_tasks():
+                print(task.id, task.status)
+        """
+        check_option_names(options)
+        from . import tasks as _tasks
+
+        return _tasks.list_tasks(self._pipeline, options)
 
     def list_resources(self, **options: Unpack[RequestOptions]) -> list[Resource]:
         """Every direct resource, following `nextCursor` to the end.

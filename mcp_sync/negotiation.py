@@ -99,6 +99,18 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 DECLARATION: Mapping[str, Any] = {"extensions": {SKILLS_EXTENSION: {}}}
 
 
+def offers_core_tasks(dialect: Dialect, capabilities: Mapping[str, Any] | None) -> bool:
+    """Whether a server runs `tools/call` as a task of the core protocol:
+    a 2025-11-25 server whose capabilities list `tasks.requests.tools.call`
+    (here, not in `tasks`, for the same reason as `TASKS_EXTENSION`)."""
+    if not dialect.core_tasks or not isinstance(capabilities, Mapping):
+        return False
+    tasks = capabilities.get("tasks")
+    requests = tasks.get("requests") if isinstance(tasks, Mapping) else None
+    tools = requests.get("tools") if isinstance(requests, Mapping) else None
+    return isinstance(tools, Mapping) and isinstance(tools.get("call"), Mapping)
+
+
 def initialize_capabilities(capabilities: Mapping[str, Any], version: str) -> dict[str, Any]:
     """The capabilities an `initialize` for `version` sends: `capabilities`
     with the extensions this client implements declared, in the revisions

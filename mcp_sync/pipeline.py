@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, cast
 
@@ -53,7 +53,7 @@ from .errors import (
     server_error_from_wire,
 )
 from .metrics import Metrics
-from .negotiation import DECLARATION, TASKS_EXTENSION, Identity, Settled, Terms
+from .negotiation import DECLARATION, TASKS_EXTENSION, Identity, Settled, Terms, offers_core_tasks
 from .options import ClientOptions, RequestOptions, check_input_handlers, check_positive_int, check_timeout
 from .protocol import inputs
 from .protocol.meta import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, merge_meta, validate_trace_context
@@ -67,6 +67,7 @@ from .types import CallToolResult, DiscoverResult, Progress, Tool
 from .waiting import deadline_in, remaining
 
 if TYPE_CHECKING:
+    from .notifications import Notification
     from .subscriptions import Subscription
 
 log = logging.getLogger("mcp_sync.client")
@@ -151,6 +152,9 @@ class Requester(Protocol):
     def discover(self, options: RequestOptions) -> DiscoverResult: ...
 
     def listen(self, **keywords: Any) -> Subscription: ...
+
+    def on_notification(self, callback: Callable[[Notification], Any],
+                        methods: Iterable[str]) -> Callable[[], None]: ...
 
 
 def server_identity(target: Any) -> str | None:
@@ -293,6 +297,7 @@ class Pipeline:
         of a new initialize-era session."""
         self.catalog.mirrors_headers = conn.transport.mirrors_headers
         self.catalog.structured_output = settled.dialect.structured_output
+        self.catalog.list_before_calling = offers_core_tasks(settled.dialect, settled.capabilities)
         level = self.options.log_level
         if settled.session is not None and level is not None:
             try:
@@ -333,6 +338,27 @@ class Pipeline:
         result = self.calls.discover(options)
         self.supervisor.update(discovered=result)
         return result
+
+    def roots_changed(self) -> bool:
+        """`Client.roots_changed()`: see there."""
+        forking.check()
+        if "roots" not in self.input_handlers:
+            raise ValueError('roots_changed() needs a "roots" input handler: connect(..., input_handlers='
+                             '{"roots": ...}) answers the roots the server asks for')
+        settled = self.supervisor.require_settled()
+        if settled.dialect.stateless:
+            return False
+        declared = settled.declared.get("roots")
+        if not (isinstance(declared, Mapping) and declared.get("listChanged") is True):
+            raise ValueError('this connection did not declare roots.listChanged at connect(), so the server '
+                             'expects no notification: pass client_capabilities={"roots": {"listChanged": True}} '
+                             'to connect()')
+        return self.supervisor.notify("notifications/roots/list_changed")
+
+    def on_notification(self, callback: Callable[[Notification], Any], methods: Iterable[str]) -> Callable[[], None]:
+        """`callback` for each of these notifications that belong to no
+        call, on the notification thread; returns the function that stops it."""
+        return self.supervisor.dispatcher.add_callback(callback, methods=set(methods))
 
     def listen(self, **keywords: Any) -> Subscription:
         from .subscriptions import listen

@@ -21,9 +21,20 @@ request pipeline's `Requester` interface, declaring the extension with
 tracing, metrics and the `Mcp-Method`/`Mcp-Name` headers work as for any
 request.
 
+2025-11-25 has tasks in its core protocol instead, with other shapes, and
+a `Task` speaks whichever the connection has (`flavour()`): the request
+carries `params.task` (no extension is declared); the answer is
+`{"task": {...}}`; `tasks/get` answers the task's state alone, and the
+outcome of a finished task comes from `tasks/result`, which also blocks
+while the task is `input_required`, the server's requests (its elicitation,
+say) arriving meanwhile and answered by the input handlers like any server
+request; `notifications/tasks/status` carries changes, which wake a waiting
+poller. A tool whose `execution.taskSupport` is `required` is run as a
+task by `call_tool()` even without `task=True`.
+
 Field names are those of the extension (`ttlMs`, `pollIntervalMs`); the
-older `ttl` and `pollInterval` (also milliseconds) are read when the new
-ones are missing.
+older `ttl` and `pollInterval` (also milliseconds, 2025-11-25's names) are
+read when the new ones are missing.
 
 Threading: a `Task` may be shared. Its state is guarded by a condition;
 one waiting thread at a time polls (the "poller"), the others wait on the
@@ -43,19 +54,22 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from . import multiround
 from .errors import (
     ConnectionClosed,
+    ExtensionNotDeclared,
+    InvalidParams,
     InvalidResult,
     McpError,
     MissingClientCapability,
     RequestTimeout,
+    ServerError,
     server_error_from_wire,
 )
 from .errors import TaskCancelled as TaskCancelled
-from .negotiation import TASKS_EXTENSION
+from .negotiation import TASKS_EXTENSION, offers_core_tasks
 from .notifications import Notification
 from .options import RequestOptions, check_input_handlers, check_timeout
-from .protocol import codes
+from .protocol import codes, pagination
 from .protocol.headers import encode_header_value
-from .types import CallToolResult
+from .types import CallToolResult, Tool
 from .waiting import deadline_in, remaining
 
 if TYPE_CHECKING:
@@ -100,6 +114,37 @@ def explained(exc: MissingClientCapability) -> MissingClientCapability:
     return MissingClientCapability(
         exc.code, f"{exc.message} (this tool only runs as a task: pass task=True to call_tool(), "
                   "or tasks=True to connect())", exc.data, method=exc.method)
+
+
+CORE, EXTENSION_FLAVOUR = "core", "extension"
+
+
+def flavour(client: Requester) -> str | None:
+    """How the connection runs tasks: `CORE` (2025-11-25, the server's
+    capabilities list `tasks.requests.tools.call`), `EXTENSION_FLAVOUR`
+    (2026-07-28, declared per request; or an initialize-era server that
+    declares the extension), or None: an initialize-era server that offers
+    neither."""
+    settled = client.settled
+    if settled is None or settled.dialect.stateless:
+        return EXTENSION_FLAVOUR  # not connected yet (the request will say so), or per request
+    capabilities = client.server_capabilities or {}
+    if offers_core_tasks(settled.dialect, capabilities):
+        return CORE
+    return EXTENSION_FLAVOUR if _names_tasks(capabilities) else None
+
+
+def runs_only_as_task(client: Requester, tool: Any) -> bool:
+    """Whether `tool` (a name, a `Tool` or a definition mapping) declares
+    `execution.taskSupport: "required"`, as far as the client knows."""
+    if isinstance(tool, str):
+        return tool in client.calls.catalog.task_required
+    if isinstance(tool, Tool):
+        return tool.task_support == "required"
+    if isinstance(tool, Mapping):
+        execution = tool.get("execution")
+        return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
+    return False
 
 
 def _parse_time(value: Any) -> datetime.datetime | None:
@@ -149,9 +194,10 @@ class Task:
     """
 
     def __init__(self, requester: Requester | None, state: Mapping[str, Any], finish: Finish,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None, *, core: bool = False) -> None:
         self._requester = requester
         self._finish = finish
+        self._core = core  # 2025-11-25's core tasks, else the extension
         self._options: dict[str, Any] = dict(options or {})
         self._cond = threading.Condition()
         self._polling = False
@@ -223,7 +269,7 @@ class Task:
         # them once more when a poll, coming at the server's interval, finds
         # the pooled connection just reset.
         return client.request(method, params, cast(RequestOptions, options), headers=lambda: headers,
-                              extensions=_DECLARE)
+                              extensions=None if self._core else _DECLARE)
 
     def refresh(self, *, timeout: float | None = None) -> Task:
         """Fetch the task's state (`tasks/get`) and return the handle.
@@ -253,7 +299,19 @@ class Task:
         check_timeout("timeout", timeout)
         if self.id is None:
             return
-        self._request("tasks/cancel", {"taskId": self.id}, timeout)
+        if not self._core:
+            self._request("tasks/cancel", {"taskId": self.id}, timeout)
+        else:
+            # 2025-11-25 answers the task's state, and -32602 for a task
+            # already finished: not an error here, once its state says so.
+            try:
+                state = self._request("tasks/cancel", {"taskId": self.id}, timeout)
+            except InvalidParams:
+                if not self.refresh(timeout=timeout).done:
+                    raise
+            else:
+                with self._cond:
+                    self._apply(state)
         self._nudge.set()  # a waiting poller looks again now rather than after its interval
 
     def wait(self, timeout: float | None = None) -> CallToolResult:
@@ -300,13 +358,21 @@ class Task:
     def _poll(self, deadline: float | None, timeout: float | None) -> CallToolResult:
         subscription: Subscription | None = None
         listened = False
+        stop_hearing = self._hear_status() if self._core else None
         try:
             while True:
                 with self._cond:
                     status, raw = self.status, self.raw
                 if status in TERMINAL:
-                    return self._settle(raw)
+                    return self._settle(raw, deadline, timeout)
                 if status == "input_required":
+                    if self._core:
+                        # tasks/result brings the server's questions and
+                        # blocks until the task ends.
+                        outcome = self._fetch_result(deadline, timeout)
+                        if outcome is not None:
+                            return outcome
+                        continue
                     self._answer(raw, deadline, timeout)
                 if not listened:  # only for a task that is still running
                     subscription, listened = self._listen(deadline), True
@@ -335,6 +401,55 @@ class Task:
         finally:
             if subscription is not None:
                 subscription.close()
+            if stop_hearing is not None:
+                stop_hearing()
+
+    def _hear_status(self) -> Callable[[], None]:
+        """Apply this task's `notifications/tasks/status` (2025-11-25) and
+        wake the poller; the callback runs on the notification thread and
+        touches only the state under the condition. Returns the stop."""
+
+        def heard(notification: Notification) -> None:
+            if notification.params.get("taskId") != self.id:
+                return
+            try:
+                with self._cond:
+                    if self.status not in TERMINAL:
+                        self._apply(notification.params)
+            except InvalidResult as exc:  # a malformed one: the next poll will tell
+                log.debug("task %s: ignoring a malformed status notification: %s", self.id, exc)
+                return
+            self._nudge.set()
+
+        return self._client().on_notification(heard, ("notifications/tasks/status",))
+
+    def _fetch_result(self, deadline: float | None, timeout: float | None) -> CallToolResult | None:
+        """The outcome from `tasks/result` (2025-11-25), kept for every
+        waiter: the tool's result, or the error the task ended with. None
+        when the request's own timeout passed before the task ended (the
+        caller polls again); `RequestTimeout` when the wait's did."""
+        left = remaining(deadline)
+        if left is not None and left <= 0:
+            raise self._timed_out(timeout)
+        assert self.id is not None
+        try:
+            raw = self._request("tasks/result", {"taskId": self.id}, self._request_timeout(left))
+        except RequestTimeout:
+            left = remaining(deadline)
+            if left is not None and left <= 0:
+                raise self._timed_out(timeout) from None
+            self.refresh(timeout=self._request_timeout(left))
+            return None
+        except ServerError as exc:  # the error the task ended with, as tasks/result answers it
+            with self._cond:
+                self._error = exc
+            raise
+        outcome = self._finish(raw)
+        with self._cond:
+            self._outcome = outcome
+            if self.status not in TERMINAL:
+                self.status = "completed"
+        return outcome
 
     def _listen(self, deadline: float | None) -> Subscription | None:
         """A `subscriptions/listen` stream of this task's `notifications/tasks`
@@ -392,9 +507,15 @@ class Task:
             return own
         return left if own is None else min(own, left)
 
-    def _settle(self, raw: Mapping[str, Any]) -> CallToolResult:
+    def _settle(self, raw: Mapping[str, Any], deadline: float | None = None,
+                timeout: float | None = None) -> CallToolResult:
         """The outcome of a terminal state, kept for every waiter."""
         task_id = self.id or ""
+        if self._core and raw.get("status") in ("completed", "failed"):
+            while True:  # the outcome is tasks/result's: a result, or the error the task failed with
+                outcome = self._fetch_result(deadline, timeout)
+                if outcome is not None:
+                    return outcome
         try:
             if raw.get("status") == "completed":
                 result = raw.get("result")
@@ -446,19 +567,35 @@ def call_tool(client: Requester, tool: Any, arguments: Mapping[str, Any] | None,
     """`Client.call_tool()`: see there."""
     if not isinstance(task, bool) or not isinstance(wait, bool):
         raise TypeError("task and wait must be booleans")
-    asked = task or wait
+    # A tool that runs only as a task is run as one, and waited for, as
+    # `wait=True` would: the caller asked for its result.
+    asked = task or wait or runs_only_as_task(client, tool)
     opts: dict[str, Any] = dict(options)
     timeout = opts.get("timeout", client.options.timeouts.request)
     check_timeout("timeout", timeout)
     deadline = deadline_in(timeout)
+    how = flavour(client)
+    if asked and how is None:
+        settled = client.settled
+        version = settled.dialect.version if settled is not None else "?"
+        raise ExtensionNotDeclared(EXTENSION, None, (
+            f"the server offers no tasks: on protocol {version} it declares neither the capability "
+            "tasks.requests.tools.call (2025-11-25) nor the io.modelcontextprotocol/tasks extension; "
+            "call the tool without task=True"))
+    core = asked and how == CORE
     raw, finish = client.calls.call_tool_raw(tool, arguments, cast(RequestOptions, opts),
                                              max_pages=client.options.limits.max_pages, timeout=client.options.timeouts.request,
-                                             extensions=_DECLARE if asked else None)
-    if raw.get("resultType") != "task":
+                                             extensions=_DECLARE if asked and not core else None,
+                                             task={} if core else None)
+    created = raw.get("task") if core else None
+    if core and isinstance(created, Mapping):
+        handle = Task(client, created, finish, opts, core=True)
+    elif raw.get("resultType") != "task":
         result = finish(raw)
-        return Task._settled(result) if asked and not wait else result
-    # Not asked for here means declared for every call (`connect(tasks=True)`).
-    handle = Task(client, raw, finish, opts)
+        return Task._settled(result) if task and not wait else result
+    else:
+        # Not asked for here means declared for every call (`connect(tasks=True)`).
+        handle = Task(client, raw, finish, opts)
     if task and not wait:
         return handle
     # wait=True, or a client that declared tasks for every call but wants
@@ -472,6 +609,33 @@ def get_task(client: Requester, task_id: str, options: Mapping[str, Any]) -> Tas
         raise TypeError("task_id must be a non-empty string")
     check_timeout("timeout", options.get("timeout"))
     # The tool's definition is not known here: the result is typed, not validated.
-    handle = Task(client, {"taskId": task_id, "status": "working"}, CallToolResult.from_wire, options)
+    handle = Task(client, {"taskId": task_id, "status": "working"}, CallToolResult.from_wire, options,
+                  core=flavour(client) == CORE)
     handle.refresh()
     return handle
+
+
+def list_tasks(client: Requester, options: Mapping[str, Any]) -> list[Task]:
+    """`Client.list_tasks()`: see there."""
+    check_timeout("timeout", options.get("timeout"))
+    if flavour(client) != CORE:
+        raise ExtensionNotDeclared(EXTENSION, "list", "the server offers no tasks/list: only a 2025-11-25 "
+                                   "server that declares the capability tasks.list lists its tasks")
+    capabilities = client.server_capabilities or {}
+    if not isinstance(capabilities.get("tasks"), Mapping) or not isinstance(capabilities["tasks"].get("list"), Mapping):
+        raise ExtensionNotDeclared(EXTENSION, "list", "the server does not declare the capability tasks.list")
+
+    def fetch(cursor: str | None) -> tuple[list[Task], str | None]:
+        raw = client.request("tasks/list", {} if cursor is None else {"cursor": cursor},
+                             cast(RequestOptions, dict(options)))
+        items = raw.get("tasks")
+        if not isinstance(items, list):
+            raise InvalidResult("tasks/list: the result has no tasks list")
+        following = raw.get("nextCursor")
+        return ([Task(client, item, CallToolResult.from_wire, options, core=True) for item in items],
+                following if isinstance(following, str) else None)
+
+    found: list[Task] = []
+    for page in pagination.pages("tasks/list", fetch, client.options.limits.max_pages):
+        found.extend(page)
+    return found

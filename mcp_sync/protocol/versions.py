@@ -111,6 +111,20 @@ class Dialect:
         return not self.stateless and self._has_since(_INITIALIZE_EXTENSIONS_SINCE)
 
     @property
+    def core_tasks(self) -> bool:
+        """Whether the revision has task-augmented requests in its core
+        protocol (`params.task`, `tasks/get`, `tasks/result`, `tasks/list`,
+        `tasks/cancel`): 2025-11-25 only; 2026-07-28 moved tasks into the
+        `io.modelcontextprotocol/tasks` extension.
+
+        Example::
+
+            >>> dialect_for("2025-11-25").core_tasks, dialect_for("2026-07-28").core_tasks
+            (True, False)
+        """
+        return self.version == "2025-11-25"
+
+    @property
     def protocol_version_header(self) -> bool:
         """Whether HTTP requests after the handshake carry `MCP-Protocol-Version`
         (2025-06-18 on; older servers never heard of it)."""
@@ -180,9 +194,12 @@ class Dialect:
     def may_cancel(self, method: str) -> bool:
         """Whether a request of `method` may be cancelled with a notification.
 
-        The initialize-era lifecycle forbids cancelling `initialize`.
+        The initialize-era lifecycle forbids cancelling `initialize`; a
+        `tasks/result` that gave up waiting is not cancelled either, as a
+        server could take that for the task's own cancellation, which only
+        `tasks/cancel` may ask for (2025-11-25).
         """
-        return self.stateless or method != "initialize"
+        return self.stateless or method not in ("initialize", "tasks/result")
 
     def result_type(self, result: Mapping[str, Any]) -> str:
         """The result's `resultType`: absent means complete; unknown is invalid."""

@@ -10,9 +10,10 @@ start at once), and reused afterwards: a cached peer costs one `stat`.
     python = python_sdk("1.9.4")     # the venv's interpreter
     node, sdk_dir = typescript_sdk()  # node and the npm prefix of the pinned SDK
     node, entry = everything_server()  # node and the reference server's entry script
+    python, script = fastmcp_server()  # the FastMCP venv's interpreter and the test server it runs
 
 Every version is pinned with its whole dependency tree (`py-sdk-X.txt`,
-`ts_sdk1/package-lock.json`, `everything/package-lock.json` beside this file): an old SDK with today's
+`ts_sdk1/package-lock.json`, `everything/package-lock.json`, `fastmcp-X.txt` beside this file): an old SDK with today's
 pydantic or starlette does not even import, and a test peer must not change
 under the tests. A failed install raises `PeerInstallError` with the
 installer's output.
@@ -38,6 +39,10 @@ ROOT = HERE.parent.parent
 TS_SDK_VERSION = "1.12.3"
 #: The reference server every MCP client is tried against (issue 27: interop in CI).
 EVERYTHING_VERSION = "2026.8.31"
+#: The FastMCP release `fastmcp_server()` installs (the standalone `fastmcp`,
+#: the newest on PyPI; it serves 2026-07-28 and the initialize era); pinned
+#: in fastmcp-VERSION.txt.
+FASTMCP_VERSION = "4.2.3"
 #: The Node 22 the conformance runner (tests/conformance/run.sh) installs
 #: into its cache; used when present, as it is known to run the SDK.
 CONFORMANCE_NODE = (Path(os.environ.get("MCP_CONFORMANCE_HOME") or Path.home() / ".cache" / "mcp-conformance")
@@ -230,6 +235,25 @@ def everything_server() -> tuple[str, str]:
     return node(), str(entry)
 
 
+def fastmcp_server() -> tuple[str, str]:
+    """`(python, script)`: the interpreter of a venv holding the pinned
+    FastMCP, installed on first use into `<cache>/fastmcp-VERSION`, and the
+    test server it runs (`python script stdio`, or `python script http
+    PORT` for Streamable HTTP on 127.0.0.1). FastMCP needs Python >= 3.11,
+    so the venv is made with `peer_python()`, as the SDK peers are."""
+    pins = HERE / f"fastmcp-{FASTMCP_VERSION}.txt"
+    requirements = pins.read_text()
+    python, python_version = peer_python()
+
+    def install(target: Path) -> None:
+        _run([python, "-m", "venv", str(target)], f"a venv for fastmcp {FASTMCP_VERSION}")
+        _run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              "--no-input", "-r", str(pins)], f"fastmcp {FASTMCP_VERSION}")
+
+    target = _ensure(f"fastmcp-{FASTMCP_VERSION}", f"{python_version}\n{requirements}", install)
+    return str(target / "bin" / "python"), str(HERE / "fastmcp_server.py")
+
+
 if __name__ == "__main__":
     # `python -m tests.interop.old_peers`: install every peer now (as CI may,
     # before the tests) and say where they are.
@@ -237,3 +261,4 @@ if __name__ == "__main__":
         print(python_sdk(version))
     print(*typescript_sdk())
     print(*everything_server())
+    print(*fastmcp_server())

@@ -14,48 +14,21 @@ It listens on every interface by default, so it is started with
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Iterator
 
 import mcp_sync
 from mcp_sync.status import Status
 from mcp_sync.options import Reconnect
 from tests.helpers import next_event, wait_until
-from tests.interop import old_peers
-from tests.interop.listening import free_port, wait_until_listening
+from tests.interop.everything_peer import http_server, stdio_command
+from tests.interop.listening import free_port
 
 HERE = Path(__file__).parent
-LOOPBACK = str(HERE / "loopback.cjs")
 STARTS = str(HERE.parent / "servers" / "starts.py")
 FAST = Reconnect(initial_delay=0.05, max_delay=0.5)
-
-
-def stdio_command() -> list[str]:
-    node, entry = old_peers.everything_server()
-    return [node, entry, "stdio"]
-
-
-@contextmanager
-def http_server(port: int) -> Iterator[str]:
-    node, entry = old_peers.everything_server()
-    proc = subprocess.Popen([node, "--require", LOOPBACK, entry, "streamableHttp"], env={**os.environ, "PORT": str(port)},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_until_listening(proc, port)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 def test_stdio_one_start_its_era_and_its_tools(tmp_path):

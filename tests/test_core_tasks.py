@@ -1,0 +1,121 @@
+"""Tasks in 2025-11-25's core protocol (`params.task`, `tasks/get`,
+`tasks/result`, `tasks/list`, `tasks/cancel`, `notifications/tasks/status`),
+against a stdio server of that revision (tests/servers/core_tasks.py). The
+reference server's task tool is in tests/interop/test_everything_protocol.py."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import mcp_sync
+from mcp_sync import Task
+from tests.helpers import recorded
+from tests.schema_check import SchemaChecker
+
+SERVER = str(Path(__file__).parent / "servers" / "core_tasks.py")
+SCHEMAS = SchemaChecker(Path(__file__).parent / "schemas")
+
+
+def core_tasks(*flags: str, record: Path | None = None) -> list[str]:
+    return [sys.executable, SERVER, *flags, *(["--record", str(record)] if record else [])]
+
+
+def sent(record: Path) -> list[dict]:
+    return [message for _, message in recorded(record)]
+
+
+def test_a_task_goes_out_with_params_task_and_every_message_follows_the_schema(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks(record=record)) as client:
+        task = client.call_tool("work", {"until": "released"}, task=True)
+        assert isinstance(task, Task) and task.id == "task-1" and task.status == "working"
+        assert task.ttl == 60.0 and task.poll_interval == 0.05
+        client.call_tool("release")
+        assert task.refresh().status == "completed"
+        assert task.wait(timeout=10).text == "done task-1"
+    messages = sent(record)
+    call = next(m for m in messages if m.get("method") == "tools/call")
+    assert call["params"]["task"] == {}
+    # Core tasks declare no extension: the client's capabilities say nothing of tasks.
+    initialize = next(m for m in messages if m.get("method") == "initialize")
+    assert "extensions" not in initialize["params"]["capabilities"] or \
+        "io.modelcontextprotocol/tasks" not in initialize["params"]["capabilities"]["extensions"]
+    assert [m["method"] for m in messages if m.get("method", "").startswith("tasks/")] == ["tasks/get", "tasks/result"]
+    for message in messages:
+        assert SCHEMAS.check(None, message, version="2025-11-25") is None
+
+
+def test_a_status_notification_wakes_the_waiter(tmp_path):
+    # The server suggests polling once an hour: a waiter bounded by 10 s can
+    # only finish by hearing notifications/tasks/status.
+    with mcp_sync.connect(core_tasks("--notify")) as client:
+        task = client.call_tool("work", {"until": "released"}, task=True)
+        results = []
+        waiter = threading.Thread(target=lambda: results.append(task.wait(timeout=10)))
+        waiter.start()
+        client.call_tool("release")
+        waiter.join()
+    assert [r.text for r in results] == ["done task-1"]
+
+
+def test_a_task_that_failed_with_an_error_raises_it_for_every_waiter():
+    with mcp_sync.connect(core_tasks()) as client:
+        task = client.call_tool("work", {"outcome": "rpc-error"}, task=True)
+        for _ in range(2):
+            with pytest.raises(mcp_sync.ServerError) as info:
+                task.wait(timeout=10)
+            assert info.value.message == "the work failed" and info.value.method == "tasks/result"
+        assert task.status == "failed"
+
+
+def test_a_task_whose_tool_failed_returns_the_error_result():
+    with mcp_sync.connect(core_tasks()) as client:
+        result = client.call_tool("work", {"outcome": "tool-error"}, task=True).wait(timeout=10)
+    assert result.is_error and result.text == "it broke"
+
+
+def test_a_tool_that_runs_only_as_a_task_is_run_as_one_even_before_it_was_listed(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks(record=record)) as client:
+        assert client.call_tool("must").text == "done task-1"
+        assert client.call_tool("must", timeout=10).text == "done task-2"
+    methods = [m.get("method") for m in sent(record)]
+    assert methods.count("tools/list") == 1  # listed once, to learn it runs only as a task
+    calls = [m for m in sent(record) if m.get("method") == "tools/call"]
+    assert [c["params"].get("task") for c in calls] == [{}, {}]
+
+
+def test_wait_true_returns_the_result_and_list_tasks_lists_them():
+    with mcp_sync.connect(core_tasks()) as client:
+        result = client.call_tool("work", {}, task=True, wait=True)
+        assert result.text == "done task-1"
+        task = client.call_tool("work", {"until": "released"}, task=True)
+        listed = client.list_tasks()
+        assert [(t.id, t.status) for t in listed] == [("task-1", "completed"), ("task-2", "working")]
+        task.cancel()
+        assert task.status == "cancelled"
+        with pytest.raises(mcp_sync.TaskCancelled):
+            task.wait(timeout=10)
+        task.cancel()  # -32602 for a finished task: not an error
+
+
+def test_a_server_without_tasks_refuses_task_true_before_anything_is_sent(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks("--no-tasks", record=record)) as client:
+        with pytest.raises(mcp_sync.ExtensionNotDeclared, match="offers no tasks"):
+            client.call_tool("work", {}, task=True)
+        with pytest.raises(mcp_sync.ExtensionNotDeclared, match="tasks/list"):
+            client.list_tasks()
+        assert client.call_tool("work").text == "at once"
+    assert [m.get("method") for m in sent(record)].count("tools/call") == 1
+
+
+def test_list_tasks_needs_the_list_capability():
+    with mcp_sync.connect(core_tasks("--no-list")) as client:
+        with pytest.raises(mcp_sync.ExtensionNotDeclared, match="tasks.list"):
+            client.list_tasks()
+        assert client.call_tool("work", {}, task=True).wait(timeout=10).text == "done task-1"
