@@ -653,7 +653,9 @@ class Client:
         try:
             catalog = pipeline.catalog
             if catalog.list_before_calling and type(tool) is str and catalog.get(tool) is None:
-                self.list_tools()  # does it run only as a task? (a 2025-11-25 server with tasks)
+                from . import tasks as _tasks
+
+                options = _tasks.learn_before_calling(pipeline, arguments, options)
             required = catalog.task_required  # tools that run only as tasks
             if task or wait or self.options.tasks or (required and type(tool) is str and tool in required):
                 from . import tasks as _tasks

@@ -164,7 +164,7 @@ def run_handler(kind: str, handler: Handler, params: dict[str, Any], schemas: Sc
 
 def retry_after_url_elicitations(
     refused: UrlElicitationRequired, send: Callable[[], dict[str, Any]], handlers: Mapping[str, Handler],
-    schemas: SchemaCache, *, answer_input: bool,
+    schemas: SchemaCache, *, answer_input: bool, started: float, max_total_timeout: float | None,
 ) -> dict[str, Any]:
     """What to do when the server refused a request with -32042 (URL
     elicitation required, 2025-11-25): run the ``"url"`` handler for each
@@ -175,7 +175,9 @@ def retry_after_url_elicitations(
     is safe for any request. `refused` is raised again when there is no
     ``"url"`` handler, `answer_input` is false, or the handler declined or
     cancelled one; a second refusal propagates too (one retry, so a server
-    that keeps asking cannot hold the caller in a loop). Runs on the
+    that keeps asking cannot hold the caller in a loop), and not at all
+    once `max_total_timeout` has passed since the call `started` (the
+    person's time included, as in the multi-round loop). Runs on the
     calling thread, like every handler the client runs for a call."""
     handler = handlers.get("url")
     elicitations = refused.elicitations
@@ -185,4 +187,8 @@ def retry_after_url_elicitations(
         answer = run_handler("url", handler, elicitation, schemas, {})
         if answer.get("action") != "accept":
             raise refused
+    if max_total_timeout is not None and time.monotonic() - started > max_total_timeout:
+        raise RequestTimeout(f"{refused.method or 'the request'}: maximum total timeout exceeded "
+                             f"({max_total_timeout:g} s) before it could be sent again",
+                             method=refused.method, max_total_timeout=max_total_timeout)
     return send()

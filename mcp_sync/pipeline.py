@@ -397,6 +397,8 @@ class Pipeline:
             extensions = None  # declared at initialize (checked above)
 
         answer_input = bool(options.get("answer_input", True))
+        started = time.monotonic()
+        max_total = options.get("max_total_timeout", self.timeouts.max_total)
 
         def call(params: Mapping[str, Any] | None) -> Call:
             return Call(method, params, options, handlers, headers, refresh_headers, extensions)
@@ -406,7 +408,8 @@ class Pipeline:
                 return self.send_once(one)
             except UrlElicitationRequired as refused:
                 return multiround.retry_after_url_elicitations(
-                    refused, lambda: self.send_once(one), handlers, self.catalog.schemas, answer_input=answer_input)
+                    refused, lambda: self.send_once(one), handlers, self.catalog.schemas, answer_input=answer_input,
+                    started=started, max_total_timeout=max_total)
 
         def rounds(send_once: Callable[[Call], dict[str, Any]]) -> dict[str, Any]:
             if responses is None and state is None and method not in multiround.METHODS:
@@ -416,7 +419,7 @@ class Pipeline:
                 method, dict(original or {}), handlers=handlers,
                 answer_input=answer_input, max_rounds=max_rounds,
                 input_responses=responses, request_state=state, schemas=self.catalog.schemas,
-                max_total_timeout=options.get("max_total_timeout", self.timeouts.max_total),
+                max_total_timeout=max_total,
             )
 
         tracer = self.tracer
@@ -476,7 +479,8 @@ class Pipeline:
             raw = self.send(call)
         except UrlElicitationRequired as refused:
             raw = multiround.retry_after_url_elicitations(refused, lambda: self.send(call), call.handlers,
-                                                          catalog.schemas, answer_input=True)
+                                                          catalog.schemas, answer_input=True, started=started,
+                                                          max_total_timeout=self.timeouts.max_total)
         if raw.get("resultType") == "input_required":
             raw = self._more_rounds(call, raw, started)
         if raw.get("resultType") == "task":
@@ -687,8 +691,11 @@ class Pipeline:
             generation = supervisor.session_generation
             pending = None
             try:
+                # A task-augmented request (2025-11-25 `params.task`) may be
+                # cancelled only by `tasks/cancel`, which needs the task id
+                # its answer would have carried: it is not cancelled at all.
                 pending = conn.send_request(method, wire_params, progress=plan.wants_progress,
-                                            cancellable=dialect.may_cancel(method),
+                                            cancellable=dialect.may_cancel(method) and "task" not in params,
                                             headers=call.headers() if call.headers is not None else None)
                 response = conn.wait(
                     pending, timeout=_left(plan.timeout, plan.deadline), on_progress=plan.on_progress,

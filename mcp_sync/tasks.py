@@ -66,7 +66,7 @@ from .errors import (
 from .errors import TaskCancelled as TaskCancelled
 from .negotiation import TASKS_EXTENSION, offers_core_tasks
 from .notifications import Notification
-from .options import RequestOptions, check_input_handlers, check_timeout
+from .options import RequestOptions, check_input_handlers, check_option_names, check_timeout
 from .protocol import codes, pagination
 from .protocol.headers import encode_header_value
 from .types import CallToolResult, Tool
@@ -145,6 +145,27 @@ def runs_only_as_task(client: Requester, tool: Any) -> bool:
         execution = tool.get("execution")
         return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
     return False
+
+
+def learn_before_calling(client: Requester, arguments: Any, options: RequestOptions) -> RequestOptions:
+    """List the tools once before calling one not seen listed, on a
+    server whose tools may run only as tasks (2025-11-25 with tasks):
+    after the call's own checks, within its timeout (what is left of it
+    goes to the call), and at most once per connection: a failed listing
+    is logged and the call goes ahead plainly."""
+    check_option_names(options)
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise TypeError("arguments must be a mapping")
+    timeout = options.get("timeout", client.options.timeouts.request)
+    check_timeout("timeout", timeout)
+    deadline = deadline_in(timeout)
+    client.calls.catalog.list_before_calling = False
+    try:
+        client.calls.list_all("tools", {"timeout": timeout}, client.options.limits.max_pages)
+    except McpError as exc:
+        log.info("could not list the tools to learn which run only as tasks (%s); calling plainly", exc)
+    left = remaining(deadline, at_least=1e-9)
+    return options if left is None else cast(RequestOptions, {**options, "timeout": left})
 
 
 def _parse_time(value: Any) -> datetime.datetime | None:
@@ -227,6 +248,8 @@ class Task:
             raise InvalidResult(f"task {task_id}: unknown status {status!r}")
         if self.id is not None and task_id != self.id:
             raise InvalidResult(f"asked for task {self.id}, the server answered for {task_id}")
+        if status not in TERMINAL and getattr(self, "status", None) in TERMINAL:
+            return  # an answer sent before the task ended, arriving after: a task never leaves a terminal status
         self.id = task_id
         self.status: str = status
         message = state.get("statusMessage")
@@ -304,10 +327,12 @@ class Task:
         else:
             # 2025-11-25 answers the task's state, and -32602 for a task
             # already finished: not an error here, once its state says so.
+            deadline = deadline_in(timeout)
             try:
                 state = self._request("tasks/cancel", {"taskId": self.id}, timeout)
             except InvalidParams:
-                if not self.refresh(timeout=timeout).done:
+                left = remaining(deadline)
+                if (left is not None and left <= 0) or not self.refresh(timeout=left).done:
                     raise
             else:
                 with self._cond:
@@ -368,12 +393,13 @@ class Task:
                 if status == "input_required":
                     if self._core:
                         # tasks/result brings the server's questions and
-                        # blocks until the task ends.
+                        # blocks until the task ends; when it did not settle
+                        # the task, the poll below waits its interval first.
                         outcome = self._fetch_result(deadline, timeout)
                         if outcome is not None:
                             return outcome
-                        continue
-                    self._answer(raw, deadline, timeout)
+                    else:
+                        self._answer(raw, deadline, timeout)
                 if not listened:  # only for a task that is still running
                     subscription, listened = self._listen(deadline), True
                 interval = min(max(self.poll_interval or DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL),
@@ -440,10 +466,19 @@ class Task:
                 raise self._timed_out(timeout) from None
             self.refresh(timeout=self._request_timeout(left))
             return None
-        except ServerError as exc:  # the error the task ended with, as tasks/result answers it
+        except ServerError as exc:
+            # The error the task ended with, when it did end: a task still
+            # running (a server that does not hold tasks/result open, a
+            # proxy's error) is polled again; a cancelled one says so.
+            left = remaining(deadline)
+            if self.status not in TERMINAL and (left is None or left > 0):
+                self.refresh(timeout=self._request_timeout(left))
+            if self.status not in TERMINAL:
+                return None
+            error: McpError = exc if self.status != "cancelled" else self._cancelled()
             with self._cond:
-                self._error = exc
-            raise
+                self._error = error
+            raise error from None
         outcome = self._finish(raw)
         with self._cond:
             self._outcome = outcome
@@ -531,13 +566,17 @@ class Task:
                     message = self.status_message or "the task failed and the server gave no error"
                     error = {"code": codes.INTERNAL_ERROR, "message": message}
                 raise server_error_from_wire(error, method="tools/call")
-            raise TaskCancelled(f"task {task_id} was cancelled" + (f": {self.status_message}"
-                                                                     if self.status_message else ""),
-                                task_id=task_id, status_message=self.status_message)
+            raise self._cancelled()
         except McpError as exc:
             with self._cond:
                 self._error = exc
             raise
+
+    def _cancelled(self) -> TaskCancelled:
+        task_id = self.id or ""
+        return TaskCancelled(f"task {task_id} was cancelled" + (f": {self.status_message}"
+                                                              if self.status_message else ""),
+                             task_id=task_id, status_message=self.status_message)
 
     def _answer(self, raw: Mapping[str, Any], deadline: float | None, timeout: float | None) -> None:
         """Answer the task's new input requests (`tasks/update`), on this
@@ -569,12 +608,14 @@ def call_tool(client: Requester, tool: Any, arguments: Mapping[str, Any] | None,
         raise TypeError("task and wait must be booleans")
     # A tool that runs only as a task is run as one, and waited for, as
     # `wait=True` would: the caller asked for its result.
-    asked = task or wait or runs_only_as_task(client, tool)
+    # Without tasks on offer the spec forbids task augmentation whatever
+    # the tool says: it is then called plainly.
+    how = flavour(client)
+    asked = task or wait or (how is not None and runs_only_as_task(client, tool))
     opts: dict[str, Any] = dict(options)
     timeout = opts.get("timeout", client.options.timeouts.request)
     check_timeout("timeout", timeout)
     deadline = deadline_in(timeout)
-    how = flavour(client)
     if asked and how is None:
         settled = client.settled
         version = settled.dialect.version if settled is not None else "?"

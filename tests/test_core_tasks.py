@@ -13,7 +13,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import Task
-from tests.helpers import recorded
+from tests.helpers import recorded, wait_until
 from tests.schema_check import SchemaChecker
 
 SERVER = str(Path(__file__).parent / "servers" / "core_tasks.py")
@@ -119,3 +119,77 @@ def test_list_tasks_needs_the_list_capability():
         with pytest.raises(mcp_sync.ExtensionNotDeclared, match="tasks.list"):
             client.list_tasks()
         assert client.call_tool("work", {}, task=True).wait(timeout=10).text == "done task-1"
+
+
+def test_a_task_augmented_call_that_times_out_is_not_cancelled_by_notification(tmp_path):
+    # Only tasks/cancel may cancel a task-augmented request, and its task id
+    # never arrived: nothing is sent for it.
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks("--slow-create", "1", record=record)) as client:
+        with pytest.raises(mcp_sync.RequestTimeout):
+            client.call_tool("work", {}, task=True, timeout=0.2)
+        client.list_tools()  # answered after the server read everything sent before it
+    methods = [m.get("method") for m in sent(record)]
+    assert "notifications/cancelled" not in methods
+
+
+def test_an_error_from_tasks_result_for_a_task_still_running_is_not_its_outcome(tmp_path):
+    # A server that does not hold tasks/result open answers it with an error
+    # while the task runs: the waiter polls on and gets the result.
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks("--eager-error", record=record)) as client:
+        task = client.call_tool("work", {"until": "input"}, task=True)
+        assert task.status == "input_required"
+        results = []
+        waiter = threading.Thread(target=lambda: results.append(task.wait(timeout=20)))
+        waiter.start()
+        wait_until(lambda: [m.get("method") for m in sent(record)].count("tasks/result") >= 2)
+        client.call_tool("release")
+        waiter.join()
+    assert [r.text for r in results] == ["done task-1"] and task.status == "completed"
+
+
+def test_a_task_cancelled_while_its_waiter_holds_tasks_result_raises_task_cancelled(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks(record=record)) as client:
+        task = client.call_tool("work", {"until": "input"}, task=True)
+        errors = []
+
+        def wait():
+            try:
+                task.wait(timeout=20)
+            except mcp_sync.McpError as exc:
+                errors.append(exc)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        wait_until(lambda: "tasks/result" in [m.get("method") for m in sent(record)])
+        task.cancel()
+        waiter.join()
+    assert len(errors) == 1 and isinstance(errors[0], mcp_sync.TaskCancelled), errors
+    with pytest.raises(mcp_sync.TaskCancelled):
+        task.wait(timeout=1)
+
+
+def test_without_tasks_on_offer_a_tool_that_says_required_is_called_plainly(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks("--no-tasks", record=record)) as client:
+        assert next(t for t in client.list_tools() if t.name == "must").task_support == "required"
+        with pytest.raises(mcp_sync.MethodNotFound, match="must requires a task"):
+            client.call_tool("must")
+    call = next(m for m in sent(record) if m.get("method") == "tools/call")
+    assert "task" not in call["params"]
+
+
+def test_the_listing_before_a_first_call_comes_after_the_calls_own_checks(tmp_path):
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks(record=record)) as client:
+        with pytest.raises(ValueError):
+            client.call_tool("work", timeout=-1)
+        with pytest.raises(TypeError):
+            client.call_tool("work", 5)
+        client.list_tasks()  # read by the server after anything the refused calls might have sent
+        assert client.call_tool("work", timeout=10).text == "at once"
+    methods = [m.get("method") for m in sent(record)]
+    assert methods.index("tasks/list") < methods.index("tools/list") < methods.index("tools/call")
+    assert methods.count("tools/list") == 1

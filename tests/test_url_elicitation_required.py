@@ -139,3 +139,17 @@ def test_a_probe_answered_with_32042_is_not_taken_for_a_stateless_server():
     verdict = versions.read_probe_answer({"jsonrpc": "2.0", "id": 1, "error": {"code": -32042, "message": "x"}},
                                          ["2026-07-28", "2025-11-25"])
     assert isinstance(verdict, versions.FallBack)
+
+
+def test_the_retry_is_not_sent_once_the_calls_total_time_is_spent():
+    gate = Gatekeeper()
+
+    def slow_person(params):
+        gate.satisfied.set()
+        threading.Event().wait(0.3)  # the person takes longer than max_total_timeout (a lower bound, not a race)
+        return {"action": "accept"}
+
+    with connect(gate, url=slow_person) as client:
+        with pytest.raises(mcp_sync.RequestTimeout, match="maximum total timeout"):
+            client.call_tool("open", {"door": "front"}, max_total_timeout=0.2)
+    assert gate.calls == ["front"]

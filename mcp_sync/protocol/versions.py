@@ -194,12 +194,11 @@ class Dialect:
     def may_cancel(self, method: str) -> bool:
         """Whether a request of `method` may be cancelled with a notification.
 
-        The initialize-era lifecycle forbids cancelling `initialize`; a
-        `tasks/result` that gave up waiting is not cancelled either, as a
-        server could take that for the task's own cancellation, which only
-        `tasks/cancel` may ask for (2025-11-25).
+        The initialize-era lifecycle forbids cancelling `initialize`. (A
+        task-augmented request, one with `params.task`, is not cancelled by
+        notification either: see `Pipeline`.)
         """
-        return self.stateless or method not in ("initialize", "tasks/result")
+        return self.stateless or method != "initialize"
 
     def result_type(self, result: Mapping[str, Any]) -> str:
         """The result's `resultType`: absent means complete; unknown is invalid."""

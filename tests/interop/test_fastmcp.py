@@ -168,7 +168,9 @@ def test_progress_and_log_messages(client):
 
     class Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            messages.append(record.getMessage())
+            # The server's stderr lines share the logger (its start-up banner may come late).
+            if record.getMessage().startswith("[counter]"):
+                messages.append(record.getMessage())
 
     server_log = logging.getLogger("mcp_sync.server")
     handler = Collect(logging.INFO)

@@ -4,11 +4,17 @@ notifications, and servers that offer no tasks or no `tasks/list`.
 
 Standard library only. Tools: `work` (`taskSupport: "optional"`; arguments
 `outcome`: "ok", "tool-error" (an `isError` result) or "rpc-error" (the
-task fails with a JSON-RPC error), and `until`: "now" or "released", which
-ends the task when the client calls the `release` tool), `release`, and
-`must` (`taskSupport: "required"`: a call without `params.task` gets -32601).
+task fails with a JSON-RPC error), and `until`: "now", "released" (the task
+ends when the client calls the `release` tool) or "input" (the same, the
+task `input_required` meanwhile)), `release`, and `must` (`taskSupport:
+"required"`: a call without `params.task` gets -32601).
 
-    python core_tasks.py [--no-tasks] [--no-list] [--notify] [--record FILE]
+    python core_tasks.py [--no-tasks] [--no-list] [--notify] [--eager-error]
+                         [--slow-create SECONDS] [--record FILE]
+
+`--eager-error` answers a `tasks/result` for a task still running with an
+error at once, instead of holding it until the task ends; `--slow-create`
+waits before answering a task-augmented `tools/call`.
 
 `--notify` sends `notifications/tasks/status` on every change, and then
 suggests polling once an hour (else every 50 ms), so a waiter that finishes
@@ -19,6 +25,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 
 from stdin_messages import received
 
@@ -36,6 +43,8 @@ def main():
     parser.add_argument("--no-tasks", action="store_true")
     parser.add_argument("--no-list", action="store_true")
     parser.add_argument("--notify", action="store_true")
+    parser.add_argument("--eager-error", action="store_true")
+    parser.add_argument("--slow-create", type=float, default=0.0)
     parser.add_argument("--record", default=None)
     args = parser.parse_args()
     record = open(args.record, "a") if args.record else None
@@ -101,7 +110,7 @@ def main():
         elif method == "tools/call" and params.get("name") == "release":
             with lock:
                 held = [task_id for task_id, task in tasks.items()
-                        if task["until"] == "released" and task["outcome"] is None]
+                        if task["until"] in ("released", "input") and task["outcome"] is None]
                 for task_id in held:
                     tasks[task_id]["until"] = "now"
             for task_id in held:
@@ -115,9 +124,12 @@ def main():
                 else:
                     send({"id": request_id, "result": {"content": [{"type": "text", "text": "at once"}]}})
                 continue
+            if args.slow_create:
+                time.sleep(args.slow_create)  # the server being slow, not the test waiting
             with lock:
                 task_id = f"task-{len(tasks) + 1}"
-                state = {"taskId": task_id, "status": "working", "createdAt": STAMP, "lastUpdatedAt": STAMP,
+                status = "input_required" if arguments.get("until") == "input" else "working"
+                state = {"taskId": task_id, "status": status, "createdAt": STAMP, "lastUpdatedAt": STAMP,
                          "ttl": 60000, "pollInterval": 3600000 if args.notify else 50}
                 tasks[task_id] = {"state": state, "outcome": None, "arguments": arguments,
                                   "until": arguments.get("until", "now")}
@@ -131,6 +143,8 @@ def main():
                     send({"id": request_id, "error": {"code": -32602, "message": "no such task"}})
                 elif method == "tasks/get":
                     send({"id": request_id, "result": dict(task["state"])})
+                elif method == "tasks/result" and args.eager_error and task["outcome"] is None:
+                    send({"id": request_id, "error": {"code": -32603, "message": "not finished yet"}})
                 elif method == "tasks/result":
                     waiting_results.append((request_id, params["taskId"]))
                     answer_results()
