@@ -89,6 +89,7 @@ RESPONSE = routes.RESPONSE
 PROGRESS = routes.PROGRESS
 LOG = routes.LOG
 SERVER_REQUEST = routes.SERVER_REQUEST
+ADOPTED = routes.ADOPTED
 CLOSED = "closed"
 
 SUBSCRIPTION_ID = routes.SUBSCRIPTION_ID
@@ -237,7 +238,7 @@ class Inbox:
             lanes = self._lanes = _Lanes()
         if kind is PROGRESS or kind is LOG:
             return self._put_in_lane(lanes, kind, payload)
-        if kind is SERVER_REQUEST:
+        if kind is SERVER_REQUEST or kind is ADOPTED:
             with lanes.lock:
                 if lanes.requests >= self.max_requests:
                     return REFUSED
@@ -342,7 +343,7 @@ class Inbox:
         if held is None:
             return None
         self._held = None
-        if held[0] is SERVER_REQUEST:
+        if held[0] is SERVER_REQUEST or held[0] is ADOPTED:
             with lanes.lock:
                 lanes.requests -= 1
         return held[0], held[1]
@@ -360,12 +361,14 @@ class Inbox:
 class Pending:
     """One in-flight request: its id, method and inbox. Owned by its caller."""
 
-    __slots__ = ("id", "method", "inbox", "cancellable", "unsent")
+    __slots__ = ("id", "method", "inbox", "cancellable", "unsent", "adopts")
 
-    def __init__(self, request_id: int, method: str, cancellable: bool, max_requests: int = 16) -> None:
+    def __init__(self, request_id: int, method: str, cancellable: bool, max_requests: int = 16,
+                 adopts: bool = False) -> None:
         self.id = request_id
         self.method = method
         self.cancellable = cancellable
+        self.adopts = adopts  # takes a server request no call is named for, when it waits alone
         self.inbox = Inbox(request_id, method, max_requests)
         # (message, headers) for a transport that exchanges on the caller's
         # thread: sent by `wait()`, which knows the deadline.
@@ -433,6 +436,7 @@ class Connection:
         self._on_notification = on_notification
         self._lock = threading.Lock()
         self._router: Router[Any] = Router()
+        self._router.adopting = not transport.relates_server_requests
         # One explicit lifecycle state (see `State`); `_failure` keeps why it
         # failed even once closed, for the errors of later sends.
         self._state = State.OPEN
@@ -461,15 +465,18 @@ class Connection:
         progress: bool = False,
         cancellable: bool = True,
         headers: Mapping[str, str] | None = None,
+        adopts: bool = False,
     ) -> Pending:
         """Register and send a request; the caller then waits with `wait()`.
 
         With `progress=True` the request id is set as `_meta.progressToken`.
         `headers` are extra transport headers for this request (HTTP only).
+        `adopts`: while it is the only call waiting, a server request that
+        names no call is answered on its caller's thread (`wait()`).
         """
         # Made before the lock, its id given under it: the lock is held only
         # for the table update (every caller and the reader take it).
-        pending = Pending(0, method, cancellable, self._max_server_requests)
+        pending = Pending(0, method, cancellable, self._max_server_requests, adopts)
         with self._lock:
             if self._state is not State.OPEN:
                 self._raise_if_unusable()
@@ -557,12 +564,15 @@ class Connection:
                         deadline = time.monotonic() + timeout
                     if on_progress is not None:
                         on_progress(payload)
-                elif kind is SERVER_REQUEST and on_server_request is not None:
+                elif (kind is SERVER_REQUEST and on_server_request is not None) or kind is ADOPTED:
                     # The call's clock stops while a handler runs (a person
                     # may be typing); only the total limit keeps running.
                     handler_started = time.monotonic()
                     try:
-                        on_server_request(payload)
+                        if kind is ADOPTED:
+                            self._threads.answer_here(payload)
+                        else:
+                            on_server_request(payload)  # type: ignore[misc]
                     except BaseException:
                         # Ctrl-C at a prompt: the question is still owed
                         # an answer, and nobody else will give it.
@@ -637,7 +647,7 @@ class Connection:
         nobody waits to handle goes to the handler threads."""
         if kind is LOG:
             (on_log or log_message)(payload)
-        elif kind is SERVER_REQUEST:
+        elif kind is SERVER_REQUEST or kind is ADOPTED:
             self._threads.take(payload)
 
     def _expire(self, pending: Pending) -> dict[str, Any] | None:
@@ -665,7 +675,7 @@ class Connection:
                 return payload  # type: ignore[no-any-return]
             if kind is CLOSED:
                 raise copy_error(payload)
-            if kind is SERVER_REQUEST:
+            if kind is SERVER_REQUEST or kind is ADOPTED:
                 self._threads.take(payload)
 
     def abandon(self, pending: Pending, reason: str) -> None:
@@ -703,7 +713,7 @@ class Connection:
                 kind, payload = pending.inbox.get_nowait()
             except queue.Empty:
                 return
-            if kind is SERVER_REQUEST:
+            if kind is SERVER_REQUEST or kind is ADOPTED:
                 self._threads.take(payload)
 
     def subscribe(self, method: str, params: Mapping[str, Any] | None, on_event: Callable[[str, Any], None]) -> int:
@@ -855,6 +865,9 @@ class Connection:
 
     def _overflowed(self, pending: Pending, event: str, payload: Any, overflow: str | None) -> None:
         """A call's inbox was full (outside the lock: this refuses and logs)."""
+        if overflow is REFUSED and event is ADOPTED:
+            self._threads.take(payload)  # the handler threads take what the call has no room for
+            return
         if overflow is REFUSED:
             self.drops.add("refused_requests")
             log.debug("refused server request %r: %d wait for %s already", payload.get("id"),

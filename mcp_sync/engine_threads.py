@@ -116,14 +116,24 @@ class EngineThreads:
         `handler_timeout` counted from now; refused at once when the pool is
         full (through the sender: this may be the reader's thread)."""
         request_id = message["id"]
+        self._arm_handler_timeout(request_id)
+        if not self._handlers.submit(lambda: self._answer(message)):
+            self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"},
+                         spare=True)
+
+    def answer_here(self, message: dict[str, Any]) -> None:
+        """`take()`, on the calling thread: the same handler, timeout and
+        answer, for a request adopted by the one call waiting (see
+        `router.ADOPTED`). An interrupt propagates (the caller answers)."""
+        self._arm_handler_timeout(message["id"])
+        self._answer(message)
+
+    def _arm_handler_timeout(self, request_id: Any) -> None:
         if self._handler_timeout is not None:
             limit = self._handler_timeout
             self._sender.at(time.monotonic() + limit, ("handler timeout", request_id),
                             lambda: self._settled_error(
                                 request_id, f"the client's handler did not answer within {limit:g} s"))
-        if not self._handlers.submit(lambda: self._answer(message)):
-            self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"},
-                         spare=True)
 
     def withdrawn(self, request_id: Any) -> None:
         """The server cancelled its request `request_id`: its handler
@@ -250,6 +260,13 @@ class Burst:
 def log_message(params: dict[str, Any]) -> None:
     """The log handler when nobody gave one: the `mcp_sync.connection` logger."""
     log.info("server log: %s", params)
+
+
+def on_client_thread() -> bool:
+    """Is this a thread of the client's user, not one the client started
+    (all named ``mcp-sync-...``: sender, handlers, log, keepalive,
+    reconnect)? Only a user's call adopts a server request."""
+    return not threading.current_thread().name.startswith("mcp-sync-")
 
 
 def is_engine_thread() -> bool:

@@ -37,6 +37,7 @@ from .admission import Admission
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, ToolCatalog, TypedCalls
 from .connection import Connection, new_id_counter
+from .engine_threads import on_client_thread
 from .errors import (
     ConnectError,
     ConnectionClosed,
@@ -696,7 +697,8 @@ class Pipeline:
                 # its answer would have carried: it is not cancelled at all.
                 pending = conn.send_request(method, wire_params, progress=plan.wants_progress,
                                             cancellable=dialect.may_cancel(method) and "task" not in params,
-                                            headers=call.headers() if call.headers is not None else None)
+                                            headers=call.headers() if call.headers is not None else None,
+                                            adopts=on_client_thread())
                 response = conn.wait(
                     pending, timeout=_left(plan.timeout, plan.deadline), on_progress=plan.on_progress,
                     reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,

@@ -69,6 +69,10 @@ RESPONSE = "response"
 PROGRESS = "progress"
 LOG = "log"
 SERVER_REQUEST = "server_request"
+#: A server request that names no call, given to the one call waiting
+#: (see `Router.adopting`): its caller answers it as the client would on a
+#: handler thread, with the client's own handlers.
+ADOPTED = "adopted"
 
 
 Owner = TypeVar("Owner")
@@ -90,7 +94,7 @@ class Router(Generic[Owner]):
         # -> ("call", "inbox of call 1", "response", {...}); id 1 has left the table
     """
 
-    __slots__ = ("calls", "subscriptions", "owed")
+    __slots__ = ("calls", "subscriptions", "owed", "adopting")
 
     def __init__(self) -> None:
         #: Calls waiting for a response, by request id.
@@ -99,6 +103,11 @@ class Router(Generic[Owner]):
         self.subscriptions: dict[Any, Owner] = {}
         #: Server requests the client owes an answer, by their id.
         self.owed: set[Any] = set()
+        #: Whether a server request that names no call goes to the one call
+        #: waiting, when exactly one waits and its owner's `adopts` is true:
+        #: set for transports that cannot relate a request to a call (one
+        #: shared stream), where that call is then the caller to ask.
+        self.adopting = False
 
     # -- the table --------------------------------------------------------------
 
@@ -226,4 +235,8 @@ class Router(Generic[Owner]):
         owner = self.calls.get(related_to) if jsonrpc.is_valid_id(related_to) else None
         if owner is not None:
             return (CALL, owner, SERVER_REQUEST, message)
+        if self.adopting and related_to is None and len(self.calls) == 1:
+            (only,) = self.calls.values()
+            if getattr(only, "adopts", False):
+                return (CALL, only, ADOPTED, message)
         return (HANDLERS, None, SERVER_REQUEST, message)

@@ -95,6 +95,12 @@ class Transport(abc.ABC):
     """True when the transport mirrors tool parameters into headers
     (`x-mcp-header`), so tools with invalid annotations must be dropped."""
 
+    relates_server_requests: bool = False
+    """True when a server request related to a call arrives on that call's
+    own channel (`deliver(..., related_to=id)`: Streamable HTTP). False for
+    one shared stream (stdio, HTTP+SSE, in-process), where a request that
+    arrives while exactly one call waits is answered on that call's thread."""
+
     close_budget: float = 5.0
     """The longest `close()` may take, in seconds: how long a client waits
     for a close it runs on a thread of its own (after a reconnect) before

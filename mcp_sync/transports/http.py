@@ -112,6 +112,7 @@ class HTTPTransport(Transport):
 
     restarts_server = False
     mirrors_headers = True
+    relates_server_requests = True
 
     def __init__(self, target: HTTP) -> None:
         self._target = target

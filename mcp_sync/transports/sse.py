@@ -66,6 +66,7 @@ class SSETransport(HTTPTransport):
     """Always "sse" (see `Target.kind` and `Transport.kind`)."""
     restarts_server = False
     mirrors_headers = False
+    relates_server_requests = False  # one stream carries every answer
 
     def __init__(self, target: SSE) -> None:
         super().__init__(target)

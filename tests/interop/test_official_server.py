@@ -110,17 +110,13 @@ def booking_form(asked):
 def test_elicitation_is_answered_where_it_belongs(protocol):
     """Stateless: the call's own input_required round, on the calling thread.
     Initialize era over stdio: nothing says which call a server request is
-    for, so the client-level handler answers it on a handler thread (never a
-    guess at some caller's thread)."""
+    for; the client-level handler answers it, on the thread of the one call
+    waiting."""
     asked = []
     with mcp_sync.connect(SERVER, protocol=protocol, input_handlers={"form": booking_form(asked)}) as client:
         assert client.call_tool("book", {"day": "friday"}).text == "friday: 3 for Ada"
-        stateless = client.stateless
     assert [message for message, _ in asked] == ["Who is coming?"]
-    if stateless:
-        assert asked[0][1] is threading.current_thread()
-    else:
-        assert asked[0][1].name.startswith("mcp-sync-handler")
+    assert asked[0][1] is threading.current_thread()
 
 
 def test_without_a_form_handler_the_server_says_what_is_missing():
