@@ -361,7 +361,7 @@ class Inbox:
 class Pending:
     """One in-flight request: its id, method and inbox. Owned by its caller."""
 
-    __slots__ = ("id", "method", "inbox", "cancellable", "unsent", "adopts")
+    __slots__ = ("id", "method", "inbox", "cancellable", "unsent", "adopts", "adopted")
 
     def __init__(self, request_id: int, method: str, cancellable: bool, max_requests: int = 16,
                  adopts: bool = False) -> None:
@@ -369,6 +369,7 @@ class Pending:
         self.method = method
         self.cancellable = cancellable
         self.adopts = adopts  # takes a server request no call is named for, when it waits alone
+        self.adopted = 0  # adopted requests queued or running: changed under the connection's lock
         self.inbox = Inbox(request_id, method, max_requests)
         # (message, headers) for a transport that exchanges on the caller's
         # thread: sent by `wait()`, which knows the deadline.
@@ -496,6 +497,7 @@ class Connection:
         except BaseException:
             with self._lock:
                 self._router.remove_call(request_id)
+            self._hand_on_leftovers(pending)  # a request adopted meanwhile goes to the handler threads
             raise
         return pending
 
@@ -521,18 +523,15 @@ class Connection:
         returned, not reported as a timeout (a slow progress callback must not
         turn a result into an error that invites a retry).
         """
-        started = time.monotonic()
-        deadline = started + timeout if timeout is not None else None
-        hard_deadline = (
-            started + max_total_timeout
-            if reset_timeout_on_progress and max_total_timeout is not None and deadline is not None
-            else None
-        )
-        # The main thread wakes now and then, so a simulated Ctrl-C
-        # (`_thread.interrupt_main()`) is raised while it waits.
-        main = on_main_thread()
-        get = pending.inbox.get
-        try:
+        try:  # from the first line: an interrupt anywhere here abandons the call
+            started = time.monotonic()
+            deadline = started + timeout if timeout is not None else None
+            hard_deadline = (started + max_total_timeout if reset_timeout_on_progress and max_total_timeout is not None
+                             and deadline is not None else None)
+            # The main thread wakes now and then, so a simulated Ctrl-C
+            # (`_thread.interrupt_main()`) is raised while it waits.
+            main = on_main_thread()
+            get = pending.inbox.get
             if pending.unsent is not None:
                 limit = earliest(deadline, hard_deadline)
                 paused = self._send_deferred(pending, limit)
@@ -570,7 +569,10 @@ class Connection:
                     handler_started = time.monotonic()
                     try:
                         if kind is ADOPTED:
-                            self._threads.answer_here(payload)
+                            try:
+                                self._threads.answer_here(payload)
+                            finally:
+                                self._unadopt(pending)
                         else:
                             on_server_request(payload)  # type: ignore[misc]
                     except BaseException:
@@ -580,7 +582,11 @@ class Connection:
                             "code": codes.INTERNAL_ERROR, "message": "the request was abandoned by the client"})
                         raise
                     if deadline is not None:
-                        deadline += time.monotonic() - handler_started
+                        paused = time.monotonic() - handler_started
+                        limit = self._threads.handler_timeout if kind is ADOPTED else None
+                        # An adopted question past its handler timeout has been
+                        # answered for the server already: no more of the call's time.
+                        deadline += paused if limit is None else min(paused, limit)
                         if hard_deadline is None and max_total_timeout is not None:
                             hard_deadline = started + max_total_timeout
                 else:
@@ -647,7 +653,7 @@ class Connection:
         nobody waits to handle goes to the handler threads."""
         if kind is LOG:
             (on_log or log_message)(payload)
-        elif kind is SERVER_REQUEST or kind is ADOPTED:
+        elif kind is SERVER_REQUEST:  # (ADOPTED never reaches here: `poll()` does not adopt, `wait()` answers it)
             self._threads.take(payload)
 
     def _expire(self, pending: Pending) -> dict[str, Any] | None:
@@ -715,6 +721,11 @@ class Connection:
                 return
             if kind is SERVER_REQUEST or kind is ADOPTED:
                 self._threads.take(payload)
+
+    def _unadopt(self, pending: Pending) -> None:
+        """An adopted request of `pending` was answered or handed on: it may adopt another."""
+        with self._lock:
+            pending.adopted -= 1
 
     def subscribe(self, method: str, params: Mapping[str, Any] | None, on_event: Callable[[str, Any], None]) -> int:
         """Open a long-lived request (`subscriptions/listen`). Everything its
@@ -836,9 +847,12 @@ class Connection:
                 # Under the lock: once `abandon()` has forgotten a call,
                 # nothing more can land in its inbox unseen.
                 overflow = owner.inbox.put(event, payload)
-                if overflow is None:
+                if overflow is None and event is not ADOPTED:
                     return None
         if dest is routes.CALL:
+            if overflow is None:  # adopted: its handler timeout counts from now, as in the pool
+                self._threads.arm_handler_timeout(payload["id"])
+                return None
             self._overflowed(owner, event, payload, overflow)
         elif dest is routes.SUBSCRIPTION:
             owner(event, payload)
@@ -866,6 +880,7 @@ class Connection:
     def _overflowed(self, pending: Pending, event: str, payload: Any, overflow: str | None) -> None:
         """A call's inbox was full (outside the lock: this refuses and logs)."""
         if overflow is REFUSED and event is ADOPTED:
+            self._unadopt(pending)
             self._threads.take(payload)  # the handler threads take what the call has no room for
             return
         if overflow is REFUSED:

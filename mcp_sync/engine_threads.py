@@ -116,19 +116,27 @@ class EngineThreads:
         `handler_timeout` counted from now; refused at once when the pool is
         full (through the sender: this may be the reader's thread)."""
         request_id = message["id"]
-        self._arm_handler_timeout(request_id)
+        self.arm_handler_timeout(request_id)
         if not self._handlers.submit(lambda: self._answer(message)):
             self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"},
                          spare=True)
 
     def answer_here(self, message: dict[str, Any]) -> None:
-        """`take()`, on the calling thread: the same handler, timeout and
-        answer, for a request adopted by the one call waiting (see
-        `router.ADOPTED`). An interrupt propagates (the caller answers)."""
-        self._arm_handler_timeout(message["id"])
+        """`take()`, on the calling thread: the same handler and answer, for
+        a request adopted by the one call waiting (see `router.ADOPTED`),
+        whose handler timeout was armed as it arrived
+        (`arm_handler_timeout`). An interrupt propagates (the caller answers)."""
         self._answer(message)
 
-    def _arm_handler_timeout(self, request_id: Any) -> None:
+    @property
+    def handler_timeout(self) -> float | None:
+        """Seconds a server request's handler may take from its arrival (None: no limit)."""
+        return self._handler_timeout
+
+    def arm_handler_timeout(self, request_id: Any) -> None:
+        """Answer server request `request_id` with an error if its handler
+        has not answered `handler_timeout` seconds from now (no IO here: the
+        sender does it; may be called on the reader's thread)."""
         if self._handler_timeout is not None:
             limit = self._handler_timeout
             self._sender.at(time.monotonic() + limit, ("handler timeout", request_id),

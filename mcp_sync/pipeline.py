@@ -691,6 +691,9 @@ class Pipeline:
             conn = supervisor.live(plan.deadline)
             generation = supervisor.session_generation
             pending = None
+            # Made before the request goes out: from `send_request` to
+            # `wait()`, which abandons the call on any exception, nothing runs.
+            timeout, answer = _left(plan.timeout, plan.deadline), self.server_requests.on_call(call.handlers, conn)
             try:
                 # A task-augmented request (2025-11-25 `params.task`) may be
                 # cancelled only by `tasks/cancel`, which needs the task id
@@ -700,9 +703,9 @@ class Pipeline:
                                             headers=call.headers() if call.headers is not None else None,
                                             adopts=on_client_thread())
                 response = conn.wait(
-                    pending, timeout=_left(plan.timeout, plan.deadline), on_progress=plan.on_progress,
+                    pending, timeout=timeout, on_progress=plan.on_progress,
                     reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,
-                    on_log=log_server_message, on_server_request=self.server_requests.on_call(call.handlers, conn),
+                    on_log=log_server_message, on_server_request=answer,
                 )
             except SessionExpired:
                 if "session" in mended or dialect.stateless:

@@ -26,9 +26,13 @@ The rules, in the order they are tried:
 - A log message or a server request goes to a call only when the transport
   says which request it came for (`related_to`: it arrived on that request's
   own response stream). Otherwise it belongs to the client as a whole: the
-  handlers' pool or the client's log. The router never guesses from "the one
-  call in flight": that guess once had one user's elicitation answered by
-  another user's handler.
+  handlers' pool or the client's log; except that, on a transport that
+  cannot relate requests (`adopting`), a question for a person
+  (`elicitation/create`, `sampling/createMessage`) is adopted by the one
+  call that waits, when exactly one adopting call waits and has no adopted
+  request already: its caller answers it with the client's own handlers,
+  never the call's (a call's handlers apply only to what is known to be
+  its own).
 - Any other notification goes to the client's notification hook.
 
 A server request is owed an answer from the moment it is routed until
@@ -73,6 +77,10 @@ SERVER_REQUEST = "server_request"
 #: (see `Router.adopting`): its caller answers it as the client would on a
 #: handler thread, with the client's own handlers.
 ADOPTED = "adopted"
+#: The server requests that may be adopted: questions for a person, whom
+#: the caller's thread can reach. Others (`ping`, `roots/list`) are for the
+#: client, and the handler pool answers them at once.
+ADOPTABLE = frozenset({"elicitation/create", "sampling/createMessage"})
 
 
 Owner = TypeVar("Owner")
@@ -235,8 +243,21 @@ class Router(Generic[Owner]):
         owner = self.calls.get(related_to) if jsonrpc.is_valid_id(related_to) else None
         if owner is not None:
             return (CALL, owner, SERVER_REQUEST, message)
-        if self.adopting and related_to is None and len(self.calls) == 1:
-            (only,) = self.calls.values()
-            if getattr(only, "adopts", False):
+        if self.adopting and related_to is None and message["method"] in ADOPTABLE:
+            only = self._lone_adopter()
+            if only is not None:
+                only.adopted += 1
                 return (CALL, only, ADOPTED, message)
         return (HANDLERS, None, SERVER_REQUEST, message)
+
+    def _lone_adopter(self) -> Any:
+        """The one call that adopts, when exactly one does and it holds no
+        adopted request yet (a second would wait behind the first); else
+        None. Calls that do not adopt (a keepalive ping) do not count."""
+        found: Any = None
+        for owner in self.calls.values():
+            if getattr(owner, "adopts", False):
+                if found is not None:
+                    return None
+                found = owner
+        return found if found is not None and found.adopted == 0 else None

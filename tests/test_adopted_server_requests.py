@@ -49,7 +49,7 @@ def test_with_several_calls_in_flight_the_handler_runs_on_a_handler_thread(versi
     sleeper = threading.Thread(target=lambda: ended.append(_call_until_closed(client)))
     try:
         sleeper.start()
-        wait_until(lambda: client.stats().in_flight == 1)
+        wait_until(lambda: client._conn.in_flight == 1)  # registered with the connection, not just admitted
         REQUEST_ID.set("req-7")
         assert client.call_tool("book_table", {"date": "sunday"}).text == "Booked for 3 under Ada"
     finally:
@@ -94,3 +94,19 @@ def test_a_failing_handler_on_the_callers_thread_tells_the_server_as_a_handler_t
         # The server got an error answer and its tool reported it; the call itself did not fail.
         assert result.is_error and "no keyboard" in result.text
         assert client.call_tool("echo", {"text": "still fine"}).text == "still fine"
+
+
+@pytest.mark.parametrize("version", OLDER)
+def test_requests_for_the_client_rather_than_a_person_stay_on_the_handler_threads(version):
+    # roots/list (and ping) are answered at once by the handler threads: a
+    # caller busy with a question, or holding a lock its roots handler
+    # needs, must not hold them up.
+    threads = []
+
+    def roots(params):
+        threads.append(threading.current_thread().name)
+        return {"roots": [{"uri": "file:///srv"}]}
+
+    with mcp_sync.connect(demo_command(), protocol=version, input_handlers={"roots": roots}) as client:
+        assert client.call_tool("show_roots", {}).text == "file:///srv"
+    assert len(threads) == 1 and threads[0].startswith("mcp-sync-handler")
