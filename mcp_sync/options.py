@@ -352,7 +352,10 @@ class ClientOptions:
             to `"emergency"`), or None to leave the server's default.
         input_handlers: Handlers for the server's requests for input, by
             kind (`form`, `url`, `sampling`, `roots`; see
-            `mcp_sync.handlers`), or None. They run on the calling thread.
+            `mcp_sync.handlers`), or None. They run on the calling thread,
+            except for a request over a shared stream (stdio) that no call
+            can be told apart for: on the one waiting caller's thread for a
+            question to a person, else on a handler thread (docs/input.md).
         cache: True for a `ResultCache` of the client's own, a `ResultCache`
             to share one between clients, False for no caching (see
             `mcp_sync.cache`).
