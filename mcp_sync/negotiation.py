@@ -17,7 +17,9 @@ connection in an era already settled), or how a transport does IO.
 How it works. `settle()` is handed a started connection and a `Starter`
 (the supervisor) to start or abandon others. It tries, in order: the era
 remembered for the server (straight to `initialize`, no probe); the probe
-when both eras are allowed; `initialize` when only that era is; and on a
+when both eras are allowed; the probe again when only the stateless era is
+(an answer of the initialize era refuses the pin); `initialize` when only
+that era is; and on a
 Streamable HTTP URL that refuses the POST the way a server without it does,
 `initialize` again over the target's fallback. A server in a process of
 our own (stdio) is started once per connect: silence on the probe sends
@@ -467,10 +469,31 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
         remember(key, "sse" if settled.target.kind == "sse" else "initialize", persist=terms.persist)
         return conn, settled
     if stateless:
-        dialect = versions.dialect_for(stateless[0])
-        conn.transport.negotiated(dialect.version, True)
-        return conn, Settled(target, dialect)
+        return conn, _confirm_pin(conn, target, stateless[0], terms)
     return _initialize_or_fall_back(conn, target, initialize_era[0], terms, starter)
+
+
+def _confirm_pin(conn: Connection, target: Target | Transport, version: str, terms: Terms) -> Settled:
+    """Only the stateless era allowed: probe all the same. An initialize-era
+    server may serve requests without `initialize`, under its own semantics
+    (the reference `everything` server does): the probe is what tells, and
+    a definite answer of that era refuses the pin here rather than letting
+    every later answer be misread. Silence proves nothing: the pin is
+    trusted, as it was asked for."""
+    verdict = _probe(conn, version, terms, _restarts_server(target, conn))
+    if isinstance(verdict, UseStateless):
+        return _stateless(conn, target, verdict)
+    if not verdict.silent:
+        allowed = list(terms.allowed)
+        raise VersionNegotiationError(
+            f"{target} does not speak the pinned protocol version{'s' if len(allowed) > 1 else ''} "
+            f"{', '.join(allowed)}: {verdict.reason}, which is how an initialize-era server answers. "
+            "Allow its revision (protocol=None negotiates, or pin '2025-11-25' or older)"
+            + (", or check the URL" if "HTTP" in verdict.reason else ""), requested=allowed)
+    log.warning("%s did not answer server/discover within %.3g s (probe_timeout); trusting the pinned protocol "
+                "version %s", target, terms.probe_timeout, version)
+    conn.transport.negotiated(version, True)
+    return Settled(target, versions.dialect_for(version))
 
 
 def _settle_own_process(conn: Connection, target: Target | Transport, modern: str, version: str, terms: Terms,

@@ -47,10 +47,9 @@ def test_stateless_has_no_ping_and_says_so_locally():
         with pytest.raises(mcp_sync.UnsupportedMethod) as info:
             client.ping()
         assert not isinstance(info.value, mcp_sync.ServerError)
-        assert client.server_info is None  # a pin sends nothing at connect time
+        assert client.server_info.name == "mcp-sync-demo"  # the pin's probe said
         found = client.discover()
         assert found.supported_versions == ["2026-07-28"]
-        assert client.server_info.name == "mcp-sync-demo"
 
 
 def test_list_and_call_tools(client):

@@ -1,5 +1,7 @@
 """Settling the protocol version over stdio, against servers of every kind."""
 
+import logging
+
 import pytest
 
 import mcp_sync
@@ -82,7 +84,7 @@ def test_a_stateless_refusal_without_a_mutual_version_never_falls_back(tmp_path)
     with pytest.raises(mcp_sync.VersionNegotiationError) as info:
         mcp_sync.connect(scripted("--mode", "unsupported-version", "--record", str(record)))
     assert info.value.supported == ["2099-01-01"]
-    assert "initialize" not in methods(received(record))
+    assert "initialize" not in methods(recorded(record))
 
 
 def test_initialize_answered_with_a_version_not_allowed(tmp_path):
@@ -98,18 +100,47 @@ def test_initialize_may_settle_on_an_older_allowed_version():
         assert client.protocol_version == "2025-06-18"
 
 
-def test_a_stateless_pin_sends_nothing_at_connect(tmp_path):
+def test_a_stateless_pin_is_confirmed_by_one_probe(tmp_path):
     record = tmp_path / "record"
     with mcp_sync.connect(scripted("--record", str(record)), protocol="2026-07-28") as client:
         assert client.protocol_version == "2026-07-28"
-    assert not record.exists() or record.read_text() == ""
+        assert client.server_info.name == "scripted"  # what the probe's answer said
+    assert methods(recorded(record)) == ["server/discover"]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--versions", "2025-11-25,2025-06-18"], "server/discover answered error -32601: Method not found"),
+    (["--mode", "exit-on-probe"], "the server failed on server/discover"),
+])
+def test_a_stateless_pin_refuses_a_server_that_answers_as_the_initialize_era(tmp_path, args, said):
+    # Such a server may serve requests without initialize, under its own
+    # semantics: nothing but the probe is sent to it.
+    record = tmp_path / "record"
+    with pytest.raises(mcp_sync.VersionNegotiationError) as info:
+        mcp_sync.connect(scripted(*args, "--record", str(record)), protocol="2026-07-28")
+    assert said in str(info.value) and "protocol=None" in str(info.value)
+    assert info.value.requested == ["2026-07-28"]
+    assert methods(recorded(record)) == ["server/discover"]
+
+
+def test_a_stateless_pin_is_trusted_when_the_probe_goes_unanswered(tmp_path, caplog):
+    record = tmp_path / "record"
+    with caplog.at_level(logging.WARNING, logger="mcp_sync"):
+        with mcp_sync.connect(scripted("--mode", "silent-probe", "--record", str(record)), protocol="2026-07-28",
+                              probe_timeout=0.2) as client:
+            assert client.protocol_version == "2026-07-28"
+            assert client.call_tool("echo", {"text": "trusted"}).text == "trusted"
+    assert "trusting the pinned protocol version 2026-07-28" in caplog.text
+    # The unanswered probe is cancelled (on its own time), as any request given up on.
+    seen = methods(recorded(record))
+    assert seen[0] == "server/discover" and sorted(seen[1:]) == ["notifications/cancelled", "tools/call"]
 
 
 def test_an_initialize_pin_skips_the_probe(tmp_path):
     record = tmp_path / "record"
     with mcp_sync.connect(scripted("--record", str(record)), protocol="2025-06-18"):
         pass
-    assert methods(received(record)) == ["initialize", "notifications/initialized"]
+    assert methods(recorded(record)) == ["initialize", "notifications/initialized"]
 
 
 def test_unsupported_version_later_rediscovers_and_retries_once(tmp_path):
@@ -117,9 +148,9 @@ def test_unsupported_version_later_rediscovers_and_retries_once(tmp_path):
     with mcp_sync.connect(scripted("--mode", "unsupported-later", "--record", str(record)), protocol="2026-07-28") as client:
         assert client.call_tool("echo", {"text": "again"}).text == "again"
     entries = received(record)
-    assert methods(entries) == ["tools/call", "server/discover", "tools/call"]
+    assert methods(entries) == ["server/discover", "tools/call", "server/discover", "tools/call"]
     ids = [m["id"] for _, m in entries]
-    assert len(set(ids)) == 3
+    assert len(set(ids)) == 4
 
 
 def test_unknown_result_type_is_invalid():

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mcp_sync import negotiation
-from mcp_sync.errors import HTTPStatusError
+from mcp_sync.errors import HTTPStatusError, VersionNegotiationError
 from tests.scripted_engine import (
     ScriptedTarget,
     Starter,
@@ -80,11 +80,20 @@ def test_a_refused_post_falls_back_to_the_targets_fallback():
     kept.close()
 
 
-def test_a_pinned_stateless_version_sends_nothing_to_settle():
+def test_a_pinned_stateless_version_is_confirmed_by_the_probe():
     starter, target = Starter(), ScriptedTarget(stateless_server)
     kept, settled = negotiation.settle(starter.start(target), target, terms(allowed=("2026-07-28",)), starter)
-    assert methods(target.opened[0]) == [] and settled.dialect.version == "2026-07-28"
+    assert methods(target.opened[0]) == ["server/discover"] and settled.dialect.version == "2026-07-28"
+    assert settled.discovered is not None
     kept.close()
+
+
+def test_a_pinned_stateless_version_refuses_an_initialize_era_answer():
+    starter, target = Starter(), ScriptedTarget(initialize_era_server)
+    conn = starter.start(target)
+    with pytest.raises(VersionNegotiationError, match="does not speak the pinned protocol version 2026-07-28"):
+        negotiation.settle(conn, target, terms(allowed=("2026-07-28",)), starter)
+    assert methods(target.opened[0]) == ["server/discover"]  # nothing sent after the answer
 
 
 

@@ -215,6 +215,10 @@ class StdioTransport(Transport):
         self._closed = False
         self._reader: threading.Thread | None = None
         self._drain: threading.Thread | None = None
+        # Set when the server's stderr has ended (read to EOF, by the drain or
+        # the reader): an exit explained from another thread waits for it, so
+        # that the last words the process wrote are in the error.
+        self._stderr_ended = threading.Event()
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._handoff: Handoff | None = None  # forwards stderr lines the reader read
         # Who closes stdout and stderr: `close()`, unless it gave up waiting
@@ -623,6 +627,7 @@ class StdioTransport(Transport):
                     if not data:
                         poller.unregister(err_fd)
                         watched.discard(err_fd)
+                        self._stderr_ended.set()
                         lines.finish()
                         self._pipe_done(proc.stderr)
                         if ended is not None:
@@ -647,8 +652,10 @@ class StdioTransport(Transport):
             returncode = process.exit_code(wait)
         if returncode is None:
             return ConnectionClosed(f"{what} (the process is still running){self._tail_text()}")
-        if self._drain is not None and self._drain is not threading.current_thread():
-            self._drain.join(timeout=1.0)
+        # The thread that reads stderr may not have come to its last lines
+        # yet (a write that found the pipe broken explains it at once).
+        if (self._drain or self._reader) is not threading.current_thread():
+            self._stderr_ended.wait(1.0)
         return ServerExited(
             f"{what}: the server process exited with code {returncode}{self._tail_text()}",
             returncode=returncode, stderr_tail=list(self._stderr_tail),
@@ -679,6 +686,7 @@ class StdioTransport(Transport):
         except (OSError, ValueError) as exc:
             log.debug("reading the stderr of server %s failed: %s", name, exc)
         finally:
+            self._stderr_ended.set()
             lines.finish()
             self._pipe_done(proc.stderr)
 

@@ -151,3 +151,21 @@ def test_roots_that_change_are_fetched_again_by_the_server(target):
         assert client.roots_changed() is True
         wait_until(lambda: "file:///srv/data" in client.call_tool("get-roots-list").text)
         assert "file:///srv/project" in client.call_tool("get-roots-list").text
+
+
+# -- a pin the server does not speak ---------------------------------------------------------
+
+
+def test_a_stateless_pin_is_refused_at_connect_naming_the_servers_answer(target):
+    # The server speaks only the initialize era, but serves requests without
+    # initialize under its own rules: before the probe confirmed pins, this
+    # connect() succeeded and listed its tools.
+    with pytest.raises(mcp_sync.VersionNegotiationError) as info:
+        mcp_sync.connect(target, protocol="2026-07-28")
+    said = str(info.value)
+    assert "does not speak the pinned protocol version 2026-07-28" in said
+    if target == everything_peer.stdio_command():
+        assert "server/discover answered error -32601: Method not found" in said
+    else:  # the TS SDK's 400 for a request without a session, with its JSON-RPC error
+        assert "server/discover answered error -32000: Bad Request" in said
+    assert "protocol=None" in said

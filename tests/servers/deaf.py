@@ -2,7 +2,8 @@
 
     python deaf.py RECORD
 
-Connect to it with `protocol="2026-07-28"` (no probe is sent then). It
+Connect to it with `protocol="2026-07-28"` and a short `probe_timeout`
+(the probe goes unanswered, and the pin is trusted after it). It
 reads nothing from its stdin until it gets SIGUSR1, so the client's writes
 fill the pipe. Then it reads its stdin to the end, answering each
 `tools/call` (echoing `text`), and at end of input writes to RECORD one line

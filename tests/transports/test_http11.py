@@ -150,9 +150,9 @@ class Injecting:
 
 def test_a_token_that_would_add_a_header_is_refused_and_never_sent():
     with HTTPServer(demo_server()) as httpd:
-        with mcp_sync.connect(httpd.url, auth=Injecting(), protocol="2026-07-28") as client:
-            with pytest.raises(mcp_sync.ConnectError, match="CR, LF or NUL"):
-                client.call_tool("echo", {"text": "x"})
+        # The pin's probe is the first request: connect() refuses.
+        with pytest.raises(mcp_sync.ConnectError, match="CR, LF or NUL"):
+            mcp_sync.connect(httpd.url, auth=Injecting(), protocol="2026-07-28")
         assert httpd.requests == []  # nothing at all was sent
 
 
@@ -183,12 +183,12 @@ def test_an_answer_saying_connection_close_makes_the_next_request_open_a_new_con
         self.will_close = True  # as if the server had sent "Connection: close"
 
     with HTTPServer(demo_server()) as httpd:
+        monkeypatch.setattr(Dialer, "dial", counting_dial)
+        monkeypatch.setattr(Response, "begin", closing_begin)
         with mcp_sync.connect(httpd.url, protocol="2026-07-28") as client:
-            monkeypatch.setattr(Dialer, "dial", counting_dial)
-            monkeypatch.setattr(Response, "begin", closing_begin)
             for n in range(4):
                 assert client.call_tool("echo", {"text": str(n)}).text == str(n)
-    assert len(connects) == 4
+    assert len(connects) == 5  # the pin's probe, then the four calls
 
 
 @pytest.mark.parametrize("head,closes", [
