@@ -534,7 +534,7 @@ class Connection:
             get = pending.inbox.get
             if pending.unsent is not None:
                 limit = earliest(deadline, hard_deadline)
-                paused = self._send_deferred(pending, limit)
+                paused = self.send_deferred(pending, limit)
                 if paused and deadline is not None:
                     deadline += paused  # time spent authorizing is not the call's
             while True:
@@ -590,55 +590,12 @@ class Connection:
                         if hard_deadline is None and max_total_timeout is not None:
                             hard_deadline = started + max_total_timeout
                 else:
-                    self._meanwhile(kind, payload, on_log)
+                    self.meanwhile(kind, payload, on_log)
         except BaseException:
             self.abandon(pending, "request abandoned by the client")
             raise
 
-    def poll(
-        self,
-        pending: Pending,
-        timeout: float,
-        *,
-        on_log: Callable[[dict[str, Any]], None] | None = None,
-        on_server_request: Callable[[dict[str, Any]], None] | None = None,
-    ) -> dict[str, Any] | None:
-        """The response to `pending` if it arrives within `timeout` seconds
-        (0: only if it is there already), else None with the request still
-        in flight: unlike `wait()`, running out of time cancels nothing, so
-        a caller can watch two requests (the start-up race of `negotiation`).
-        Logs and server requests are handled as `wait()` handles them;
-        progress is not asked for there and is skipped. An interrupt
-        abandons the request."""
-        end = time.monotonic() + timeout
-        main = on_main_thread()
-        try:
-            if pending.unsent is not None:
-                self._send_deferred(pending, end)
-            while True:
-                left = remaining(end)
-                try:
-                    if left <= 0:
-                        kind, payload = pending.inbox.get_nowait()
-                    else:
-                        kind, payload = pending.inbox.get(timeout=slice_of(left, main=main))
-                except queue.Empty:
-                    if not expired(end):
-                        continue
-                    return None
-                if kind is RESPONSE:
-                    return payload  # type: ignore[no-any-return]
-                if kind is CLOSED:
-                    raise copy_error(payload)
-                if kind is SERVER_REQUEST and on_server_request is not None:
-                    on_server_request(payload)
-                else:
-                    self._meanwhile(kind, payload, on_log)
-        except BaseException:
-            self.abandon(pending, "request abandoned by the client")
-            raise
-
-    def _send_deferred(self, pending: Pending, limit: float | None) -> float:
+    def send_deferred(self, pending: Pending, limit: float | None) -> float:
         """Send the request `send_request` left to the waiting caller (an
         exchange that answers in its own response, see `Transport.exchange`);
         the seconds spent authorizing, which are not the call's."""
@@ -647,13 +604,13 @@ class Connection:
         pending.unsent = None
         return self.transport.exchange(message, headers, limit)
 
-    def _meanwhile(self, kind: object, payload: Any, on_log: Callable[[dict[str, Any]], None] | None) -> None:
+    def meanwhile(self, kind: object, payload: Any, on_log: Callable[[dict[str, Any]], None] | None) -> None:
         """What arrives for a waiting call besides its answer and progress:
         a log message goes to `on_log` (else `logging`), a server request
         nobody waits to handle goes to the handler threads."""
         if kind is LOG:
             (on_log or log_message)(payload)
-        elif kind is SERVER_REQUEST:  # (ADOPTED never reaches here: `poll()` does not adopt, `wait()` answers it)
+        elif kind is SERVER_REQUEST:  # (ADOPTED never reaches here: the module's `poll()` does not adopt, `wait()` answers it)
             self._threads.take(payload)
 
     def _expire(self, pending: Pending) -> dict[str, Any] | None:
@@ -1019,6 +976,50 @@ class Connection:
         the log messages), the transport's own close
         (`Transport.close_budget`), and the wait for the engine's threads."""
         return 2 * CLOSE_FLUSH_TIMEOUT + self.transport.close_budget + CLOSE_JOIN_TIMEOUT
+
+
+def poll(
+    conn: Connection,
+    pending: Pending,
+    timeout: float,
+    *,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+    on_server_request: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any] | None:
+    """The response to `pending` if it arrives within `timeout` seconds
+    (0: only if it is there already), else None with the request still
+    in flight: unlike `wait()`, running out of time cancels nothing, so
+    a caller can watch two requests (the start-up race of `negotiation`).
+    Logs and server requests are handled as `wait()` handles them;
+    progress is not asked for there and is skipped. An interrupt
+    abandons the request."""
+    end = time.monotonic() + timeout
+    main = on_main_thread()
+    try:
+        if pending.unsent is not None:
+            conn.send_deferred(pending, end)
+        while True:
+            left = remaining(end)
+            try:
+                if left <= 0:
+                    kind, payload = pending.inbox.get_nowait()
+                else:
+                    kind, payload = pending.inbox.get(timeout=slice_of(left, main=main))
+            except queue.Empty:
+                if not expired(end):
+                    continue
+                return None
+            if kind is RESPONSE:
+                return payload  # type: ignore[no-any-return]
+            if kind is CLOSED:
+                raise copy_error(payload)
+            if kind is SERVER_REQUEST and on_server_request is not None:
+                on_server_request(payload)
+            else:
+                conn.meanwhile(kind, payload, on_log)
+    except BaseException:
+        conn.abandon(pending, "request abandoned by the client")
+        raise
 
 
 def new_id_counter() -> Iterator[int]:

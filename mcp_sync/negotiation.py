@@ -54,7 +54,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 import attrs
 
 from . import forking
-from .connection import Connection, Pending
+from .connection import Connection, Pending, poll
 from .errors import (
     AuthenticationError,
     ConnectError,
@@ -514,7 +514,7 @@ def _settle_own_process(conn: Connection, target: Target | Transport, modern: st
     try:
         with terms.traced("server/discover", modern):
             discover = conn.send_request("server/discover", params, cancellable=False)
-            answer = conn.poll(discover, terms.probe_timeout, on_log=terms.on_log)
+            answer = poll(conn, discover, terms.probe_timeout, on_log=terms.on_log)
         if answer is None:
             log.info("%s has not answered server/discover within %.3g s (probe_timeout); sending initialize "
                      "to the same process: the first answer settles the era", target, terms.probe_timeout)
@@ -567,7 +567,7 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
     probing: Pending | None = discover
     while True:
         if probing is not None:
-            answer = conn.poll(probing, 0, on_log=terms.on_log)
+            answer = poll(conn, probing, 0, on_log=terms.on_log)
             if answer is not None:
                 if _settles_era(answer, terms.allowed):
                     conn.abandon(init, "the server answered server/discover")
@@ -582,8 +582,8 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
                 f"{conn.transport.describe()} answered neither server/discover within probe_timeout "
                 f"({terms.probe_timeout:g} s) nor initialize in the {terms.timeout:g} s after it (timeout)",
                 method="initialize", timeout=terms.timeout)
-        response = conn.poll(init, _RACE_SLICE if left is None else min(_RACE_SLICE, left), on_log=terms.on_log,
-                             on_server_request=answerer)
+        response = poll(conn, init, _RACE_SLICE if left is None else min(_RACE_SLICE, left), on_log=terms.on_log,
+                        on_server_request=answerer)
         if response is None:
             continue
         if probing is not None:
@@ -592,7 +592,7 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
             grace = 0.0
             if "error" in response:
                 grace = _RACE_GRACE if deadline is None else min(_RACE_GRACE, remaining(deadline))
-            answer = conn.poll(probing, grace, on_log=terms.on_log)
+            answer = poll(conn, probing, grace, on_log=terms.on_log)
             conn.abandon(probing, "the server answered initialize")
             if answer is not None and _settles_era(answer, terms.allowed):
                 return answer, None
