@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Protocol
 
@@ -36,7 +37,7 @@ from .protocol.headers import (
     param_headers,
 )
 from .protocol import pagination
-from .protocol.schemas import SchemaCache
+from .protocol.schemas import SchemaCache, Unchecked
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -63,6 +64,25 @@ _LISTS: dict[str, tuple[str, str, Any]] = {
 }
 
 HeadersFn = Callable[[], "Mapping[str, str] | None"]
+
+
+class FinishFn(Protocol):
+    """How `call_tool_raw`'s caller types a `tools/call` result and checks
+    its output: `deadline` (a `time.monotonic()` instant, the call's) bounds
+    the output schema's patterns; None for a result that came later (a
+    task's), which `SchemaCache`'s own bound then covers."""
+
+    def __call__(self, wire: Mapping[str, Any], /, *, deadline: float | None = None) -> CallToolResult: ...
+
+
+def call_deadline(started: float, options: RequestOptions, timeout: float | None) -> float | None:
+    """The deadline of a call started at `started` with these options
+    (`timeout`: the client's), for its output check: None when it has no
+    timeout, or when progress may restart it (`reset_timeout_on_progress`)."""
+    if options.get("reset_timeout_on_progress"):
+        return None
+    limit = options.get("timeout", timeout)
+    return None if limit is None else started + limit
 
 
 class SendFn(Protocol):
@@ -171,22 +191,36 @@ class ToolCatalog:
         found = self._header_params_of(definition, listed=False)
         return param_headers(found, arguments) if found else None
 
-    def finish_call(self, name: str, definition: Tool | None, wire: Mapping[str, Any]) -> CallToolResult:
+    def finish_call(self, name: str, definition: Tool | None, wire: Mapping[str, Any], *,
+                    deadline: float | None = None) -> CallToolResult:
         """A `tools/call` result typed, its structured content checked
-        against the tool's `outputSchema` when the definition is known."""
+        against the tool's `outputSchema` when the definition is known.
+        `deadline` is the call's (see `check_output`)."""
         result = CallToolResult.from_wire(wire)
         if (definition is not None and definition.output_schema is not None and not result.is_error
                 and self.structured_output):
-            self.check_output(name, definition.output_schema, result)
+            self.check_output(name, definition.output_schema, result, deadline=deadline)
         return result
 
-    def check_output(self, name: str, schema: Mapping[str, Any], result: CallToolResult) -> None:
+    def check_output(self, name: str, schema: Mapping[str, Any], result: CallToolResult, *,
+                     deadline: float | None = None) -> None:
+        """`OutputValidationError` unless `result` matches `schema`. The
+        schema's patterns get until `deadline` (a `time.monotonic()`
+        instant; None: `SchemaCache`'s own bound); one still matching then
+        is cut off and the result refused as not checked, never waited on."""
         if result.structured_content is None:
             raise OutputValidationError(
                 f"tool {name!r} declares an outputSchema but returned no structuredContent",
                 result=result.raw, errors=["structuredContent is missing"],
             )
-        problems = self.schemas.errors(schema, result.structured_content)
+        problems = self.schemas.errors(schema, result.structured_content, deadline=deadline)
+        if problems and isinstance(problems[0], Unchecked):
+            raise OutputValidationError(
+                f"tool {name!r} returned structuredContent that could not be checked against its outputSchema: "
+                f"{problems[0]}. The result as received is this error's .result; to call the tool without "
+                f"checking its output, pass a definition without the outputSchema: call_tool({{'name': {name!r}}}, ...)",
+                result=result.raw, errors=problems,
+            )
         if problems:
             raise OutputValidationError(
                 f"tool {name!r} returned structuredContent that does not match its outputSchema: {problems[0]}",
@@ -251,20 +285,22 @@ class TypedCalls:
                   options: RequestOptions, *, max_pages: int, timeout: float | None) -> CallToolResult:
         """`timeout` and `max_pages` are the client's, for the listing that
         refreshes a tool's definition after a header mismatch."""
+        started = time.monotonic()
         raw, finish = self.call_tool_raw(tool, arguments, options, max_pages=max_pages, timeout=timeout)
         if raw.get("resultType") == "task":
             raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
-        return finish(raw)
+        return finish(raw, deadline=call_deadline(started, options, timeout))
 
     def call_tool_raw(
         self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,
         options: RequestOptions, *, max_pages: int, timeout: float | None,
         extensions: Mapping[str, Any] | None = None, task: Mapping[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], Callable[[Mapping[str, Any]], CallToolResult]]:
+    ) -> tuple[dict[str, Any], FinishFn]:
         """`call_tool` before its result is typed: the raw result (maybe a
         task, see `tasks`) and the function that types a `CallToolResult`
         wire object and checks its output, for the result now or a task's
-        result later. `task` goes out as `params.task` (2025-11-25)."""
+        result later (see `FinishFn`). `task` goes out as `params.task`
+        (2025-11-25)."""
         definition: Tool | None
         if isinstance(tool, Tool):
             definition, name = tool, tool.name
@@ -293,8 +329,8 @@ class TypedCalls:
         raw = self._send("tools/call", params, options, headers=headers, refresh_headers=refresh_headers,
                          extensions=extensions)
 
-        def finish(wire: Mapping[str, Any]) -> CallToolResult:
-            return catalog.finish_call(name, known[0], wire)
+        def finish(wire: Mapping[str, Any], /, *, deadline: float | None = None) -> CallToolResult:
+            return catalog.finish_call(name, known[0], wire, deadline=deadline)
 
         return raw, finish
 

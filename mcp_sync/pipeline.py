@@ -486,7 +486,10 @@ class Pipeline:
             raw = self._more_rounds(call, raw, started)
         if raw.get("resultType") == "task":
             raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
-        return catalog.finish_call(name, definition if known is None else known[0], raw)
+        # The call's deadline bounds its output check (see SchemaCache.errors).
+        timeout = self.timeouts.request
+        return catalog.finish_call(name, definition if known is None else known[0], raw,
+                                   deadline=None if timeout is None else started + timeout)
 
     def _more_rounds(self, call: Call, first: dict[str, Any], started: float) -> dict[str, Any]:
         """The multi-round loop for a call whose first round (`first`, an

@@ -25,6 +25,7 @@ server) plus the answers written by the functions below.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import struct
@@ -47,6 +48,7 @@ from mcp_sync.errors import (
     InvalidMessage,
     McpError,
     MessageTooLarge,
+    OutputValidationError,
     RequestTimeout,
     ServerError,
     ServerExited,
@@ -55,6 +57,7 @@ from mcp_sync.testing import HTTPServer, demo_server
 from tests.helpers import wait_until
 from tests.servers.hostile_http import FAULTS as HTTP_FAULTS
 from tests.servers.hostile_http import HostileFront, wait_for_hangup
+from tests.servers.hostile_stdio import BACKTRACKING_VALUE
 from tests.servers.hostile_stdio import FAULTS as STDIO_FAULTS
 
 HOSTILE_STDIO = str(Path(__file__).parent / "servers" / "hostile_stdio.py")
@@ -233,20 +236,31 @@ REQUEST_FAULTS: dict[str, tuple[type[McpError] | None, str, bool, float]] = {
     # Work the client must keep up with: 20 000 notifications, 10 MB of stderr.
     "flood": (None, "^20000$", False, 5.0),
     "huge_stderr": (None, "^after 10 MB of stderr$", False, 5.0),
+    # structuredContent that the tool's outputSchema pattern "(x+x+)+y"
+    # backtracks on (forever with `re`, minutes with `regex` unbounded): the
+    # match is cut off at the call's deadline and the result is refused,
+    # not hung on.
+    "backtracking_pattern": (OutputValidationError, r"'\(x\+x\+\)\+y' had not finished matching when the call's deadline came",
+                             False, TIMEOUT),
 }
 
 
 @pytest.mark.parametrize("protocol", ERAS)
 @pytest.mark.parametrize("fault", sorted(REQUEST_FAULTS))
-def test_a_stdio_fault_that_spoils_one_call_leaves_the_client_usable(fault, protocol, tmp_path):
+def test_a_stdio_fault_that_spoils_one_call_leaves_the_client_usable(fault, protocol, tmp_path, caplog):
     error, match, tells, timeout = REQUEST_FAULTS[fault]
     record = tmp_path / "record"
     client = hostile_stdio(fault, protocol, "--record", str(record))
     progress: list[float] = []
     try:
         first = pid_of(client)
-        outcome = attempt(lambda: client.call_tool("hostile", {}, timeout=timeout,
-                                                   progress=lambda p: progress.append(p.progress)))
+        if fault == "backtracking_pattern":
+            # The client knows the tool's definition (its outputSchema), as after any listing.
+            listed = attempt(client.list_tools)
+            assert listed.error is None, listed
+        with caplog.at_level(logging.WARNING, logger="mcp_sync.client"):
+            outcome = attempt(lambda: client.call_tool("hostile", {}, timeout=timeout,
+                                                       progress=lambda p: progress.append(p.progress)))
         if error is None:
             assert outcome.error is None, outcome
             assert re.search(match, outcome.value.text), outcome.value.text
@@ -262,6 +276,14 @@ def test_a_stdio_fault_that_spoils_one_call_leaves_the_client_usable(fault, prot
             assert progress and progress[-1] == 19998  # the latest progress the server sent gets through
         if fault == "huge_stderr":
             assert len(client._conn.transport.stderr_tail) <= 20  # type: ignore[union-attr]
+        if fault == "backtracking_pattern":
+            # Cut off at the call's deadline (timeout=1 s), not before: the
+            # server answered at once, so the pattern had the whole second.
+            assert outcome.seconds >= timeout - 0.1, outcome
+            assert outcome.error.result["structuredContent"] == {"value": BACKTRACKING_VALUE}  # type: ignore[union-attr]
+            assert "value: the pattern '(x+x+)+y'" in outcome.error.errors[0]  # type: ignore[union-attr]
+            assert "call_tool({'name': 'hostile'}" in str(outcome.error)  # what to do next
+            assert "'(x+x+)+y'" in caplog.text  # one warning names it
         # The same process answers the next call, with its own answer.
         echo_works(client)
         assert pid_of(client) == first

@@ -13,21 +13,62 @@ nested a few hundred deep (or an instance that deep under a recursive
 without recursing; `mcp_sync.types.Tool` applies the same limit), and a
 `RecursionError` that still happens is reported as a validation problem,
 never raised.
+
+Patterns. The schema is the server's, and jsonschema matches `pattern` and
+`patternProperties` with Python's `re`, which backtracks: `"(x+x+)+y"`
+against 30 "x" takes 40 s, twice that with each more, and a match in `re`
+cannot be interrupted. So every pattern of a schema is matched here with
+the `regex` package instead (the same syntax, and a `timeout=`), within a
+budget: until the call's deadline when there is one (`errors(...,
+deadline=)`, never less than `PATTERN_FLOOR` from the start of the
+validation), else at most `PATTERN_SECONDS` for one validation. A match
+still running then is cut off (within milliseconds: `regex` counts the
+process's CPU time, so a process starved of CPU overshoots by that factor)
+and the value is reported as not checked, naming the pattern; never
+raised, never hung on. The same holds for the patterns
+`additionalProperties` consults. A pattern whose repetitions would
+make `regex` build an oversized program (`"x{100000000}"`; it expands them
+when it compiles) is not compiled, and a schema in which jsonschema itself
+would still match patterns with `re` (`unevaluatedProperties` beside
+`patternProperties`, or patterns under a subschema with its own `$schema`)
+is reported as unusable: no pattern of a server's schema ever reaches
+`re`'s matcher.
 """
 
 from __future__ import annotations
 
 import collections
+import contextvars
 import functools
 import json
+import logging
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import referencing
+    import regex
+
+log = logging.getLogger("mcp_sync.client")
 
 _MAX_ERRORS = 5
+
+#: With no deadline, the most time the patterns of one `SchemaCache.errors`
+#: call may take, in seconds, counted from the start of the call.
+PATTERN_SECONDS = 1.0
+
+#: With a deadline that is close or already past, the patterns still get
+#: this long from the start of the validation, so that ordinary patterns
+#: (microseconds each) are checked when the answer came at the last moment.
+PATTERN_FLOOR = 0.02
+
+#: The most items `regex` may make of one pattern when it compiles it: it
+#: writes out the required copies of a repetition (``"a{1000000}"`` takes a
+#: third of a second and ``"a{4000000000}"`` all the memory there is). Ten
+#: thousand compile in a few milliseconds; real patterns stay far below.
+MAX_PATTERN_SIZE = 10_000
 
 #: The deepest JSON nesting a tool's `inputSchema` or `outputSchema` may have
 #: (``{"type": "object"}`` is 1 deep; each `properties` level adds 2). Real
@@ -142,13 +183,257 @@ def _short(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+class Unchecked(str):
+    """A problem (a `str`, as `SchemaCache.errors` returns them) that means
+    the value could not be checked at all, rather than that it does not
+    match: a pattern cut off at the deadline, or one that cannot be used."""
+
+    __slots__ = ()
+
+
+# -- patterns, matched with `regex` within a budget -------------------------------------------------
+#
+# The invariant: a compiled validator is shared by every thread that
+# validates against its schema (SchemaCache), so nothing about one
+# validation (its deadline) is ever stored on it. `errors()` puts the end of
+# its budget in `_budget`, a context variable: each thread (and each
+# context) sees only its own, set for exactly the duration of its
+# `errors()` call and reset after. The keyword functions below read it for
+# every match.
+
+
+class _Budget(NamedTuple):
+    end: float  # time.monotonic() at which matching stops
+    deadline: bool  # the end is the call's deadline (else PATTERN_SECONDS)
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("mcp_sync_pattern_budget", default=None)
+
+
+class _NotChecked(Exception):
+    """Raised by a keyword function to stop the whole validation (a problem
+    yielded instead could be swallowed by `not`, `anyOf` or `if`, and the
+    value pass): `pattern` was cut off (`why` None) or cannot be used.
+    `target` is the string matched, or the object whose key `key` was."""
+
+    def __init__(self, pattern: str, target: Any, key: str | None, why: str | None) -> None:
+        super().__init__(pattern)
+        self.pattern, self.target, self.key, self.why = pattern, target, key, why
+
+
+def _parser() -> Any:
+    """`re`'s own parser (private, but the one `re.compile` uses)."""
+    try:
+        from re import _parser as parser  # type: ignore[attr-defined]  # Python 3.11 on
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse as parser
+    return parser
+
+
+def _program_size(pattern: str, limit: int) -> int:
+    """How many items `regex` makes of `pattern`, roughly (each repetition
+    counts its body once more than its minimum), or ``limit + 1`` as soon as
+    it is known to be more than `limit`. Raises `re.error` for a pattern
+    `re` rejects."""
+    parser = _parser()
+    repeats = {parser.MAX_REPEAT, parser.MIN_REPEAT, getattr(parser, "POSSESSIVE_REPEAT", None)}
+    total = 0
+    stack: list[tuple[Any, int]] = [(parser.parse(pattern), 1)]
+    while stack:
+        items, times = stack.pop()
+        for op, av in items:
+            total += times
+            if total > limit:
+                return limit + 1
+            if op in repeats:
+                stack.append((av[2], times * (av[0] + 1)))
+                continue
+            for part in av if isinstance(av, (tuple, list)) else (av,):
+                if isinstance(part, parser.SubPattern):
+                    stack.append((part, times))
+                elif isinstance(part, list):  # a branch's alternatives
+                    stack.extend((each, times) for each in part if isinstance(each, parser.SubPattern))
+    return total
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str) -> regex.Pattern[str] | str:
+    """`pattern` compiled by `regex`, or why it cannot be (a str). Bounded:
+    a schema's patterns are compiled once, as `re` would cache them."""
+    import re
+
+    import regex
+
+    try:
+        size = _program_size(pattern, MAX_PATTERN_SIZE)
+    except re.error as exc:
+        return f"Python's re rejects it ({exc})"
+    if size > MAX_PATTERN_SIZE:
+        return f"its repetitions would compile to more than {MAX_PATTERN_SIZE:,} items"
+    try:
+        return regex.compile(pattern)
+    except Exception as exc:  # noqa: BLE001 - regex.error, or whatever a pattern makes it raise
+        return f"the regex module cannot compile it ({exc})"
+
+
+def _search(pattern: str, text: str, target: Any, key: str | None) -> bool:
+    """Whether `pattern` matches somewhere in `text` (`re.search`), within
+    the budget of the running `errors()` call (see `_budget`); a validator
+    used outside one gives each match `PATTERN_SECONDS`. Raises `_NotChecked`
+    when the budget runs out or the pattern cannot be used."""
+    budget = _budget.get()
+    end = budget.end if budget is not None else time.monotonic() + PATTERN_SECONDS
+    if end <= time.monotonic():
+        raise _NotChecked(pattern, target, key, None)
+    compiled = _compiled(pattern)
+    if isinstance(compiled, str):
+        raise _NotChecked(pattern, target, key, compiled)
+    left = end - time.monotonic()  # compiling took some
+    if left <= 0:
+        raise _NotChecked(pattern, target, key, None)
+    try:
+        return compiled.search(text, timeout=left) is not None
+    except TimeoutError:
+        raise _NotChecked(pattern, target, key, None) from None
+
+
+# jsonschema's own keyword functions (jsonschema/_keywords.py), exactly,
+# but for `re.search`: the same results, the same messages.
+
+
+def _pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _search(patrn, instance, instance, None):
+        yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+
+def _pattern_properties(validator: Any, patternProperties: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patternProperties.items():
+        for k, v in instance.items():
+            if _search(pattern, k, instance, k):
+                yield from validator.descend(v, subschema, path=k, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, aP: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    # jsonschema/_utils.py find_additional_properties: one search of the patterns joined.
+    properties = schema.get("properties", {})
+    patterns = "|".join(schema.get("patternProperties", {}))
+    extras = {name for name in instance
+              if name not in properties and not (patterns and _search(patterns, name, instance, name))}
+    if validator.is_type(aP, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], aP, path=extra)
+    elif not aP and extras:
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            listed = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{joined} {verb} not match any of the regexes: {listed}")
+        else:
+            names = sorted(extras, key=str)
+            verb = "was" if len(names) == 1 else "were"
+            yield ValidationError(
+                f"Additional properties are not allowed ({', '.join(repr(name) for name in names)} {verb} unexpected)")
+
+
+_BOUNDED_KEYWORDS = {"pattern": _pattern, "patternProperties": _pattern_properties,
+                     "additionalProperties": _additional_properties}
+
+
+@functools.lru_cache(maxsize=None)
+def _bounded(cls: Any) -> Any:
+    """The validator class `cls` (one per dialect) with the keywords that
+    match patterns replaced by the ones above."""
+    import jsonschema.validators
+
+    return jsonschema.validators.extend(cls, {keyword: function for keyword, function in _BOUNDED_KEYWORDS.items()
+                                              if keyword in cls.VALIDATORS})
+
+
+def _pattern_hazard(schema: Mapping[str, Any]) -> str | None:
+    """Why jsonschema would still match some pattern of `schema` with `re`
+    (outside the keywords `_bounded` replaces), or None. Conservative: a
+    key anywhere in the schema counts, wherever it is."""
+    import jsonschema.validators
+
+    patterns = pattern_properties = unevaluated = False
+    dialect: str | None = None
+    level: list[Any] = [schema]
+    while level:
+        below: list[Any] = []
+        for node in level:
+            if isinstance(node, Mapping):
+                patterns = patterns or isinstance(node.get("pattern"), str)
+                if isinstance(node.get("patternProperties"), Mapping) and node["patternProperties"]:
+                    patterns = pattern_properties = True
+                unevaluated = unevaluated or "unevaluatedProperties" in node
+                nested = node.get("$schema")
+                if node is not schema and dialect is None and isinstance(nested, str):
+                    try:
+                        known = jsonschema.validators.validator_for(node, default=None) is not None
+                    except ValueError:  # not a URI; jsonschema fails on it if it ever gets there
+                        known = False
+                    if known:
+                        dialect = nested
+                below.extend(node.values())
+            elif isinstance(node, (list, tuple)):
+                below.extend(node)
+        level = below
+    if unevaluated and pattern_properties:
+        return ("it has unevaluatedProperties beside patternProperties, and jsonschema matches those patterns "
+                "for it with Python's re, which cannot be bounded in time")
+    if dialect is not None and patterns:
+        return (f"a subschema names its own $schema ({dialect!r}), under which jsonschema would match the "
+                "patterns with Python's re, which cannot be bounded in time")
+    return None
+
+
+def _located(root: Any, target: Any, key: str | None) -> str:
+    """Where `target` (found by identity) is in `root`, as the problems of
+    `errors()` say it, with `key` after it; "(somewhere)" if not found."""
+    stack: list[tuple[Any, list[Any]]] = [(root, [])]
+    found: list[Any] | None = None
+    while stack and found is None:
+        node, path = stack.pop()
+        if node is target:
+            found = path
+            break
+        if isinstance(node, Mapping):
+            for name, value in node.items():
+                if key is None and name is target:  # a name matched (propertyNames)
+                    found = path + [name]
+                    break
+                stack.append((value, path + [name]))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((value, path + [index]) for index, value in enumerate(node))
+    if found is None:
+        return "(somewhere)"
+    if key is not None:
+        found = found + [key]
+    # A name is the server's too: a long one is cut, so the pattern after it shows.
+    return "/".join(_short(str(part), 40) for part in found) or "(root)"
+
+
+class _Entry(NamedTuple):
+    validator: Any
+    hazard: str | None  # see _pattern_hazard
+
+
 class SchemaCache:
     """Compiled validators by schema, bounded (least recently used goes). Thread-safe."""
 
     def __init__(self, max_entries: int = 256) -> None:
         self._least = self._max = max_entries
         self._lock = threading.Lock()
-        self._validators: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._validators: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
+        self._warned: set[str] = set()  # the patterns cut off or unusable, warned of once
 
     def hold(self, entries: int) -> None:
         """Keep room for at least `entries` validators (never fewer than the
@@ -163,7 +448,12 @@ class SchemaCache:
     def validator(self, schema: Mapping[str, Any]) -> Any:
         """The compiled validator of `schema`. Raises jsonschema's
         `SchemaError` for an invalid schema and `SchemaTooDeep` for one
-        nested deeper than `MAX_SCHEMA_DEPTH`."""
+        nested deeper than `MAX_SCHEMA_DEPTH`. Its patterns are matched
+        with `regex` (see "Patterns" above), each within `PATTERN_SECONDS`
+        when it is used outside `errors()`."""
+        return self._entry(schema).validator
+
+    def _entry(self, schema: Mapping[str, Any]) -> _Entry:
         try:
             key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
         except RecursionError:
@@ -186,33 +476,62 @@ class SchemaCache:
 
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(schema)
-        compiled = cls(schema, registry=_empty_registry())
+        # The dialect is chosen; the root's `$schema` goes: jsonschema picks
+        # the class again for every subschema with one (a `$ref` to "#"
+        # too), and would pick its own, which matches patterns with `re`.
+        root = {name: value for name, value in schema.items() if name != "$schema"}
+        entry = _Entry(_bounded(cls)(root, registry=_empty_registry()), _pattern_hazard(schema))
         with self._lock:
-            self._validators[key] = compiled
+            self._validators[key] = entry
             while len(self._validators) > self._max:
                 self._validators.popitem(last=False)
-        return compiled
+        return entry
 
-    def errors(self, schema: Mapping[str, Any], instance: Any) -> list[str]:
+    def errors(self, schema: Mapping[str, Any], instance: Any, *, deadline: float | None = None) -> list[str]:
         """Validation problems of `instance` against `schema` ([] when valid).
 
         An invalid schema, an unresolvable `$ref`, a schema nested deeper
         than `MAX_SCHEMA_DEPTH`, or a schema and instance too deep to
         validate with the interpreter's recursion limit are reported as a
         problem: whatever the server sent, this never raises.
+
+        `deadline` (a `time.monotonic()` instant, the call's) bounds the
+        time its patterns may take; without one they get `PATTERN_SECONDS`.
+        A pattern still matching then is cut off, and the first problem
+        says which, where, and that the value was not checked (an
+        `Unchecked`); a warning names each such pattern once.
         """
         import jsonschema.exceptions
         import referencing.exceptions
 
+        started = time.monotonic()
+        budget = _Budget(started + PATTERN_SECONDS, False) if deadline is None else \
+            _Budget(max(deadline, started + PATTERN_FLOOR), True)
+        token = _budget.set(budget)  # this validation's own; see `_budget`
+        found: list[str] = []
         try:
-            validator = self.validator(schema)
-            found = []
-            for error in validator.iter_errors(instance):
+            entry = self._entry(schema)
+            if entry.hazard is not None:
+                return [Unchecked(f"the schema cannot be used: {entry.hazard}; the value was not checked")]
+            for error in entry.validator.iter_errors(instance):
                 where = "/".join(str(p) for p in error.absolute_path) or "(root)"
                 found.append(_short(f"{where}: {error.message}"))
                 if len(found) >= _MAX_ERRORS:
                     break
             return found
+        except _NotChecked as exc:
+            where = _located(instance, exc.target, exc.key)
+            if exc.why is not None:
+                problem = f"{where}: the pattern {exc.pattern!r} cannot be used: {exc.why}; the value was not checked"
+            elif budget.deadline:
+                problem = (f"{where}: the pattern {exc.pattern!r} had not finished matching when the call's deadline "
+                           "came (a pattern that backtracks); the result was not checked")
+            else:
+                problem = (f"{where}: the pattern {exc.pattern!r} had not finished matching after "
+                           f"{PATTERN_SECONDS:g} s, the most one validation may spend on patterns (a pattern "
+                           "that backtracks); the value was not checked")
+            self._warn_once(exc.pattern, _short(problem))
+            return [Unchecked(_short(problem))] + found[:_MAX_ERRORS - 1]
         except jsonschema.exceptions.SchemaError as exc:
             return [_short(f"the outputSchema itself is invalid: {exc.message}")]
         except referencing.exceptions.Unresolvable as exc:
@@ -230,6 +549,19 @@ class SchemaCache:
             # A schema the validator cannot run is unusable: a problem,
             # so the result is refused rather than the call crashing.
             return [_short(f"the schema cannot be used: {type(exc).__name__}: {exc}")]
+        finally:
+            _budget.reset(token)
+
+    def _warn_once(self, pattern: str, problem: str) -> None:
+        """One warning per distinct pattern (for the first 1,024 of them;
+        each remembered by its first 200 characters, so the set stays small
+        whatever the server's patterns are)."""
+        key = pattern[:200]
+        with self._lock:
+            if key in self._warned or len(self._warned) >= 1024:
+                return
+            self._warned.add(key)
+        log.warning("%s", problem)
 
     def __len__(self) -> int:
         with self._lock:

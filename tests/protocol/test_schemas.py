@@ -1,6 +1,12 @@
+import logging
 import threading
+import time
 
-from mcp_sync.protocol.schemas import SchemaCache
+import jsonschema
+import pytest
+
+from mcp_sync.protocol import schemas
+from mcp_sync.protocol.schemas import SchemaCache, Unchecked
 
 SCHEMA = {"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}
 
@@ -65,3 +71,185 @@ def test_thread_safe_under_contention():
     for t in threads:
         t.join()
     assert failures == [] and len(cache) <= 8
+
+
+# -- patterns: matched with `regex` within the call's deadline ------------------------------------
+
+BACKTRACKS = "(x+x+)+y"  # forever in `re` on 3,000 "x", two minutes in `regex` unbounded
+LONG = "x" * 3000
+SLACK = 0.15  # the asserted bound on a cut-off, past the deadline
+
+
+def timed(call):
+    started = time.monotonic()
+    result = call()
+    return result, time.monotonic() - started
+
+
+def test_a_backtracking_pattern_is_cut_off_at_the_deadline():
+    schema = {"type": "object", "properties": {"value": {"type": "string", "pattern": BACKTRACKS}}}
+    problems, seconds = timed(lambda: SchemaCache().errors(schema, {"value": LONG},
+                                                           deadline=time.monotonic() + 0.2))
+    assert 0.2 - 0.05 < seconds < 0.2 + SLACK  # the pattern had its time, and no more
+    assert problems == [
+        "value: the pattern '(x+x+)+y' had not finished matching when the call's deadline came "
+        "(a pattern that backtracks); the result was not checked"]
+    assert isinstance(problems[0], Unchecked)
+
+
+def test_a_backtracking_pattern_properties_name_is_cut_off_at_the_deadline():
+    schema = {"type": "object", "properties": {"o": {"patternProperties": {BACKTRACKS: {"type": "integer"}}}}}
+    problems, seconds = timed(lambda: SchemaCache().errors(schema, {"o": {"ok": 1, LONG: 2}},
+                                                           deadline=time.monotonic() + 0.2))
+    assert seconds < 0.2 + SLACK
+    assert len(problems) == 1 and isinstance(problems[0], Unchecked)
+    # The path names the object and (cut) the name being matched, then the pattern.
+    assert problems[0].startswith("o/" + "x" * 40 + "...: the pattern '(x+x+)+y' had not finished matching")
+
+
+def test_the_patterns_additional_properties_consults_are_bounded_too():
+    # jsonschema matches patternProperties again (joined) to find the additional properties.
+    schema = {"additionalProperties": False, "patternProperties": {BACKTRACKS: {}}}
+    problems, seconds = timed(lambda: SchemaCache().errors(schema, {LONG: 1}, deadline=time.monotonic() + 0.1))
+    assert seconds < 0.1 + SLACK
+    assert "the pattern '(x+x+)+y' had not finished matching" in problems[0]
+
+
+def test_a_pattern_reached_through_a_ref_to_a_root_with_its_own_dialect_is_bounded():
+    # jsonschema picks the validator class again for a subschema with
+    # `$schema`, the root reached through "#" included.
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+              "properties": {"child": {"$ref": "#"}, "value": {"type": "string", "pattern": BACKTRACKS}}}
+    problems, seconds = timed(lambda: SchemaCache().errors(schema, {"child": {"child": {"value": LONG}}},
+                                                           deadline=time.monotonic() + 0.1))
+    assert seconds < 0.1 + SLACK
+    assert problems[0].startswith("child/child/value: the pattern '(x+x+)+y' had not finished matching")
+
+
+@pytest.mark.parametrize("schema", [
+    {"properties": {"v": {"$schema": "http://json-schema.org/draft-07/schema#", "pattern": BACKTRACKS}}},
+    {"patternProperties": {BACKTRACKS: {}}, "unevaluatedProperties": False},
+])
+def test_a_schema_where_jsonschema_would_match_with_re_is_not_used(schema):
+    problems, seconds = timed(lambda: SchemaCache().errors(schema, {"v": LONG, LONG: 1}))
+    assert seconds < 0.5
+    assert len(problems) == 1 and isinstance(problems[0], Unchecked)
+    assert problems[0].startswith("the schema cannot be used: ") and "cannot be bounded in time" in problems[0]
+
+
+PLAIN_CASES = [
+    ({"type": "string", "pattern": "^x"}, "abc"),
+    ({"type": "string", "pattern": "^x"}, "xyz"),
+    ({"properties": {"a": {"pattern": r"^\d+$"}, "b": {"pattern": "é$"}}}, {"a": "12a", "b": "café"}),
+    ({"patternProperties": {"^s_": {"type": "string"}, "^i_": {"type": "integer"}}},
+     {"s_1": 1, "i_1": "x", "other": None}),
+    ({"patternProperties": {"^a": {}}, "additionalProperties": False}, {"a1": 1, "b": 2, "c": 3}),
+    ({"patternProperties": {"^a": {}}, "additionalProperties": False}, {"b": 2}),
+    ({"properties": {"p": {}}, "additionalProperties": False}, {"p": 1, "q": 2, "r": 3}),
+    ({"properties": {"p": {}}, "additionalProperties": {"type": "string"}}, {"p": 1, "q": 2}),
+    ({"propertyNames": {"pattern": "^[a-z]+$"}}, {"ok": 1, "Not-OK": 2}),
+    ({"items": {"pattern": "^(a|b)*$"}, "type": "array"}, ["ab", "abc", 3]),
+    ({"not": {"pattern": "^x"}}, "xyz"),
+    ({"$schema": "http://json-schema.org/draft-07/schema#",
+      "properties": {"a": {"pattern": "^x"}}, "patternProperties": {"^z": {"type": "null"}}}, {"a": "b", "z": 1}),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "additionalProperties": False,
+      "patternProperties": {"^a": {}, "^b": {}}}, {"c": 1, "d": 2}),
+]
+
+
+@pytest.mark.parametrize(("schema", "instance"), PLAIN_CASES)
+def test_ordinary_patterns_give_jsonschemas_own_results(schema, instance):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    expected = ["/".join(str(p) for p in e.absolute_path) + ": " + e.message if e.absolute_path
+                else "(root): " + e.message for e in cls(schema).iter_errors(instance)]
+    assert SchemaCache().errors(schema, instance, deadline=time.monotonic() + 5) == expected
+    assert SchemaCache().errors(schema, instance) == expected
+
+
+def test_the_known_message_is_unchanged():
+    assert SchemaCache().errors({"type": "string", "pattern": "^x"}, "abc") == ["(root): 'abc' does not match '^x'"]
+
+
+def test_ordinary_patterns_are_checked_when_the_deadline_has_passed():
+    # PATTERN_FLOOR: an answer that came at the last moment is still checked.
+    schema = {"type": "object", "properties": {"v": {"pattern": "^[a-z]+$"}, "w": {"pattern": "^x"}}}
+    assert SchemaCache().errors(schema, {"v": "abc", "w": "y"}, deadline=time.monotonic() - 5) == [
+        "w: 'y' does not match '^x'"]
+
+
+def test_without_a_deadline_patterns_get_pattern_seconds(monkeypatch):
+    monkeypatch.setattr(schemas, "PATTERN_SECONDS", 0.2)
+    problems, seconds = timed(lambda: SchemaCache().errors({"pattern": BACKTRACKS}, LONG))
+    assert seconds < 0.2 + SLACK
+    assert problems == ["(root): the pattern '(x+x+)+y' had not finished matching after 0.2 s, the most one "
+                        "validation may spend on patterns (a pattern that backtracks); the value was not checked"]
+
+
+def test_the_cap_is_one_budget_for_the_whole_validation(monkeypatch):
+    monkeypatch.setattr(schemas, "PATTERN_SECONDS", 0.2)
+    # Twenty strings that take ~0.1 s each in `regex`: the second or third is cut off, not each given 0.2 s.
+    problems, seconds = timed(lambda: SchemaCache().errors({"items": {"pattern": BACKTRACKS}}, ["x" * 700] * 20))
+    assert seconds < 0.2 + SLACK
+    assert "had not finished matching after 0.2 s" in problems[0]
+
+
+@pytest.mark.parametrize(("pattern", "why"), [
+    ("{i", "the regex module cannot compile it"),  # literal in `re`, fuzzy-match syntax in `regex`
+    ("x{100000000}", "its repetitions would compile to more than 10,000 items"),  # `regex` would take GBs
+    ("(?:(?:x{1000}){1000}){1000}", "its repetitions would compile to more than 10,000 items"),
+])
+def test_a_pattern_regex_cannot_compile_is_a_problem_not_an_exception(pattern, why):
+    problems, seconds = timed(lambda: SchemaCache().errors({"properties": {"v": {"pattern": pattern}}}, {"v": "x"}))
+    assert seconds < 0.5
+    assert len(problems) == 1 and isinstance(problems[0], Unchecked)
+    assert problems[0].startswith(f"v: the pattern {pattern!r} cannot be used: {why}")
+
+
+def test_one_warning_per_pattern(caplog):
+    cache = SchemaCache()
+    schema = {"pattern": BACKTRACKS}
+    with caplog.at_level(logging.WARNING, logger="mcp_sync.client"):
+        for _ in range(3):
+            assert cache.errors(schema, LONG, deadline=time.monotonic() + 0.05)
+    assert [r.getMessage() for r in caplog.records].count(
+        "(root): the pattern '(x+x+)+y' had not finished matching when the call's deadline came "
+        "(a pattern that backtracks); the result was not checked") == 1
+
+
+def test_threads_each_keep_their_own_deadline():
+    # One cache (one compiled validator per schema) shared by 8 threads: a
+    # near deadline on one thread never cuts another's far one short.
+    cache = SchemaCache()
+    slow = {"type": "object", "properties": {"v": {"pattern": BACKTRACKS}}}
+    fast = {"type": "object", "properties": {"v": {"pattern": "^x+$"}}}
+    outcomes: dict[int, list] = {}
+
+    def work(n):
+        results = []
+        for _ in range(3):
+            started = time.monotonic()
+            if n % 2:
+                budget = 0.05 * (n + 1)  # 0.1, 0.2, 0.3, 0.4 s
+                problems = cache.errors(slow, {"v": LONG}, deadline=started + budget)
+            else:
+                budget = 30.0
+                problems = cache.errors(fast, {"v": "x" * 100_000}, deadline=started + budget)
+            results.append((problems, time.monotonic() - started, budget))
+        outcomes[n] = results
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n, results in outcomes.items():
+        for problems, seconds, budget in results:
+            if n % 2:
+                assert len(problems) == 1 and "had not finished matching when the call's deadline" in problems[0]
+                # Not later than its own deadline (earlier is possible: `regex`
+                # counts the process's CPU time, which four matching threads
+                # spend faster than the clock goes).
+                assert seconds < budget + SLACK, (n, seconds)
+            else:
+                assert problems == [], (n, problems)
+                assert seconds < 1, (n, seconds)

@@ -102,6 +102,23 @@ def _result_and_error(server, ids):
     server.send(message)
 
 
+# The `hostile` tool's outputSchema under --fault backtracking_pattern: its
+# pattern backtracks on a long run of "x" with no "y". Python's `re` (which
+# jsonschema uses) would take longer than the age of the universe on 3,000
+# "x" (twice as long for each more "x": 2.5 s for 26), and the `regex`
+# package, without a timeout, about two minutes.
+BACKTRACKING_PATTERN = "(x+x+)+y"
+BACKTRACKING_SCHEMA = {"type": "object", "properties": {"value": {"type": "string", "pattern": BACKTRACKING_PATTERN}},
+                       "required": ["value"]}
+BACKTRACKING_VALUE = "x" * 3000
+
+
+def _backtracking_pattern(server, ids):
+    message = server.answer(ids[0], "x * 3000")
+    message["result"]["structuredContent"] = {"value": BACKTRACKING_VALUE}
+    server.send(message)
+
+
 FAULTS = {
     "garbage": _garbage,
     "not_an_object": _not_an_object,
@@ -116,6 +133,7 @@ FAULTS = {
     "huge_stderr": _huge_stderr,
     "unknown_request": _unknown_request,
     "result_and_error": _result_and_error,
+    "backtracking_pattern": _backtracking_pattern,
 }
 
 
@@ -188,6 +206,8 @@ class Server:
             self.send({"id": request_id, "result": {}})
         elif method == "tools/list":
             tools = [{"name": name, "inputSchema": {"type": "object"}} for name in ("echo", "hostile")]
+            if self.args.fault == "backtracking_pattern":
+                tools[1]["outputSchema"] = BACKTRACKING_SCHEMA
             result = {"tools": tools}
             if self.stateless[request_id]:
                 result["resultType"] = "complete"
