@@ -18,21 +18,24 @@ Patterns. The schema is the server's, and jsonschema matches `pattern` and
 `patternProperties` with Python's `re`, which backtracks: `"(x+x+)+y"`
 against 30 "x" takes 40 s, twice that with each more, and a match in `re`
 cannot be interrupted. So every pattern of a schema is matched here with
-the `regex` package instead (the same syntax, and a `timeout=`), within a
-budget: until the call's deadline when there is one (`errors(...,
-deadline=)`, never less than `PATTERN_FLOOR` from the start of the
-validation), else at most `PATTERN_SECONDS` for one validation. A match
-still running then is cut off (within milliseconds: `regex` counts the
-process's CPU time, so a process starved of CPU overshoots by that factor)
-and the value is reported as not checked, naming the pattern; never
-raised, never hung on. The same holds for the patterns
-`additionalProperties` consults. A pattern whose repetitions would
-make `regex` build an oversized program (`"x{100000000}"`; it expands them
-when it compiles) is not compiled, and a schema in which jsonschema itself
+the `regex` package instead (the same syntax for ordinary patterns, and a
+`timeout=`), within a budget that counts only the time spent matching:
+until the call's deadline when there is one (`errors(..., deadline=)`),
+plus at most `PATTERN_GRACE` of matching past it, else at most
+`PATTERN_SECONDS` of matching for one validation. A match still running
+then is cut off (`regex` counts the process's CPU time, so a process
+starved of CPU overshoots by that factor, and other busy threads make it
+cut earlier) and the value is reported as not checked, naming the
+pattern; never raised, never hung on. The same holds for the patterns
+`additionalProperties` consults. A pattern whose repetitions would make
+`regex` build an oversized program (`"x{100000000}"`; it expands them when
+it compiles) is not compiled, and a schema in which jsonschema itself
 would still match patterns with `re` (`unevaluatedProperties` beside
-`patternProperties`, or patterns under a subschema with its own `$schema`)
-is reported as unusable: no pattern of a server's schema ever reaches
-`re`'s matcher.
+`patternProperties`; patterns under a subschema with its own `$schema`;
+a reference or `$id` into json-schema.org, whose meta-schemas jsonschema
+validates with its own classes and whose `$dynamicRef` can lead back into
+the server's schema) is reported as unusable: no pattern of a server's
+schema ever reaches `re`'s matcher.
 """
 
 from __future__ import annotations
@@ -56,13 +59,16 @@ log = logging.getLogger("mcp_sync.client")
 _MAX_ERRORS = 5
 
 #: With no deadline, the most time the patterns of one `SchemaCache.errors`
-#: call may take, in seconds, counted from the start of the call.
+#: call may spend matching, in seconds, all matches together (only the time
+#: inside matches counts: a large value with cheap patterns is not refused
+#: for the time the rest of the validation took).
 PATTERN_SECONDS = 1.0
 
-#: With a deadline that is close or already past, the patterns still get
-#: this long from the start of the validation, so that ordinary patterns
-#: (microseconds each) are checked when the answer came at the last moment.
-PATTERN_FLOOR = 0.02
+#: With a deadline, the most time the matches of one validation may spend
+#: past it, all together: ordinary patterns (microseconds each) are still
+#: checked when the answer came at the last moment, and a match still
+#: running is cut off within this of the deadline.
+PATTERN_GRACE = 0.1
 
 #: The most items `regex` may make of one pattern when it compiles it: it
 #: writes out the required copies of a repetition (``"a{1000000}"`` takes a
@@ -202,9 +208,30 @@ class Unchecked(str):
 # every match.
 
 
-class _Budget(NamedTuple):
-    end: float  # time.monotonic() at which matching stops
-    deadline: bool  # the end is the call's deadline (else PATTERN_SECONDS)
+class _Budget:
+    """One validation's time for matching: `deadline` (a `time.monotonic()`
+    instant) or None, and the matching time `spent` so far against
+    PATTERN_SECONDS (no deadline) or PATTERN_GRACE (past the deadline).
+    Used by one thread at a time: the one whose `errors()` made it."""
+
+    __slots__ = ("deadline", "spent")
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.spent = 0.0
+
+    def left(self, now: float) -> float:
+        """How long the next match may take."""
+        if self.deadline is None:
+            return PATTERN_SECONDS - self.spent
+        return max(self.deadline - now, 0.0) + PATTERN_GRACE - self.spent
+
+    def charge(self, started: float, ended: float) -> None:
+        """A match ran from `started` to `ended`: what counts of it."""
+        if self.deadline is None:
+            self.spent += ended - started
+        elif ended > self.deadline:
+            self.spent += ended - max(started, self.deadline)
 
 
 _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("mcp_sync_pattern_budget", default=None)
@@ -282,19 +309,21 @@ def _search(pattern: str, text: str, target: Any, key: str | None) -> bool:
     used outside one gives each match `PATTERN_SECONDS`. Raises `_NotChecked`
     when the budget runs out or the pattern cannot be used."""
     budget = _budget.get()
-    end = budget.end if budget is not None else time.monotonic() + PATTERN_SECONDS
-    if end <= time.monotonic():
-        raise _NotChecked(pattern, target, key, None)
+    if budget is None:
+        budget = _Budget(None)
     compiled = _compiled(pattern)
     if isinstance(compiled, str):
         raise _NotChecked(pattern, target, key, compiled)
-    left = end - time.monotonic()  # compiling took some
+    started = time.monotonic()
+    left = budget.left(started)
     if left <= 0:
         raise _NotChecked(pattern, target, key, None)
     try:
         return compiled.search(text, timeout=left) is not None
     except TimeoutError:
         raise _NotChecked(pattern, target, key, None) from None
+    finally:
+        budget.charge(started, time.monotonic())
 
 
 # jsonschema's own keyword functions (jsonschema/_keywords.py), exactly,
@@ -357,6 +386,10 @@ def _bounded(cls: Any) -> Any:
                                               if keyword in cls.VALIDATORS})
 
 
+#: The keywords through which a schema can lead jsonschema to a meta-schema.
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef", "$id", "id")
+
+
 def _pattern_hazard(schema: Mapping[str, Any]) -> str | None:
     """Why jsonschema would still match some pattern of `schema` with `re`
     (outside the keywords `_bounded` replaces), or None. Conservative: a
@@ -365,6 +398,7 @@ def _pattern_hazard(schema: Mapping[str, Any]) -> str | None:
 
     patterns = pattern_properties = unevaluated = False
     dialect: str | None = None
+    meta: str | None = None
     level: list[Any] = [schema]
     while level:
         below: list[Any] = []
@@ -374,6 +408,10 @@ def _pattern_hazard(schema: Mapping[str, Any]) -> str | None:
                 if isinstance(node.get("patternProperties"), Mapping) and node["patternProperties"]:
                     patterns = pattern_properties = True
                 unevaluated = unevaluated or "unevaluatedProperties" in node
+                for keyword in _REFERENCES:
+                    value = node.get(keyword)
+                    if meta is None and isinstance(value, str) and "json-schema.org" in value.lower():
+                        meta = f"{keyword} {_short(value, 80)!r}"
                 nested = node.get("$schema")
                 if node is not schema and dialect is None and isinstance(nested, str):
                     try:
@@ -389,6 +427,9 @@ def _pattern_hazard(schema: Mapping[str, Any]) -> str | None:
     if unevaluated and pattern_properties:
         return ("it has unevaluatedProperties beside patternProperties, and jsonschema matches those patterns "
                 "for it with Python's re, which cannot be bounded in time")
+    if meta is not None and patterns:
+        return (f"it refers into json-schema.org ({meta}), whose meta-schemas jsonschema validates with its own "
+                "classes, which match patterns with Python's re, which cannot be bounded in time")
     if dialect is not None and patterns:
         return (f"a subschema names its own $schema ({dialect!r}), under which jsonschema would match the "
                 "patterns with Python's re, which cannot be bounded in time")
@@ -504,9 +545,7 @@ class SchemaCache:
         import jsonschema.exceptions
         import referencing.exceptions
 
-        started = time.monotonic()
-        budget = _Budget(started + PATTERN_SECONDS, False) if deadline is None else \
-            _Budget(max(deadline, started + PATTERN_FLOOR), True)
+        budget = _Budget(deadline)
         token = _budget.set(budget)  # this validation's own; see `_budget`
         found: list[str] = []
         try:
@@ -523,9 +562,10 @@ class SchemaCache:
             where = _located(instance, exc.target, exc.key)
             if exc.why is not None:
                 problem = f"{where}: the pattern {exc.pattern!r} cannot be used: {exc.why}; the value was not checked"
-            elif budget.deadline:
+            elif budget.deadline is not None:
                 problem = (f"{where}: the pattern {exc.pattern!r} had not finished matching when the call's deadline "
-                           "came (a pattern that backtracks); the result was not checked")
+                           "came (a pattern that backtracks, or a value too large to check in time); the result "
+                           "was not checked")
             else:
                 problem = (f"{where}: the pattern {exc.pattern!r} had not finished matching after "
                            f"{PATTERN_SECONDS:g} s, the most one validation may spend on patterns (a pattern "

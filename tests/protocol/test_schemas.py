@@ -93,7 +93,7 @@ def test_a_backtracking_pattern_is_cut_off_at_the_deadline():
     assert 0.2 - 0.05 < seconds < 0.2 + SLACK  # the pattern had its time, and no more
     assert problems == [
         "value: the pattern '(x+x+)+y' had not finished matching when the call's deadline came "
-        "(a pattern that backtracks); the result was not checked"]
+        "(a pattern that backtracks, or a value too large to check in time); the result was not checked"]
     assert isinstance(problems[0], Unchecked)
 
 
@@ -171,7 +171,7 @@ def test_the_known_message_is_unchanged():
 
 
 def test_ordinary_patterns_are_checked_when_the_deadline_has_passed():
-    # PATTERN_FLOOR: an answer that came at the last moment is still checked.
+    # PATTERN_GRACE: an answer that came at the last moment is still checked.
     schema = {"type": "object", "properties": {"v": {"pattern": "^[a-z]+$"}, "w": {"pattern": "^x"}}}
     assert SchemaCache().errors(schema, {"v": "abc", "w": "y"}, deadline=time.monotonic() - 5) == [
         "w: 'y' does not match '^x'"]
@@ -213,7 +213,7 @@ def test_one_warning_per_pattern(caplog):
             assert cache.errors(schema, LONG, deadline=time.monotonic() + 0.05)
     assert [r.getMessage() for r in caplog.records].count(
         "(root): the pattern '(x+x+)+y' had not finished matching when the call's deadline came "
-        "(a pattern that backtracks); the result was not checked") == 1
+        "(a pattern that backtracks, or a value too large to check in time); the result was not checked") == 1
 
 
 def test_threads_each_keep_their_own_deadline():
@@ -253,3 +253,42 @@ def test_threads_each_keep_their_own_deadline():
             else:
                 assert problems == [], (n, problems)
                 assert seconds < 1, (n, seconds)
+
+
+def test_only_matching_time_is_charged_to_the_budget():
+    budget = schemas._Budget(None)
+    budget.charge(10.0, 10.25)
+    assert budget.left(99.0) == pytest.approx(schemas.PATTERN_SECONDS - 0.25)
+    late = schemas._Budget(100.0)
+    late.charge(99.0, 99.5)  # before the deadline: free
+    assert late.left(99.5) == pytest.approx(0.5 + schemas.PATTERN_GRACE)
+    late.charge(99.98, 100.03)  # 30 ms of it past the deadline
+    assert late.left(100.03) == pytest.approx(schemas.PATTERN_GRACE - 0.03)
+
+
+def test_a_large_value_with_cheap_patterns_is_not_refused_for_the_rest_of_the_validation(monkeypatch):
+    # 80,000 rows: jsonschema's own work takes far longer than the 0.4 s
+    # cap, the matching itself a small part of it.
+    monkeypatch.setattr(schemas, "PATTERN_SECONDS", 0.4)
+    schema = {"type": "object", "properties": {"rows": {"type": "array", "items": {
+        "type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z0-9-]+$"}}}}}}
+    rows = [{"id": f"row-{n}"} for n in range(80_000)]
+    problems, seconds = timed(lambda: SchemaCache().errors(schema, {"rows": rows}))
+    assert problems == []
+    assert seconds > 0.4  # else the test shows nothing
+
+
+@pytest.mark.parametrize("reference", [
+    {"$ref": "https://json-schema.org/draft/2020-12/schema"},
+    {"$ref": "HTTP://JSON-SCHEMA.ORG/draft-07/schema#"},
+    {"$id": "https://json-schema.org/draft/2020-12/x", "properties": {"a": {"$ref": "schema"}}},
+])
+def test_a_schema_that_leads_into_the_meta_schemas_is_not_used(reference):
+    # The meta-schema runs under jsonschema's own class, and its
+    # $dynamicRef "#meta" comes back to the server's root: `re` again.
+    schema = {"pattern": "^(a|a)*$", "$id": "urn:evil", "$dynamicAnchor": "meta", **reference}
+    problems, seconds = timed(lambda: SchemaCache().errors(schema, {"not": "a" * 40 + "!"},
+                                                           deadline=time.monotonic() + 0.5))
+    assert seconds < 0.5
+    assert len(problems) == 1 and isinstance(problems[0], Unchecked)
+    assert "refers into json-schema.org" in problems[0]
