@@ -276,6 +276,8 @@ class Client:
         self._finalizer.detach()
         _live_clients.discard(self)
         self._supervisor.close()
+        # The client tasks (a person's answers among them) go with the connection.
+        self._pipeline.server_requests.reset()
 
     def _after_fork(self) -> None:
         """In the child after `os.fork()`: let go of everything the parent's

@@ -69,7 +69,7 @@ from . import router as routes
 from .engine_threads import MAX_HANDLER_THREADS as MAX_HANDLER_THREADS
 from .engine_threads import MAX_QUEUED_LOGS as MAX_QUEUED_LOGS
 from .engine_threads import Burst as Burst
-from .engine_threads import EngineThreads, is_engine_thread, log_message
+from .engine_threads import Answer, EngineThreads, is_engine_thread, log_message
 from .errors import (
     ConnectionClosed,
     InvalidMessage,
@@ -404,7 +404,10 @@ class Connection:
     can take (it returns a result dict or raises `jsonrpc.Refusal`); it runs on
     the handler pool, at most `max_server_requests` at once (more are
     refused at once), each answered with an error if it takes longer than
-    `handler_timeout` from the request's arrival. `on_notification`
+    `handler_timeout` from the request's arrival; one that
+    `answers_at_once(message)` picks (it must never block nor run user
+    code: ping, the server's `tasks/*` about the client's tasks) is
+    answered on the thread that read it, without a pool slot. `on_notification`
     receives every other notification, on the thread that read it: it must
     only hand the message on (the client's dispatcher queue). `on_log`
     handles log messages that came for no call, on the handler pool.
@@ -424,6 +427,7 @@ class Connection:
         drops: Drops | None = None,
         on_failed: Callable[[Connection, TransportError], None] | None = None,
         on_session_lost: Callable[[Connection, TransportError], None] | None = None,
+        answers_at_once: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
         self.transport = transport
         # Told once when the transport fails (on the thread that noticed:
@@ -451,7 +455,7 @@ class Connection:
         self._threads = EngineThreads(
             self._write, settle=self._settle, owes=self._owes, on_server_request=on_server_request,
             on_log=on_log, max_server_requests=max_server_requests, handler_timeout=handler_timeout,
-            drops=self.drops)
+            drops=self.drops, at_once=answers_at_once)
 
     def start(self) -> None:
         self.transport.start(self)
@@ -719,12 +723,23 @@ class Connection:
         self.transport.send(jsonrpc.notification(method, params))
 
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
-                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> None:
+                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> bool:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
-        answered (a handler that timed out), gets nothing more. Never blocks:
-        the answer goes out through the sender (see `EngineThreads.respond`)."""
-        self._threads.respond(request_id, result, error, spare=spare)
+        answered (a handler that timed out), gets nothing more (False). Never
+        blocks: the answer goes out through the sender (see `EngineThreads.respond`)."""
+        return self._threads.respond(request_id, result, error, spare=spare)
+
+    def later(self, request_id: Any) -> Answer:
+        """The `engine_threads.Answer` of server request `request_id`: for
+        a `Later` answered on the caller's thread."""
+        return self._threads.later(request_id)
+
+    def arm_handler_timeout(self, request_id: Any) -> None:
+        """Answer server request `request_id` with an error if nothing has
+        answered it `handler_timeout` seconds from now (for an answer given
+        later by other code than a handler: see `engine_threads.Later`)."""
+        self._threads.arm_handler_timeout(request_id)
 
     def _settle(self, request_id: Any) -> bool:
         """True, once, when server request `request_id` is owed an answer:

@@ -8,9 +8,11 @@ answered with an error once `handler_timeout` has passed since its
 arrival; the *log thread*, where the client's `on_log` gets the log
 messages that came for no call (the oldest waiting one makes room when it
 is behind); the rule that a server request is answered once (`respond()`);
-and how all three end: `flush()`, `stop()`, `join()`, or `discard()` after a
-fork. What it must not know: the pending table or its lock (it asks the
-engine through `settle` and `owes`, which take that lock themselves), the
+answers given later (`Later`: a handler that answers at once and goes on
+in the background, or answers when something else ends); and how all
+three end: `flush()`, `stop()`, `join()`, or `discard()` after a fork.
+What it must not know: the pending table or its lock (it asks the engine
+through `settle` and `owes`, which take that lock themselves), the
 transport (it writes through the `write` it is given), or what a method
 means.
 
@@ -29,7 +31,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from .server_request_pool import HandlerPool
+from .server_request_pool import HandlerPool, Job
 from .sender import Sender
 from .waiting import remaining
 from .protocol import codes, jsonrpc
@@ -44,6 +46,70 @@ MAX_HANDLER_THREADS = 4
 #: The most log messages (for no call) waiting for the log handler; beyond,
 #: the oldest waiting one is dropped.
 MAX_QUEUED_LOGS = 256
+
+
+#: The most threads running client-task handlers (see `Answer.background`):
+#: their own, so tasks that wait for a person never take the threads the
+#: other server requests are answered on.
+MAX_TASK_THREADS = 4
+
+
+class Answer:
+    """The later answer to one server request (see `Later`), from any
+    thread: `answer(result=...)` or `answer(error=...)` answers it once and
+    says whether it settled (False: cancelled, timed out or answered
+    already, so nothing was sent); never blocks (the sender writes it).
+
+    Also what answering later needs: `owed()` (is the request still owed an
+    answer?), `background(job)` (run `job` on a task thread: False at once
+    when they are all taken or the connection closed; a job still queued at
+    close() never runs), and `expire(key, action)` (`action(limit)` on the
+    sender's thread `handler_timeout` seconds from now, unless
+    `cancel_expiry(key)` came first; nothing when there is no
+    `handler_timeout`). `action` must not block.
+    """
+
+    __slots__ = ("_threads", "request_id")
+
+    def __init__(self, threads: EngineThreads, request_id: Any) -> None:
+        self._threads = threads
+        self.request_id = request_id
+
+    def __call__(self, result: Mapping[str, Any] | None = None, error: Mapping[str, Any] | None = None) -> bool:
+        return self._threads.respond(self.request_id, result, error)
+
+    def owed(self) -> bool:
+        return self._threads.owes(self.request_id)
+
+    def background(self, job: Job) -> bool:
+        return self._threads.submit(job)
+
+    def expire(self, key: Any, action: Callable[[float], None]) -> None:
+        self._threads.expire(key, action)
+
+    def cancel_expiry(self, key: Any) -> None:
+        self._threads.cancel_expiry(key)
+
+
+class Later:
+    """What a server-request handler returns to answer later rather than
+    with its return value: the engine calls `start(answer)` at once, on the
+    same thread, with the request's `Answer`. The handler timeout armed at
+    the request's arrival still applies (an answer after it is not sent).
+
+    Example::
+
+        def answer(message):
+            def start(answer):
+                if not answer.background(lambda: work_then(answer)):
+                    answer(error={"code": -32603, "message": "too busy"})
+            return Later(start)
+    """
+
+    __slots__ = ("start",)
+
+    def __init__(self, start: Callable[[Answer], None]) -> None:
+        self.start = start
 
 
 class EngineThreads:
@@ -73,18 +139,25 @@ class EngineThreads:
         max_server_requests: int,
         handler_timeout: float | None,
         drops: Drops,
+        at_once: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
         self._write = write
         self._settle = settle
         self._owes = owes
         self._on_server_request = on_server_request
         self._on_log = on_log
+        self._at_once = at_once
         self._handler_timeout = handler_timeout
         self._drops = drops
         self._log_burst = Burst()
         self._sender = Sender(write)
         self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
                                      name="mcp-sync-handler")
+        # Client-task handlers (a person answering a task-augmented
+        # elicitation) get threads of their own: a pool of 4 waiting for
+        # people would otherwise leave none for ping or roots/list.
+        self._tasks = HandlerPool(max_workers=MAX_TASK_THREADS, max_pending=max_server_requests,
+                                  name="mcp-sync-handler-task")
         self._logs = HandlerPool(max_workers=1, max_pending=MAX_QUEUED_LOGS, name="mcp-sync-log")
 
     # -- what the engine hands on ------------------------------------------------------
@@ -94,14 +167,14 @@ class EngineThreads:
         self._sender.put(message, spare=spare)
 
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
-                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> None:
+                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> bool:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
-        answered (a handler that timed out), gets nothing more. Never blocks:
-        the answer goes out through the sender."""
+        answered (a handler that timed out), gets nothing more (False). Never
+        blocks: the answer goes out through the sender."""
         if not self._settle(request_id):
             log.debug("not answering server request %r: cancelled or answered already", request_id)
-            return
+            return False
         self._sender.cancel(("handler timeout", request_id))
         if error is not None:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
@@ -110,6 +183,15 @@ class EngineThreads:
         # A refusal (`spare`) may only use the first half of the queue, so a
         # flood's refusals never crowd out the answers of real handlers.
         self._sender.put(message, spare=spare)
+        return True
+
+    def owes(self, request_id: Any) -> bool:
+        """Is server request `request_id` still owed an answer?"""
+        return self._owes(request_id)
+
+    def later(self, request_id: Any) -> Answer:
+        """The `Answer` of server request `request_id`, for a `Later`."""
+        return Answer(self, request_id)
 
     def take(self, message: dict[str, Any]) -> None:
         """A server request no caller takes: to the handler pool, with its
@@ -117,6 +199,15 @@ class EngineThreads:
         full (through the sender: this may be the reader's thread)."""
         request_id = message["id"]
         self.arm_handler_timeout(request_id)
+        if self._at_once is not None and self._at_once(message):
+            # Invariant: what `at_once` picks never blocks and runs no user
+            # code (the answers about the client's own tasks, ping, creating
+            # a client task): answered here, on whatever thread this is (the
+            # reader's too), without a pool slot, so a pool full of handlers
+            # waiting for a person never delays them. The answer itself goes
+            # out through the sender, never written on this thread.
+            self._answer(message)
+            return
         if not self._handlers.submit(lambda: self._answer(message)):
             self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"},
                          spare=True)
@@ -127,6 +218,28 @@ class EngineThreads:
         whose handler timeout was armed as it arrived
         (`arm_handler_timeout`). An interrupt propagates (the caller answers)."""
         self._answer(message)
+
+    def submit(self, job: Job) -> bool:
+        """Run `job` on a client-task thread (at most `max_server_requests`
+        queued or running); False at once when they are full or closed."""
+        return self._tasks.submit(job)
+
+    def expire(self, key: Any, action: Callable[[float], None]) -> None:
+        """`action(handler_timeout)` on the sender's thread `handler_timeout`
+        seconds from now (nothing without one), unless `cancel_expiry(key)`."""
+        if self._handler_timeout is not None:
+            limit = self._handler_timeout
+
+            def due() -> None:
+                try:
+                    action(limit)
+                except Exception:  # the sender must survive it
+                    log.exception("a handler-timeout action failed")
+
+            self._sender.at(time.monotonic() + limit, key, due)
+
+    def cancel_expiry(self, key: Any) -> None:
+        self._sender.cancel(key)
 
     @property
     def handler_timeout(self) -> float | None:
@@ -174,21 +287,25 @@ class EngineThreads:
         return jsonrpc.error_response(request_id, codes.INTERNAL_ERROR, text)
 
     def _answer(self, message: dict[str, Any]) -> None:
-        if not self._owes(message["id"]):
-            self._sender.cancel(("handler timeout", message["id"]))
+        request_id = message["id"]
+        if not self._owes(request_id):
+            self._sender.cancel(("handler timeout", request_id))
             return  # withdrawn, or timed out in the queue: nobody wants the answer
         handler = self._on_server_request
         try:
             if handler is None:
                 raise jsonrpc.Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {message['method']}")
             result = handler(message)
+            if isinstance(result, Later):
+                result.start(self.later(request_id))
         except jsonrpc.Refusal as refusal:
-            self.respond(message["id"], error=refusal.error())
+            self.respond(request_id, error=refusal.error())
         except Exception as exc:  # a handler bug must not kill the worker
             log.exception("handler for server request %s failed", message.get("method"))
-            self.respond(message["id"], error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc}"})
+            self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc}"})
         else:
-            self.respond(message["id"], result=result)
+            if not isinstance(result, Later):
+                self.respond(request_id, result=result)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -205,6 +322,7 @@ class EngineThreads:
         """Tell every thread to stop, waiting for none."""
         self._sender.close(timeout=0)
         self._handlers.close(timeout=0)
+        self._tasks.close(timeout=0)
         self._logs.close(timeout=0)
 
     def join(self, timeout: float) -> None:
@@ -212,7 +330,7 @@ class EngineThreads:
         still running then is left to finish on its own; its answer is not
         sent."""
         deadline = time.monotonic() + timeout
-        for part in (self._sender, self._handlers, self._logs):
+        for part in (self._sender, self._handlers, self._tasks, self._logs):
             if not part.close(timeout=remaining(deadline)):
                 log.warning("a handler was still running %g s after close(); it is left to "
                             "finish on its own and its answer will not be sent", timeout)
@@ -225,7 +343,7 @@ class EngineThreads:
         self._sender.close(timeout=0)
         self._handlers = HandlerPool(max_workers=1, max_pending=1)
         self._handlers.close(timeout=0)
-        self._logs = self._handlers
+        self._logs = self._tasks = self._handlers
 
 
 class Burst:

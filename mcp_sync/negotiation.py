@@ -5,7 +5,8 @@ the stateless era, whose answer `protocol.versions.read_probe_answer`
 reads, and the `initialize` handshake of the initialize era), the order in
 which they are tried, the HTTP to HTTP+SSE fallback (asked of the target:
 `Target.fallback()`), what the client declares at `initialize` for the
-extensions it implements, and the process-wide memory of servers that
+extensions it implements (and, in 2025-11-25, for running the server's
+questions as client tasks), and the process-wide memory of servers that
 settled on the initialize era. Its outcome is a value, `Settled`: the
 target, the dialect, the session or discovery result, and what was
 declared. It never mutates a client.
@@ -53,7 +54,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import attrs
 
-from . import forking
+from . import client_tasks, forking
 from .connection import Connection, Pending, poll
 from .errors import (
     AuthenticationError,
@@ -116,16 +117,26 @@ def offers_core_tasks(dialect: Dialect, capabilities: Mapping[str, Any] | None) 
 def initialize_capabilities(capabilities: Mapping[str, Any], version: str) -> dict[str, Any]:
     """The capabilities an `initialize` for `version` sends: `capabilities`
     with the extensions this client implements declared, in the revisions
-    whose handshake has extensions (the dialect says which).
+    whose handshake has extensions, and in those with core tasks the
+    `tasks` capability that runs the elicitation and sampling requests it
+    declares as client tasks (see `client_tasks`; an explicit `tasks` in
+    `capabilities` wins, key by key). The dialect says which revision has what.
 
     Example::
 
         >>> initialize_capabilities({}, "2025-11-25")
         {'extensions': {'io.modelcontextprotocol/skills': {}}}
+        >>> initialize_capabilities({"sampling": {}}, "2025-11-25")["tasks"]
+        {'list': {}, 'cancel': {}, 'requests': {'sampling': {'createMessage': {}}}}
     """
-    if not versions.dialect_for(version).initialize_extensions:
-        return dict(capabilities)
-    return merge_capabilities(capabilities, DECLARATION)
+    dialect = versions.dialect_for(version)
+    declared = dict(capabilities)
+    tasks = client_tasks.capability(capabilities) if dialect.core_tasks else None
+    if tasks is not None:
+        declared = merge_capabilities({"tasks": tasks}, declared)
+    if not dialect.initialize_extensions:
+        return declared
+    return merge_capabilities(declared, DECLARATION)
 
 
 # -- era memory ------------------------------------------------------------------------
@@ -479,8 +490,10 @@ def _confirm_pin(conn: Connection, target: Target | Transport, version: str, ter
     (the reference `everything` server does): the probe is what tells, and
     a definite answer of that era refuses the pin here rather than letting
     every later answer be misread. Silence proves nothing: the pin is
-    trusted, as it was asked for."""
-    verdict = _probe(conn, version, terms, _restarts_server(target, conn))
+    trusted, as it was asked for. A server that fails on the probe raises
+    what it failed with (a process that exits, say, on an unknown method or
+    at start-up: its exit code and stderr say more than a guess at its era)."""
+    verdict = _probe(conn, version, terms, False)
     if isinstance(verdict, UseStateless):
         return _stateless(conn, target, verdict)
     if not verdict.silent:

@@ -285,7 +285,7 @@ class Pipeline:
             dispatcher.put(message)
 
         return {"on_server_request": self.server_requests.unrelated, "on_notification": on_notification,
-                "on_log": log_server_message}
+                "on_log": log_server_message, "answers_at_once": self.server_requests.answers_at_once}
 
     def on_declared(self, capabilities: Mapping[str, Any]) -> None:
         """What `initialize` declared, told before `notifications/initialized`
@@ -330,6 +330,9 @@ class Pipeline:
         # The catalog's schema cache was made afresh (a parent thread may
         # have held the old one's lock at the fork): answers use the new one.
         self.server_requests.schemas = self.catalog.schemas
+        # And a fresh table of client tasks: a handler thread of the parent
+        # may have held the old one's lock at the fork.
+        self.server_requests.reset()
         self.metrics.after_fork()
         self.supervisor.after_fork()
 

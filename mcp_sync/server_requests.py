@@ -3,31 +3,40 @@
 What it owns: the answer to a server request (`ping`, and the input kinds:
 elicitation, sampling, roots) from the input handlers, each checked before
 and after the handler runs; the refusals (-32601 for what the client did
-not declare, -32602 for malformed params); and where the server's log
-messages go (the `mcp_sync.server` logger).
+not declare, -32602 for malformed params); where the server's log
+messages go (the `mcp_sync.server` logger); and, in 2025-11-25, running an
+elicitation or sampling request that carries `params.task` as a client
+task: answered at once with the task, its handler run on a handler thread
+(`Later`), and the server's `tasks/*` requests answered from the
+connection's `client_tasks.ClientTasks` (which owns the tasks).
 
 What it must not know: which thread it runs on (the engine decides: the
 caller's thread for a request that relates to its call, the handler pool
 otherwise) or how an answer is sent (the connection's `respond`).
 
 `declared` (the capabilities sent with `initialize`) is replaced whole by
-the request pipeline once a connection is set up; readers need no lock.
+the request pipeline once a connection is set up, and with it `tasks`, the
+new session's (empty) table of client tasks; readers need no lock.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from . import multiround
+from . import client_tasks, multiround
+from .client_tasks import ClientTasks
 from .connection import Connection
+from .engine_threads import Answer, Later
 from .errors import InputHandlerError
 from .protocol import codes, inputs
 from .protocol.jsonrpc import Refusal
 from .protocol.schemas import SchemaCache
 
 server_log = logging.getLogger("mcp_sync.server")
+log = logging.getLogger("mcp_sync.connection")
 
 _LOG_LEVELS = {
     "debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
@@ -55,15 +64,49 @@ class ServerRequests:
     def __init__(self, handlers: Mapping[str, Any], schemas: SchemaCache) -> None:
         self.handlers = handlers
         self.schemas = schemas
-        self.declared: Mapping[str, Any] = {}
+        self.declared = {}  # and `tasks`, an empty table
 
-    def result(self, message: dict[str, Any], handlers: Mapping[str, Any]) -> dict[str, Any]:
-        """The answer to a server request. Raises `Refusal` to refuse it,
-        `InputHandlerError` when a handler fails."""
+    @property
+    def declared(self) -> Mapping[str, Any]:
+        """The capabilities sent with the session's `initialize`."""
+        return self._declared
+
+    @declared.setter
+    def declared(self, capabilities: Mapping[str, Any]) -> None:
+        # A new session: the last one's client tasks went with its connection.
+        self.tasks = ClientTasks()
+        self._declared = capabilities
+
+    def reset(self) -> None:
+        """Drop the client tasks (at close(), and in a child after a fork,
+        where the old table's lock may be held by a thread that is gone)."""
+        self.tasks = ClientTasks()
+
+    def answers_at_once(self, message: dict[str, Any]) -> bool:
+        """Whether the engine may answer `message` on the thread it arrives
+        on, without a handler-pool slot: the requests that never block and
+        run no user code (ping, the server's `tasks/*` about the client's
+        tasks, and a request run as a client task, whose handler goes to a
+        task thread)."""
+        method = message.get("method")
+        if method == "ping" or method in client_tasks.METHODS:
+            return True
+        params = message.get("params")
+        if not isinstance(params, Mapping) or params.get("task") is None:
+            return False
+        kind = inputs.kind_of(method, params)
+        return kind is not None and kind in self.handlers and client_tasks.runs_as_task(kind, self.declared)
+
+    def result(self, message: dict[str, Any], handlers: Mapping[str, Any]) -> dict[str, Any] | Later:
+        """The answer to a server request, or `Later` for one answered later
+        (a request run as a client task, a `tasks/result`). Raises `Refusal`
+        to refuse it, `InputHandlerError` when a handler fails."""
         method = message.get("method")
         params = message.get("params")
         if method == "ping":
             return {}
+        if method in client_tasks.METHODS:
+            return self._about_tasks(method, params)
         kind = inputs.kind_of(method, params)
         if kind is None or kind not in handlers or not inputs.declared(kind, self.declared):
             raise Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {method} (this client does not handle it)")
@@ -71,9 +114,89 @@ class ServerRequests:
             inputs.check_request(kind, params)
         except inputs.BadInput as exc:
             raise Refusal(codes.INVALID_PARAMS, f"Invalid params: {exc}") from None
+        as_task = isinstance(params, Mapping) and params.get("task") is not None
+        if as_task and client_tasks.runs_as_task(kind, self.declared):
+            assert isinstance(params, Mapping)
+            return self._as_task(kind, handlers[kind], params)
         return multiround.run_handler(kind, handlers[kind], dict(params or {}), self.schemas, {})
 
-    def unrelated(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _about_tasks(self, method: str, params: Any) -> dict[str, Any] | Later:
+        """The server's `tasks/*` requests about the client's own tasks."""
+        if not client_tasks.offers(method, self.declared):
+            raise Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {method} (this client does not handle it)")
+        tasks = self.tasks
+        if method == "tasks/get":
+            return tasks.get(params)
+        if method == "tasks/list":
+            return tasks.list(params)
+        if method == "tasks/cancel":
+            return tasks.cancel(params)
+        return Later(lambda answer: tasks.result(params, answer, owed=answer.owed))
+
+    def _as_task(self, kind: str, handler: Any, params: Mapping[str, Any]) -> Later:
+        """Run a request as a client task: answered at once with the task,
+        its handler run on a handler thread (never the caller's: the caller
+        must stay free to answer the server's polls), with the params a
+        plain request would have (without `task`)."""
+        tasks, schemas = self.tasks, self.schemas
+        question = {key: value for key, value in params.items() if key != "task"}
+
+        def start(answer: Answer) -> None:
+            try:
+                task_id, created = tasks.create(params["task"])
+            except Refusal as refusal:
+                answer(error=refusal.error())
+                return
+            expiry = ("client task", task_id)
+            # The handler runs only once the CreateTaskResult went out: a
+            # request withdrawn, timed out or closed meanwhile creates no
+            # task and asks nobody. `gate` is set within this call (the
+            # answer never blocks), so a job that starts early waits a moment.
+            gate, sent = threading.Event(), [False]
+
+            def run() -> None:
+                gate.wait()
+                if not sent[0]:
+                    return
+                try:
+                    outcome = multiround.run_handler(kind, handler, question, schemas, {})
+                except InputHandlerError as exc:
+                    log.warning("the %s handler of client task %s failed: %s", kind, task_id, exc)
+                    # The error a plain request gets from a handler thread.
+                    tasks.finish(task_id, error={"code": codes.INTERNAL_ERROR,
+                                                 "message": f"client handler failed: {exc}"})
+                except BaseException:
+                    tasks.finish(task_id, error={"code": codes.INTERNAL_ERROR,
+                                                 "message": "client handler failed: it was interrupted"})
+                    raise
+                else:
+                    tasks.finish(task_id, result=outcome)
+                finally:
+                    answer.cancel_expiry(expiry)
+
+            try:
+                if not answer.background(run):
+                    tasks.forget(task_id)
+                    answer(error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"})
+                    return
+                if not answer(result=created):
+                    tasks.forget(task_id)
+                    return
+                # `handler_timeout` bounds the task as it bounds a plain
+                # request: it fails then (its thread runs on: it cannot be
+                # interrupted, and holds its task thread until it returns).
+                def expire(limit: float) -> None:
+                    tasks.finish(task_id, error={"code": codes.INTERNAL_ERROR,
+                                                 "message": f"the client's handler did not answer within {limit:g} s"})
+
+                answer.expire(expiry, expire)
+                sent[0] = True
+            finally:
+                gate.set()
+
+        return Later(start)
+
+    def unrelated(self, message: dict[str, Any]) -> dict[str, Any] | Later:
         """The engine's handler for a server request that belongs to no call."""
         return self.result(message, self.handlers)
 
@@ -89,12 +212,18 @@ class ServerRequests:
         """Answer a server request on the calling thread, on the connection
         it came from. A handler that fails fails the call too (after the
         server is told), so nothing half-valid is ever sent."""
+        request_id = message["id"]
         try:
             result = self.result(message, handlers)
+            if isinstance(result, Later):
+                # Bounded as on a handler thread: `handler_timeout` from now.
+                conn.arm_handler_timeout(request_id)
+                result.start(conn.later(request_id))
         except Refusal as refusal:
-            conn.respond(message["id"], error=refusal.error())
+            conn.respond(request_id, error=refusal.error())
         except InputHandlerError as exc:
-            conn.respond(message["id"], error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc.problem}"})
+            conn.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc.problem}"})
             raise
         else:
-            conn.respond(message["id"], result=result)
+            if not isinstance(result, Later):
+                conn.respond(request_id, result=result)

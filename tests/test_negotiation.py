@@ -108,18 +108,26 @@ def test_a_stateless_pin_is_confirmed_by_one_probe(tmp_path):
     assert methods(recorded(record)) == ["server/discover"]
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--versions", "2025-11-25,2025-06-18"], "server/discover answered error -32601: Method not found"),
-    (["--mode", "exit-on-probe"], "the server failed on server/discover"),
-])
-def test_a_stateless_pin_refuses_a_server_that_answers_as_the_initialize_era(tmp_path, args, said):
+def test_a_stateless_pin_refuses_a_server_that_answers_as_the_initialize_era(tmp_path):
     # Such a server may serve requests without initialize, under its own
     # semantics: nothing but the probe is sent to it.
     record = tmp_path / "record"
     with pytest.raises(mcp_sync.VersionNegotiationError) as info:
-        mcp_sync.connect(scripted(*args, "--record", str(record)), protocol="2026-07-28")
-    assert said in str(info.value) and "protocol=None" in str(info.value)
+        mcp_sync.connect(scripted("--versions", "2025-11-25,2025-06-18", "--record", str(record)),
+                         protocol="2026-07-28")
+    said = str(info.value)
+    assert "server/discover answered error -32601: Method not found" in said and "protocol=None" in said
     assert info.value.requested == ["2026-07-28"]
+    assert methods(recorded(record)) == ["server/discover"]
+
+
+def test_a_stateless_pin_to_a_server_that_exits_on_the_probe_says_how_it_exited(tmp_path):
+    # Exiting proves no era (a server that fails at start-up exits too):
+    # the exit code and the last stderr line say what happened.
+    record = tmp_path / "record"
+    with pytest.raises(mcp_sync.ServerExited, match="unknown method, giving up") as info:
+        mcp_sync.connect(scripted("--mode", "exit-on-probe", "--record", str(record)), protocol="2026-07-28")
+    assert info.value.returncode == 9
     assert methods(recorded(record)) == ["server/discover"]
 
 

@@ -9,8 +9,10 @@ prompts and completions, its log messages, resource updates on a
 Left to other modules: `simulate-research-query` (a task-augmented tool),
 the `trigger-url-elicitation*` tools, and roots that change. The
 `trigger-*-request-async` tools appear only for a client that declares it
-runs sampling or elicitation requests as tasks (`tasks.requests`), which
-this client does not.
+runs sampling or elicitation requests as tasks (`tasks.requests`, which
+this client declares for the kinds it has handlers for): the server sends
+its question with `params.task`, polls the client's `tasks/get` every
+second and fetches the answer with `tasks/result`.
 
 The expected answers come from the pinned server's source
 (`.interop/everything-<version>/node_modules/@modelcontextprotocol/server-everything/dist/`).
@@ -44,9 +46,11 @@ BASE_TOOLS = {
     "simulate-research-query", "toggle-simulated-logging", "toggle-subscriber-updates",
     "trigger-long-running-operation",
 }
-#: The tools offered only to a client that declares the capability of this input handler kind.
-CONDITIONAL_TOOLS = {"sampling": "trigger-sampling-request", "form": "trigger-elicitation-request",
-                     "roots": "get-roots-list"}
+#: The tools offered only to a client that declares the capability of this
+#: input handler kind (the `-async` ones: and runs such requests as tasks).
+CONDITIONAL_TOOLS = {"sampling": {"trigger-sampling-request", "trigger-sampling-request-async"},
+                     "form": {"trigger-elicitation-request", "trigger-elicitation-request-async"},
+                     "roots": {"get-roots-list"}}
 
 STATIC_DOCS = ["architecture.md", "extension.md", "features.md", "how-it-works.md", "instructions.md",
                "startup.md", "structure.md"]
@@ -154,7 +158,7 @@ def test_the_tools_offered_follow_the_declared_capabilities(target, kinds):
         assert (client.server_info.name, client.server_info.version) == ("mcp-servers/everything", "2.0.0")
         assert client.server_capabilities["resources"] == {"subscribe": True, "listChanged": True}
         tools = {tool.name: tool for tool in client.list_tools()}
-        assert set(tools) == BASE_TOOLS | {CONDITIONAL_TOOLS[kind] for kind in kinds}
+        assert set(tools) == BASE_TOOLS.union(*(CONDITIONAL_TOOLS[kind] for kind in kinds))
         assert tools["echo"].input_schema["required"] == ["message"]
         assert tools["echo"].annotations == {"readOnlyHint": True, "destructiveHint": False,
                                              "idempotentHint": True, "openWorldHint": False}
@@ -351,6 +355,56 @@ def test_the_form_handler_answers_the_elicitation(target):
         declined, raw = client.call_tool("trigger-elicitation-request").content
         assert declined.text == "❌ User declined to provide the requested information."
         assert raw_result(raw) == {"action": "decline"}
+
+
+def task_id_and_polls(progress: str) -> tuple[str, list[str]]:
+    """The task id and the polled statuses from the tool's "Progress:" lines."""
+    created, *polls = progress.strip().splitlines()
+    assert created.startswith("Task created: ")
+    return created.removeprefix("Task created: "), [re.sub(r"^Poll \d+: ", "", line) for line in polls]
+
+
+def test_an_elicitation_sent_as_a_task_is_answered_through_the_client_task(target):
+    answers = Answers()
+    with connect(target, answers) as client:
+        done, inputs, trace = client.call_tool("trigger-elicitation-request-async", timeout=60).content
+        assert done.text == "[COMPLETED] User provided the requested information!"
+        assert inputs.text == "User inputs:\n- Name: Ada Lovelace"
+        progress, _, raw = trace.text.partition("\n\nRaw result: ")
+        task_id, polls = task_id_and_polls(progress.removeprefix("\nProgress:\n"))
+        # Polled each second: "working" until the handler returned (at once, so seldom seen).
+        assert polls[-1] == "completed" and set(polls) <= {"working", "completed"}
+        # `tasks/result` gives the handler's answer, tagged with the task it came from.
+        assert json.loads(raw) == {"action": "accept", "content": FORM,
+                                   "_meta": {"io.modelcontextprotocol/related-task": {"taskId": task_id}}}
+        (params, thread), = answers.asked["form"]
+        assert params["message"] == "Please provide inputs for the following fields (async task demo):"
+        assert "task" not in params  # the handler sees the question as a plain request would
+        # In the background, on a handler thread: the call's thread answers the polls meanwhile.
+        assert thread.name.startswith("mcp-sync-handler-")
+
+        answers.form_answer = {"action": "decline"}
+        declined, _ = client.call_tool("trigger-elicitation-request-async", timeout=60).content
+        assert declined.text == "[DECLINED] User declined to provide the requested information."
+
+
+def test_a_sampling_request_sent_as_a_task_is_answered_through_the_client_task(target):
+    answers = Answers()
+    with connect(target, answers) as client:
+        text = client.call_tool("trigger-sampling-request-async", {"prompt": "name a prime", "maxTokens": 12},
+                                timeout=60).text
+        head, _, rest = text.partition("\n\n**Progress:**\n")
+        assert head == "[COMPLETED] Async sampling completed!"
+        progress, _, raw = rest.partition("\n\n**Result:**\n")
+        task_id, polls = task_id_and_polls(progress)
+        assert polls[-1] == "completed" and set(polls) <= {"working", "completed"}
+        assert json.loads(raw) == {
+            "role": "assistant", "model": "tour-model", "stopReason": "endTurn",
+            "content": {"type": "text",
+                        "text": "model says: Resource trigger-sampling-request-async context: name a prime"},
+            "_meta": {"io.modelcontextprotocol/related-task": {"taskId": task_id}}}
+        (params, _), = answers.asked["sampling"]
+        assert params["maxTokens"] == 12 and "task" not in params
 
 
 def test_the_roots_given_at_connect_come_back(target):
