@@ -218,7 +218,7 @@ class Client:
                 print(client.protocol_version)
         """
         http_options = {name: keywords.pop(name) for name in list(keywords) if name not in _OPTION_NAMES}
-        target = resolve_target(target, http_options)
+        target = resolve_target(target, http_options, client_options=_OPTION_NAMES)
         if options is None:
             options = ClientOptions(**keywords)
         elif not isinstance(options, ClientOptions):
@@ -651,6 +651,8 @@ class Client:
                                       progress=lambda p: print(p.progress, p.total))
             print(result.text)
         """
+        if options:  # checked first, so that tool arguments given as keywords are told so
+            check_option_names(options, tool=tool if isinstance(tool, str) else getattr(tool, "name", None))
         pipeline = self._pipeline
         try:
             catalog = pipeline.catalog
@@ -779,9 +781,20 @@ class Client:
         return self._calls.complete(ref, argument, value, context, options)
 
     def __repr__(self) -> str:
-        settled = self._supervisor.settled
-        state = "closed" if self._supervisor.closed else (settled.dialect.version if settled else "connecting")
-        return f"<mcp_sync.Client {state}>"
+        """The transport, the server's name, the status and the revision:
+        ``<mcp_sync.Client stdio 'mcp-sync-demo' ready 2026-07-28>``. Never
+        names a URL, a command line or a credential (reprs end up in logs)."""
+        supervisor = self._supervisor
+        settled = supervisor.settled
+        target = settled.target if settled is not None else supervisor.target
+        parts = [str(getattr(target, "kind", None) or type(target).__name__)]
+        info = settled.server_info if settled is not None else None
+        if info is not None and isinstance(info.name, str) and info.name:
+            parts.append(repr(info.name[:40]))
+        parts.append(supervisor.status.status.value)
+        if settled is not None:
+            parts.append(settled.dialect.version)
+        return f"<mcp_sync.Client {' '.join(parts)}>"
 
 
 def _release_unclosed(supervisor: Supervisor, description: str) -> None:

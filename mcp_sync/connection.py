@@ -361,12 +361,13 @@ class Inbox:
 class Pending:
     """One in-flight request: its id, method and inbox. Owned by its caller."""
 
-    __slots__ = ("id", "method", "inbox", "cancellable", "unsent", "adopts", "adopted")
+    __slots__ = ("id", "method", "params", "inbox", "cancellable", "unsent", "adopts", "adopted")
 
     def __init__(self, request_id: int, method: str, cancellable: bool, max_requests: int = 16,
-                 adopts: bool = False) -> None:
+                 adopts: bool = False, params: Mapping[str, Any] | None = None) -> None:
         self.id = request_id
         self.method = method
+        self.params = params  # as given, for errors that name what was asked
         self.cancellable = cancellable
         self.adopts = adopts  # takes a server request no call is named for, when it waits alone
         self.adopted = 0  # adopted requests queued or running: changed under the connection's lock
@@ -393,7 +394,20 @@ def _timed_out(pending: Pending, timeout: float | None, total: bool, max_total: 
             f"{pending.method}: maximum total timeout exceeded ({max_total:g} s)",
             method=pending.method, timeout=timeout, max_total_timeout=max_total,
         )
-    return RequestTimeout(f"{pending.method} timed out after {timeout:g} s", method=pending.method, timeout=timeout)
+    return RequestTimeout(f"{_subject(pending)} timed out after {timeout:g} s: pass a larger timeout= to the call, "
+                          "or connect(timeout=...) for every call (None waits as long as it takes)",
+                          method=pending.method, timeout=timeout)
+
+
+def _subject(pending: Pending) -> str:
+    """The method, and the tool, prompt or resource it names (for errors)."""
+    params = pending.params
+    named = params.get("name") or params.get("uri") if isinstance(params, Mapping) else None
+    return f"{pending.method} {_short(named)!r}" if isinstance(named, str) else pending.method
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class Connection:
@@ -481,7 +495,7 @@ class Connection:
         """
         # Made before the lock, its id given under it: the lock is held only
         # for the table update (every caller and the reader take it).
-        pending = Pending(0, method, cancellable, self._max_server_requests, adopts)
+        pending = Pending(0, method, cancellable, self._max_server_requests, adopts, params)
         with self._lock:
             if self._state is not State.OPEN:
                 self._raise_if_unusable()

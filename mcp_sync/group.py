@@ -160,7 +160,10 @@ class ClientGroup:
         http_names = _http_options() if set(connect_options) - _CLIENT_OPTIONS else frozenset()
         unknown = set(connect_options) - _CLIENT_OPTIONS - http_names
         if unknown:
-            raise TypeError(f"ClientGroup() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+            from .options import unknown_names
+
+            known = _CLIENT_OPTIONS | (http_names or _http_options())
+            raise TypeError(f"ClientGroup() got unexpected keyword argument(s): {unknown_names(unknown, known)}")
         http_options = {k: v for k, v in connect_options.items() if k in http_names}
         self._options = {k: v for k, v in connect_options.items() if k in _CLIENT_OPTIONS}
         slots: dict[str, _Slot] = {}

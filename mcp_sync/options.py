@@ -70,11 +70,35 @@ class RequestOptions(TypedDict, total=False):
 OPTION_NAMES = frozenset(RequestOptions.__annotations__)
 
 
-def check_option_names(options: Mapping[str, Any]) -> None:
-    """A misspelt option is a TypeError, as for any keyword argument."""
+def unknown_names(names: Iterable[str], known: Iterable[str]) -> str:
+    """`names` listed for an error message, each with the nearest of
+    `known` when one is close (a misspelling):
+
+        >>> unknown_names(["timout", "zzz"], ["timeout", "progress"])
+        "'timout' (did you mean 'timeout'?), 'zzz'"
+    """
+    import difflib  # here: only error messages need it
+
+    choices = sorted(known)
+    listed = []
+    for name in sorted(names):
+        close = difflib.get_close_matches(name, choices, n=1, cutoff=0.75)
+        listed.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    return ", ".join(listed)
+
+
+def check_option_names(options: Mapping[str, Any], *, tool: str | None = None) -> None:
+    """A misspelt option is a TypeError, as for any keyword argument,
+    naming the option meant. For `call_tool(tool, ...)`, names that are
+    close to no option are taken for tool arguments given as keywords."""
     unknown = set(options) - OPTION_NAMES
-    if unknown:
-        raise TypeError(f"unknown request option(s): {', '.join(sorted(unknown))}")
+    if not unknown:
+        return
+    message = f"unknown request option(s): {unknown_names(unknown, OPTION_NAMES)}"
+    if tool is not None and any(unknown_names([name], OPTION_NAMES) == repr(name) for name in unknown):
+        shown = ", ".join(f"{name!r}: ..." for name in sorted(unknown))
+        message += f"; tool arguments go in a dict: call_tool({tool!r}, {{{shown}}})"
+    raise TypeError(message)
 
 
 InputHandler = Callable[[dict[str, Any]], Any]

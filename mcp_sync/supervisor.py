@@ -61,6 +61,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcp_sync.client")
 
+#: What a request on a client closed by its user says (a server that went
+#: away says so in its own words, ServerExited for one).
+CLOSED_BY_USER = ("this client is closed (by close() or at the end of its `with` block): "
+                  "mcp_sync.connect() makes a new one")
+
 #: The longest `close()` waits for the thread reconnecting for subscriptions.
 CLOSE_JOIN_SECONDS = 2.0
 
@@ -294,12 +299,12 @@ class Supervisor:
         own `deadline`. `announce=False` leaves the status to the caller
         (the reconnect thread proves a new connection first)."""
         conn = self.conn
+        if self.closed:
+            if conn is not None and conn.failure is not None:
+                return conn  # sending on it raises why it ended (ServerExited, say)
+            raise ConnectionClosed(CLOSED_BY_USER)
         if conn is not None and not self.reopen_after_fork and (conn.failure is None or not self.may_restart(conn)):
             return conn
-        if self.closed:
-            if conn is not None:
-                return conn  # sending on it raises why it ended (ServerExited, closed)
-            raise ConnectionClosed("the client is closed")
         if conn is None and not self.reopen_after_fork:
             raise ConnectionClosed("the client is not connected")
         if self.reopen_after_fork and not isinstance(self.target, Target):

@@ -26,7 +26,7 @@ def test_connect_settles_the_newest_version_by_default():
         assert client.server_info.name == "mcp-sync-demo"
         assert "tools" in client.server_capabilities
         assert client.session is None
-        assert repr(client) == "<mcp_sync.Client 2026-07-28>"
+        assert repr(client) == "<mcp_sync.Client memory 'mcp-sync-demo' ready 2026-07-28>"
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])

@@ -5,6 +5,7 @@ HTTP), `sse` (the old HTTP+SSE), `memory` (in-process), and the
 import functools
 import importlib
 import inspect
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .base import Custom, MessageSink, Target, Transport
@@ -55,13 +56,28 @@ def __dir__() -> list[str]:
 __all__ = ["Custom", "HTTP", "Memory", "MessageSink", "SSE", "Stdio", "Target", "Transport", "resolve_target"]
 
 
-def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> Target | Transport:
+def _looks_like_an_address(text: str) -> bool:
+    """`host:port[/path]` or `localhost/path`: an HTTP address without its
+    scheme rather than a command line."""
+    import re  # here: only this error message needs it
+
+    host = r"(localhost|(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:]+\])"
+    return re.fullmatch(host + r"(:\d+)?(/\S*)?", text) is not None and (":" in text or "/" in text)
+
+
+def resolve_target(target: Any, http_options: dict[str, Any] | None = None, *,
+                   client_options: Iterable[str] = ()) -> Target | Transport:
     """Turn what the user passed to `connect()` into a `Target` (or a bare
-    transport). `http_options` are `HTTP()` options, for a URL string only."""
+    transport). `http_options` are `HTTP()` options, for a URL string only;
+    `client_options` the other names `connect()` takes (for the error that
+    names a misspelt one)."""
     # Only a URL with HTTP options needs `HTTP` itself (and so the HTTP stack).
     unknown = set(http_options) - _http_options() if http_options else set()
     if unknown:
-        raise TypeError(f"connect() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        from ..options import unknown_names
+
+        known = {*_http_options(), *client_options}
+        raise TypeError(f"connect() got unexpected keyword argument(s): {unknown_names(unknown, known)}")
     if http_options and not (isinstance(target, str) and target.startswith(("http://", "https://"))):
         raise TypeError(f"{', '.join(sorted(http_options))} only apply to a URL target; "
                         "set them on the HTTP(...) or Stdio(...) target instead")
@@ -77,6 +93,9 @@ def resolve_target(target: Any, http_options: dict[str, Any] | None = None) -> T
             return HTTP(target, **(http_options or {}))
         if "://" in target:
             raise ValueError(f"unsupported URL scheme in {target!r}: use http:// or https://")
+        if _looks_like_an_address(target):
+            raise TypeError(f"{target!r} has no URL scheme: connect('http://{target}') (or https://) for an "
+                            "HTTP server; a stdio command is a list of strings")
         import shlex  # here: only this error message needs it
 
         try:
