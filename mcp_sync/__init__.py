@@ -9,7 +9,13 @@
 See the README and docs/ for the threading model and the error model.
 """
 
+import logging
 from typing import TYPE_CHECKING, Any
+
+# A library configures no logging: without this, Python's last-resort
+# handler would print every WARNING of ours (and every server's) as bare
+# text on stderr in a program that never set logging up.
+logging.getLogger("mcp_sync").addHandler(logging.NullHandler())
 
 from . import display, handlers  # display: how results look in notebooks (types.show_with)
 from ._version import __version__

@@ -61,7 +61,7 @@ from .protocol.meta import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, merg
 from .protocol.methods import SAFE_TO_RETRY
 from .protocol.schemas import SchemaCache
 from .protocol.versions import Dialect
-from .server_requests import ServerRequests, log_server_message
+from .server_requests import ServerLog, ServerRequests
 from .supervisor import Policy, Supervisor, bounded
 from .transports.base import Target, Transport
 from .types import CallToolResult, DiscoverResult, Progress, Tool
@@ -201,13 +201,14 @@ class Pipeline:
         if self.tracer is not None:
             ids = self.tracer.noting_ids(ids)
         self.server_requests = ServerRequests(self.input_handlers, self.catalog.schemas)
+        self.server_log = ServerLog()  # named once the server has said its name
         timeouts, limits = options.timeouts, options.limits
         self.timeouts, self.limits = timeouts, limits
         policy = Policy(restart=options.restart, reconnect=options.reconnect if options.restart else None,
                         keepalive=options.keepalive, timeout=timeouts.request, probe_timeout=timeouts.probe,
                         max_server_requests=limits.max_server_requests, handler_timeout=timeouts.handler)
         terms = Terms(allowed=options.allowed_versions, probe_timeout=timeouts.probe, timeout=timeouts.request,
-                      identity=self.identity, on_log=log_server_message, answerer=self.server_requests.answerer,
+                      identity=self.identity, on_log=self.server_log, answerer=self.server_requests.answerer,
                       traced=self.traced, on_declared=self.on_declared, persist=options.era_cache)
         self.supervisor = Supervisor(target, policy, terms, self, ids, self.metrics,
                                      Admission(limits.max_in_flight, limits.max_queued), self._forget_server)
@@ -285,7 +286,7 @@ class Pipeline:
             dispatcher.put(message)
 
         return {"on_server_request": self.server_requests.unrelated, "on_notification": on_notification,
-                "on_log": log_server_message, "answers_at_once": self.server_requests.answers_at_once}
+                "on_log": self.server_log, "answers_at_once": self.server_requests.answers_at_once}
 
     def on_declared(self, capabilities: Mapping[str, Any]) -> None:
         """What `initialize` declared, told before `notifications/initialized`
@@ -297,6 +298,7 @@ class Pipeline:
         that depend on its transport and revision, and the log level asked
         of a new initialize-era session."""
         self.catalog.mirrors_headers = conn.transport.mirrors_headers
+        self.server_log.name = settled.server_info.name if settled.server_info is not None else None
         self.catalog.structured_output = settled.dialect.structured_output
         self.catalog.list_before_calling = offers_core_tasks(settled.dialect, settled.capabilities)
         level = self.options.log_level
@@ -711,7 +713,7 @@ class Pipeline:
                 response = conn.wait(
                     pending, timeout=timeout, on_progress=plan.on_progress,
                     reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,
-                    on_log=log_server_message, on_server_request=answer,
+                    on_log=self.server_log, on_server_request=answer,
                 )
             except SessionExpired:
                 if "session" in mended or dialect.stateless:

@@ -21,6 +21,7 @@ new session's (empty) table of client tasks; readers need no lock.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -45,17 +46,68 @@ _LOG_LEVELS = {
 }
 
 
+#: The most servers given a logger of their own in one process: logging
+#: keeps every logger for good, and a server chooses its own name.
+MAX_SERVER_LOGGERS = 64
+
+_server_loggers: dict[str, logging.Logger] = {}
+_server_loggers_lock = threading.Lock()
+
+
+def server_logger(name: str | None) -> logging.Logger:
+    """The logger of the server called `name` (its `serverInfo.name`):
+    ``mcp_sync.server.<name>``, one level below `mcp_sync.server` (dots
+    become ``_``; "stderr" is taken by the stdio servers' stderr lines).
+    `mcp_sync.server` itself for a server that has given no name, and for
+    new names once MAX_SERVER_LOGGERS are in use."""
+    if not isinstance(name, str) or not name.strip():
+        return server_log
+    key = name.strip()[:64].replace(".", "_")
+    key = "stderr_" if key == "stderr" else key
+    found = _server_loggers.get(key)
+    if found is not None:
+        return found
+    with _server_loggers_lock:
+        if key not in _server_loggers:
+            if len(_server_loggers) >= MAX_SERVER_LOGGERS:
+                return server_log
+            _server_loggers[key] = logging.getLogger(f"mcp_sync.server.{key}")
+        return _server_loggers[key]
+
+
+class ServerLog:
+    """What the client does with a server's `notifications/message`: log it
+    on the server's logger (see `server_logger`) at the matching level, its
+    own logger name in brackets, structured data as JSON. `name` is set
+    once the server has said it; any thread may call."""
+
+    __slots__ = ("name",)
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+
+    def __call__(self, params: Mapping[str, Any]) -> None:
+        logger = server_logger(self.name)
+        level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
+        if not logger.isEnabledFor(level):
+            return
+        data = params.get("data")
+        if not isinstance(data, str):
+            try:
+                data = json.dumps(data, ensure_ascii=False, default=str)
+            except (TypeError, ValueError, RecursionError):
+                data = repr(data)
+        source = params.get("logger")
+        if source:
+            logger.log(level, "[%s] %s", source, data)
+        else:
+            logger.log(level, "%s", data)
+
+
 def log_server_message(params: Mapping[str, Any]) -> None:
-    """A `notifications/message` from the server, on the `mcp_sync.server` logger."""
-    level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
-    if not server_log.isEnabledFor(level):
-        return
-    logger = params.get("logger")
-    data = params.get("data")
-    if logger:
-        server_log.log(level, "[%s] %s", logger, data)
-    else:
-        server_log.log(level, "%s", data)
+    """A `notifications/message` from a server not named (yet): on the
+    `mcp_sync.server` logger."""
+    ServerLog()(params)
 
 
 class ServerRequests:

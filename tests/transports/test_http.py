@@ -101,7 +101,7 @@ def test_log_messages_on_the_stream_reach_logging(serve, caplog):
     with mcp_sync.connect(httpd.url, log_level="info") as client:
         with caplog.at_level(logging.INFO, logger="mcp_sync.server"):
             client.call_tool("log", {"level": "error", "message": "over http"})
-    assert [r.getMessage() for r in caplog.records if r.name == "mcp_sync.server"][0].endswith("over http")
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("mcp_sync.server") and r.name != "mcp_sync.server.stderr"][0].endswith("over http")
 
 
 def test_a_404_with_a_json_rpc_body_is_method_not_found(serve):
