@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .server_request_pool import HandlerPool, Job
 from .sender import Sender
 from .waiting import remaining
+from .errors import McpError
 from .protocol import codes, jsonrpc
 
 if TYPE_CHECKING:
@@ -300,6 +301,12 @@ class EngineThreads:
                 result.start(self.later(request_id))
         except jsonrpc.Refusal as refusal:
             self.respond(request_id, error=refusal.error())
+        except McpError as exc:
+            # An outcome the client expects (a handler's answer refused by
+            # the request's schema, say): one line; the traceback at DEBUG.
+            log.warning("the answer to the server's %s was not sent: %s", message.get("method"), exc)
+            log.debug("details", exc_info=True)
+            self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc}"})
         except Exception as exc:  # a handler bug must not kill the worker
             log.exception("handler for server request %s failed", message.get("method"))
             self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc}"})

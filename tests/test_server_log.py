@@ -57,3 +57,18 @@ def test_data_json_cannot_write_is_still_logged(caplog, data):
     with caplog.at_level(logging.DEBUG, logger="mcp_sync.server"):
         server_requests.ServerLog()({"level": "info", "data": data})
     assert len(caplog.records) == 1
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+def test_an_answer_refused_by_the_servers_schema_is_one_warning_line(caplog, version):
+    from tests.helpers import demo_command
+
+    def bad(params):
+        return {"action": "accept", "content": {"name": "Ada", "guests": "many"}}
+
+    with caplog.at_level(logging.DEBUG, logger="mcp_sync"):
+        with mcp_sync.connect(demo_command(), protocol=version, input_handlers={"form": bad}) as client:
+            assert client.call_tool("book_table", {"date": "friday"}).is_error
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.getMessage().startswith("the answer to the server's elicitation/create was not sent: ")
+    assert "guests" in warning.getMessage() and warning.exc_info is None  # before: a full traceback at ERROR
