@@ -35,15 +35,27 @@ from typing import Any, Callable, Sequence, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from . import connect
+from ._version import __version__
 from .client import Client
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
 from .errors import ConfigError, McpError
 from .handlers import console_form, defaults_form
 from .transports import HTTP, Target
-from .types import CallToolResult, Progress, TextContent, WireModel
+from .types import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    Progress,
+    ResourceLink,
+    TextContent,
+    WireModel,
+)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+#: A closed pipe on stdout: as a process killed by SIGPIPE would end.
+EXIT_BROKEN_PIPE = 141
 
 #: C0 controls but tab and newline, DEL, and the C1 controls (0x9b is a CSI
 #: on many terminals), each to its visible escape.
@@ -80,16 +92,34 @@ class _Neutralised:
         return self.raw.isatty()
 
 
-def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
-    """`key=value` pairs; a value that parses as JSON is taken as JSON."""
+def _parse_pairs(pairs: Sequence[str], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`key=value` and `key:=json` pairs. `key:=json` is always JSON. For
+    `key=value`, the property's type in `schema` (a tool's `inputSchema`)
+    decides: a string property keeps the text as it is (`text=42` is
+    "42"), any other declared type is read as JSON; a property the schema
+    does not type is JSON when it parses as JSON, else text."""
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        raw = key.endswith(":")
+        key = key[:-1] if raw else key
         if not sep or not key:
-            raise ValueError(f"expected key=value, got {pair!r}")
+            raise ValueError(f"expected key=value or key:=json, got {pair!r}")
+        declared = properties.get(key) if isinstance(properties, Mapping) else None
+        types = declared.get("type") if isinstance(declared, Mapping) else None
+        types = [types] if isinstance(types, str) else types if isinstance(types, list) else []
+        if not raw and "string" in types:
+            out[key] = value
+            continue
         try:
             out[key] = json.loads(value)
         except ValueError:
+            if raw:
+                raise ValueError(f"{key}:= takes JSON, and {value!r} is not JSON") from None
+            if types:
+                what = " or ".join(str(t) for t in types)
+                raise ValueError(f"{key} takes {what} (the tool's inputSchema says), and {value!r} is not one") from None
             out[key] = value
     return out
 
@@ -178,6 +208,7 @@ def _build_parser() -> argparse.ArgumentParser:
                "a configured server with --server NAME [--config FILE].",
     )
     _add_common_options(parser, after=False)
+    parser.add_argument("--version", action="version", version=f"mcp-sync {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
@@ -186,7 +217,8 @@ def _build_parser() -> argparse.ArgumentParser:
         return p
 
     command("discover", "show the server's identity, versions and capabilities")
-    command("tools", "list the tools")
+    tools = command("tools", "list the tools; tools NAME: one tool's parameters")
+    tools.add_argument("name", nargs="?", help="show this tool's parameters: type, required, description")
     call = command("call", "call a tool: call TOOL [key=value ...] [--args JSON|@FILE]")
     call.add_argument("tool")
     call.add_argument("arguments", nargs="*", metavar="key=value")
@@ -267,11 +299,19 @@ def _load_args(spec: str, stdin: TextIO) -> dict[str, Any]:
     return value
 
 
-def _arguments(args: argparse.Namespace, stdin: TextIO) -> dict[str, Any]:
-    """The call's or prompt's arguments: `--args`, then the pairs over it."""
+def _parse_pairs_shape(pairs: Sequence[str]) -> None:
+    """A usage error for a pair without `=` (before anything is started)."""
+    for pair in pairs:
+        if "=" not in pair or pair.startswith(("=", ":=")):
+            raise _UsageError(f"expected key=value or key:=json, got {pair!r}")
+
+
+def _arguments(args: argparse.Namespace, stdin: TextIO, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The call's or prompt's arguments: `--args`, then the pairs over it
+    (read by the tool's input `schema` when there is one)."""
     base = _load_args(args.args, stdin) if args.args is not None else {}
     try:
-        pairs = _parse_pairs(args.arguments)
+        pairs = _parse_pairs(args.arguments, schema)
     except ValueError as exc:
         raise _UsageError(str(exc)) from None
     return {**base, **pairs}
@@ -300,6 +340,62 @@ def _table(rows: Sequence[tuple[str, str]], out: TextIO, empty: str) -> None:
         out.write(f"{name.ljust(width)}  {first}".rstrip() + "\n")
 
 
+def _show_tool(tools: Sequence[Any], name: str, as_json: bool, out: TextIO) -> int:
+    """`tools NAME`: the tool's description and one line per parameter."""
+    tool = next((each for each in tools if each.name == name), None)
+    if tool is None:
+        raise _NotFound(f"no tool named {name!r} (mcp-sync tools lists them)")
+    if as_json:
+        _dump(tool, out)
+        return 0
+    out.write(f"{tool.name}  {(tool.description or '').strip()}".rstrip() + "\n")
+    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+    found = schema.get("properties")
+    properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+    rows = []
+    for key, spec in properties.items():
+        spec = spec if isinstance(spec, Mapping) else {}
+        kind = spec.get("type")
+        kind = "|".join(map(str, kind)) if isinstance(kind, list) else str(kind or "any")
+        if isinstance(spec.get("enum"), list):
+            kind += " (" + ", ".join(json.dumps(v) for v in spec["enum"][:8]) + ")"
+        mark = "required" if key in required else ""
+        rows.append((str(key), kind, mark, str(spec.get("description") or "").strip().splitlines()[:1]))
+    if not rows:
+        out.write("  (no parameters)\n")
+    width = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    for key, kind, mark, description in rows:
+        line = f"  {key.ljust(width[0])}  {kind.ljust(width[1])}  {mark.ljust(width[2])}  {''.join(description)}"
+        out.write(line.rstrip() + "\n")
+    return 0
+
+
+class _NotFound(Exception):
+    """Something named on the command line that the server does not have."""
+
+
+def _describe_block(block: Any) -> str:
+    """A content block that is not text, by what it is: `<resource_link
+    demo://x (text/plain, 12 bytes)>`, `<image/png, 4033 bytes>`."""
+    if isinstance(block, (ImageContent, AudioContent)):
+        size = len(block.data) * 3 // 4 - block.data[-2:].count("=")  # decoded size, without decoding
+        return f"<{block.mime_type or block.type}, {size} bytes>"
+    if isinstance(block, ResourceLink):
+        facts = ", ".join(part for part in (block.mime_type, f"{block.size} bytes" if block.size is not None else None)
+                          if part)
+        return f"<resource_link {block.uri}{f' ({facts})' if facts else ''}>"
+    if isinstance(block, EmbeddedResource) and block.resource is not None:
+        contents = block.resource
+        text = getattr(contents, "text", None)
+        if isinstance(text, str):
+            return f"<resource {contents.uri}>\n{text}"
+        blob = getattr(contents, "blob", "") or ""
+        size = len(blob) * 3 // 4 - blob[-2:].count("=")
+        return f"<resource {contents.uri} ({contents.mime_type or 'binary'}, {size} bytes)>"
+    return f"<{getattr(block, 'type', '?')} content>"
+
+
 def _print_call_result(result: CallToolResult, out: TextIO, err: TextIO) -> int:
     target = err if result.is_error else out
     printed = False
@@ -307,7 +403,7 @@ def _print_call_result(result: CallToolResult, out: TextIO, err: TextIO) -> int:
         if isinstance(block, TextContent):
             target.write(block.text + "\n")
         else:
-            target.write(f"<{block.type} content>\n")
+            target.write(_describe_block(block) + "\n")
         printed = True
     if not printed and result.structured_content is not None:
         target.write(_json_text(result.structured_content) + "\n")
@@ -338,16 +434,22 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         return 0
     if args.command == "tools":
         tools = client.list_tools(timeout=args.timeout)
+        if args.name is not None:
+            return _show_tool(tools, args.name, as_json, out)
         if as_json:
             _dump(tools, out)
         else:
             _table([(t.name, t.description or "") for t in tools], out, "(no tools)")
         return 0
     if args.command == "call":
-        client.list_tools(timeout=args.timeout)  # so the result is checked against the tool's outputSchema
+        # Listed first: the pairs are read by the tool's inputSchema, and the
+        # result is checked against its outputSchema.
+        tools = client.list_tools(timeout=args.timeout)
+        definition = next((tool for tool in tools if tool.name == args.tool), None)
+        arguments = _arguments(args, sys.stdin, definition.input_schema if definition is not None else None)
         bar = ProgressLine(err)
         try:
-            result = client.call_tool(args.tool, args.parsed_arguments, timeout=args.timeout, progress=bar)
+            result = client.call_tool(args.tool, arguments, timeout=args.timeout, progress=bar)
         finally:
             bar.finish()
         if as_json:
@@ -481,6 +583,8 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO) -> tuple[
     target: Any
     if args.url:
         target = args.url
+        if "://" not in target:
+            raise _UsageError(f"--url needs its scheme: --url http://{target} (or https://)")
         if headers:
             options["headers"] = headers
         # An Authorization header given by hand wins over $MCP_SYNC_TOKEN.
@@ -617,33 +721,70 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         with _verbose(args.verbose, err):
             if args.command == "servers":
                 return _servers(args, command, out, err)
-            if hasattr(args, "arguments"):
+            if args.command == "prompt":
                 args.parsed_arguments = _arguments(args, sys.stdin)
+            elif args.command == "call" and args.args is not None:
+                # Read before connecting: bad JSON or a file that cannot be read is a usage error.
+                args.args = json.dumps(_load_args(args.args, sys.stdin))
+            if args.command == "call":
+                _parse_pairs_shape(args.arguments)
+            if args.command == "tools" and args.name is not None and "=" in args.name:
+                raise _UsageError(f"unrecognized arguments: {args.name} (tools takes a tool's name at most)")
             target, options = _target(args, command, err)
             handlers = _input_handlers(args.answer, err)
             with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
                             **options) as client:
                 return _run(client, args, out, err)
-    except _UsageError as exc:
-        err.write(f"mcp-sync: error: {exc}\n")
-        return EXIT_USAGE
-    except ConfigError as exc:
-        # The command line was fine; the file (or the environment it names) is not.
-        err.write(f"mcp-sync: error: {_first_line(exc)}\n")
-        return EXIT_ERROR
-    except ValueError as exc:
-        err.write(f"mcp-sync: error: {exc}\n")
-        return EXIT_USAGE
-    except (McpError, TypeError, OSError) as exc:
-        err.write(f"mcp-sync: error: {_first_line(exc)}\n")
-        return EXIT_ERROR
+    except BrokenPipeError:
+        # The reader went away (`mcp-sync tools | head -1`): nothing to say
+        # to anyone, and nothing more to write at exit either.
+        if stdout is None:  # the process's own stdout, not a stream handed in
+            _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         err.write("mcp-sync: interrupted\n")
         return 130
+    except ConfigError as exc:
+        # The command line was fine; the file (or the environment it names) is not.
+        return _failed(exc, EXIT_ERROR, args.json, err)
+    except (_UsageError, ValueError, TypeError) as exc:
+        # What was given cannot work, whatever the server says (a URL
+        # without a scheme, a pair without "=").
+        return _failed(exc, EXIT_USAGE, args.json, err)
+    except (_NotFound, McpError, OSError) as exc:
+        return _failed(exc, EXIT_ERROR, args.json, err)
+
+
+def _failed(exc: BaseException, status: int, as_json: bool, err: TextIO) -> int:
+    """One line on stderr for an error; with --json, one JSON object
+    (`error`, `type`, `status`) a program can read."""
+    text = _first_line(exc)
+    if as_json:
+        err.write(json.dumps({"error": text, "type": type(exc).__name__.lstrip("_"), "status": status},
+                             ensure_ascii=False) + "\n")
+    else:
+        err.write(f"mcp-sync: error: {text}\n")
+    return status
+
+
+def _quiet_stdout() -> None:
+    """Point the process's stdout at /dev/null, so that the interpreter's
+    flush at exit does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's StringIO)
+        pass
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    """The error on one line: its first, without the heading of the stderr
+    lines that follow it (the last of them is in the line already)."""
+    text = str(exc)
+    if not text:
+        return type(exc).__name__
+    first = text.splitlines()[0]
+    return first.removesuffix("; last stderr lines:")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""The mcp-sync command as a newcomer meets it: values read by the tool's
+schema, a tool's parameters, --version, one-line errors (JSON with
+--json), a closed pipe, content shown by what it is."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import mcp_sync
+from mcp_sync.cli import _parse_pairs, main
+from mcp_sync.testing import Server
+
+
+def run(*argv, connect_fn=mcp_sync.connect):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err, connect_fn=connect_fn)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_string_parameter_keeps_its_text():
+    # Before: text=42 was sent as the number 42 and the server refused it.
+    assert run("call", "echo", "text=42")[:2] == (0, "42\n")
+    assert run("call", "echo", "text=true")[:2] == (0, "true\n")
+    assert run("call", "add", "a=2", "b=3")[:2] == (0, "5\n")
+
+
+def test_key_colon_equals_sends_raw_json():
+    code, _, err = run("call", "echo", "text:=42")
+    assert code == 1 and "must be of type string" in err  # the server got the number, as asked
+    assert _parse_pairs(["tags:=[1,2]", "on:=true"], {"properties": {"tags": {"type": "string"}}}) == {
+        "tags": [1, 2], "on": True}
+
+
+@pytest.mark.parametrize("pair, said", [
+    ("a=x", "a takes number (the tool's inputSchema says), and 'x' is not one"),
+    ("a:=x", "a:= takes JSON, and 'x' is not JSON"),
+])
+def test_a_value_the_schema_cannot_take_is_a_usage_error(pair, said):
+    code, _, err = run("call", "add", pair, "b=1")
+    assert code == 2 and err == f"mcp-sync: error: {said}\n"
+
+
+def test_tools_name_shows_the_parameters():
+    code, out, _ = run("tools", "add")
+    assert code == 0
+    assert out.splitlines() == ["add  Add two numbers.", "  a  number  required", "  b  number  required"]
+    code, out, _ = run("--json", "tools", "add")
+    assert code == 0 and json.loads(out)["inputSchema"]["required"] == ["a", "b"]
+    code, _, err = run("tools", "nope")
+    assert code == 1 and err == "mcp-sync: error: no tool named 'nope' (mcp-sync tools lists them)\n"
+
+
+def test_version():
+    code, out, _ = run("--version")
+    assert code == 0 and out == f"mcp-sync {mcp_sync.__version__}\n"
+
+
+def test_errors_are_json_with_json():
+    code, _, err = run("--json", "call", "nope")
+    assert code == 1
+    assert json.loads(err) == {"error": "server error -32602 (tools/call): Unknown tool: nope",
+                               "type": "InvalidParams", "status": 1}
+    code, _, err = run("--json", "call", "echo", "text")
+    assert code == 2 and json.loads(err)["status"] == 2
+
+
+def test_a_url_without_a_scheme_is_a_usage_error_that_says_which():
+    code, _, err = run("--url", "127.0.0.1:8799/mcp", "tools")
+    assert code == 2 and err == "mcp-sync: error: --url needs its scheme: --url http://127.0.0.1:8799/mcp (or https://)\n"
+
+
+def test_a_server_that_crashes_at_start_says_its_last_words_on_the_one_line():
+    code, _, err = run("tools", "--", sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)")
+    assert code == 1 and err.count("\n") == 1
+    assert "(stderr: boom)" in err and not err.rstrip().endswith("last stderr lines:")
+
+
+class ClosedPipe(io.StringIO):
+    """Standard output whose reader went away (`mcp-sync tools | head -1`)."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_exits_quietly():
+    # Before: "mcp-sync: error: [Errno 32] Broken pipe" and status 1.
+    err = io.StringIO()
+    assert main(["tools"], stdout=ClosedPipe(), stderr=err) == 141
+    assert err.getvalue() == ""
+
+
+def test_content_is_shown_by_what_it_is():
+    server = Server("media")
+
+    @server.tool
+    def media(args, ctx):
+        return [
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "demo://report", "name": "report", "mimeType": "text/csv", "size": 42},
+            {"type": "resource", "resource": {"uri": "demo://note", "text": "a note"}},
+        ]
+
+    code, out, err = run("call", "media", connect_fn=lambda target, **options: mcp_sync.connect(server, **options))
+    assert code == 0, err
+    assert out.splitlines() == ["<image/png, 8 bytes>", "<resource_link demo://report (text/csv, 42 bytes)>",
+                                "<resource demo://note>", "a note"]
