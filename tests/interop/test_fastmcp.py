@@ -186,8 +186,8 @@ def test_progress_and_log_messages(client):
         # and is logged on the client's notification thread: wait for it.
         assert wait_until(lambda: len(messages) >= 3, 10), messages
         # FastMCP sends each message's data as an object {"msg", "extra"},
-        # not a string, and the client logs the data as sent.
-        assert messages == [f"[counter] {{'msg': 'counted {n}', 'extra': None}}" for n in (1, 2, 3)]
+        # not a string, and the client logs the data as sent, as JSON.
+        assert messages == [f'[counter] {{"msg": "counted {n}", "extra": null}}' for n in (1, 2, 3)]
     finally:
         server_log.removeHandler(handler)
         server_log.setLevel(old_level)
