@@ -87,7 +87,7 @@ log = logging.getLogger("mcp_sync.client")
 #: How often the start-up race (`_race`) looks at the probe while it waits
 #: for `initialize`'s answer (the one expected last).
 _RACE_SLICE = 0.1
-#: How long an `initialize` refused in that race waits for the probe's answer.
+#: How long an `initialize` answered in that race waits for the probe's answer.
 _RACE_GRACE = 1.0
 
 Callback = Callable[[dict[str, Any]], None]
@@ -600,11 +600,13 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
         if response is None:
             continue
         if probing is not None:
-            # A server that takes requests at once may refuse initialize
-            # before it answers the probe: a refusal waits a moment for it.
-            grace = 0.0
-            if "error" in response:
-                grace = _RACE_GRACE if deadline is None else min(_RACE_GRACE, remaining(deadline))
+            # A server that takes requests at once may answer initialize
+            # before the probe it read first (a refusal, or a session when it
+            # speaks both eras): the probe gets a moment, and its answer
+            # settles the era if it proves the stateless one. Only a server
+            # that swallowed the probe pays the whole moment, once (its era
+            # is remembered).
+            grace = _RACE_GRACE if deadline is None else min(_RACE_GRACE, remaining(deadline))
             answer = poll(conn, probing, grace, on_log=terms.on_log)
             conn.abandon(probing, "the server answered initialize")
             if answer is not None and _settles_era(answer, terms.allowed):
