@@ -6,7 +6,10 @@
     ...     print(client.call_tool("echo", {"text": "hello"}).text)
     hello
 
-See the README and docs/ for the threading model and the error model.
+Bad arguments raise `TypeError` or `ValueError` before anything is sent;
+everything from the server or the transport raises an `McpError` subclass.
+The documentation (docs/ in the source tree, with its threading and error
+pages) says the rest.
 """
 
 import logging
@@ -19,8 +22,8 @@ logging.getLogger("mcp_sync").addHandler(logging.NullHandler())
 
 from . import display, handlers  # display: how results look in notebooks (types.show_with)
 from ._version import __version__
-from .cache import ResultCache, StaleResult
-from .client import DEFAULT_TIMEOUT, Client, ClientOptions, RequestOptions, connect, forget_eras
+from .cache import ResultCache
+from .client import Client, ClientOptions, RequestOptions, connect, forget_eras
 from .options import Keepalive, Limits, Reconnect, Timeouts
 from .errors import (
     AuthenticationError,
@@ -64,20 +67,18 @@ from .errors import (
     UrlElicitationRequired,
     VersionNegotiationError,
 )
-from .notifications import Notification, NotificationStream
-from .progress import ProgressBar, progress_bar
+from .notifications import Notification
+from .progress import progress_bar
 from .connection import Drops
-from .metrics import MethodStats, Stats
-from .status import Status, StatusChange
-from .protocol import jsonrpc
+from .metrics import Stats
+from .status import Status
 from .protocol.versions import SUPPORTED_VERSIONS
-from .transports import Custom, Memory, MessageSink, Stdio, Target, Transport
+from .transports import Custom, Memory, Stdio, Target, Transport
 
 if TYPE_CHECKING:
     from . import auth
-    from .config import ServerConfig, config_locations, connect_configured, find_config, load_config
-    from .group import ClientGroup, GroupItem, Listing
-    from .skills import Skill, SkillContent, SkillFile, Skills
+    from .config import ServerConfig, connect_configured, find_config, load_config
+    from .group import ClientGroup
     from .subscriptions import Subscription, SubscriptionBroken, SubscriptionEnded, SubscriptionResumed
     from .tasks import Task
     from .transports import HTTP, SSE
@@ -85,18 +86,11 @@ from .types import (
     AudioContent,
     BlobResourceContents,
     CallToolResult,
-    CompleteResult,
-    DiscoverResult,
     EmbeddedResource,
     GetPromptResult,
     ImageContent,
-    Implementation,
-    InitializeResult,
-    Page,
     Progress,
     Prompt,
-    PromptArgument,
-    PromptMessage,
     ReadResourceResult,
     Resource,
     ResourceLink,
@@ -108,17 +102,14 @@ from .types import (
 )
 
 __all__ = [
-    "__version__", "connect", "forget_eras", "Client", "ClientOptions", "RequestOptions", "DEFAULT_TIMEOUT", "SUPPORTED_VERSIONS",
-    "Timeouts", "Limits", "Keepalive",
-    "jsonrpc",
+    "__version__", "connect", "forget_eras", "Client", "ClientOptions", "RequestOptions", "SUPPORTED_VERSIONS",
+    "Timeouts", "Limits", "Keepalive", "Reconnect",
     # transports
-    "Stdio", "HTTP", "SSE", "Memory", "Custom", "Target", "Transport", "MessageSink",
-    # types
-    "AudioContent", "BlobResourceContents", "CallToolResult", "CompleteResult", "DiscoverResult",
-    "EmbeddedResource", "GetPromptResult", "ImageContent", "Implementation", "InitializeResult",
-    "Page", "Progress", "Prompt", "PromptArgument", "PromptMessage", "ReadResourceResult",
-    "Resource", "ResourceLink", "ResourceTemplate", "TextContent", "TextResourceContents", "Tool",
-    "UnknownContent",
+    "Stdio", "HTTP", "SSE", "Memory", "Custom", "Target", "Transport",
+    # results
+    "CallToolResult", "GetPromptResult", "ReadResourceResult", "Tool", "Prompt", "Resource", "ResourceTemplate",
+    "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource", "UnknownContent",
+    "TextResourceContents", "BlobResourceContents", "Progress", "Notification",
     # errors
     "McpError", "ServerError", "MethodNotFound", "InvalidParams", "ResourceNotFound",
     "HeaderMismatch", "MissingClientCapability", "UnsupportedProtocolVersion", "UrlElicitationRequired",
@@ -129,16 +120,13 @@ __all__ = [
     "RequestTimeout", "ProtocolError", "VersionNegotiationError", "InvalidResult",
     "OutputValidationError", "PaginationError", "UnsupportedMethod", "InputRequired", "ToolError",
     "NoInputHandler", "InputHandlerError", "InputRoundsExceeded", "MalformedInputRequest",
-    "handlers", "Notification", "NotificationStream", "progress_bar", "ProgressBar", "Drops", "ResultCache", "StaleResult",
-    "Status", "StatusChange", "Reconnect", "Stats", "MethodStats", "Overloaded",
+    "Overloaded", "TaskCancelled", "ConfigError", "RoutingError", "SkillVerificationError", "ExtensionNotDeclared",
+    # input handlers, progress, status and statistics, caching
+    "handlers", "progress_bar", "Status", "Stats", "Drops", "ResultCache",
+    # subscriptions, tasks, config files and groups
     "Subscription", "SubscriptionEnded", "SubscriptionBroken", "SubscriptionResumed",
-    # the Tasks extension
-    "Task", "TaskCancelled",
-    # config files and groups
-    "load_config", "ServerConfig", "config_locations", "find_config", "connect_configured", "ConfigError",
-    "ClientGroup", "GroupItem", "Listing", "RoutingError",
-    # the Skills extension
-    "Skills", "Skill", "SkillFile", "SkillContent", "SkillVerificationError", "ExtensionNotDeclared",
+    "Task",
+    "load_config", "ServerConfig", "find_config", "connect_configured", "ClientGroup",
 ]
 
 
@@ -146,15 +134,13 @@ __all__ = [
 # `SSE` and the `auth` package bring the HTTP stack (urllib3, requests), which
 # costs more than the rest of the package put together and which a stdio-only
 # program never needs; config files and groups are not needed by most programs;
-# nor are the Tasks and Skills extensions and `listen()`'s subscriptions, whose
+# nor are the Tasks extension and `listen()`'s subscriptions, whose
 # classes (and `datetime`) are a tenth of the import.
 _LAZY = {
     "HTTP": "transports", "SSE": "transports", "auth": "",
-    "ServerConfig": "config", "config_locations": "config", "connect_configured": "config",
-    "find_config": "config", "load_config": "config",
-    "ClientGroup": "group", "GroupItem": "group", "Listing": "group",
+    "ServerConfig": "config", "connect_configured": "config", "find_config": "config", "load_config": "config",
+    "ClientGroup": "group",
     "Task": "tasks",
-    "Skill": "skills", "SkillContent": "skills", "SkillFile": "skills", "Skills": "skills",
     "Subscription": "subscriptions", "SubscriptionBroken": "subscriptions",
     "SubscriptionEnded": "subscriptions", "SubscriptionResumed": "subscriptions",
 }

@@ -118,6 +118,10 @@ class ResultCache:
     recently used entries go first. Raises `ValueError` when either is not a
     positive integer.
 
+    Args:
+        max_entries: The most results kept.
+        max_bytes: The most JSON text kept, in bytes.
+
     Attributes:
         max_entries (int): The most results kept (default 256).
         max_bytes (int): The most JSON text kept, in bytes (default 16 MiB);
@@ -169,6 +173,25 @@ class ResultCache:
         With `stale_if_error`, a `load()` that fails with a `TransportError`
         is answered with the expired entry, if there is one, as a
         `StaleResult`.
+
+        Args:
+            server: The client's identity for the server (entries of
+                different servers never mix).
+            key: The request's key (`cache_key()`: method, params and
+                protocol version).
+            context: Who the request is made as (`credential_scope()`):
+                a private result answers only the same context.
+            load: Fetches the result from the server.
+            stale_if_error: Answer a failed `load()` with an expired entry.
+            timeout: The most seconds a follower waits for the leader.
+            method: The request's method, for a `RequestTimeout`'s message.
+
+        Returns:
+            The result: cached, loaded, or (with `stale_if_error`) stale.
+
+        Raises:
+            RequestTimeout: A follower waited `timeout` seconds.
+            McpError: What `load()` raised (a follower gets its own copy).
         """
         slot = (server, key)
         flight_key = (server, key, context)
@@ -240,7 +263,16 @@ class ResultCache:
             return entry.text
 
     def put(self, server: str, key: str, context: str, result: Mapping[str, Any]) -> None:
-        """Store a result fetched without the cache (`bypass_cache`)."""
+        """Store a result fetched without the cache (`bypass_cache`).
+
+        Args:
+            server: The client's identity for the server.
+            key: The request's key (`cache_key()`).
+            context: Who the request was made as.
+            result: The result as received; one that is not complete
+                (``resultType`` other than ``"complete"``) or larger than
+                `max_bytes` is not stored.
+        """
         self._store((server, key), result, json.dumps(result, separators=(",", ":")), context)
 
     def _store(self, slot: tuple[str, str], result: Mapping[str, Any], text: str, context: str) -> None:
@@ -270,7 +302,16 @@ class ResultCache:
 
     def invalidate(self, server: str, notification: Mapping[str, Any]) -> int:
         """Apply a server notification: drop what it says has changed.
-        Returns how many entries were dropped."""
+        Returns how many entries were dropped.
+
+        Args:
+            server: The client's identity for the server that sent it.
+            notification: The JSON-RPC notification (a `list_changed`, or
+                `notifications/resources/updated` for one URI).
+
+        Returns:
+            How many entries were dropped.
+        """
         method = notification.get("method")
         raw_params = notification.get("params")
         params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
@@ -297,7 +338,14 @@ class ResultCache:
 
     def clear_server(self, server: str) -> int:
         """Drop every entry of one server (after a reconnect: the server may
-        have changed while it was away). Returns how many were dropped."""
+        have changed while it was away). Returns how many were dropped.
+
+        Args:
+            server: The client's identity for the server.
+
+        Returns:
+            How many entries were dropped.
+        """
         with self._lock:
             doomed = [slot for slot in self._entries if slot[0] == server]
             for slot in doomed:

@@ -6,6 +6,7 @@
     mcp-sync tools --url https://host/mcp --header 'X-Tenant: acme'
     mcp-sync call search --args @query.json --server github   # from .mcp.json & co
     mcp-sync servers                            # what that config file holds
+    source <(mcp-sync completion bash)          # Tab completion (zsh, fish too)
 
 Options go before or after the subcommand. It holds no logic the library
 lacks: it parses arguments, finds and reads config files with
@@ -19,12 +20,19 @@ Whatever a server sends is printed with its control characters shown as
 escapes (`\\x1b`), not sent to the terminal: a server's text must not set
 the window title, clear the screen or overwrite what was printed. Only
 newlines and tabs pass through.
+
+Colour (the error prefix, tool names, required marks, a tool's error result)
+is used only on a terminal, never when `NO_COLOR` is set to anything but
+the empty string (no-color.org), and also off a terminal when `FORCE_COLOR`
+is set (but not to "" or "0"); `NO_COLOR` wins over `FORCE_COLOR`. The
+colour codes are the command's own: a server's text is neutralised first.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import logging
 import os
@@ -34,19 +42,20 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Sequence, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from . import connect
+from . import cli_completion, connect
+from .cli_completion import COMPLETE_TOOLS, TOOL_COMMANDS
 from ._version import __version__
 from .client import Client
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
 from .errors import ConfigError, McpError
 from .handlers import console_form, defaults_form
+from .progress import ProgressBar
 from .transports import HTTP, Target
 from .types import (
     AudioContent,
     CallToolResult,
     EmbeddedResource,
     ImageContent,
-    Progress,
     ResourceLink,
     TextContent,
     WireModel,
@@ -76,11 +85,32 @@ def neutralise(text: str) -> str:
     return text.replace("\r\n", "\n").translate(_CONTROLS)
 
 
+#: The few colours used (SGR parameters), by what they mark.
+_STYLES = {"error": "1;31", "name": "36", "required": "33", "failed": "31"}
+
+
+def _wants_colour(stream: TextIO) -> bool:
+    """Colour on `stream`: on a terminal (not TERM=dumb) unless NO_COLOR is
+    non-empty; off one only when FORCE_COLOR is set (not "" or "0")."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 class _Neutralised:
-    """A text stream that neutralises control characters in what is written."""
+    """A text stream that neutralises control characters in what is written,
+    and knows whether it takes colour."""
 
     def __init__(self, stream: TextIO) -> None:
         self.raw = stream
+        self.colour = _wants_colour(stream)
 
     def write(self, text: str) -> int:
         return self.raw.write(neutralise(text))
@@ -90,6 +120,15 @@ class _Neutralised:
 
     def isatty(self) -> bool:
         return self.raw.isatty()
+
+
+def _put(stream: TextIO, text: str, style: str | None = None) -> None:
+    """Write `text` (neutralised), in `style` when the stream takes colour;
+    the colour codes bypass the neutralising, the text does not."""
+    if style is not None and isinstance(stream, _Neutralised) and stream.colour and text:
+        stream.raw.write(f"\x1b[{_STYLES[style]}m{neutralise(text)}\x1b[0m")
+    else:
+        stream.write(text)
 
 
 def _parse_pairs(pairs: Sequence[str], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -122,41 +161,6 @@ def _parse_pairs(pairs: Sequence[str], schema: Mapping[str, Any] | None = None) 
                 raise ValueError(f"{key} takes {what} (the tool's inputSchema says), and {value!r} is not one") from None
             out[key] = value
     return out
-
-
-class ProgressLine:
-    """The CLI's progress line on a stream, redrawn in place on a terminal,
-    with the server's message neutralised (unlike `progress.ProgressBar`,
-    which draws for Python code and may use tqdm)."""
-
-    def __init__(self, stream: TextIO, width: int = 30) -> None:
-        # The bar draws with escapes of its own: it writes to the terminal
-        # itself, and neutralises the server's message.
-        self.stream = stream.raw if isinstance(stream, _Neutralised) else stream
-        self.width = width
-        self.tty = stream.isatty()
-        self.drawn = False
-
-    def __call__(self, progress: Progress) -> None:
-        fraction = progress.fraction
-        if fraction is not None:
-            filled = int(round(fraction * self.width))
-            bar = "[" + "#" * filled + "." * (self.width - filled) + "]"
-            count = f"{progress.progress:g}/{progress.total:g}"
-        else:
-            bar, count = "[" + "?" * self.width + "]", f"{progress.progress:g}"
-        line = neutralise(f"{bar} {count}" + (f" {progress.message}" if progress.message else ""))
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + line)
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-        self.drawn = True
-
-    def finish(self) -> None:
-        if self.drawn and self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 #: The options accepted before and after the subcommand. After it, they are
@@ -235,6 +239,15 @@ def _build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--args", metavar="JSON|@FILE",
                         help="the arguments as a JSON object, or @FILE to read it from a file (@- : stdin)")
     command("servers", "list the servers of a config file (--config FILE, or the first usual one found)")
+    completion = sub.add_parser("completion", help="print a shell's Tab completion script: completion bash|zsh|fish",
+                                description="Print the Tab completion script for SHELL. Load it with: "
+                                            "source <(mcp-sync completion bash) (zsh: the same, after compinit); "
+                                            "mcp-sync completion fish | source")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
+    # Hidden (no help): what the completion scripts run to complete a tool name.
+    complete_tools = sub.add_parser(COMPLETE_TOOLS)
+    complete_tools.add_argument("line")
+    complete_tools.add_argument("point")
     return parser
 
 
@@ -340,6 +353,43 @@ def _table(rows: Sequence[tuple[str, str]], out: TextIO, empty: str) -> None:
         out.write(f"{name.ljust(width)}  {first}".rstrip() + "\n")
 
 
+def _parameters(tool: Any) -> list[tuple[str, Mapping[str, Any], bool]]:
+    """A tool's parameters from its inputSchema: (name, schema, required)."""
+    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+    found = schema.get("properties")
+    properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+    return [(str(key), spec if isinstance(spec, Mapping) else {}, key in required) for key, spec in properties.items()]
+
+
+#: A signature longer than this ends in "..." (the table's first column stays readable).
+_SIGNATURE_WIDTH = 40
+
+
+def _signature(tool: Any) -> str:
+    """`add(a, b)`, `countdown(steps, [delay])`: the parameters, the
+    optional ones in brackets (as `tools NAME` marks the others required)."""
+    parts = [key if required else f"[{key}]" for key, _, required in _parameters(tool)]
+    while parts and len(tool.name) + len(", ".join(parts)) + 2 > _SIGNATURE_WIDTH:
+        parts = parts[:-2] + ["..."] if parts[-1] == "..." else parts[:-1] + ["..."]
+        if parts == ["..."]:
+            break
+    return f"{tool.name}({', '.join(parts)})"
+
+
+def _tool_table(tools: Sequence[Any], out: TextIO) -> None:
+    """`tools`: one line a tool, its signature and the first line of its description."""
+    if not tools:
+        out.write("(no tools)\n")
+        return
+    rows = [(tool.name, _signature(tool), (tool.description or "").strip()) for tool in tools]
+    width = max(len(signature) for _, signature, _ in rows)
+    for name, signature, text in rows:
+        first = text.splitlines()[0] if text else ""
+        _put(out, name, "name")
+        out.write(f"{signature[len(name):].ljust(width - len(name))}  {first}".rstrip() + "\n")
+
+
 def _show_tool(tools: Sequence[Any], name: str, as_json: bool, out: TextIO) -> int:
     """`tools NAME`: the tool's description and one line per parameter."""
     tool = next((each for each in tools if each.name == name), None)
@@ -348,26 +398,26 @@ def _show_tool(tools: Sequence[Any], name: str, as_json: bool, out: TextIO) -> i
     if as_json:
         _dump(tool, out)
         return 0
-    out.write(f"{tool.name}  {(tool.description or '').strip()}".rstrip() + "\n")
-    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
-    found = schema.get("properties")
-    properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+    _put(out, tool.name, "name")
+    out.write(f"  {(tool.description or '').strip()}".rstrip() + "\n")
     rows = []
-    for key, spec in properties.items():
-        spec = spec if isinstance(spec, Mapping) else {}
+    for key, spec, required in _parameters(tool):
         kind = spec.get("type")
         kind = "|".join(map(str, kind)) if isinstance(kind, list) else str(kind or "any")
         if isinstance(spec.get("enum"), list):
             kind += " (" + ", ".join(json.dumps(v) for v in spec["enum"][:8]) + ")"
-        mark = "required" if key in required else ""
-        rows.append((str(key), kind, mark, str(spec.get("description") or "").strip().splitlines()[:1]))
+        mark = "required" if required else ""
+        rows.append((key, kind, mark, str(spec.get("description") or "").strip().splitlines()[:1]))
     if not rows:
         out.write("  (no parameters)\n")
     width = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
     for key, kind, mark, description in rows:
         line = f"  {key.ljust(width[0])}  {kind.ljust(width[1])}  {mark.ljust(width[2])}  {''.join(description)}"
-        out.write(line.rstrip() + "\n")
+        line = line.rstrip()
+        at = 6 + width[0] + width[1]  # where the mark starts
+        out.write(line[:at])
+        _put(out, line[at:at + len(mark)], "required")
+        out.write(line[at + len(mark):] + "\n")
     return 0
 
 
@@ -399,14 +449,14 @@ def _describe_block(block: Any) -> str:
 def _print_call_result(result: CallToolResult, out: TextIO, err: TextIO) -> int:
     target = err if result.is_error else out
     printed = False
+    style = "failed" if result.is_error else None
     for block in result.content:
-        if isinstance(block, TextContent):
-            target.write(block.text + "\n")
-        else:
-            target.write(_describe_block(block) + "\n")
+        _put(target, block.text if isinstance(block, TextContent) else _describe_block(block), style)
+        target.write("\n")
         printed = True
     if not printed and result.structured_content is not None:
-        target.write(_json_text(result.structured_content) + "\n")
+        _put(target, _json_text(result.structured_content), style)
+        target.write("\n")
     return EXIT_ERROR if result.is_error else 0
 
 
@@ -439,7 +489,7 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         if as_json:
             _dump(tools, out)
         else:
-            _table([(t.name, t.description or "") for t in tools], out, "(no tools)")
+            _tool_table(tools, out)
         return 0
     if args.command == "call":
         # Listed first: the pairs are read by the tool's inputSchema, and the
@@ -447,11 +497,14 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         tools = client.list_tools(timeout=args.timeout)
         definition = next((tool for tool in tools if tool.name == args.tool), None)
         arguments = _arguments(args, sys.stdin, definition.input_schema if definition is not None else None)
-        bar = ProgressLine(err)
+        # The library's plain bar (not tqdm, even when installed: the same
+        # look everywhere): it neutralises the server's message itself, and
+        # draws on the raw stream, as its carriage return must reach a terminal.
+        bar = ProgressBar(plain=True, file=err.raw if isinstance(err, _Neutralised) else err)
         try:
             result = client.call_tool(args.tool, arguments, timeout=args.timeout, progress=bar)
         finally:
-            bar.finish()
+            bar.close()
         if as_json:
             _dump(result, out)
             return EXIT_ERROR if result.is_error else 0
@@ -717,6 +770,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             args = _parse(_build_parser(), argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.command == "completion":
+        out.write(cli_completion.SCRIPTS[args.shell](_build_parser()))
+        return 0
+    if args.command == COMPLETE_TOOLS:
+        return _complete_tools(args.line, args.point, connect_fn, out)
     try:
         with _verbose(args.verbose, err):
             if args.command == "servers":
@@ -763,7 +821,8 @@ def _failed(exc: BaseException, status: int, as_json: bool, err: TextIO) -> int:
         err.write(json.dumps({"error": text, "type": type(exc).__name__.lstrip("_"), "status": status},
                              ensure_ascii=False) + "\n")
     else:
-        err.write(f"mcp-sync: error: {text}\n")
+        _put(err, "mcp-sync: error:", "error")
+        err.write(f" {text}\n")
     return status
 
 
@@ -785,6 +844,48 @@ def _first_line(exc: BaseException) -> str:
         return type(exc).__name__
     first = text.splitlines()[0]
     return first.removesuffix("; last stderr lines:")
+
+
+# -- shell completion ------------------------------------------------------------------------
+#
+# The scripts are made in `cli_completion`; only a tool name is completed by
+# running the command: `__complete_tools` connects with the line's own
+# server options and a short timeout, and prints the tool names, or nothing
+# on any failure.
+
+#: How long completing tool names may take, at most: a Tab must not hang.
+_COMPLETION_TIMEOUT = 3.0
+
+
+def _complete_tools(line: str, point: str, connect_fn: Callable[..., Client], out: TextIO) -> int:
+    """`__complete_tools LINE POINT`: the tool names of the server the line
+    names (its options and `-- program`), one a line; nothing on any failure
+    (a Tab must never print an error), within `_COMPLETION_TIMEOUT`, and
+    without asking anyone anything (no forms, no OAuth in a browser)."""
+    try:
+        words = cli_completion.line_words(line, int(point))
+        if words is None:
+            return 0
+        before, tail = words
+        argv = [*before, "_", *tail]  # "_" stands for the tool name being typed
+        command: list[str] = []
+        if "--" in argv:
+            split = argv.index("--")
+            argv, command = argv[:split], argv[split + 1:]
+        quiet = io.StringIO()
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            args = _parse(_build_parser(), argv)
+        if args.command not in TOOL_COMMANDS or args.oauth:
+            return 0
+        target, options = _target(args, command, cast(TextIO, quiet))
+        timeout = min(args.timeout, _COMPLETION_TIMEOUT)
+        with connect_fn(target, timeout=timeout, protocol=args.protocol, **options) as client:
+            names = [tool.name for tool in client.list_tools(timeout=timeout)]
+    except (Exception, SystemExit):
+        return 0  # whatever went wrong: complete nothing
+    for name in names:
+        out.write(name + "\n")
+    return 0
 
 
 if __name__ == "__main__":

@@ -30,14 +30,14 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Callable, Literal, overload
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 
 from . import forking, negotiation
 from .cache import ResultCache
+from .client_requests import ClientRequests
 from .connection import Connection, Drops
-from .errors import MissingClientCapability
 from .metrics import Stats
 from .notifications import Notification, NotificationStream
 from .options import (
@@ -50,34 +50,17 @@ from .options import (
     RequestOptions,
     Timeouts,
     _Unset,
-    check_option_names,
 )
 from .pipeline import Pipeline
 from .protocol import inputs
 from .status import Status, StatusChange
 from .supervisor import Supervisor
 from .transports import Target, resolve_target
-from .types import (
-    CallToolResult,
-    CompleteResult,
-    DiscoverResult,
-    GetPromptResult,
-    Implementation,
-    InitializeResult,
-    Page,
-    Prompt,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    Tool,
-)
+from .types import Implementation, InitializeResult
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from .skills import Skills
     from .subscriptions import Subscription
-    from .tasks import Task
 
 # The Tasks and Skills extensions and `listen()`'s subscriptions load on
 # first use (imported in the methods that need them): `import mcp_sync`
@@ -124,22 +107,88 @@ def connect(
     """Connect to an MCP server and settle the protocol version: exactly
     `Client(target, ...).open()`.
 
-    `target` is a command list (`["python", "server.py"]`), a `Stdio(...)`,
-    a Streamable HTTP URL (`"https://host/mcp"`, with any `HTTP()` option
-    such as `headers=`, `auth=`, `verify=` as keyword arguments), an
-    in-process server (`mcp_sync.testing.demo_server()`), or any `Target`.
     Returns once the version is settled: probing with `server/discover`
     (within `Timeouts.probe`) and falling back to `initialize` for older
-    servers, on the same connection. `protocol=` pins one version or
-    narrows the list.
+    servers, on the same connection (a server that settled on the older
+    handshake is remembered, and not probed again). Related options come
+    in groups (`timeouts=Timeouts(...)`, `limits=Limits(...)`, ...), each
+    grouped option also as a flat keyword, which wins over its group.
+    `ClientOptions` holds them all once validated.
 
-    Every other keyword is an option of `ClientOptions`, which says what
-    each means: the groups `timeouts=Timeouts(...)`, `limits=Limits(...)`,
-    `reconnect=Reconnect(...)` and `keepalive=Keepalive(...)`, each grouped
-    option also as a flat keyword (`timeout=`, `max_pages=`, ...; a flat
-    keyword wins over its group), and `input_handlers`, `cache`, `tasks`,
-    `client_info`, the OpenTelemetry providers. Guides: docs/input.md,
-    docs/caching.md, docs/resilience.md, docs/tasks.md, docs/tracing.md.
+    Args:
+        target: The server. A command line (`["python", "server.py"]`) or a
+            `Stdio(...)` for a subprocess over stdio; a Streamable HTTP URL
+            (`"https://host/mcp"`) or an `HTTP(...)`; an `SSE(url)` for the
+            old HTTP+SSE transport; an in-process server
+            (`mcp_sync.testing.demo_server()`); or any `Target`.
+        protocol: The one version to use, the versions allowed, or None for
+            every version in `SUPPORTED_VERSIONS`.
+        timeouts: How long the client waits (`Timeouts`).
+        limits: How much it does or holds at once (`Limits`).
+        reconnect: How a failed connection is opened again (`Reconnect`);
+            True for the default backoff, False to stay failed. See
+            [Resilience](../resilience.md).
+        keepalive: Checks of an idle connection: a `Keepalive`, or a number
+            of idle seconds before a check; None for no checks.
+        restart: False never opens a failed connection again, whatever
+            `reconnect` says.
+        client_info: The `clientInfo` to send (string `name` and `version`);
+            None sends `mcp_sync` and its version.
+        client_capabilities: Capabilities to declare, over those the input
+            handlers imply.
+        log_level: The level of log messages to ask of the server
+            (`"debug"` to `"emergency"`); None leaves the server's default.
+        input_handlers: Functions that answer the server's requests for
+            input, by kind (`"form"`, `"url"`, `"sampling"`, `"roots"`).
+            See [When the server asks back](../input.md).
+        cache: True for a result cache of the client's own, a `ResultCache`
+            to share one, False for none. See [Caching](../caching.md).
+        stale_if_error: Let an expired cache entry answer when refetching
+            it fails with a transport error.
+        era_cache: Remember each older-handshake server on disk too, so
+            other processes skip the probe (False: in this process only).
+        tasks: Declare the tasks extension for every request, so the server
+            may run any tool call as a task. See [Tasks](../tasks.md).
+        tracer_provider: The OpenTelemetry `TracerProvider` for request
+            spans (None: the global one). See [Tracing](../tracing.md).
+        meter_provider: The OpenTelemetry `MeterProvider` for the duration
+            histogram (None: the global one).
+        timeout: `Timeouts.request`: seconds to wait for each answer
+            (30); None waits for ever. A call's own `timeout=` wins.
+        probe_timeout: `Timeouts.probe`: seconds to wait for the
+            `server/discover` probe before falling back (10).
+        max_total_timeout: `Timeouts.max_total`: the longest a call whose
+            progress restarts its timeout may take (600).
+        handler_timeout: `Timeouts.handler`: how long a server request that
+            belongs to no call may take to answer (None: no limit).
+        max_pages: `Limits.max_pages`: the most pages a `list_*()` call
+            follows (1000).
+        max_input_rounds: `Limits.max_input_rounds`: the most rounds of
+            questions a call answers (10).
+        max_server_requests: `Limits.max_server_requests`: server requests
+            handled at once (16).
+        max_in_flight: `Limits.max_in_flight`: calls in flight at once
+            (None: no limit); more wait for a slot.
+        max_queued: `Limits.max_queued`: calls waiting for a slot before new
+            ones raise `Overloaded`.
+        keepalive_failures: `Keepalive.failures`: failed checks in a row
+            that count the connection as lost (3).
+        **http_options: For a URL target, any `HTTP()` option: `headers`,
+            `auth`, `verify`, `cert`, `proxy`, ... See
+            [Streamable HTTP](../http.md).
+
+    Returns:
+        The connected `Client`; close it with `close()` or a `with` block.
+
+    Raises:
+        TypeError: an unknown option (the nearest one is named) or a value
+            of the wrong type; a target that is none of the above.
+        ValueError: a value out of range (nothing is started).
+        ConnectError: the server could not be started or reached.
+        ServerExited: the server process ended during start-up (its last
+            stderr lines are in the message).
+        VersionNegotiationError: the server speaks no version allowed.
+        RequestTimeout: the server did not answer `initialize` in time.
 
     Example::
 
@@ -172,6 +221,9 @@ def forget_eras(target: Any = None) -> None:
     era is settled again); this is for tests and for forcing a new probe.
     It forgets in this process and on disk.
 
+    Args:
+        target: A server as `connect()` takes it, or None for every server.
+
     Example::
 
         mcp_sync.forget_eras(["python", "server.py"])
@@ -184,7 +236,7 @@ def forget_eras(target: Any = None) -> None:
     if isinstance(resolved, Target):
         negotiation.forget(resolved.server_key())
 
-class Client:
+class Client(ClientRequests):
     """A blocking MCP client, safe to share between threads. Use `connect()`,
     or make one with `Client(target, options)` and then `open()` it.
 
@@ -196,7 +248,7 @@ class Client:
         client.close()
 
     Attributes:
-        options: The `ClientOptions` the client was made with (see
+        options (ClientOptions): The `ClientOptions` the client was made with (see
             `connect()` for what each means); read them, set them through
             `connect()` or `ClientOptions`.
     """
@@ -234,7 +286,6 @@ class Client:
         self.options = options
         self._pipeline = Pipeline(target, options)
         self._supervisor: Supervisor = self._pipeline.supervisor
-        self._calls = self._pipeline.calls
         self._skills: Skills | None = None  # made on first use: see `skills`
         self._skills_lock = threading.Lock()
         # Closes what the client holds if it is dropped unclosed; it holds
@@ -244,8 +295,17 @@ class Client:
 
     def open(self) -> Client:
         """Connect: start the connection and settle the protocol era (see
-        `connect()`); returns the client. On failure the client is closed
-        and the error raised.
+        `connect()`). On failure the client is closed and the error raised.
+
+        Returns:
+            The client itself, so that `Client(...).open()` and
+            `with client.open():` read naturally.
+
+        Raises:
+            ConnectError: the server could not be started or reached.
+            ServerExited: the server process ended during start-up.
+            VersionNegotiationError: the server speaks no version allowed.
+            RequestTimeout: the server did not answer in time.
 
         Example::
 
@@ -292,9 +352,16 @@ class Client:
                         methods: Iterable[str] | None = None) -> Callable[[], None]:
         """Call `callback(notification)` for every server notification that
         belongs to no call (list changes, resource updates, ...), in order, on
-        the client's notification thread (never the reader). With `methods`,
-        only for those notification methods: the others are then not even
-        queued. Returns a function that removes the callback.
+        the client's notification thread (never the reader).
+
+        Args:
+            callback: Called with each `Notification`; one that raises is
+                logged, and the others still run.
+            methods: Only these notification methods (the others are then
+                not even queued); None for all.
+
+        Returns:
+            A function that removes the callback.
 
         Example::
 
@@ -320,8 +387,13 @@ class Client:
         """Call `callback(change)` for every status change from now on, in
         order, on the client's notification thread (never the reader);
         `change.old`, `change.new`, `change.cause` (the error, or None).
-        A callback that raises is logged; the others still run. Returns a
-        function that removes the callback.
+        A callback that raises is logged; the others still run.
+
+        Args:
+            callback: Called with each `StatusChange`.
+
+        Returns:
+            A function that removes the callback.
 
         Example::
 
@@ -366,8 +438,16 @@ class Client:
 
     def notifications(self, max_buffer: int = 100, overflow: str = "drop_oldest") -> NotificationStream:
         """An iterator over the server notifications that belong to no call,
-        from now on. A bounded buffer: `overflow` is "drop_oldest" or
-        "drop_newest", and the stream's `dropped` counts what was lost.
+        from now on, in a bounded buffer.
+
+        Args:
+            max_buffer: The most notifications held for you.
+            overflow: What a full buffer drops: "drop_oldest" or
+                "drop_newest"; the stream's `dropped` counts them.
+
+        Returns:
+            The stream: iterate it, or `next(timeout=...)`; close it (or
+            use `with`) when done.
 
         Example::
 
@@ -394,9 +474,26 @@ class Client:
         the server acknowledged it; `Subscription.accepted` is the filter it
         agreed to (maybe a subset). `extra` adds filter keys of extensions.
 
-        Raises the server's error (e.g. `MethodNotFound` from a server
-        without subscriptions), `ConnectionClosed` when the stream ends
-        before the acknowledgement, a `TransportError`, or `RequestTimeout`.
+        Args:
+            tools_list_changed: Be told when the tool list changes.
+            prompts_list_changed: Be told when the prompt list changes.
+            resources_list_changed: Be told when the resource list changes.
+            resource_subscriptions: URIs of resources to be told about
+                when they change.
+            extra: Filter keys of extensions, sent as they are.
+            timeout: Seconds to wait for the acknowledgement (None: the
+                client's timeout).
+            max_buffer: The most events held for you.
+            overflow: What a full buffer drops: "drop_oldest" or "drop_newest".
+
+        Returns:
+            The open `Subscription`; close it (or use `with`) when done.
+
+        Raises:
+            MethodNotFound: the server has no subscriptions.
+            ConnectionClosed: the stream ended before the acknowledgement.
+            RequestTimeout: no acknowledgement within `timeout`.
+            TransportError: the connection failed.
 
         Example::
 
@@ -504,282 +601,6 @@ class Client:
                     self._skills = Skills(self._pipeline)
                 skills = self._skills
         return skills
-    # -- requests ---------------------------------------------------------------------------
-
-    # -- requests ---------------------------------------------------------------------------
-
-    def request(self, method: str, params: Mapping[str, Any] | None = None, **options: Unpack[RequestOptions]) -> dict[str, Any]:
-        """Send any request and return its raw result dict.
-
-        The protocol's `_meta` is merged into `params["_meta"]` (keys already
-        there win; `meta=` wins over both). A JSON-RPC error raises the
-        matching `ServerError` subclass.
-
-        Example::
-
-            result = client.request("completion/complete", {
-                "ref": {"type": "ref/prompt", "name": "greet"},
-                "argument": {"name": "style", "value": "f"},
-            })
-        """
-        if not isinstance(method, str) or not method:
-            raise TypeError("method must be a non-empty string")
-        if params is not None and not isinstance(params, Mapping):
-            raise TypeError("params must be a mapping")
-        check_option_names(options)
-        return self._pipeline.request(method, params, options)
-
-    # -- telling the server --------------------------------------------------------
-
-    def roots_changed(self) -> bool:
-        """Tell the server that the roots your ``"roots"`` input handler
-        answers have changed, so that it asks for them again.
-
-        Initialize era: sends `notifications/roots/list_changed`, which the
-        client may send only when it declared the capability at `connect()`
-        with ``client_capabilities={"roots": {"listChanged": True}}``
-        (`ValueError` otherwise, before anything is sent). Returns True
-        when it went out; False when there was nothing to tell: the
-        stateless era (2026-07-28) has no such notification, as the server
-        asks for roots in each request that needs them, and a connection
-        being re-established starts a session that asks afresh.
-
-        Example::
-
-            folders = ["file:///srv/project"]
-            client = mcp_sync.connect(
-                ["npx", "@modelcontextprotocol/server-filesystem"],
-                input_handlers={"roots": lambda params: {"roots": [{"uri": u} for u in folders]}},
-                client_capabilities={"roots": {"listChanged": True}})
-            folders.append("file:///srv/data")
-            client.roots_changed()
-        """
-        return self._pipeline.roots_changed()
-
-    # -- typed requests (see `calls`) -----------------------------------------------
-
-    def discover(self, **options: Unpack[RequestOptions]) -> DiscoverResult:
-        """Ask the server for its versions, capabilities and identity (2026-07-28).
-
-        Example::
-
-            info = client.discover()
-            print(info.supported_versions, info.server_info)
-        """
-        return self._pipeline.discover(options)
-
-    def ping(self, **options: Unpack[RequestOptions]) -> None:
-        """Check the server is alive (initialize era; 2026-07-28 has no ping).
-
-        Example::
-
-            client.ping()
-        """
-        self._calls.ping(options)
-
-    def list_page(self, kind: str, cursor: str | None = None, **options: Unpack[RequestOptions]) -> Page:
-        """One page of a list: `kind` is "tools", "resources",
-        "resource_templates" or "prompts"; pass the previous `next_cursor`.
-
-        Example::
-
-            page = client.list_page("tools")
-            while page.next_cursor:
-                page = client.list_page("tools", page.next_cursor)
-        """
-        return self._calls.list_page(kind, cursor, options)
-
-    def list_tools(self, **options: Unpack[RequestOptions]) -> list[Tool]:
-        """Every tool, following `nextCursor` to the end (at most `max_pages`).
-
-        Example::
-
-            for tool in client.list_tools():
-                print(tool.name, tool.description)
-        """
-        tools: list[Tool] = self._calls.list_all("tools", options, self.options.limits.max_pages)
-        return tools
-
-    @overload
-    def call_tool(
-        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
-        task: Literal[False] = False, wait: bool = False, **options: Unpack[RequestOptions],
-    ) -> CallToolResult: ...
-
-    @overload
-    def call_tool(
-        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
-        task: Literal[True], wait: Literal[False] = False, **options: Unpack[RequestOptions],
-    ) -> Task: ...
-
-    @overload
-    def call_tool(
-        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
-        task: bool, wait: Literal[True], **options: Unpack[RequestOptions],
-    ) -> CallToolResult: ...
-
-    @overload
-    def call_tool(
-        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
-        task: bool, wait: bool = False, **options: Unpack[RequestOptions],
-    ) -> CallToolResult | Task: ...
-
-    def call_tool(
-        self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None = None, *,
-        task: bool = False, wait: bool = False, **options: Unpack[RequestOptions],
-    ) -> CallToolResult | Task:
-        """Call a tool by name, or with its definition from `list_tools()`.
-
-        A tool that fails returns a result with `is_error` set (see
-        `CallToolResult.raise_for_error()`). When the tool's definition is
-        known and has an `outputSchema`, `structured_content` is validated
-        against it (`OutputValidationError` if it does not match).
-
-        `task=True` runs the call as a task and returns a `Task` handle
-        (already completed when the server answered at once): with the
-        tasks extension declared for this call (2026-07-28), or as the
-        core protocol's task augmentation (2025-11-25 servers that offer
-        it); `ExtensionNotDeclared` when the server offers no tasks.
-        `wait=True` as well blocks until the task's result, `timeout`
-        bounding the whole wait. A tool whose definition says it runs only
-        as a task (`Tool.task_support == "required"`) is called so by
-        itself, and waited for. See docs/tasks.md.
-
-        Example::
-
-            result = client.call_tool("countdown", {"steps": 3},
-                                      progress=lambda p: print(p.progress, p.total))
-            print(result.text)
-        """
-        if options:  # checked first, so that tool arguments given as keywords are told so
-            check_option_names(options, tool=tool if isinstance(tool, str) else getattr(tool, "name", None))
-        pipeline = self._pipeline
-        try:
-            catalog = pipeline.catalog
-            if catalog.list_before_calling and type(tool) is str and catalog.get(tool) is None:
-                from . import tasks as _tasks
-
-                options = _tasks.learn_before_calling(pipeline, arguments, options)
-            required = catalog.task_required  # tools that run only as tasks
-            if task or wait or self.options.tasks or (required and type(tool) is str and tool in required):
-                from . import tasks as _tasks
-
-                return _tasks.call_tool(pipeline, tool, arguments, options, task=task, wait=wait)
-            if type(tool) is not str:  # a definition: it may say it runs only as a task
-                from . import tasks as _tasks
-
-                if _tasks.runs_only_as_task(pipeline, tool):
-                    return _tasks.call_tool(pipeline, tool, arguments, options, task=task, wait=wait)
-            if not options and type(tool) is str and tool and pipeline.cache is None and pipeline.tracer is None:
-                return pipeline.call_tool_plain(tool, arguments)
-            return self._calls.call_tool(tool, arguments, options, max_pages=self.options.limits.max_pages,
-                                         timeout=self.options.timeouts.request)
-        except MissingClientCapability as exc:
-            from . import tasks as _tasks
-
-            better = _tasks.explained(exc)  # a tool that only runs as a task says so
-            if better is exc:
-                raise
-            raise better from None
-
-    def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:
-        """Re-attach to a task by its id (`tasks/get`): from another client,
-        process, or a later request of a web app. The result is typed but
-        not checked against the tool's `outputSchema`.
-
-        Example::
-
-            task = client.get_task(saved_id)
-            result = task.wait(timeout=60)
-        """
-        check_option_names(options)
-        from . import tasks as _tasks
-
-        return _tasks.get_task(self._pipeline, task_id, options)
-
-    def list_tasks(self, **options: Unpack[RequestOptions]) -> list[Task]:
-        """Every task the server keeps for this client (`tasks/list`,
-        following `nextCursor`), as `Task` handles. Only 2025-11-25 servers
-        that declare the `tasks.list` capability offer it;
-        `ExtensionNotDeclared` otherwise, before anything is sent.
-
-        Example::
-
-            for task in client.list_tasks():
-                print(task.id, task.status)
-        """
-        check_option_names(options)
-        from . import tasks as _tasks
-
-        return _tasks.list_tasks(self._pipeline, options)
-
-    def list_resources(self, **options: Unpack[RequestOptions]) -> list[Resource]:
-        """Every direct resource, following `nextCursor` to the end.
-
-        Example::
-
-            uris = [r.uri for r in client.list_resources()]
-        """
-        resources: list[Resource] = self._calls.list_all("resources", options, self.options.limits.max_pages)
-        return resources
-
-    def list_resource_templates(self, **options: Unpack[RequestOptions]) -> list[ResourceTemplate]:
-        """Every resource template, following `nextCursor` to the end.
-
-        Example::
-
-            templates = [t.uri_template for t in client.list_resource_templates()]
-        """
-        templates: list[ResourceTemplate] = self._calls.list_all("resource_templates", options, self.options.limits.max_pages)
-        return templates
-
-    def read_resource(self, uri: str, **options: Unpack[RequestOptions]) -> ReadResourceResult:
-        """Read a resource by URI. A missing one raises `ResourceNotFound`.
-
-        Example::
-
-            print(client.read_resource("demo://readme").text)
-        """
-        return self._calls.read_resource(uri, options)
-
-    def list_prompts(self, **options: Unpack[RequestOptions]) -> list[Prompt]:
-        """Every prompt, following `nextCursor` to the end.
-
-        Example::
-
-            names = [p.name for p in client.list_prompts()]
-        """
-        prompts: list[Prompt] = self._calls.list_all("prompts", options, self.options.limits.max_pages)
-        return prompts
-
-    def get_prompt(
-        self, name: str, arguments: Mapping[str, str] | None = None, **options: Unpack[RequestOptions],
-    ) -> GetPromptResult:
-        """Render a prompt with its (string) arguments.
-
-        Example::
-
-            prompt = client.get_prompt("greet", {"name": "Ada"})
-            print(prompt.messages[0].content)
-        """
-        return self._calls.get_prompt(name, arguments, options)
-
-    def complete(
-        self, ref: Prompt | ResourceTemplate | Mapping[str, Any], argument: str, value: str,
-        *, context: Mapping[str, str] | None = None, **options: Unpack[RequestOptions],
-    ) -> CompleteResult:
-        """Suggestions for one argument of a prompt or resource template.
-
-        `ref` is a `Prompt`, a `ResourceTemplate`, or a wire reference such as
-        ``{"type": "ref/prompt", "name": "greet"}``; `context` holds the values
-        of arguments already chosen.
-
-        Example::
-
-            client.complete({"type": "ref/prompt", "name": "greet"}, "style", "f").values
-        """
-        return self._calls.complete(ref, argument, value, context, options)
-
     def __repr__(self) -> str:
         """The transport, the server's name, the status and the revision:
         ``<mcp_sync.Client stdio 'mcp-sync-demo' ready 2026-07-28>``. Never

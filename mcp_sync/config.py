@@ -58,12 +58,26 @@ class ServerConfig(Mapping[str, Target]):
     """The servers of a config file: a read-only mapping of server name to a
     target `connect()` takes. Load one with `load_config()`.
 
+    Indexing it (`config["files"]`) builds the server's target then, with
+    `${...}` taken from the environment at that moment.
+
+    Args:
+        entries: Each server's entry by name, as in the file's `mcpServers`
+            (or `servers`) object.
+        path: The file they were read from, or None.
+        disabled: The names of the entries left out.
+
     Attributes:
         path (Path | None): The file read (absolute), None for a mapping.
         entries (dict[str, dict]): Each server's entry as written: unknown
             keys kept, nothing substituted.
         disabled (frozenset[str]): The entries marked `"disabled": true`,
             which are left out.
+
+    Raises:
+        ConfigError: From `config[name]`, for a name the file does not
+            define (it is also a `KeyError`), or an entry that cannot be
+            used (a missing variable, a bad `envFile`, ...).
 
     Example::
 
@@ -146,6 +160,18 @@ def load_config(source: ConfigSource | ServerConfig) -> ServerConfig:
         }})
         print(list(config))            # ['demo', 'search']
         print(config["demo"])          # Stdio('python', ['-m', 'mcp_sync.testing'])
+
+    Args:
+        source: A path to a JSON (or JSONC) file, a mapping already parsed
+            from one, or a `ServerConfig` (returned as it is).
+
+    Returns:
+        The servers defined, by name.
+
+    Raises:
+        ConfigError: The file is missing, unreadable or not valid JSON, or
+            it has no `mcpServers`/`servers` object, or an entry is malformed.
+        TypeError: `source` is neither a path nor a mapping.
     """
     path: Path | None = None
     if isinstance(source, ServerConfig):
@@ -176,8 +202,15 @@ def config_locations(cwd: str | os.PathLike[str] | None = None) -> list[Path]:
 
     Example::
 
-        for path in mcp_sync.config_locations():
+        for path in mcp_sync.config.config_locations():
             print(path, path.exists())
+
+    Args:
+        cwd: The project folder the project files are looked for in; None:
+            the current directory.
+
+    Returns:
+        The candidate paths, whether they exist or not.
     """
     project = Path(cwd) if cwd is not None else Path.cwd()
     home = Path.home()
@@ -208,6 +241,19 @@ def find_config(server: str | None = None, *, cwd: str | os.PathLike[str] | None
         path = mcp_sync.find_config("github")
         print("using", path)
         client = mcp_sync.connect(mcp_sync.load_config(path)["github"])
+
+    Args:
+        server: A server name the file must define; None takes the first
+            file that exists.
+        cwd: The project folder (see `config_locations()`); None: the
+            current directory.
+
+    Returns:
+        The path of the file found.
+
+    Raises:
+        ConfigError: No such file, or one of the files looked at cannot be
+            read or parsed.
     """
     places = config_locations(cwd)
     for path in places:
@@ -232,6 +278,21 @@ def connect_configured(name: str, config: ConfigSource | ServerConfig | None = N
 
         with mcp_sync.connect_configured("demo", config=".mcp.json", timeout=10) as client:
             print(client.call_tool("echo", {"text": "hi"}).text)
+
+    Args:
+        name: The server's name in the file.
+        config: A path, a mapping or a `ServerConfig`; None: the file
+            `find_config(name)` finds.
+        **connect_options: Keyword arguments for `connect()`.
+
+    Returns:
+        An open client, as `connect()` returns it.
+
+    Raises:
+        ConfigError: No config file defines `name`, or its entry cannot be
+            used (for a name the file lacks, also a `KeyError`).
+        TypeError: `name` is not a non-empty string.
+        McpError: What `connect()` raises, such as `ConnectError`.
     """
     from .client import connect  # the client layer sits above this module
 

@@ -142,7 +142,15 @@ class Drops:
 
     def add(self, kind: str, count: int = 1) -> None:
         """Count `count` more drops of `kind` (one of `KINDS`; `ValueError`
-        for any other)."""
+        for any other).
+
+        Args:
+            kind: Which counter, one of `KINDS`.
+            count: How many drops to add.
+
+        Raises:
+            ValueError: `kind` is not one of `KINDS`.
+        """
         if kind not in self.KINDS:
             raise ValueError(f"unknown kind of drop: {kind!r}")
         with self._lock:

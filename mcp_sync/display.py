@@ -6,9 +6,11 @@ types' `_repr_html_` and `_repr_pretty_` hooks call (`types.show_with`;
 `import mcp_sync` imports this module). It knows nothing of clients or transports.
 
 Everything a server sent is untrusted: every string goes through
-`html.escape`, images are shown only for an `image/*` type and as a data
-URI inside ``<img>`` (no script runs from one), links are never made
-clickable, and sizes are capped so a huge result cannot freeze a notebook.
+`html.escape`; images are shown only for a raster type (`IMAGE_TYPES`)
+whose base64 decodes, as a data URI inside ``<img>``; descriptions are
+rendered as a small subset of Markdown (`markdown_html`) whose only links
+are http, https and mailto ones (a resource link's URI is shown, never made
+a link); and sizes are capped so a huge result cannot freeze a notebook.
 
 Example::
 
@@ -53,10 +55,17 @@ from .types import (
     show_with,
 )
 
-__all__ = ["to_html", "to_text", "table", "Table", "MAX_IMAGE_BYTES", "MAX_TEXT_CHARS"]
+__all__ = ["to_html", "to_text", "table", "Table", "markdown_html", "MAX_IMAGE_BYTES", "MAX_TEXT_CHARS",
+           "IMAGE_TYPES"]
 
 #: Larger images (decoded size) are described, not embedded.
 MAX_IMAGE_BYTES = 2 * 1024 * 1024
+# SVG is left out on purpose: inside <img> a browser runs none of its script,
+# but an SVG is a document (script, external references), and a notebook saved
+# with its outputs is shown by other renderers and exporters too. An SVG, like
+# any type not listed, is described (type and size), not embedded.
+#: The image types embedded in ``<img>`` (as a data URI): raster formats only.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 #: Longer texts (and JSON) are cut, with a note of how much was left out.
 MAX_TEXT_CHARS = 20_000
 #: Rows shown in a table of a list.
@@ -69,6 +78,8 @@ _STYLE = (
     "<style>.mcp-sync table{border-collapse:collapse;margin:.3em 0}"
     ".mcp-sync th,.mcp-sync td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
     ".mcp-sync pre{white-space:pre-wrap;margin:.3em 0}"
+    ".mcp-sync-md p,.mcp-sync-md ul,.mcp-sync-md ol{margin:.3em 0}"
+    ".mcp-sync-legend{font-size:90%;color:#555}"
     ".mcp-sync-error{border-left:4px solid #c00;padding-left:6px}"
     ".mcp-sync-error .mcp-sync-title{color:#c00}</style>"
 )
@@ -137,7 +148,7 @@ def _html(obj: Any) -> str:
     if isinstance(obj, Prompt):
         return _html_prompt(obj)
     if isinstance(obj, GetPromptResult):
-        parts = [f"<p>{_e(obj.description)}</p>" if obj.description else ""]
+        parts = [markdown_html(obj.description) if obj.description else ""]
         parts += [_html_message(m) for m in obj.messages]
         return _block("Prompt messages", "".join(parts))
     if isinstance(obj, ReadResourceResult):
@@ -164,7 +175,7 @@ def _html_tool(tool: Tool) -> str:
     title = f"Tool <code>{_e(tool.name)}</code>"
     if tool.title and tool.title != tool.name:
         title += f" ({_e(tool.title)})"
-    body = f"<pre>{_e(_cut(tool.description))}</pre>" if tool.description else ""
+    body = markdown_html(tool.description) if tool.description else ""
     hints = _hints(tool.annotations)
     if hints:
         body += f"<p><i>{_e(hints)}</i></p>"
@@ -183,7 +194,7 @@ def _html_tool(tool: Tool) -> str:
 
 def _html_result(result: CallToolResult) -> str:
     title = "Tool error" if result.is_error else "Tool result"
-    parts = [_html_content(block) for block in result.content]
+    parts = [_html_content(block) for block in _shown_content(result)]
     if result.structured_content is not None:
         parts.append(f"<p>Structured content:</p><pre>{_e(_json(result.structured_content))}</pre>")
     if not parts:
@@ -195,9 +206,10 @@ def _html_content(block: Any) -> str:
     if isinstance(block, TextContent):
         return f"<pre>{_e(_cut(block.text))}</pre>"
     if isinstance(block, ImageContent):
-        return _html_media(block, "img")
+        mime = (block.mime_type or "").lower()
+        return _html_image(block.data, mime, f"image: {mime or 'no type'}", alt=f"{mime} image", claimed=True)
     if isinstance(block, AudioContent):
-        return _html_media(block, "audio")
+        return _html_audio(block)
     if isinstance(block, ResourceLink):
         about = f" {_e(block.description)}" if block.description else ""
         return f"<p>Resource link <code>{_e(block.uri)}</code> {_e(block.name or '')}{about}</p>"
@@ -206,18 +218,36 @@ def _html_content(block: Any) -> str:
     return f"<pre>{_e(_json(getattr(block, 'raw', block)))}</pre>"
 
 
-def _html_media(block: ImageContent | AudioContent, tag: str) -> str:
+def _html_image(data: Any, mime: str, caption: str, *, alt: str, claimed: bool) -> str:
+    """`caption` and the decoded size, in the words `to_text` uses, and below
+    them the image when it may be embedded, or why it is not. `claimed`: the
+    block says it is an image (image content), so any type gets a reason;
+    a resource's blob gets one only for an ``image/*`` type."""
+    size = _decoded_size(data)
+    notes = [caption, _bytes(size) if size is not None else "not valid base64"]
+    image = ""
+    if size is not None and (claimed or mime.startswith("image/")):
+        if mime not in IMAGE_TYPES:
+            notes.append("not shown: only PNG, JPEG, GIF and WebP images are embedded")
+        elif size > MAX_IMAGE_BYTES:
+            notes.append(f"too large to show (over {_bytes(MAX_IMAGE_BYTES)})")
+        else:
+            # The type is one of IMAGE_TYPES and the data decodes as base64, so
+            # nothing in the URI can end the attribute (and it is escaped anyway).
+            source = f"data:{mime};base64,{''.join(data.split())}"
+            image = f'<img src="{_e(source)}" alt="{_e(alt)}" style="max-width:100%"/>'
+    return f"<p><i>[{_e(', '.join(notes))}]</i></p>{image}"
+
+
+def _html_audio(block: AudioContent) -> str:
     mime = (block.mime_type or "").lower()
     size = _decoded_size(block.data)
-    kind = "image" if tag == "img" else "audio"
-    if size is None or not _MEDIA_TYPE.match(mime) or not mime.startswith(kind + "/"):
-        return f"<p><i>[{kind}: {_e(mime or 'no type')}, not valid base64 {kind} data]</i></p>"
+    if size is None or not _MEDIA_TYPE.match(mime) or not mime.startswith("audio/"):
+        return f"<p><i>[audio: {_e(mime or 'no type')}, not valid base64 audio data]</i></p>"
     if size > MAX_IMAGE_BYTES:
-        return f"<p><i>[{kind}: {_e(mime)}, {_bytes(size)}, too large to show]</i></p>"
+        return f"<p><i>[audio: {_e(mime)}, {_bytes(size)}, too large to show]</i></p>"
     # The data is checked base64 and the type a plain media type: nothing here can end the attribute.
     source = f"data:{mime};base64,{''.join(block.data.split())}"
-    if tag == "img":
-        return f'<img src="{_e(source)}" alt="{_e(mime)} image" style="max-width:100%"/>'
     return f'<audio controls src="{_e(source)}"></audio>'
 
 
@@ -226,13 +256,13 @@ def _html_contents(contents: Any) -> str:
     if isinstance(contents, TextResourceContents):
         return head + f"<pre>{_e(_cut(contents.text))}</pre>"
     if isinstance(contents, BlobResourceContents):
-        size = _decoded_size(contents.blob)
-        return head + f"<p><i>[binary, {_bytes(size) if size is not None else 'not valid base64'}]</i></p>"
+        mime = (contents.mime_type or "").lower()
+        return head + _html_image(contents.blob, mime, "binary", alt=contents.uri, claimed=False)
     return head
 
 
 def _html_prompt(prompt: Prompt) -> str:
-    body = f"<pre>{_e(_cut(prompt.description))}</pre>" if prompt.description else ""
+    body = markdown_html(prompt.description) if prompt.description else ""
     rows = [[f"<code>{_e(a.name)}</code>", "yes" if a.required else "", _e(a.description or "")]
             for a in prompt.arguments]
     body += _html_table(["argument", "required", "description"], rows) if rows else "<p>No arguments.</p>"
@@ -245,7 +275,8 @@ def _html_message(message: PromptMessage) -> str:
 
 
 def _html_fields(obj: Any, kind: str, label: str) -> str:
-    rows = [[_e(name), f"<pre>{_e(_cut(_json(value) if not isinstance(value, str) else value))}</pre>"]
+    rows = [[_e(name), markdown_html(value) if name == "description" and isinstance(value, str)
+             else f"<pre>{_e(_cut(_json(value) if not isinstance(value, str) else value))}</pre>"]
             for name, value in _fields(obj)]
     return _block(f"{_e(kind)} <code>{_e(label)}</code>" if label else _e(kind), _html_table(["field", "value"], rows))
 
@@ -253,10 +284,13 @@ def _html_fields(obj: Any, kind: str, label: str) -> str:
 def _html_list(items: list[Any]) -> str:
     header, rows = _rows(items)
     shown = rows[:MAX_ROWS]
-    body = _html_table(header, [[_e(cell) for cell in row] for row in shown])
+    # A description cell is the first line of Markdown: its inline marks are rendered.
+    body = _html_table(header, [[_inline(cell) if header[i] == "description" else _e(cell)
+                                 for i, cell in enumerate(row)] for row in shown])
     note = f"<p>{len(items)} items, the first {MAX_ROWS} shown</p>" if len(rows) > MAX_ROWS else \
         f"<p>{len(items)} item{'s' if len(items) != 1 else ''}</p>"
-    return body + note
+    legend = _legend(items)
+    return body + (f'<p class="mcp-sync-legend">{_e(legend)}</p>' if legend else "") + note
 
 
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -264,6 +298,163 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{h}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# -- Markdown (descriptions) ---------------------------------------------------------------
+#
+# A small subset, safe by construction: every piece of server text reaches
+# the page through `_e` (html.escape), and the only tags are the ones written
+# here, each opened and closed by the same step, so they always nest. The
+# subset: paragraphs; a line break for each newline (descriptions are written
+# as plain text as often as Markdown); `code` spans and fenced code; **bold**
+# and *italic* (also with `_`, not inside a word, so snake_case stays as it
+# is); bullet and numbered lists, nested by indentation; headings as bold
+# lines; backslash escapes; links, only to http, https and mailto addresses
+# (anything else, `javascript:` say, stays as the text it was). Everything
+# else is shown as written.
+
+_MD_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_MD_ITEM = re.compile(r"^( *)(?:([-*+])|(\d{1,9})[.)])[ \t]+(.*)$")
+_MD_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
+#: Spans are bounded (and run within one paragraph) so that no input makes
+#: the patterns backtrack for long.
+_MD_CODE = re.compile(r"(`+)(?!`)(.{1,2000}?)(?<!`)\1(?!`)", re.S)
+# A link's address: no space, quote, angle bracket, backtick, parenthesis
+# or control character, so it cannot end the attribute even before escaping.
+_MD_ADDRESS = r"[^\s\"'<>`()\x00-\x1f\x7f]{1,2000}"
+_MD_LINK = re.compile(r"\[([^\[\]\n]{1,500})\]\((" + _MD_ADDRESS + r")\)")
+_MD_BARE = re.compile(r"(?<![\w/])https?://" + _MD_ADDRESS)
+_MD_SAFE_ADDRESS = re.compile(r"(?:https?://|mailto:)[^\s]", re.I)
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_MD_STRONG = re.compile(r"(?<![*\w])\*\*(?=[^\s*])([^<]{1,2000}?)(?<=[^\s*])\*\*(?!\*)"
+                        r"|(?<![_\w])__(?=[^\s_])([^<]{1,2000}?)(?<=[^\s_])__(?![_\w])")
+_MD_EM = re.compile(r"(?<![*\w])\*(?=[^\s*])([^<*]{1,2000}?)(?<=[^\s*])\*(?![*\w])"
+                    r"|(?<![_\w])_(?=[^\s_])([^<_]{1,2000}?)(?<=[^\s_])_(?![_\w])")
+_MD_SLOT = re.compile(r"\x00(\d+)\x00")
+
+
+def markdown_html(text: str) -> str:
+    """A description (tool, prompt, resource) as HTML: the Markdown subset
+    above, with every character the server sent escaped.
+
+    Example::
+
+        >>> print(markdown_html("**Two** and `code`.\\n\\n- <b>x</b>"))
+        <div class="mcp-sync-md"><p><strong>Two</strong> and <code>code</code>.</p><ul><li>&lt;b&gt;x&lt;/b&gt;</li></ul></div>
+    """
+    lines = _cut(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    out: list[str] = []
+    words: list[str] = []  # the lines of the paragraph or list item being read
+    lists: list[tuple[str, int]] = []  # the open lists, outermost first: (tag, indent)
+
+    def end_words() -> None:
+        if words:
+            inline = _inline("\n".join(words))
+            out.append(inline if lists else f"<p>{inline}</p>")  # in a list: the open <li>'s text
+            words.clear()
+
+    def end_lists(indent: int = -1) -> None:
+        while lists and lists[-1][1] > indent:
+            out.append(f"</li></{lists.pop()[0]}>")
+
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        fence = _MD_FENCE.match(line)
+        if fence:
+            end_words()
+            end_lists()
+            mark = fence.group(1)
+            closing = re.compile(r" {0,3}" + re.escape(mark[0]) + "{" + str(len(mark)) + r",}[ \t]*")
+            code = []
+            while index < len(lines) and not closing.fullmatch(lines[index]):
+                code.append(lines[index])
+                index += 1
+            index += 1  # the closing fence (or the end: an unclosed fence runs to it)
+            out.append(f"<pre><code>{_e(chr(10).join(code))}</code></pre>")
+            continue
+        if not line.strip():
+            end_words()
+            end_lists()
+            continue
+        item = _MD_ITEM.match(line)
+        if item:
+            end_words()
+            indent, tag = len(item.group(1)), "ul" if item.group(2) else "ol"
+            end_lists(indent)
+            if lists and lists[-1][1] == indent and lists[-1][0] != tag:
+                end_lists(indent - 1)  # the other kind of list at the same depth: a new list
+            if lists and lists[-1][1] == indent:
+                out.append("</li><li>")
+            else:  # a first list, or one nested in the open item
+                number = int(item.group(3) or 1)
+                out.append(f'<{tag} start="{number}"><li>' if tag == "ol" and number != 1 else f"<{tag}><li>")
+                lists.append((tag, indent))
+            words.append(item.group(4))
+            continue
+        heading = _MD_HEADING.match(line)
+        if heading and not lists:
+            end_words()
+            out.append(f"<p><b>{_inline(heading.group(1))}</b></p>")
+            continue
+        words.append(line.strip())  # a paragraph's next line, or an item's (lazy continuation)
+    end_words()
+    end_lists()
+    return f'<div class="mcp-sync-md">{"".join(out)}</div>'
+
+
+def _inline(text: str) -> str:
+    """A paragraph's text with its inline Markdown as HTML, escaped.
+
+    Code spans, backslash escapes and links are rendered first and put aside
+    as numbered slots (NUL-delimited: a NUL from the server is replaced
+    first, so it cannot forge one); the rest is escaped, then bold and
+    italic, whose content may hold no tag, are marked; the slots go back
+    last."""
+    slots: list[str] = []
+
+    def restore(html_: str) -> str:
+        return _MD_SLOT.sub(lambda m: slots[int(m.group(1))], html_)
+
+    def keep(html_: str) -> str:
+        slots.append(html_)
+        return f"\x00{len(slots) - 1}\x00"
+
+    def code(match: re.Match[str]) -> str:
+        body = match.group(2).replace("\n", " ")
+        if len(body) > 2 and body[0] == body[-1] == " " and body.strip():
+            body = body[1:-1]
+        return keep(f"<code>{_e(body)}</code>")
+
+    def link(match: re.Match[str]) -> str:
+        label, address = match.group(1), match.group(2)
+        if not _MD_SAFE_ADDRESS.match(address):
+            return keep(_e(match.group(0)))  # shown as written, never as a link
+        # The label's code spans and escapes are slots already: no link nests in a link.
+        return keep(f'<a href="{_e(address)}" rel="noopener noreferrer" target="_blank">'
+                    f"{restore(_emphasis(_e(label)))}</a>")
+
+    def bare(match: re.Match[str]) -> str:
+        address = match.group(0)
+        trail = len(address) - len(address.rstrip(".,:;!?*_"))
+        address, rest = address[:len(address) - trail], address[len(address) - trail:]
+        return keep(f'<a href="{_e(address)}" rel="noopener noreferrer" target="_blank">{_e(address)}</a>') + rest
+
+    text = text.replace("\x00", "\ufffd")
+    text = _MD_CODE.sub(code, text)
+    text = _MD_ESCAPE.sub(lambda m: keep(_e(m.group(1))), text)
+    text = _MD_LINK.sub(link, text)
+    text = _MD_BARE.sub(bare, text)
+    text = _emphasis(_e(text))  # escaping leaves NULs and digits alone: the slots survive it
+    return restore(text.replace("\n", "<br>\n"))
+
+
+def _emphasis(escaped: str) -> str:
+    """Bold, then italic, in escaped text. Neither's content may hold a `<`,
+    so each pair of tags sits inside or outside every other: always nested."""
+    escaped = _MD_STRONG.sub(lambda m: f"<strong>{m.group(1) or m.group(2)}</strong>", escaped)
+    return _MD_EM.sub(lambda m: f"<em>{m.group(1) or m.group(2)}</em>", escaped)
 
 
 # -- text ------------------------------------------------------------------------------
@@ -288,7 +479,7 @@ def _text(obj: Any) -> list[str]:
         return lines
     if isinstance(obj, CallToolResult):
         lines = ["Tool error:" if obj.is_error else "Tool result:"]
-        for block in obj.content:
+        for block in _shown_content(obj):
             lines += ["  " + line for line in _text_content(block)]
         if obj.structured_content is not None:
             lines.append("  structured content:")
@@ -351,7 +542,8 @@ def _text_list(items: list[Any]) -> list[str]:
     lines = _aligned([header, *rows[:MAX_ROWS]], indent="")
     if len(rows) > MAX_ROWS:
         lines.append(f"... {len(rows) - MAX_ROWS} more")
-    return lines
+    legend = _legend(items)
+    return lines + ([legend] if legend else [])
 
 
 def _aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
@@ -383,6 +575,52 @@ def _rows(items: list[Any]) -> tuple[list[str], list[list[str]]]:
             [p.name, _first_line(p.description),
              ", ".join(f"{a.name}{'*' if a.required else ''}" for a in p.arguments)] for p in items]
     return ["item"], [[_first_line(" ".join(_text(i)))] for i in items]
+
+
+def _legend(items: list[Any]) -> str:
+    """What the `*` after a name in a list's table means, when the table has one."""
+    if items and all(isinstance(i, Tool) for i in items) and any(
+            required for t in items for _, _, required, _ in _parameters(t.input_schema)):
+        return "* required parameter"
+    if items and all(isinstance(i, Prompt) for i in items) and any(a.required for p in items for a in p.arguments):
+        return "* required argument"
+    return ""
+
+
+def _shown_content(result: CallToolResult) -> list[Any]:
+    """The content blocks shown beside a result's structured content.
+
+    The spec asks a tool that returns structured content to send it as JSON
+    text too, for clients that read only `content`: that text block says
+    nothing the structured view does not, so it is left out. A text that
+    parses to anything else (or is not JSON) is shown, as is every block of
+    a result without structured content."""
+    if result.structured_content is None:
+        return list(result.content)
+    return [block for block in result.content
+            if not (isinstance(block, TextContent) and _repeats(block.text, result.structured_content))]
+
+
+def _repeats(text: Any, value: Any) -> bool:
+    if not isinstance(text, str) or not text.lstrip().startswith(("{", "[")):
+        return False  # cheap: structured content is an object
+    try:
+        return _same_json(json.loads(text), value)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values: `true` is not `1` (as it is to Python's `==`), `1` is `1.0`."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
 
 
 def _parameters(schema: Mapping[str, Any] | None) -> list[tuple[str, str, bool, str]]:

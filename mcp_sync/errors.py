@@ -104,7 +104,18 @@ __all__ = [
 
 
 class McpError(Exception):
-    """The root of every exception this library raises."""
+    """The root of every exception raised for what the server or the
+    transport did: an error answer, a timeout, a server that died, a
+    malformed message. Bad arguments raise `TypeError` or `ValueError`
+    instead, before anything is sent.
+
+    Example::
+
+        try:
+            client.call_tool("add", {"a": 2, "b": 3})
+        except mcp_sync.McpError as exc:
+            print("the call failed:", exc)
+    """
 
 
 # -- errors the server sent -------------------------------------------------
@@ -613,7 +624,16 @@ class InputRequired(McpError):
 
     def retry_with(self, input_responses: Mapping[str, Any] | None) -> dict[str, Any]:
         """The options that re-send the call with these answers and the
-        server's `requestState` (exactly as received, or none)."""
+        server's `requestState` (exactly as received, or none).
+
+        Args:
+            input_responses: The answers, by the key of each of
+                `input_requests`; None sends none.
+
+        Returns:
+            Keyword arguments for the same call: ``input_responses=`` and,
+            when the server sent one, ``request_state=``.
+        """
         options: dict[str, Any] = {"input_responses": dict(input_responses) if input_responses is not None else None}
         if self.request_state is not None:
             options["request_state"] = self.request_state

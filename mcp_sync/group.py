@@ -137,9 +137,25 @@ class ClientGroup:
     the `with` block) closes every client and joins every thread. A group
     is shared freely between threads, like a `Client`.
 
+    Args:
+        targets: Server name to target: anything `connect()` takes, or a
+            `ServerConfig` (each entry is read now, so a missing variable
+            fails here, named).
+        separator: Put between the server name and a tool or prompt name.
+        max_workers: The most servers asked at once by a listing; None: one
+            thread per server, up to 32.
+        **connect_options: `connect()` options for every server; HTTP
+            options (`headers=`, `auth=`, ...) apply to the URL strings.
+
     Attributes:
         separator (str): Between the server name and the name in qualified names.
         max_workers (int): The most threads asking servers at once.
+
+    Raises:
+        TypeError: `targets` is not a mapping, a server name is not a
+            non-empty string, a keyword is neither a `connect()` nor an
+            `HTTP()` option, or HTTP options are given with no URL target.
+        ValueError: An empty `separator`, or `max_workers` below 1.
 
     Example::
 
@@ -218,6 +234,18 @@ class ClientGroup:
         Example::
 
             print(group.client("local").server_info.name)
+
+        Args:
+            server: The server's name in the group.
+
+        Returns:
+            The server's open client, shared by every caller.
+
+        Raises:
+            RoutingError: The group has no server of that name.
+            ConnectionClosed: The group is closed.
+            McpError: What `connect()` raises for that server, such as
+                `ConnectError`.
         """
         forking.check()  # the slots' locks and clients are the parent's after a fork from C
         slot = self._slot(server)
@@ -249,7 +277,15 @@ class ClientGroup:
             return slot.client
 
     def qualify(self, server: str, name: str) -> str:
-        """The group's name for `name` on `server`: ``"server.name"``."""
+        """The group's name for `name` on `server`: ``"server.name"``.
+
+        Args:
+            server: The server's name in the group.
+            name: The tool's or prompt's name on that server.
+
+        Returns:
+            `server`, the group's `separator`, then `name`.
+        """
         return f"{server}{self.separator}{name}"
 
     def resolve(self, name: str, kind: str = "tool") -> tuple[str, str]:
@@ -263,6 +299,18 @@ class ClientGroup:
         Example::
 
             server, tool = group.resolve("add_note")   # ('notes', 'add_note')
+
+        Args:
+            name: A qualified (``"web.search"``) or unqualified name.
+            kind: ``"tool"`` or ``"prompt"``: which listing decides.
+
+        Returns:
+            The server's name and the name on that server.
+
+        Raises:
+            RoutingError: No server offers the name, or several do.
+            ValueError: `kind` is neither ``"tool"`` nor ``"prompt"``.
+            TypeError: `name` is not a non-empty string.
         """
         if kind not in ("tool", "prompt"):
             raise ValueError(f"kind must be 'tool' or 'prompt', not {kind!r}")
@@ -310,6 +358,12 @@ class ClientGroup:
 
             listing = group.list_tools(timeout=5)
             print(listing.names, list(listing.errors))
+
+        Returns:
+            Every server's tools, and the error of each server that failed.
+
+        Raises:
+            ConnectionClosed: The group is closed.
         """
         return self._gather("tools", lambda c: c.list_tools(**options), lambda t: self.qualify(t.server, t.item.name))
 
@@ -319,6 +373,12 @@ class ClientGroup:
         Example::
 
             names = group.list_prompts().names      # ['local.greet', ...]
+
+        Returns:
+            Every server's prompts, and the error of each server that failed.
+
+        Raises:
+            ConnectionClosed: The group is closed.
         """
         return self._gather("prompts", lambda c: c.list_prompts(**options),
                             lambda t: self.qualify(t.server, t.item.name))
@@ -330,6 +390,12 @@ class ClientGroup:
 
             for entry in group.list_resources():
                 print(entry.server, entry.name)
+
+        Returns:
+            Every server's resources, and the error of each server that failed.
+
+        Raises:
+            ConnectionClosed: The group is closed.
         """
         return self._gather("resources", lambda c: c.list_resources(**options), lambda t: t.item.uri)
 
@@ -339,6 +405,13 @@ class ClientGroup:
         Example::
 
             templates = group.list_resource_templates().names
+
+        Returns:
+            Every server's resource templates, and the error of each server
+            that failed.
+
+        Raises:
+            ConnectionClosed: The group is closed.
         """
         return self._gather("resource_templates", lambda c: c.list_resource_templates(**options),
                             lambda t: t.item.uri_template)
@@ -354,6 +427,18 @@ class ClientGroup:
 
             result = group.call_tool("local.echo", {"text": "hi"})
             print(result.text)
+
+        Args:
+            tool: A qualified name, an unqualified name one server only
+                offers, or a `GroupItem` from `list_tools()`.
+            arguments: The tool's arguments.
+
+        Returns:
+            The result, as `Client.call_tool()` returns it.
+
+        Raises:
+            RoutingError: No server, or several, offer the name.
+            McpError: What `Client.call_tool()` or `client()` raises.
         """
         if isinstance(tool, GroupItem):
             return self.client(tool.server).call_tool(tool.item, arguments, **options)
@@ -367,6 +452,18 @@ class ClientGroup:
         Example::
 
             print(group.get_prompt("local.greet", {"name": "Ada"}).messages[0].content)
+
+        Args:
+            prompt: A qualified name, an unqualified name one server only
+                offers, or a `GroupItem` from `list_prompts()`.
+            arguments: The prompt's arguments, all strings.
+
+        Returns:
+            The rendered prompt, as `Client.get_prompt()` returns it.
+
+        Raises:
+            RoutingError: No server, or several, offer the name.
+            McpError: What `Client.get_prompt()` or `client()` raises.
         """
         if isinstance(prompt, GroupItem):
             return self.client(prompt.server).get_prompt(prompt.item.name, arguments, **options)
@@ -382,6 +479,20 @@ class ClientGroup:
         Example::
 
             print(group.read_resource("demo://readme", server="local").text)
+
+        Args:
+            uri: The resource's URI, or a `GroupItem` from `list_resources()`.
+            server: The server to read it from; None: the one server that
+                lists the URI or a template matching it.
+
+        Returns:
+            The contents, as `Client.read_resource()` returns them.
+
+        Raises:
+            RoutingError: No server, or several, offer the URI (pass
+                `server=`), or `server` is not in the group.
+            TypeError: `uri` is not a non-empty string.
+            McpError: What `Client.read_resource()` or `client()` raises.
         """
         if isinstance(uri, GroupItem):
             return self.client(uri.server).read_resource(uri.item.uri, **options)

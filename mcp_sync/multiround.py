@@ -58,10 +58,12 @@ def answer_rounds(
     schemas: SchemaCache,
     max_total_timeout: float | None,
     started: float | None = None,
+    first: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send `params` with `send` until the result is complete; see the module.
-    `started` is when the first round was sent, when that was before this
-    loop began (the fast lane's first round: `Client._call_tool_plain`)."""
+    `first` is the first round's result when it was sent before this loop
+    began (the fast lane's first round: `Pipeline.call_tool_plain`), and
+    `started` when it was sent."""
     if started is None:
         started = time.monotonic()
     responses = dict(input_responses) if input_responses is not None else None
@@ -73,7 +75,8 @@ def answer_rounds(
             round_params["inputResponses"] = responses
         if state is not None:
             round_params["requestState"] = state
-        result = send(round_params)
+        result = send(round_params) if first is None else first
+        first = None
         if not is_input_required(result):
             return result
         if method not in METHODS:

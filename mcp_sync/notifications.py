@@ -83,7 +83,14 @@ class Notification:
     @classmethod
     def from_wire(cls, message: dict[str, Any]) -> Notification:
         """The `Notification` of a JSON-RPC notification message (a
-        missing or non-object `params` becomes ``{}``)."""
+        missing or non-object `params` becomes ``{}``).
+
+        Args:
+            message: The JSON-RPC notification, as decoded.
+
+        Returns:
+            The notification, with `message` as its `raw`.
+        """
         params = message.get("params")
         return cls(method=str(message.get("method")), params=dict(params) if isinstance(params, dict) else {},
                    raw=message)
@@ -103,8 +110,19 @@ class NotificationStream:
     oldest waiting notification (default) or the newest; `dropped` counts
     them. A slow consumer never holds up the dispatcher or anyone else.
 
+    Args:
+        on_close: Called with the stream by `close()` (the client passes
+            its own, to stop feeding it).
+        max_buffer: The most notifications that wait to be read.
+        overflow: ``"drop_oldest"`` or ``"drop_newest"``: which one a full
+            buffer drops.
+
     Attributes:
         dropped (int): Notifications dropped because the buffer was full.
+
+    Raises:
+        ValueError: `max_buffer` is not a positive integer, or an unknown
+            `overflow`.
     """
 
     def __init__(self, on_close: Callable[[NotificationStream], None], max_buffer: int, overflow: str) -> None:
@@ -135,7 +153,18 @@ class NotificationStream:
     def next(self, timeout: float | None = None) -> Notification:
         """The next notification; `RequestTimeout` (also a `TimeoutError`)
         after `timeout` seconds, `StopIteration` once the stream (or the
-        client) is closed."""
+        client) is closed.
+
+        Args:
+            timeout: The most seconds to wait; None: no limit.
+
+        Returns:
+            The oldest notification waiting.
+
+        Raises:
+            RequestTimeout: None arrived within `timeout`.
+            StopIteration: The stream is closed and its buffer read.
+        """
         deadline = deadline_in(timeout)
         with self._cond:
             while not self._buffer:

@@ -159,6 +159,10 @@ class Timeouts:
         handler: How long a server request that belongs to no call may take
             from its arrival before it is answered with an error
             (initialize era); None: no limit.
+
+    Raises:
+        ValueError: A timeout that is not a positive number (or None where
+            None is allowed).
     """
 
     request: float | None = attrs.field(default=DEFAULT_TIMEOUT, validator=_seconds(True))
@@ -188,6 +192,10 @@ class Limits:
         max_queued: The most calls that may wait for a slot when
             `max_in_flight` are on the wire (0: none wait), or None for no
             bound; a call beyond it raises `Overloaded` at once.
+
+    Raises:
+        ValueError: A count that is not a positive integer (`max_queued`:
+            an integer >= 0), or None where None is not allowed.
     """
 
     max_pages: int = attrs.field(default=DEFAULT_MAX_PAGES, validator=_count)
@@ -216,6 +224,10 @@ class Keepalive:
         interval: Seconds of idleness before a check.
         failures: Failed checks in a row after which the connection counts
             as dead (3).
+
+    Raises:
+        ValueError: `interval` is not a positive number, or `failures` not
+            a positive integer.
     """
 
     interval: float = attrs.field(validator=_seconds(False))
@@ -296,7 +308,15 @@ class Reconnect:
 
     def delays(self, rng: random.Random | None = None) -> Iterator[float]:
         """The wait before each attempt, one per attempt: endless when
-        `max_attempts` is None. `rng` draws the jitter (for repeatable tests)."""
+        `max_attempts` is None. `rng` draws the jitter (for repeatable tests).
+
+        Args:
+            rng: The random generator of the jitter; None: the `random`
+                module's.
+
+        Returns:
+            An iterator of waits in seconds, one per attempt.
+        """
         import random  # here: only a reconnect needs it, not `import mcp_sync`
 
         uniform = rng.uniform if rng is not None else random.uniform
@@ -318,6 +338,15 @@ class Reconnect:
 
             assert Reconnect.coerce(True) == Reconnect()
             assert Reconnect.coerce(False) is None
+
+        Args:
+            value: What was passed as `reconnect=`.
+
+        Returns:
+            The policy, or None for no reconnecting.
+
+        Raises:
+            TypeError: `value` is none of True, False, None or a `Reconnect`.
         """
         if value is True:
             return cls()
@@ -363,7 +392,7 @@ class ClientOptions:
         limits: How much it does or holds at once (`Limits`).
         reconnect: How a failed connection is opened again (`Reconnect`;
             `True` at the call for the default backoff), or None (`False`)
-            to stay failed. See docs/resilience.md.
+            to stay failed. See [Resilience](../resilience.md).
         keepalive: Checks of an idle connection (`Keepalive`; a number at
             the call for its interval), or None for no checks.
         restart: False: never open a failed connection again, whatever
@@ -379,7 +408,8 @@ class ClientOptions:
             `mcp_sync.handlers`), or None. They run on the calling thread,
             except for a request over a shared stream (stdio) that no call
             can be told apart for: on the one waiting caller's thread for a
-            question to a person, else on a handler thread (docs/input.md).
+            question to a person, else on a handler thread (see
+            [When the server asks back](../input.md)).
         cache: True for a `ResultCache` of the client's own, a `ResultCache`
             to share one between clients, False for no caching (see
             `mcp_sync.cache`).
@@ -393,13 +423,55 @@ class ClientOptions:
         tasks: True to declare the tasks extension for every request (at
             `initialize` in the initialize era, where it cannot be declared
             per call): the server may then run any tool call as a task,
-            which `call_tool()` waits for (see docs/tasks.md).
+            which `call_tool()` waits for (see
+            [Long-running tools](../tasks.md)).
         tracer_provider: The OpenTelemetry `TracerProvider` of the request
-            spans; None: the global one, if one is set (docs/tracing.md).
+            spans; None: the global one, if one is set (see
+            [Tracing](../tracing.md)).
         meter_provider: The OpenTelemetry `MeterProvider` of
             `mcp.client.operation.duration`; None: the global one.
         allowed_versions: `protocol` normalised: a tuple of versions, newest
             first (computed, not an argument).
+
+    Args:
+        protocol: One version, several, or None for all (see `protocol`
+            above).
+        timeouts: The `Timeouts`; None: the defaults.
+        limits: The `Limits`; None: the defaults.
+        reconnect: True (the default backoff), False or None (never), or a
+            `Reconnect`.
+        keepalive: Seconds of idleness before a check, a `Keepalive`, or
+            None for no checks.
+        restart: False never opens a failed connection again.
+        client_info: The `clientInfo` to send.
+        client_capabilities: Capabilities to declare.
+        log_level: The level of log messages to ask of the server.
+        input_handlers: Handlers for the server's requests for input.
+        cache: True, False or a shared `ResultCache`.
+        stale_if_error: Let an expired cache entry answer a failed refetch.
+        era_cache: Remember initialize-era servers on disk too.
+        tasks: Declare the tasks extension for every request.
+        tracer_provider: The OpenTelemetry `TracerProvider`.
+        meter_provider: The OpenTelemetry `MeterProvider`.
+        timeout: `Timeouts.request`, over `timeouts`.
+        probe_timeout: `Timeouts.probe`, over `timeouts`.
+        max_total_timeout: `Timeouts.max_total`, over `timeouts`.
+        handler_timeout: `Timeouts.handler`, over `timeouts`.
+        max_pages: `Limits.max_pages`, over `limits`.
+        max_input_rounds: `Limits.max_input_rounds`, over `limits`.
+        max_server_requests: `Limits.max_server_requests`, over `limits`.
+        max_in_flight: `Limits.max_in_flight`, over `limits`.
+        max_queued: `Limits.max_queued`, over `limits`.
+        keepalive_failures: `Keepalive.failures`, over `keepalive`
+            (ignored when there is no keepalive).
+
+    Raises:
+        TypeError: An option of the wrong type (`timeouts` not a
+            `Timeouts`, `restart` not a bool, a handler that is not
+            callable, ...).
+        ValueError: A value out of range (a timeout that is not a positive
+            number, an unknown protocol version or `log_level`, a
+            `client_info` without string `name` and `version`, ...).
     """
 
     protocol: str | tuple[str, ...] | None

@@ -488,29 +488,17 @@ class Pipeline:
                                                           catalog.schemas, answer_input=True, started=started,
                                                           max_total_timeout=self.timeouts.max_total)
         if raw.get("resultType") == "input_required":
-            raw = self._more_rounds(call, raw, started)
+            raw = multiround.answer_rounds(
+                lambda params: self.send(attrs.evolve(call, params=params)), call.method, dict(call.params or {}),
+                handlers=call.handlers, answer_input=True, max_rounds=self.limits.max_input_rounds,
+                input_responses=None, request_state=None, schemas=catalog.schemas,
+                max_total_timeout=self.timeouts.max_total, started=started, first=raw)
         if raw.get("resultType") == "task":
             raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
         # The call's deadline bounds its output check (see SchemaCache.errors).
         timeout = self.timeouts.request
         return catalog.finish_call(name, definition if known is None else known[0], raw,
                                    deadline=None if timeout is None else started + timeout)
-
-    def _more_rounds(self, call: Call, first: dict[str, Any], started: float) -> dict[str, Any]:
-        """The multi-round loop for a call whose first round (`first`, an
-        `input_required` result) was sent by the shortcut."""
-        waiting = [first]
-
-        def send(params: dict[str, Any]) -> dict[str, Any]:
-            if waiting:
-                return waiting.pop()
-            return self.send(attrs.evolve(call, params=params))
-
-        return multiround.answer_rounds(
-            send, call.method, dict(call.params or {}), handlers=call.handlers, answer_input=True,
-            max_rounds=self.limits.max_input_rounds, input_responses=None, request_state=None,
-            schemas=self.catalog.schemas, max_total_timeout=self.timeouts.max_total, started=started,
-        )
 
     # -- step 2: the cache ------------------------------------------------------------------------
 

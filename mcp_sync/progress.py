@@ -4,7 +4,16 @@ Owns drawing a call's `Progress` updates: with `tqdm.auto` when tqdm is
 installed (a widget in a notebook, a bar in a terminal), else a plain bar of
 its own on `sys.stderr`. It knows nothing of calls or connections: it is a
 callable taking `Progress`, run on the calling thread like any `progress=`
-callback.
+callback. The `mcp-sync` command draws with the plain bar too.
+
+The plain bar redraws one line in place (a carriage return) on a terminal
+and in a Jupyter notebook, at most ten times a second. On anything else (a
+log file, a pipe, a captured stream) it writes whole lines, no carriage
+returns, and at most one a second (the first update and the last always show): a log
+gets a few lines for a fast countdown of thousands of steps, and a steady
+heartbeat for a slow one. A server's message is shown with its control
+characters as visible escapes (`\x1b`), so it cannot recolour, clear or
+retitle the terminal; the tqdm bar gets it the same way.
 
 A callback is never told that its call ended (the client has no such
 signal), so a bar closes at whichever comes first: the progress reaching
@@ -18,6 +27,7 @@ once.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import threading
 import time
@@ -28,9 +38,14 @@ from .types import Progress
 
 __all__ = ["ProgressBar", "progress_bar"]
 
-#: The plain bar redraws at most this often (the last update always shows).
+#: The plain bar redraws at most this often on a terminal (the last update always shows)...
 _REDRAW_EVERY = 0.1
+#: ...and writes a new line at most this often elsewhere (a log must not get a line per step).
+_LINE_EVERY = 1.0
 _WIDTH = 24
+#: C0 controls, DEL and the C1 controls (0x9b is a CSI on many terminals),
+#: each to its visible escape; the same set as `mcp_sync.cli.neutralise`.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
 
 
 def _tqdm_class() -> Any:
@@ -50,7 +65,7 @@ class ProgressBar:
     after it closed are ignored: use a new bar for each call.
 
     Attributes:
-        description: The label drawn before the bar, or None.
+        description (str | None): The label drawn before the bar, or None.
 
     Example::
 
@@ -73,6 +88,7 @@ class ProgressBar:
         self._drawn: Progress | None = None
         self._drawn_at = 0.0
         self._drawn_width = 0
+        self._lines = False  # drawn as whole lines (not a terminal): nothing to end at close
 
     @property
     def uses_tqdm(self) -> bool:
@@ -107,7 +123,8 @@ class ProgressBar:
             elif self._tqdm is None and self._last is not None:
                 if self._drawn is not self._last:
                     self._draw(self._last, force=True)
-                self._write("\n")
+                if not self._lines:  # end the line redrawn in place (whole lines end themselves)
+                    self._write("\n")
 
     def __enter__(self) -> ProgressBar:
         return self
@@ -143,7 +160,7 @@ class ProgressBar:
         elif progress.total is not None and progress.total != bar.total:
             bar.reset(total=progress.total)  # also resizes the notebook widget
         if progress.message:
-            bar.set_postfix_str(progress.message, refresh=False)
+            bar.set_postfix_str(_message(progress.message), refresh=False)
         step = progress.progress - bar.n
         if step >= 0:
             bar.update(step)
@@ -154,17 +171,30 @@ class ProgressBar:
     # -- the plain bar -------------------------------------------------------------
 
     def _draw(self, progress: Progress, *, force: bool) -> None:
+        stream = self._stream()
+        terminal = _is_terminal(stream)
         now = time.monotonic()
-        if not force and self._drawn is not None and now - self._drawn_at < _REDRAW_EVERY:
+        every = _REDRAW_EVERY if terminal else _LINE_EVERY
+        if not force and self._drawn is not None and now - self._drawn_at < every:
             return
         self._drawn, self._drawn_at = progress, now
         line = _plain_line(progress, self.description)
+        if not terminal:
+            self._lines = True
+            self._write(line + "\n")
+            return
+        columns = _columns(stream)
+        if columns:  # a line that wraps cannot be redrawn in place
+            line = line[:columns - 1]
         padding = " " * max(0, self._drawn_width - len(line))  # erase what a longer line left
         self._drawn_width = len(line)
         self._write("\r" + line + padding)
 
+    def _stream(self) -> IO[str] | None:
+        return self._file if self._file is not None else sys.stderr  # looked up now: a cell may swap it
+
     def _write(self, text: str) -> None:
-        stream = self._file if self._file is not None else sys.stderr  # looked up now: a cell may swap it
+        stream = self._stream()
         if stream is None:
             return
         try:
@@ -172,6 +202,33 @@ class ProgressBar:
             stream.flush()
         except (OSError, ValueError):
             pass
+
+
+def _is_terminal(stream: IO[str] | None) -> bool:
+    """Whether a carriage return redraws the line: a terminal, or a Jupyter
+    kernel's output stream (not a terminal, but its output area draws a
+    carriage return as one; a saved notebook keeps only the last state)."""
+    if stream is not None and type(stream).__module__.startswith("ipykernel."):
+        return True
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _columns(stream: IO[str] | None) -> int:
+    """The terminal's width, or 0 when it cannot be told."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream is not None else 0
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def _message(text: str) -> str:
+    """A server's message on one line (its own line breaks would defeat the
+    carriage return), at most 200 characters, with control characters shown
+    as escapes: it comes from the server, and must not drive the terminal."""
+    return " ".join(text.split())[:200].translate(_CONTROLS)
 
 
 def _number(value: float) -> str:
@@ -188,8 +245,7 @@ def _plain_line(progress: Progress, description: str | None) -> str:
     else:
         parts.append(_number(progress.progress))
     if progress.message:
-        # One line: a message's own line breaks would defeat the carriage return.
-        parts.append(" ".join(progress.message.split())[:200])
+        parts.append(_message(progress.message))
     return " ".join(parts)
 
 
@@ -197,13 +253,21 @@ def progress_bar(description: str | None = None, *, plain: bool | None = None,
                  file: IO[str] | None = None) -> ProgressBar:
     """A progress display to pass as ``progress=``: a `tqdm.auto` bar when
     tqdm is installed (a widget in Jupyter, a text bar in a terminal), else
-    a plain text bar on `sys.stderr`. `plain=True` always uses the plain
-    bar; `plain=False` insists on tqdm. `file` is where either draws
-    (default: `sys.stderr`).
+    a plain text bar on `sys.stderr`.
 
     It closes when the progress reaches its total, when the call returns
     (the call held the only reference to it), or, deterministically, at
     the end of a ``with`` block.
+
+    Args:
+        description: A label drawn before the bar.
+        plain: True always uses the plain bar; False insists on tqdm
+            (`ValueError` when it is not installed); None takes tqdm when
+            it is installed.
+        file: Where the bar draws (None: `sys.stderr`).
+
+    Returns:
+        The bar, a callable taking each `Progress`.
 
     Example::
 

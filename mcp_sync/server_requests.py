@@ -104,12 +104,6 @@ class ServerLog:
             logger.log(level, "%s", data)
 
 
-def log_server_message(params: Mapping[str, Any]) -> None:
-    """A `notifications/message` from a server not named (yet): on the
-    `mcp_sync.server` logger."""
-    ServerLog()(params)
-
-
 class ServerRequests:
     """The client's answers to server requests, from its input handlers."""
 

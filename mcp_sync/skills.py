@@ -163,7 +163,14 @@ class Skill:
         return self.files is None or (len(self.files) <= MAX_FILES and sum(f.size for f in self.files) <= MAX_TOTAL_SIZE)
 
     def file(self, path: str) -> SkillFile | None:
-        """The listed file at `path` (relative, or its full URI), or None."""
+        """The listed file at `path` (relative, or its full URI), or None.
+
+        Args:
+            path: The file's path inside the skill, or its full URI.
+
+        Returns:
+            Its entry in `files`, or None when the entry lists no such file.
+        """
         uri = path if "://" in path else f"{self.root}/{path}"
         for listed in self.files or ():
             if listed.uri == uri:
@@ -238,6 +245,15 @@ class Skills:
         Example::
 
             names = [skill.name for skill in client.skills.list()]
+
+        Returns:
+            The valid entries, in the server's order; reads are checked
+            against them from now on.
+
+        Raises:
+            ExtensionNotDeclared: The server did not declare the extension.
+            InvalidResult: A page without a `skills` array.
+            PaginationError: A repeated cursor, or more than `max_pages`.
         """
         client = self._connected()
         _declaration(client)
@@ -270,6 +286,17 @@ class Skills:
         Example::
 
             skill = client.skills.get("skill://git-workflow/SKILL.md")
+
+        Args:
+            uri: The URI of the skill's SKILL.md.
+
+        Returns:
+            The skill's current entry.
+
+        Raises:
+            ExtensionNotDeclared: The server did not declare the extension.
+            InvalidParams: The server serves no skill at `uri`.
+            InvalidResult: An invalid entry, or one for another URI.
         """
         _check_uri(uri)
         client = self._connected()
@@ -295,6 +322,21 @@ class Skills:
         Example::
 
             text = client.skills.read(skill.uri, "references/FORMS.md").text
+
+        Args:
+            uri: The URI of the skill's SKILL.md.
+            path: The file, relative to the skill's directory, or its full
+                URI.
+
+        Returns:
+            The file's bytes, checked against the entry.
+
+        Raises:
+            SkillVerificationError: The file is not listed, the skill is
+                over the limits, or the size, digest or frontmatter fails
+                its check.
+            ExtensionNotDeclared: The server did not declare the extension.
+            TypeError: `path` is not a non-empty string.
         """
         _check_uri(uri)
         if not isinstance(path, str) or not path:
@@ -352,6 +394,17 @@ class Skills:
         Example::
 
             names = [r.name for r in client.skills.read_directory("skill://pdf-processing/templates")]
+
+        Args:
+            uri: The directory resource's URI.
+
+        Returns:
+            Its direct children, every page followed.
+
+        Raises:
+            ExtensionNotDeclared: The server did not declare the extension
+                or `directoryRead: true`.
+            InvalidResult: A page without a `resources` array.
         """
         _check_uri(uri)
         client = self._connected()

@@ -130,6 +130,17 @@ class Subscription:
             server answered the request with, as received; None when it did
             not answer with an error.
         dropped (int): Events dropped because `max_buffer` were waiting.
+
+    Args:
+        cancel: Called with the subscription by `close()`, to end the
+            stream on the server (the client passes its own).
+        max_buffer: The most events that wait to be read.
+        overflow: ``"drop_oldest"`` or ``"drop_newest"``: which event a
+            full buffer drops.
+
+    Raises:
+        ValueError: `max_buffer` is not a positive integer, or an unknown
+            `overflow`.
     """
 
     def __init__(self, cancel: Callable[[Subscription], None], max_buffer: int = 100,
@@ -223,14 +234,25 @@ class Subscription:
 
     def reopen_on(self, conn: Any) -> bool:
         """Open it again on the new connection `conn`; False when it cannot
-        be opened again (nothing was sent)."""
+        be opened again (nothing was sent).
+
+        Args:
+            conn: The client's new connection.
+
+        Returns:
+            Whether the request to open it again was sent.
+        """
         if self._reopen is None:
             return False
         self._reopen(conn)
         return True
 
     def fail(self, error: McpError) -> None:
-        """End it with `SubscriptionBroken(error)`."""
+        """End it with `SubscriptionBroken(error)`.
+
+        Args:
+            error: Why the stream ended, carried by the `SubscriptionBroken`.
+        """
         self._on_event("broken", error)
 
     def _resumed_locked(self) -> None:
@@ -242,7 +264,11 @@ class Subscription:
 
     def orphan(self, error: McpError) -> None:
         """In a fork child: end the stream with `error`. The condition is
-        replaced first: a parent thread may have held its lock at the fork."""
+        replaced first: a parent thread may have held its lock at the fork.
+
+        Args:
+            error: Why the stream ended, carried by the `SubscriptionBroken`.
+        """
         self._cond = threading.Condition()
         if self._end is None:
             self._end = SubscriptionBroken(error)
@@ -253,7 +279,20 @@ class Subscription:
 
     def next(self, timeout: float | None = None) -> SubscriptionEvent:
         """The next event; `RequestTimeout` (a `TimeoutError`) after
-        `timeout` seconds; `StopIteration` once the end was taken."""
+        `timeout` seconds; `StopIteration` once the end was taken.
+
+        Args:
+            timeout: The most seconds to wait; None: no limit.
+
+        Returns:
+            A `Notification`, a `SubscriptionResumed` after a reconnect, or,
+            last, the `SubscriptionEnded` or `SubscriptionBroken` that ends
+            the stream.
+
+        Raises:
+            RequestTimeout: No event within `timeout`.
+            StopIteration: The end event was already taken.
+        """
         forking.check()  # inherited by a child forked from C: it ends now, as after os.fork()
         deadline = deadline_in(timeout)
         with self._cond:

@@ -201,17 +201,19 @@ class Task:
         print(result.text)
 
     Attributes:
-        id: The task id (None when no task was created).
-        status: ``"working"``, ``"input_required"``, ``"completed"``,
+        id (str | None): The task id (None when no task was created).
+        status (str): ``"working"``, ``"input_required"``, ``"completed"``,
             ``"failed"`` or ``"cancelled"``, as last seen.
-        status_message: The server's `statusMessage`, or None.
-        created_at, last_updated_at: Timestamps as `datetime` (None when the
-            server sent none or an unreadable one).
-        ttl: Seconds the server keeps the task from its creation (None:
-            unlimited or not said).
-        poll_interval: Seconds between polls the server asks for (None: not
-            said; `wait()` then polls every second).
-        raw: The last task object received, as received.
+        status_message (str | None): The server's `statusMessage`, or None.
+        created_at (datetime.datetime | None): When the task was created, as a
+            `datetime` (None when the server sent none or an unreadable one).
+        last_updated_at (datetime.datetime | None): When the task last changed, read
+            the same way.
+        ttl (float | None): Seconds the server keeps the task from its
+            creation (None: unlimited or not said).
+        poll_interval (float | None): Seconds between polls the server asks
+            for (None: not said; `wait()` then polls every second).
+        raw (dict[str, Any]): The last task object received, as received.
     """
 
     def __init__(self, requester: Requester | None, state: Mapping[str, Any], finish: Finish,
@@ -301,6 +303,18 @@ class Task:
 
             task.refresh()
             print(task.status, task.status_message)
+
+        Args:
+            timeout: Seconds to wait for the answer; None: the call's
+                timeout (the client's default unless the call set one).
+
+        Returns:
+            This handle, updated (unchanged when no task was created).
+
+        Raises:
+            RequestTimeout: No answer within `timeout`.
+            McpError: What the request raises, such as the server's
+                `ServerError` for a task it no longer knows.
         """
         check_timeout("timeout", timeout)
         if self.id is None:
@@ -318,6 +332,15 @@ class Task:
         Example::
 
             task.cancel()
+
+        Args:
+            timeout: Seconds to wait for the answer; None: the call's
+                timeout (the client's default unless the call set one).
+
+        Raises:
+            RequestTimeout: No answer within `timeout`.
+            McpError: What the request raises, such as the server's
+                `ServerError` for a task it does not know.
         """
         check_timeout("timeout", timeout)
         if self.id is None:
@@ -353,6 +376,18 @@ class Task:
         Example::
 
             result = task.wait(timeout=60)
+
+        Args:
+            timeout: The most seconds to wait in all; None: no limit.
+
+        Returns:
+            The tool's result, with `is_error` set when the tool failed.
+
+        Raises:
+            ServerError: The task `failed`: the server's error.
+            TaskCancelled: The task was cancelled before its result.
+            RequestTimeout: Still running after `timeout` seconds.
+            ValueError: `timeout` is not a positive number or None.
         """
         check_timeout("timeout", timeout)
         deadline = deadline_in(timeout)

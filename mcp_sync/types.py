@@ -61,6 +61,16 @@ class WireModel:
         Known fields become attributes, the rest goes to `extra`, and `raw`
         keeps the dict. Raises `InvalidResult` when `raw` is not an object,
         lacks a required field, or has a field of the wrong shape.
+
+        Args:
+            raw: The object as received.
+
+        Returns:
+            The typed object.
+
+        Raises:
+            InvalidResult: `raw` is not an object, lacks a required field,
+                or has a field of the wrong shape.
         """
         # `type() is dict` first: the ABC check is slow, and results are dicts.
         if type(raw) is not dict and not isinstance(raw, Mapping):
@@ -286,7 +296,19 @@ class Tool(WireModel):
     def from_wire(cls, raw: Any) -> Tool:
         """Build one from its wire dict, as `WireModel.from_wire` does. The
         schemas, `annotations` and `_meta` are the objects of `raw`, not
-        copies; `raw` itself is copied (shallow)."""
+        copies; `raw` itself is copied (shallow).
+
+        Args:
+            raw: The tool definition as `tools/list` gave it.
+
+        Returns:
+            The tool.
+
+        Raises:
+            InvalidResult: `raw` is not an object, lacks its `name`, or has
+                a field of the wrong shape (an `inputSchema` that is not an
+                object, ...).
+        """
         return cls._build(raw, own=False)
 
     @classmethod
@@ -704,7 +726,18 @@ class CallToolResult(WireModel):
         (tests/test_types.py compares the two on many shapes). Every
         `call_tool()` builds one, so the usual shape (a plain dict, known
         keys, text blocks) is built directly, without the generic loop;
-        anything else takes the generic path, which words the errors."""
+        anything else takes the generic path, which words the errors.
+
+        Args:
+            raw: The `tools/call` result as received.
+
+        Returns:
+            The result.
+
+        Raises:
+            InvalidResult: `raw` is not an object, or a field has the wrong
+                shape (`content` not a list, ...).
+        """
         if cls is CallToolResult and type(raw) is dict and _CALL_RESULT_WIRE.issuperset(raw):
             content = raw.get("content")
             is_error = raw.get("isError", False)
@@ -1170,6 +1203,12 @@ class Progress:
 
             >>> Progress.from_wire({"progressToken": 1, "progress": 2, "total": 5}).fraction
             0.4
+
+        Args:
+            params: The notification's params.
+
+        Returns:
+            The progress, never an error.
         """
         progress = params.get("progress")
         total = params.get("total")

@@ -4,8 +4,6 @@ schema, a tool's parameters, --version, one-line errors (JSON with
 
 import io
 import json
-import os
-import subprocess
 import sys
 
 import pytest
@@ -13,6 +11,12 @@ import pytest
 import mcp_sync
 from mcp_sync.cli import _parse_pairs, main
 from mcp_sync.testing import Server
+
+
+@pytest.fixture(autouse=True)
+def no_colour_forced(monkeypatch):
+    # The expected output below is uncoloured (see test_cli_colour.py).
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
 
 
 def run(*argv, connect_fn=mcp_sync.connect):

@@ -233,7 +233,7 @@ def test_find_config_looks_in_the_usual_places(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("APPDATA", str(home / "AppData"))
-    places = mcp_sync.config_locations(project)
+    places = mcp_sync.config.config_locations(project)
     assert places[:3] == [project / ".mcp.json", project / ".vscode" / "mcp.json", project / ".cursor" / "mcp.json"]
     assert home / ".cursor" / "mcp.json" in places
     assert any(p.name == "claude_desktop_config.json" and str(p).startswith(str(home)) for p in places)

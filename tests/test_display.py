@@ -82,7 +82,8 @@ def test_a_tool_shows_a_table_of_its_parameters():
     assert cells[17] == "array of string"
     assert cells[21] == "string | null"
     assert ["field", "type", "required", "description", "sum", "number", "yes", ""] == cells[24:32]
-    assert "Add two numbers.\nSecond line." in source and "read-only" in source
+    # The description is Markdown, each newline a line break.
+    assert "<p>Add two numbers.<br>\nSecond line.</p>" in source and "read-only" in source
 
 
 def test_a_tool_in_plain_text():
@@ -185,7 +186,8 @@ def test_prompts_resources_and_completions():
     prompt = Prompt.from_wire({"name": "greet", "description": "Say hi.",
                                "arguments": [{"name": "who", "description": "<b>whom</b>", "required": True}]})
     assert Tags(prompt._repr_html_()).cells == ["argument", "required", "description", "who", "yes", "<b>whom</b>"]
-    rendered = GetPromptResult.from_wire({"messages": [{"role": "user", "content": {"type": "text", "text": "Hi Ada"}}]})
+    rendered = GetPromptResult.from_wire(
+        {"messages": [{"role": "user", "content": {"type": "text", "text": "Hi Ada"}}]})
     assert pretty(rendered).splitlines() == ["Prompt messages", "  user: Hi Ada"]
     read = ReadResourceResult.from_wire({"contents": [{"uri": "demo://readme", "text": "# Readme"},
                                                       {"uri": "demo://logo", "blob": PNG}]})
@@ -203,7 +205,7 @@ def test_long_text_is_cut(monkeypatch):
 
 
 def test_other_results_show_their_fields():
-    info = mcp_sync.Implementation.from_wire({"name": "demo", "version": "1.0"})
+    info = mcp_sync.types.Implementation.from_wire({"name": "demo", "version": "1.0"})
     assert Tags(info._repr_html_()).cells == ["field", "value", "name", "demo", "version", "1.0"]
     assert pretty(info).splitlines() == ["Implementation demo", "  name     demo", "  version  1.0"]
 
@@ -227,3 +229,245 @@ def test_embedded_resources_and_unknown_blocks():
     assert "&lt;h1&gt;Readme&lt;/h1&gt;" in source and "<h1>" not in source
     assert "hologram" in source and "<x>" not in source
     assert pretty(result).splitlines()[:3] == ["Tool result:", "  demo://readme:", "    <h1>Readme</h1>"]
+
+
+# -- images in resources, structured content once, the legend, Markdown descriptions -------------
+
+
+def image_of(source: str) -> dict[str, str | None]:
+    (image,) = [attrs for tag, attrs in Tags(source).tags if tag == "img"]
+    return image
+
+
+def test_an_image_resource_is_shown_below_its_type_and_size():
+    read = ReadResourceResult.from_wire({"contents": [
+        {"uri": 'demo://logo".png<b>', "mimeType": "image/png", "blob": PNG}]})
+    source = read._repr_html_()
+    image = image_of(source)
+    assert image["src"] == f"data:image/png;base64,{PNG}"
+    assert image["alt"] == 'demo://logo".png<b>'  # the URI, escaped: the parser reads it back whole
+    assert "<b>" not in source
+    # The caption (type and size, as the text shows them) comes before the image.
+    names = Tags(source).names()
+    assert names.index("i") < names.index("img") and "image/png</p><p><i>[binary, 40 bytes]</i></p><img" in source
+    assert pretty(read).splitlines() == ["Resource contents:", '  demo://logo".png<b> (image/png): [binary, 40 bytes]']
+
+
+@pytest.mark.parametrize("mime", ["image/png", "image/jpeg", "image/gif", "image/webp", "IMAGE/PNG"])
+def test_raster_images_embedded_in_a_result_are_shown(mime):
+    result = CallToolResult.from_wire({"content": [
+        {"type": "resource", "resource": {"uri": "demo://chart", "mimeType": mime, "blob": PNG}}]})
+    image = image_of(result._repr_html_())
+    assert image["src"] == f"data:{mime.lower()};base64,{PNG}" and image["alt"] == "demo://chart"
+
+
+def test_images_that_are_not_shown_say_why(monkeypatch):
+    svg = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>').decode()
+    cases = [
+        # (the block, what the caption says)
+        ({"type": "image", "data": svg, "mimeType": "image/svg+xml"},
+         "[image: image/svg+xml, 71 bytes, not shown: only PNG, JPEG, GIF and WebP images are embedded]"),
+        ({"type": "resource", "resource": {"uri": "demo://s.svg", "mimeType": "image/svg+xml", "blob": svg}},
+         "[binary, 71 bytes, not shown: only PNG, JPEG, GIF and WebP images are embedded]"),
+        ({"type": "resource", "resource": {"uri": "demo://r.pdf", "mimeType": "application/pdf", "blob": PNG}},
+         "[binary, 40 bytes]"),
+        ({"type": "resource", "resource": {"uri": "demo://bad", "mimeType": "image/png", "blob": "AAA*"}},
+         "[binary, not valid base64]"),
+        ({"type": "resource", "resource": {"uri": "demo://big", "mimeType": "image/png",
+                                           "blob": base64.b64encode(b"\0" * 17).decode()}},
+         "[binary, 17 bytes, too large to show (over 16 bytes)]"),
+        ({"type": "image", "data": PNG, "mimeType": "text/html"},
+         "[image: text/html, 40 bytes, not shown: only PNG, JPEG, GIF and WebP images are embedded]"),
+    ]
+    monkeypatch.setattr(display, "MAX_IMAGE_BYTES", 16)
+    for block, caption in cases:
+        source = CallToolResult.from_wire({"content": [block]})._repr_html_()
+        assert "<img" not in source and "<svg" not in source and "<script" not in source, caption
+        assert f"<p><i>{html.escape(caption)}</i></p>" in source, (caption, source)
+
+
+def test_the_demo_servers_logo_is_shown():
+    with mcp_sync.connect(demo_server()) as client:
+        read = client.read_resource("demo://logo.png")
+    source = read._repr_html_()
+    image = image_of(source)
+    assert image["alt"] == "demo://logo.png" and image["src"].startswith("data:image/png;base64,iVBOR")
+    assert "[binary, 70 bytes]" in source and "[binary" not in source.split("<img")[1]
+
+
+WEATHER = {"city": "Oslo", "temperature": 23.0, "conditions": "windy"}
+
+
+def test_structured_content_is_shown_once():
+    # The text the spec asks for beside structured content (the same JSON, any layout) is left out.
+    for text in ('{"city": "Oslo", "temperature": 23.0, "conditions": "windy"}',
+                 '{\n "conditions": "windy", "city": "Oslo", "temperature": 23}'):
+        result = CallToolResult.from_wire({"content": [{"type": "text", "text": text}], "structuredContent": WEATHER})
+        source = result._repr_html_()
+        assert source.count("windy") == 1 and source.count("<pre>") == 1 and "Structured content" in source
+        assert pretty(result).count("windy") == 1
+        assert pretty(result).splitlines()[:3] == ["Tool result:", "  structured content:", "    {"]
+    with mcp_sync.connect(demo_server()) as client:
+        real = client.call_tool("weather", {"city": "Oslo"})
+    assert real.text and real._repr_html_().count("windy") == 1 and pretty(real).count("windy") == 1
+
+
+@pytest.mark.parametrize("text", [
+    "It is windy in Oslo.",  # not JSON
+    '{"city": "Oslo", "temperature": 22.0, "conditions": "windy"}',  # other values
+    '{"city": "Oslo", "temperature": 23.0}',  # less
+    '[{"city": "Oslo", "temperature": 23.0, "conditions": "windy"}]',  # in a list
+])
+def test_a_text_that_says_something_else_is_shown_too(text):
+    result = CallToolResult.from_wire({"content": [{"type": "text", "text": text}], "structuredContent": WEATHER})
+    assert html.escape(text) in result._repr_html_() and "Structured content" in result._repr_html_()
+    assert pretty(result).splitlines()[1] == "  " + text
+
+
+def test_json_true_is_not_one():
+    result = CallToolResult.from_wire({"content": [{"type": "text", "text": '{"ok": 1, "n": 2.0}'}],
+                                       "structuredContent": {"ok": True, "n": 2}})
+    assert "{&quot;ok&quot;: 1" in result._repr_html_()
+    same = CallToolResult.from_wire({"content": [{"type": "text", "text": '{"ok": true, "n": 2.0}'}],
+                                     "structuredContent": {"ok": True, "n": 2}})
+    assert "&quot;ok&quot;: true," in same._repr_html_() and '{"ok": true' not in pretty(same)
+
+
+def legend(source: str) -> list[str]:
+    """The texts of a rendering's legend paragraphs."""
+    found: list[str] = []
+
+    class Legend(html.parser.HTMLParser):
+        inside = False
+
+        def handle_starttag(self, tag, attrs):
+            self.inside = ("class", "mcp-sync-legend") in attrs
+
+        def handle_data(self, data):
+            if self.inside:
+                found.append(data)
+                self.inside = False
+
+    Legend().feed(source)
+    return found
+
+
+def test_the_tables_star_is_explained():
+    echo = Tool.from_wire({"name": "echo", "inputSchema": {"type": "object", "properties": {"t": {}}}})
+    assert legend(display.to_html([ADD, echo])) == ["* required parameter"]
+    assert pretty(display.table([ADD, echo])).splitlines()[-1] == "* required parameter"
+    assert legend(display.to_html([echo])) == [] and "*" not in pretty(display.table([echo]))
+    prompts = [Prompt.from_wire({"name": "greet", "arguments": [{"name": "who", "required": True}]})]
+    assert legend(Page(prompts, None)._repr_html_()) == ["* required argument"]
+    assert pretty(display.table(prompts)).splitlines()[-1] == "* required argument"
+
+
+class Strict(html.parser.HTMLParser):
+    """Checks a rendering of untrusted Markdown: only the subset's tags, no
+    event-handler or style attribute, links only to safe schemes, every tag
+    closed in order. Keeps the text, to compare with what was written."""
+
+    ALLOWED = {"div", "p", "br", "code", "pre", "strong", "em", "b", "ul", "ol", "li", "a"}
+
+    def __init__(self, source: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.links: list[dict[str, str | None]] = []
+        self.text = ""
+        self.feed(source)
+        self.close()
+        assert not self.open, f"left open: {self.open}"
+
+    def handle_starttag(self, tag, attrs):
+        assert tag in self.ALLOWED, tag
+        attributes = dict(attrs)
+        assert set(attributes) <= {"class", "href", "rel", "target", "start"}, attributes
+        if tag == "a":
+            assert (attributes["href"] or "").lower().startswith(("http://", "https://", "mailto:")), attributes
+            assert attributes["rel"] == "noopener noreferrer"
+            self.links.append(attributes)
+        if tag != "br":
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.open and self.open.pop() == tag, (tag, self.open)
+
+    def handle_data(self, data):
+        self.text += data
+
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    '<img src=x onerror="alert(1)">',
+    "[click](javascript:alert(1))",
+    "[click](JAVASCRIPT:alert(1)) [x](data:text/html;base64,PHNjcmlwdD4=) [v](vbscript:x)",
+    '[x](https://e.com/"onmouseover="alert(1))',
+    "[x](https://e.com/'onmouseover='alert(1))",
+    '[x](https://e.com/ "title") and https://e.com/"><script>x()</script>',
+    "[**x](https://e.com) **[y**](https://e.com)",
+    "**a *b** c* _d __e_ f__ ***g*** `h **i` j**",
+    "*" * 50 + "_" * 50 + "`" * 7 + "[" * 9 + "](" * 5,
+    "- a\n    - b\n  - c\n- d\n1. e\n   * f <b>g</b>",
+    "```\n<script>alert(1)</script>\n",
+    "&lt;script&gt; &amp; &#60;b&#62; \x00 \x000\x00",
+    "`</code><script>x()</script>` [a `b](https://e.com)` c](https://e.com)",
+    "# <h1>title</h1>\n## **t**",
+    "\\<script> \\*x\\* [a](https://e.com\\)",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_markdown_from_a_server_cannot_inject(text):
+    source = display.markdown_html(text)
+    checked = Strict(source)
+    assert "<script" not in source and "<img" not in source and "<h1" not in source and "<svg" not in source
+    assert "javascript:" not in " ".join(str(link["href"]).lower() for link in checked.links)
+    # Whatever was not markup is still there to read.
+    for word in ("alert(1)", "onerror", "onmouseover"):
+        if word in text:
+            assert word in checked.text, word
+
+
+def test_javascript_links_stay_as_written():
+    checked = Strict(display.markdown_html("[click](javascript:alert(1)) and [ok](https://example.com/a?b=1&c=2)"))
+    assert checked.links == [{"href": "https://example.com/a?b=1&c=2", "rel": "noopener noreferrer",
+                              "target": "_blank"}]
+    assert checked.text == "[click](javascript:alert(1)) and ok"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("One.\nTwo.\n\nThree.", "<p>One.<br>\nTwo.</p><p>Three.</p>"),
+    ("Use `a < b` or ``x`y``.", "<p>Use <code>a &lt; b</code> or <code>x`y</code>.</p>"),
+    ("**bold**, *italic*, __bold__, _italic_, book_table and 2*3", "<p><strong>bold</strong>, <em>italic</em>, "
+     "<strong>bold</strong>, <em>italic</em>, book_table and 2*3</p>"),
+    ("**bold *and italic* bold**", "<p><strong>bold <em>and italic</em> bold</strong></p>"),
+    ("Steps:\n- one\n- two *2*\n  - nested\n- three", "<p>Steps:</p><ul><li>one</li><li>two <em>2</em>"
+     "<ul><li>nested</li></ul></li><li>three</li></ul>"),
+    ("3. c\n4) d\n\n1. a", '<ol start="3"><li>c</li><li>d</li></ol><ol><li>a</li></ol>'),
+    ("```python\nif a < b:\n    **x**\n```\nafter", "<pre><code>if a &lt; b:\n    **x**</code></pre><p>after</p>"),
+    ("See [the docs](https://example.com/docs) or mail [us](mailto:a@example.com).",
+     '<p>See <a href="https://example.com/docs" rel="noopener noreferrer" target="_blank">the docs</a> or mail '
+     '<a href="mailto:a@example.com" rel="noopener noreferrer" target="_blank">us</a>.</p>'),
+    ("At https://example.com/x_y.", '<p>At <a href="https://example.com/x_y" rel="noopener noreferrer" '
+     'target="_blank">https://example.com/x_y</a>.</p>'),
+    ("## Usage\n\\*literal\\*", "<p><b>Usage</b></p><p>*literal*</p>"),
+    ("unclosed **bold and `code", "<p>unclosed **bold and `code</p>"),
+])
+def test_markdown_subset(text, expected):
+    assert display.markdown_html(text) == f'<div class="mcp-sync-md">{expected}</div>'
+
+
+def test_descriptions_are_markdown_wherever_they_are_shown():
+    tool = Tool.from_wire({"name": "t", "description": "Does **this**.\n\n- <b>one</b>"})
+    assert "<p>Does <strong>this</strong>.</p><ul><li>&lt;b&gt;one&lt;/b&gt;</li></ul>" in tool._repr_html_()
+    prompt = Prompt.from_wire({"name": "p", "description": "A *prompt*."})
+    assert "<em>prompt</em>" in prompt._repr_html_()
+    resource = Resource.from_wire({"uri": "demo://r", "name": "r", "description": "A `resource`."})
+    assert "<code>resource</code>" in resource._repr_html_()
+    rendered = GetPromptResult.from_wire({"description": "**Hi**", "messages": []})
+    assert "<strong>Hi</strong>" in rendered._repr_html_()
+    # A table cell is the first line, with its inline marks.
+    cells = display.to_html([tool, Tool.from_wire({"name": "u", "description": "[x](javascript:y) `z`"})])
+    assert "<td>Does <strong>this</strong>.</td>" in cells and "<td>[x](javascript:y) <code>z</code></td>" in cells
+    # The terminal shows the Markdown as written.
+    assert pretty(tool).splitlines()[0] == "Tool t: Does **this**."

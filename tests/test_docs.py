@@ -1,4 +1,4 @@
-"""The documentation runs: every ```python block of every page in docs/.
+"""The documentation runs: every ```python block of README.md and of every page in docs/.
 
 Each page's ```python blocks are executed in order in one fresh namespace
 (blocks of a page share it, as a reader following the page would), with the
@@ -7,13 +7,20 @@ sketches that are shown but not run (they need packages the tests do not
 install, such as Flask). A page must also close what it opens: no thread it
 started may still be running when it ends.
 
+What a block prints is checked against the output the page shows for it: a
+```text block right after it, and `# -> ...` comments on its lines (the
+conventions are in tests/test_doc_outputs.py, which also runs the
+```console blocks).
+
 Two more tests check that docs/index.md links every page, and that every
 link between pages leads to an existing page and heading.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import threading
 import time
@@ -22,8 +29,13 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+from tests.doc_blocks import Capture, blocks, check_python_block
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
+# README.md is a page too: its examples are the first a reader runs.
+EXAMPLE_PAGES = [ROOT / "README.md", *PAGES]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>[^`\n]*)$")
 _LINK = re.compile(r"\]\((?P<target>[^)#\s]*\.md)?(?:#(?P<anchor>[^)\s]*))?\)")
@@ -57,32 +69,7 @@ def _without_code(text: str) -> str:
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
     """The ```python blocks of a Markdown text: (first line number, code)."""
-    blocks: list[tuple[int, str]] = []
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        opening = _FENCE.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        indent, ticks = opening["indent"], opening["ticks"]
-        language = opening["info"].strip().split(" ")[0] if opening["info"].strip() else ""
-        body: list[str] = []
-        index += 1
-        first_line = index + 1  # 1-based number of the block's first code line
-        while index < len(lines):
-            closing = _FENCE.match(lines[index])
-            if closing is not None and closing["ticks"] == ticks and not closing["info"].strip():
-                break
-            line = lines[index]
-            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
-            index += 1
-        else:
-            raise ValueError(f"unclosed code fence opened at line {first_line - 1}")
-        if language == "python":
-            blocks.append((first_line, "\n".join(body) + "\n"))
-        index += 1
-    return blocks
+    return [(block.first_line, block.code) for block in blocks(text) if block.language == "python"]
 
 
 def _logging_state() -> dict[str, tuple[int, list[logging.Handler], bool]]:
@@ -119,33 +106,52 @@ def _new_threads(before: set[int], wait: float = 3.0) -> list[threading.Thread]:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def _label(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=[_label(page) for page in EXAMPLE_PAGES])
 def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = python_blocks(page.read_text(encoding="utf-8"))
+    label = _label(page)
+    python = [block for block in blocks(page.read_text(encoding="utf-8")) if block.language == "python"]
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     before = {t.ident for t in threading.enumerate()}
     logging_state = _logging_state()
+    # A page may set environment variables for its examples (config.md sets
+    # SEARCH_TOKEN); they must not reach later tests, where a configured
+    # server that needs one would then be contacted for real.
+    environment = dict(os.environ)
     failure = None
+    wrong_output: list[str] = []
     try:
-        for number, (line, code) in enumerate(blocks, start=1):
-            # Pad with blank lines so that tracebacks give the line numbers of the page.
-            compiled = compile("\n" * (line - 1) + code, f"docs/{page.name}", "exec")
+        for number, block in enumerate(python, start=1):
+            line = block.first_line
+            # Pad with blank lines so that tracebacks (and the output capture)
+            # give the line numbers of the page.
+            compiled = compile("\n" * (line - 1) + block.code, label, "exec")
+            capture = Capture(label)
             try:
-                exec(compiled, namespace)
+                with contextlib.redirect_stdout(capture):
+                    exec(compiled, namespace)
             except BaseException as exc:  # a KeyboardInterrupt from an example fails the test, not the run
                 details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
                 failure = (
-                    f"docs/{page.name}: python block {number} (starting at line {line}) raised "
+                    f"{label}: python block {number} (starting at line {line}) raised "
                     f"{type(exc).__name__}: {exc}\n\n{details}"
                 )
                 break
+            wrong_output += check_python_block(block, capture, label)
     finally:
         _restore_logging(logging_state)
+        os.environ.clear()
+        os.environ.update(environment)
     if failure is not None:
-        pytest.fail(failure, pytrace=False)
+        pytest.fail("\n\n".join([failure, *wrong_output]), pytrace=False)
+    if wrong_output:
+        pytest.fail("\n\n".join(wrong_output), pytrace=False)
     left = _new_threads(before)
-    assert not left, f"docs/{page.name} left threads running (close what the page opens): {left}"
+    assert not left, f"{label} left threads running (close what the page opens): {left}"
 
 
 def test_index_links_every_page() -> None:

@@ -347,6 +347,256 @@ def test_the_rule_sees_an_undocumented_field_and_method() -> None:
     assert found == {"Sample.listed": True, "Sample.unlisted": False, "Sample.method": False}
 
 
+# -- Args, Returns and Raises ------------------------------------------------------------
+#
+# The API reference lists a callable's parameters from its docstring's
+# Google-style `Args:` section (types come from the signature), and its
+# result from `Returns:`. Two rules keep those sections true:
+#
+# - every `Args:` section anywhere in the public API names exactly the
+#   parameters of its signature (one renamed or added in the code and not in
+#   the docstring fails here, before it silently drops out of the page);
+# - the callables below, the most used first, have an `Args:` section as
+#   soon as they take a parameter, and a `Returns:` section when they return
+#   something, so that none of them goes back to prose only.
+#
+# Not counted as parameters: `self`/`cls`; `**options: Unpack[RequestOptions]`,
+# which the docs' Griffe extension (docs/_ext/request_options.py) spells out
+# from `RequestOptions`' own docstring; and, for an attrs class, the fields
+# its `Attributes:` section lists (the same names, typed by their annotations).
+
+#: Callables that must keep their Args (and Returns) sections.
+SECTIONED = (
+    # config files and groups
+    "mcp_sync.load_config", "mcp_sync.connect_configured", "mcp_sync.find_config",
+    "mcp_sync.config.config_locations", "mcp_sync.ServerConfig",
+    "mcp_sync.ClientGroup", "mcp_sync.ClientGroup.client", "mcp_sync.ClientGroup.qualify",
+    "mcp_sync.ClientGroup.resolve", "mcp_sync.ClientGroup.list_tools", "mcp_sync.ClientGroup.list_prompts",
+    "mcp_sync.ClientGroup.list_resources", "mcp_sync.ClientGroup.list_resource_templates",
+    "mcp_sync.ClientGroup.call_tool", "mcp_sync.ClientGroup.get_prompt", "mcp_sync.ClientGroup.read_resource",
+    # options
+    "mcp_sync.ClientOptions", "mcp_sync.Timeouts", "mcp_sync.Limits", "mcp_sync.Keepalive",
+    "mcp_sync.Reconnect", "mcp_sync.Reconnect.delays", "mcp_sync.Reconnect.coerce",
+    # targets and transports
+    "mcp_sync.Stdio", "mcp_sync.HTTP", "mcp_sync.SSE.from_http", "mcp_sync.HTTP.fallback", "mcp_sync.SSE.fallback",
+    "mcp_sync.Memory", "mcp_sync.Custom", "mcp_sync.Target.fallback",
+    "mcp_sync.Transport.start", "mcp_sync.Transport.send", "mcp_sync.Transport.exchange",
+    "mcp_sync.Transport.cancel", "mcp_sync.Transport.negotiated",
+    "mcp_sync.transports.MessageSink.deliver", "mcp_sync.transports.MessageSink.transport_failed",
+    "mcp_sync.transports.MessageSink.session_lost", "mcp_sync.transports.MessageSink.request_failed",
+    # tasks, subscriptions, notifications, caching
+    "mcp_sync.Task.refresh", "mcp_sync.Task.cancel", "mcp_sync.Task.wait",
+    "mcp_sync.Subscription", "mcp_sync.Subscription.next", "mcp_sync.Subscription.reopen_on",
+    "mcp_sync.Subscription.fail", "mcp_sync.Subscription.orphan",
+    "mcp_sync.notifications.NotificationStream", "mcp_sync.notifications.NotificationStream.next", "mcp_sync.Notification.from_wire",
+    "mcp_sync.Drops.add",
+    "mcp_sync.ResultCache", "mcp_sync.ResultCache.fetch", "mcp_sync.ResultCache.put",
+    "mcp_sync.ResultCache.invalidate", "mcp_sync.ResultCache.clear_server",
+    # skills, types, errors
+    "mcp_sync.skills.Skills.list", "mcp_sync.skills.Skills.get", "mcp_sync.skills.Skills.read", "mcp_sync.skills.Skills.read_directory",
+    "mcp_sync.skills.Skill.file",
+    "mcp_sync.Tool.from_wire", "mcp_sync.CallToolResult.from_wire", "mcp_sync.Progress.from_wire",
+    "mcp_sync.Resource.from_wire",
+    "mcp_sync.InputRequired.retry_with",
+    # authorization
+    "mcp_sync.auth.as_token_provider", "mcp_sync.auth.BearerToken", "mcp_sync.auth.CallableToken",
+    "mcp_sync.auth.CallableToken.refresh", "mcp_sync.auth.OAuth", "mcp_sync.auth.OAuth.start",
+    "mcp_sync.auth.OAuth.finish", "mcp_sync.auth.OAuth.handle_challenge", "mcp_sync.auth.TokenFlow",
+    "mcp_sync.auth.ClientCredentials", "mcp_sync.auth.JwtBearer",
+    "mcp_sync.auth.TokenStorage.load", "mcp_sync.auth.TokenStorage.save", "mcp_sync.auth.TokenStorage.delete",
+    "mcp_sync.auth.MemoryStorage.load", "mcp_sync.auth.MemoryStorage.save", "mcp_sync.auth.MemoryStorage.delete",
+    "mcp_sync.auth.MemoryStorage.pop", "mcp_sync.auth.FileStorage", "mcp_sync.auth.FileStorage.load",
+    "mcp_sync.auth.FileStorage.save", "mcp_sync.auth.FileStorage.delete", "mcp_sync.auth.FileStorage.pop",
+)
+
+_SECTION = re.compile(r"^(?P<indent>[ \t]*)(?P<title>[A-Z][A-Za-z ]*):[ \t]*$")
+_ENTRY = re.compile(r"^(?P<stars>\*{0,2})(?P<name>\w+)(?:\s*\([^)\n]*\))?\s*:(?:\s|$)")
+
+
+def sections(doc: str | None) -> dict[str, list[str]]:
+    """A Google-style docstring's sections: title -> the names its entries
+    start with (`Args:` entries are `name: text` or `name (type): text`,
+    continued on lines indented further)."""
+    found: dict[str, list[str]] = {}
+    lines = inspect.cleandoc(doc or "").splitlines()
+    for index, line in enumerate(lines):
+        heading = _SECTION.match(line)
+        if heading is None or heading["title"] not in ("Args", "Arguments", "Returns", "Raises", "Yields"):
+            continue
+        base = len(heading["indent"])
+        names = found.setdefault(heading["title"], [])
+        entry_indent = None
+        for body in lines[index + 1:]:
+            if not body.strip():
+                continue
+            indent = len(body) - len(body.lstrip())
+            if indent <= base:
+                break
+            entry_indent = indent if entry_indent is None else entry_indent
+            if indent == entry_indent:
+                entry = _ENTRY.match(body.strip())
+                names.append(entry["name"] if entry else body.strip())
+    return found
+
+
+def _resolve(dotted: str) -> Any:
+    """The object a dotted public name stands for (module, then attributes)."""
+    module_name, _, rest = dotted.partition(".")
+    parts = rest.split(".")
+    obj: Any = importlib.import_module(module_name)
+    for index, part in enumerate(parts):
+        if isinstance(obj, types.ModuleType) and not hasattr(obj, part):
+            obj = importlib.import_module(f"{obj.__name__}.{part}")
+            continue
+        owner = obj
+        obj = inspect.getattr_static(owner, part) if inspect.isclass(owner) else getattr(owner, part)
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = getattr(owner, part)  # bound: its signature has no cls
+    return obj
+
+
+def _expected_parameters(obj: Any) -> list[str]:
+    """The parameter names an `Args:` section of `obj` must name."""
+    target = obj
+    if inspect.isclass(obj):
+        if "__init__" not in {k for c in obj.__mro__ if c is not object for k in c.__dict__}:
+            return []
+        target = obj.__init__
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return []
+    names = []
+    for parameter in signature.parameters.values():
+        if parameter.name in ("self", "cls"):
+            continue
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD and "Unpack[RequestOptions]" in str(parameter.annotation):
+            continue  # spelt out from RequestOptions by the docs' Griffe extension
+        names.append(parameter.name)
+    if inspect.isclass(obj) and attrs.has(obj):
+        # A field the class docstring lists (under Attributes or Args) is documented.
+        names = [name for name in names if not _listed_in_docstring(_own_doc(obj), name)]
+    return names
+
+
+def _returns_something(obj: Any) -> bool:
+    if inspect.isclass(obj):
+        return False
+    try:
+        annotation = inspect.signature(obj).return_annotation
+    except (TypeError, ValueError):
+        return False
+    return annotation not in (None, "None", inspect.Signature.empty)
+
+
+def _public_callables() -> Iterator[tuple[str, Any]]:
+    """Every public function, class and method of the API (methods once,
+    under the class of ours that defines them)."""
+    seen: set[int] = set()
+    for module_name in MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if id(value) in seen or not (inspect.isclass(value) or inspect.isfunction(value)):
+                continue
+            seen.add(id(value))
+            yield f"{module_name}.{name}", value
+            if not inspect.isclass(value):
+                continue
+            for cls in value.__mro__:
+                if not _ours(cls):
+                    continue
+                for member_name, member in vars(cls).items():
+                    if member_name.startswith("_") or isinstance(member, property):
+                        continue
+                    function = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+                    if not inspect.isfunction(function) or id(function) in seen:
+                        continue
+                    seen.add(id(function))
+                    bound = getattr(value, member_name) if isinstance(member, (staticmethod, classmethod)) else member
+                    yield f"{module_name}.{name}.{member_name}", bound
+
+
+def args_mismatch(obj: Any) -> tuple[list[str], list[str]]:
+    """(parameters its `Args:` section lacks, names it lists that are no
+    parameter); both empty when it has no such section."""
+    listed = sections(_own_doc(obj)).get("Args")
+    if listed is None:
+        return [], []
+    return ([p for p in _expected_parameters(obj) if p not in listed],
+            [p for p in listed if p not in _signature_names(obj)])
+
+
+def test_every_args_section_names_exactly_the_parameters() -> None:
+    wrong = []
+    for name, obj in _public_callables():
+        missing_names, unknown = args_mismatch(obj)
+        if missing_names or unknown:
+            wrong.append(f"{name}: Args lacks {missing_names}, names unknown {unknown}")
+    assert not wrong, "Args sections out of step with their signatures:\n" + "\n".join(wrong)
+
+
+def _signature_names(obj: Any) -> list[str]:
+    """The names an `Args:` section may list: not `**options:
+    Unpack[RequestOptions]`, which the reference replaces by the options."""
+    try:
+        signature = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in signature.parameters.values() if p.name not in ("self", "cls")
+            and not (p.kind is inspect.Parameter.VAR_KEYWORD and "Unpack[RequestOptions]" in str(p.annotation))]
+
+
+def test_the_most_used_callables_keep_args_and_returns_sections() -> None:
+    wrong = []
+    for dotted in SECTIONED:
+        obj = _resolve(dotted)
+        found = sections(_own_doc(obj))
+        expected = _expected_parameters(obj)
+        if expected and "Args" not in found:
+            wrong.append(f"{dotted}: no Args section (parameters {expected})")
+        elif expected:
+            left = [p for p in expected if p not in found["Args"]]
+            if left:
+                wrong.append(f"{dotted}: Args lacks {left}")
+        if _returns_something(obj) and "Returns" not in found:
+            wrong.append(f"{dotted}: no Returns section")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_sections_rule_reads_google_style() -> None:
+    def sample(path: str, *, mode: int = 0, **extra: Any) -> int:
+        """Do it.
+
+        Args:
+            path: Where.
+            mode (int): How,
+                over two lines.
+            **extra: More.
+
+        Returns:
+            A number.
+        """
+        return 0
+
+    found = sections(sample.__doc__)
+    assert found == {"Args": ["path", "mode", "extra"], "Returns": ["A number."]}
+    assert _expected_parameters(sample) == ["path", "mode", "extra"]
+    assert _returns_something(sample)
+    assert args_mismatch(sample) == ([], [])
+
+    def renamed(source: str, mode: int = 0) -> None:
+        """Do it.
+
+        Args:
+            path: Where.
+            mode: How.
+        """
+
+    assert args_mismatch(renamed) == (["source"], ["path"])
+    assert not _returns_something(renamed)
+
+
 if __name__ == "__main__":  # pragma: no cover
     print(*missing(), sep="\n")
     print(coverage(), file=sys.stderr)

@@ -48,7 +48,7 @@ def general_only(client, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the general path was taken")
 
-    monkeypatch.setattr(client._calls, "call_tool", refuse)
+    monkeypatch.setattr(client._pipeline.calls, "call_tool", refuse)
 
 
 @pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25", "2025-03-26"])

@@ -202,7 +202,7 @@ def hanging_socket() -> tuple[socket.socket, str]:
 def test_hanging_servers_do_not_hold_up_the_others(web):
     (hang1, url1), (hang2, url2) = hanging_socket(), hanging_socket()
     accepted: list[socket.socket] = []
-    result: dict[str, mcp_sync.Listing[mcp_sync.Tool]] = {}
+    result: dict[str, mcp_sync.group.Listing[mcp_sync.Tool]] = {}
     try:
         with mcp_sync.ClientGroup({"hang1": url1, "hang2": url2, "web": web.url, "mem": named_server("mem")},
                                   timeout=2, probe_timeout=1) as group:
@@ -254,7 +254,7 @@ def test_close_leaves_no_threads_and_refuses_further_use(targets):
 def test_close_during_a_listing_ends_it(web):
     hang, url = hanging_socket()
     before = {t.ident for t in threading.enumerate()}
-    result: dict[str, mcp_sync.Listing[mcp_sync.Tool]] = {}
+    result: dict[str, mcp_sync.group.Listing[mcp_sync.Tool]] = {}
     conn = None
     try:
         group = mcp_sync.ClientGroup({"hang": url, "web": web.url}, timeout=2, probe_timeout=1)

@@ -70,8 +70,11 @@ def test_lazy_healing_waits_for_the_next_call():
 
 
 def test_an_idle_client_whose_keepalive_found_the_server_stopped_returns_to_ready():
+    # The keepalive's own probe (its interval, 0.1 s) finds the stopped
+    # server; `timeout` bounds the new server's start-up, which takes a
+    # Python process's start and imports: seconds on a loaded machine.
     with mcp_sync.connect(demo_command(), protocol="2025-11-25", reconnect=FAST,
-                          keepalive=mcp_sync.Keepalive(0.1, failures=1), timeout=0.5) as client:
+                          keepalive=mcp_sync.Keepalive(0.1, failures=1), timeout=10) as client:
         changes = Changes(client)
         stopped = client._conn.transport.pid
         os.kill(stopped, signal.SIGSTOP)  # alive, but answers nothing

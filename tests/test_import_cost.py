@@ -101,7 +101,6 @@ DEFERRED = [
 #: The public names that load with their module (PEP 562), and that module.
 LAZY_EXTENSION_NAMES = {
     "Task": "tasks",
-    "Skill": "skills", "SkillContent": "skills", "SkillFile": "skills", "Skills": "skills",
     "Subscription": "subscriptions", "SubscriptionBroken": "subscriptions",
     "SubscriptionEnded": "subscriptions", "SubscriptionResumed": "subscriptions",
 }
@@ -152,12 +151,13 @@ def test_each_deferred_name_resolves_to_its_modules_object():
     resolved = fresh(f"""
 import importlib, json
 import mcp_sync
-from mcp_sync import Skills, Task
+from mcp_sync import Task
+from mcp_sync.skills import Skills
 lazy = {LAZY_EXTENSION_NAMES!r}
 same = {{name: getattr(mcp_sync, name) is getattr(importlib.import_module("mcp_sync." + module), name)
          for name, module in lazy.items()}}
 listed = [name in mcp_sync.__all__ and name in dir(mcp_sync) for name in lazy]
-print(json.dumps([same, all(listed), Skills is mcp_sync.Skills, Task is mcp_sync.Task,
+print(json.dumps([same, all(listed), Skills is mcp_sync.skills.Skills, Task is mcp_sync.Task,
                   [mcp_sync.Task.__name__, mcp_sync.Subscription.__module__]]))
 """)
     assert resolved == [{name: True for name in LAZY_EXTENSION_NAMES}, True, True, True,
@@ -222,6 +222,6 @@ def test_client_skills_is_one_object_whichever_thread_asks_first():
             for thread in threads:
                 thread.join()
             assert len(seen) == 8 and all(skills is client.skills for skills in seen)
-            assert isinstance(client.skills, mcp_sync.Skills)
+            assert isinstance(client.skills, mcp_sync.skills.Skills)
         finally:
             client.close()

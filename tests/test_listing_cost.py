@@ -95,7 +95,7 @@ def test_a_listing_that_fails_half_way_keeps_the_tools_known_before() -> None:
         known = client._pipeline.catalog.get("t25")
         assert known is not None
         pages = 0
-        real = client._calls.list_page
+        real = client._pipeline.calls.list_page
 
         def failing_on_page_two(*args: Any, **kwargs: Any) -> Any:
             nonlocal pages
@@ -104,7 +104,7 @@ def test_a_listing_that_fails_half_way_keeps_the_tools_known_before() -> None:
                 raise mcp_sync.PaginationError("the server lost its place")
             return real(*args, **kwargs)
 
-        client._calls.list_page = failing_on_page_two  # type: ignore[method-assign]
+        client._pipeline.calls.list_page = failing_on_page_two  # type: ignore[method-assign]
         with pytest.raises(mcp_sync.PaginationError):
             client.list_tools()
         assert client._pipeline.catalog.get("t25") is known

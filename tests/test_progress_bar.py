@@ -128,9 +128,11 @@ def test_plain_bar_without_tqdm(without_tqdm, capsys):
         client.call_tool("countdown", {"steps": 10, "delay": 0}, progress=bar)
     assert bar.closed
     err = capsys.readouterr().err
-    assert err.endswith("\n") and err.count("\n") == 1
-    last = err.rsplit("\r", 1)[1]
-    assert last.startswith("count: [########################] 10/10 100% step 10/10")
+    # Not a terminal: whole lines, no carriage return, and for a fast
+    # countdown only the first and the last.
+    assert "\r" not in err
+    assert err.splitlines() == ["count: [##......................] 1/10  10% step 1/10",
+                                "count: [########################] 10/10 100% step 10/10"]
 
 
 def test_plain_bar_without_a_total_and_the_one_liner(without_tqdm, capsys):
@@ -138,15 +140,15 @@ def test_plain_bar_without_a_total_and_the_one_liner(without_tqdm, capsys):
         client.call_tool("unknown_total", {}, progress=mcp_sync.progress_bar())
         gc.collect()
         err = capsys.readouterr().err
-    # The first update draws; the last one is drawn on close, then the line ends.
-    assert err.startswith("\r1 item 1") and err.rstrip(" \n").endswith("3 item 3") and err.endswith("\n")
+    # The first update draws; the last one is drawn on close.
+    assert err == "1 item 1\n3 item 3\n"
 
 
 def test_plain_bar_keeps_a_message_on_one_line():
     out = io.StringIO()
     with mcp_sync.progress_bar(file=out) as bar:
         bar(Progress(progress=0.5, total=1, message="two\nlines"))
-    assert out.getvalue() == "\r[############............] 0.5/1  50% two lines\n"
+    assert out.getvalue() == "[############............] 0.5/1  50% two lines\n"
 
 
 def test_insisting_on_tqdm_without_it_is_a_clear_error(without_tqdm):
@@ -159,3 +161,55 @@ def test_plain_true_ignores_tqdm(with_tqdm):
     with mcp_sync.progress_bar(plain=True, file=out) as bar:
         bar(Progress(progress=1, total=1))
     assert not with_tqdm.made and out.getvalue().endswith("1/1 100%\n")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\x7f"
+
+
+def test_a_servers_escapes_are_shown_not_sent_to_the_terminal():
+    stream = Terminal()
+    with mcp_sync.progress_bar(plain=True, file=stream) as bar:
+        bar(Progress(progress=1, total=2, message="half" + HOSTILE))
+    assert stream.getvalue() == ("\r[############............] 1/2  50% half\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x7f"
+                                 "\n")
+
+
+def test_the_tqdm_bar_gets_the_message_neutralised_too(with_tqdm):
+    with mcp_sync.progress_bar() as bar:
+        bar(Progress(progress=1, total=2, message="half" + HOSTILE))
+    assert with_tqdm.made[0].postfix == ["half\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x7f"]
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The bar's clock, moved by hand."""
+    now = [100.0]
+    monkeypatch.setattr("mcp_sync.progress.time.monotonic", lambda: now[0])
+    return now
+
+
+def test_on_a_terminal_it_redraws_in_place_at_most_ten_times_a_second(clock):
+    stream = Terminal()
+    with mcp_sync.progress_bar(plain=True, file=stream) as bar:
+        for step in range(1, 5):
+            bar(Progress(progress=step, total=10))
+            clock[0] += 1 / 16  # exact in binary: no rounding at the 0.1 s edge
+    drawn = stream.getvalue()
+    assert "\n" not in drawn[:-1] and drawn.endswith("\n")  # one line, ended at close
+    assert [part.split()[1] for part in drawn.split("\r")[1:]] == ["1/10", "3/10", "4/10"]
+
+
+def test_elsewhere_it_writes_a_line_at_most_once_a_second(clock):
+    stream = io.StringIO()
+    with mcp_sync.progress_bar(plain=True, file=stream) as bar:
+        for step in range(1, 3001):
+            bar(Progress(progress=step, total=3000))
+            clock[0] += 1 / 1024  # about 3 seconds in all; exact in binary
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert [line.split()[1] for line in lines] == ["1/3000", "1025/3000", "2049/3000", "3000/3000"]

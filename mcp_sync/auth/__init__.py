@@ -114,6 +114,12 @@ class BearerToken:
     Raises `ValueError` for an empty token or one holding CR, LF or NUL
     (which would split the header). Its `repr` never shows the token.
 
+    Args:
+        token: The token, sent as `Authorization: Bearer <token>`.
+
+    Raises:
+        ValueError: An empty token, or one holding CR, LF or NUL.
+
     Example::
 
         client = mcp_sync.connect("https://example.com/mcp", auth=BearerToken(os.environ["MCP_TOKEN"]))
@@ -139,6 +145,9 @@ class CallableToken:
     Authorization header); calls to it never overlap, so it need not be
     thread-safe. Passing a function as `auth=` makes one.
 
+    Args:
+        fn: Returns the current token, or None for no Authorization header.
+
     Example::
 
         client = mcp_sync.connect("https://example.com/mcp", auth=lambda: vault.read("mcp-token"))
@@ -156,12 +165,31 @@ class CallableToken:
     def refresh(self, challenge: str | None) -> str | None:
         """After a 401: call the function again; the request is retried when
         it gives a token, and fails with `AuthenticationError` when it gives
-        None. `challenge` (the `WWW-Authenticate` value) is not used."""
+        None. `challenge` (the `WWW-Authenticate` value) is not used.
+
+        Args:
+            challenge: The server's `WWW-Authenticate` value (unused).
+
+        Returns:
+            The function's new answer; None gives up.
+        """
         return self.token()
 
 
 def as_token_provider(auth: Any) -> TokenProvider | None:
-    """Accept None, a token string, a zero-argument callable, or a TokenProvider."""
+    """Accept None, a token string, a zero-argument callable, or a TokenProvider.
+
+    Args:
+        auth: What `auth=` was given.
+
+    Returns:
+        A `BearerToken` for a string, a `CallableToken` for a callable, the
+        provider itself, or None for None.
+
+    Raises:
+        TypeError: `auth` is none of these.
+        ValueError: An empty token string, or one holding CR, LF or NUL.
+    """
     if auth is None:
         return None
     if isinstance(auth, str):

@@ -114,6 +114,16 @@ class DPoP:
         one remembered for the URL's origin, if any; `ath` (the SHA-256 of
         the token) is added when `access_token` is given, as resource
         servers require. Every proof has a fresh random `jti`.
+
+        Args:
+            method: The request's HTTP method (`htm`).
+            url: The request's URL.
+            access_token: The token the request carries, for `ath`; None
+                for a request to the authorization server.
+            now: The proof's `iat`, as a `time.time()` timestamp; None: now.
+
+        Returns:
+            The proof, for the `DPoP` header.
         """
         if not isinstance(method, str) or not method:
             raise ValueError("method must be a non-empty string")
@@ -140,7 +150,12 @@ class DPoP:
 
     def remember_nonce(self, url: str, nonce: str) -> None:
         """Remember a server's `DPoP-Nonce` for the origin of `url`. A value
-        that is not a valid nonce (RFC 9449 §8.1 NQCHAR) is ignored."""
+        that is not a valid nonce (RFC 9449 §8.1 NQCHAR) is ignored.
+
+        Args:
+            url: A URL of the server that sent it.
+            nonce: The `DPoP-Nonce` value.
+        """
         self._store(_origin(url), nonce)
 
     def nonce_from(self, url: str, headers: Mapping[str, str]) -> bool:
@@ -149,6 +164,13 @@ class DPoP:
         True when that stored a nonce the client did not have, which is when
         one retry is worth making; False for no header, an invalid value, or
         the nonce already in use.
+
+        Args:
+            url: The URL the response came from.
+            headers: The response's headers (lower-case names).
+
+        Returns:
+            Whether a new nonce was stored.
         """
         origin = _origin(url)
         stored = False

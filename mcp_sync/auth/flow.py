@@ -112,32 +112,39 @@ class TokenFlow:
 
     Arguments shared by every grant:
 
-    - `server_url`: the MCP server's URL. Optional: `connect()` supplies it.
-    - `scopes`: scopes to request instead of the ones discovery suggests.
-    - `storage`: where tokens and registrations live (`MemoryStorage()` by
-      default; see `mcp_sync.auth.storage`).
-    - `authorization_server`: an issuer URL to use instead of discovering
-      one from the protected resource metadata.
-    - `dpop`: True (or a `DPoP` holding your key) to bind tokens to a key
-      with DPoP proofs (RFC 9449).
-    - `timeout`: the most one request to an authorization server or
-      metadata URL may take, in seconds, from sending to the last byte of
-      the answer (30 by default).
-    - `authorization_timeout`: the most all the requests of one
-      authorization may take together (discovery, registration, token
-      requests; 120 s by default). The time a person spends in the browser
-      does not count.
-    - `verify`: TLS verification for those requests: True, False, a CA
-      bundle path or an `ssl.SSLContext`. By default, that of the `HTTP`
-      target the provider is used with: its requests take the transport's
-      network path (`verify`, `cert`, `proxy`, `trust_env`; see
-      `use_network()`), so one client has one network path.
-    - `max_response_bytes`: the size limit for metadata and token answers.
-    - `allow_private_network`: let the MCP server (and its authorization
-      server) send the client to loopback, private and link-local
-      addresses of another kind than its own (see `mcp_sync.auth.network`;
-      off by default: a remote server could aim the client at your machine
-      or network).
+    Args:
+        server_url: The MCP server's URL. Optional: `connect()` supplies it.
+        scopes: Scopes to request instead of the ones discovery suggests.
+        storage: Where tokens and registrations live (`MemoryStorage()` by
+            default; see `mcp_sync.auth.storage`).
+        authorization_server: An issuer URL to use instead of discovering
+            one from the protected resource metadata.
+        dpop: True (or a `DPoP` holding your key) to bind tokens to a key
+            with DPoP proofs (RFC 9449).
+        timeout: The most one request to an authorization server or
+            metadata URL may take, in seconds, from sending to the last byte of
+            the answer (30 by default).
+        authorization_timeout: The most all the requests of one
+            authorization may take together (discovery, registration, token
+            requests; 120 s by default). The time a person spends in the browser
+            does not count.
+        verify: TLS verification for those requests: True, False, a CA
+            bundle path or an `ssl.SSLContext`. By default, that of the `HTTP`
+            target the provider is used with: its requests take the transport's
+            network path (`verify`, `cert`, `proxy`, `trust_env`; see
+            `use_network()`), so one client has one network path.
+        max_response_bytes: The size limit for metadata and token answers.
+        allow_private_network: Let the MCP server (and its authorization
+            server) send the client to loopback, private and link-local
+            addresses of another kind than its own (see `mcp_sync.auth.network`;
+            off by default: a remote server could aim the client at your machine
+            or network).
+
+    Raises:
+        ValueError: A timeout that is not a positive number.
+        TypeError: `storage` lacks `load()`, `save()` or `delete()`.
+        AuthorizationError: An `authorization_server` that is not a usable
+            https URL.
     """
 
     interactive = False
@@ -199,7 +206,11 @@ class TokenFlow:
 
     def attach(self, server_url: str) -> None:
         """Bind this provider to the MCP server it authorizes for (called by
-        the HTTP transport; a provider serves one server)."""
+        the HTTP transport; a provider serves one server).
+
+        Args:
+            server_url: The MCP server's URL.
+        """
         parts = urlsplit(server_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {server_url!r}")
@@ -215,7 +226,11 @@ class TokenFlow:
         """Take the network path of the transport this provider authorizes
         for (called by the `HTTP` target): its proxy, `trust_env`, client
         certificate and TLS verification, unless `verify=` was given to the
-        provider itself."""
+        provider itself.
+
+        Args:
+            network: The transport's network settings.
+        """
         if self._verify is not None:
             keep_cert = not isinstance(self._verify, ssl.SSLContext)
             network = attrs.evolve(network, verify=self._verify, cert=network.cert if keep_cert else None)
@@ -256,7 +271,15 @@ class TokenFlow:
 
     def auth_headers(self, method: str, url: str) -> dict[str, str]:
         """The headers that authorize one request: `Authorization`, and a
-        fresh `DPoP` proof for a DPoP-bound token."""
+        fresh `DPoP` proof for a DPoP-bound token.
+
+        Args:
+            method: The request's HTTP method.
+            url: The request's URL.
+
+        Returns:
+            The headers to add; empty when there is no token yet.
+        """
         tokens = self._current()
         if tokens is None:
             return {}
@@ -268,7 +291,18 @@ class TokenFlow:
     def handle_challenge(self, status: int, headers: Mapping[str, str]) -> bool:
         """Act on a 401 or 403 from the MCP server. True: retry the request
         with `auth_headers()`. False: the failure stands. Raises
-        `AuthorizationError` when authorization itself fails."""
+        `AuthorizationError` when authorization itself fails.
+
+        Args:
+            status: The HTTP status, 401 or 403.
+            headers: The response's headers (lower-case names).
+
+        Returns:
+            True to retry the request, False when the failure stands.
+
+        Raises:
+            AuthorizationError: Obtaining or refreshing a token failed.
+        """
         with self._lock, self._http.budget(self._authorization_timeout):
             if self._dpop is not None and is_use_dpop_nonce(status, headers):
                 return self._dpop.nonce_from(self.server_url, headers)

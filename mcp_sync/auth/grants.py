@@ -155,6 +155,20 @@ class ClientCredentials(_MachineFlow):
         auth = ClientCredentials(client_id="nightly-report", client_secret=os.environ["MCP_SECRET"],
                                  authorization_server="https://auth.example.com")
         key_auth = ClientCredentials(client_id="svc", private_key=open("svc.pem").read())
+
+    Args:
+        client_id: This client's ID at the authorization server.
+        client_secret: Its secret (with `authorization_server=`).
+        private_key: A `SigningKey` or PEM, for `private_key_jwt`.
+        server_url: The MCP server's URL; None: `connect()` supplies it.
+        token_endpoint_auth_method: Force one (`client_secret_basic`,
+            `client_secret_post`, `private_key_jwt`).
+        **options: The options of `TokenFlow` (`scopes`, `storage`,
+            `authorization_server`, `timeout`, `verify`, ...).
+
+    Raises:
+        ValueError: Neither `client_secret` nor `private_key`, or a
+            `client_secret` without `authorization_server`.
     """
 
     #: Declared by `connect()`: the client credentials extension.
@@ -191,6 +205,20 @@ class JwtBearer(_MachineFlow):
     Example::
 
         auth = JwtBearer(lambda: open("/var/run/secrets/tokens/mcp").read().strip())
+
+    Args:
+        assertion: The workload's JWT, or a function returning a fresh one.
+        client_id: This client's ID, when the authorization server wants
+            client authentication.
+        client_secret: Its secret (with `authorization_server=`).
+        private_key: A `SigningKey` or PEM, for `private_key_jwt`.
+        server_url: The MCP server's URL; None: `connect()` supplies it.
+        token_endpoint_auth_method: Force one.
+        **options: The options of `TokenFlow` (`scopes`, `storage`,
+            `authorization_server`, `timeout`, `verify`, ...).
+
+    Raises:
+        TypeError: `assertion` is neither a string nor a function.
     """
 
     #: JWT bearer assertions are part of the client credentials extension.

@@ -218,6 +218,19 @@ class SigningKey:
         P-384: ES384, P-521: ES512), RSA keys with RS256 unless `algorithm`
         says RS384/RS512/PS256/PS384/PS512, Ed25519/Ed448 keys with EdDSA.
         An `algorithm` the key cannot sign with raises ValueError.
+
+        Args:
+            pem: The PEM text.
+            algorithm: The JWA algorithm; None: the key's own (see above).
+            key_id: The `kid` put in each header, or None.
+            password: The password of an encrypted key.
+
+        Returns:
+            The key.
+
+        Raises:
+            ValueError: Not a private key this module can sign with, or an
+                `algorithm` the key cannot sign with.
         """
         _need_cryptography("loading a PEM key")
         from cryptography.exceptions import UnsupportedAlgorithm
@@ -239,7 +252,18 @@ class SigningKey:
     @classmethod
     def generate(cls, algorithm: str = "ES256", *, key_id: str | None = None) -> SigningKey:
         """A fresh random key for ES256, ES384, ES512, RS256/384/512, PS256/384/512
-        (2048-bit RSA) or EdDSA (Ed25519)."""
+        (2048-bit RSA) or EdDSA (Ed25519).
+
+        Args:
+            algorithm: The JWA algorithm the key signs with.
+            key_id: The `kid` put in each header, or None.
+
+        Returns:
+            The key.
+
+        Raises:
+            ValueError: An algorithm not listed above.
+        """
         if algorithm in _HMAC_DIGESTS:
             raise ValueError("HMAC secrets are issued by the authorization server: use SigningKey.from_secret()")
         if algorithm not in _GENERATABLE:
@@ -262,7 +286,20 @@ class SigningKey:
     @classmethod
     def from_secret(cls, secret: str | bytes, algorithm: str = "HS256", *, key_id: str | None = None) -> SigningKey:
         """An HMAC key (HS256, HS384, HS512) from a shared secret, for
-        example a client secret for `client_secret_jwt`. A str is UTF-8."""
+        example a client secret for `client_secret_jwt`. A str is UTF-8.
+
+        Args:
+            secret: The shared secret.
+            algorithm: HS256, HS384 or HS512.
+            key_id: The `kid` put in each header, or None.
+
+        Returns:
+            The key.
+
+        Raises:
+            ValueError: A secret shorter than the algorithm's hash (32
+                bytes for HS256, RFC 7518 §3.2), or another algorithm.
+        """
         if not isinstance(secret, (str, bytes)):
             raise TypeError("the secret must be str or bytes")
         data = secret.encode("utf-8") if isinstance(secret, str) else secret
@@ -323,6 +360,16 @@ class SigningKey:
         The header is ``{"alg": ..., "typ": "JWT"}`` plus `kid` when the key
         has one, updated with `header`; a member set to None there is left
         out. `header` cannot change `alg`: the key decides it.
+
+        Args:
+            claims: The JWT's claims.
+            header: Header members to add or replace (None removes one).
+
+        Returns:
+            The JWS, ``header.payload.signature`` in base64url.
+
+        Raises:
+            ValueError: `header` names another `alg`.
         """
         if not isinstance(claims, Mapping):
             raise TypeError("claims must be a mapping (a JSON object)")

@@ -80,33 +80,46 @@ class OAuth(TokenFlow):
     """OAuth 2.1 authorization code flow with PKCE, for MCP servers that act
     for a person. A token provider: pass it as `auth=` to `connect()`.
 
-    Arguments (besides those of `TokenFlow`: `server_url`, `scopes`,
-    `storage`, `authorization_server`, `dpop`, `timeout`,
-    `authorization_timeout`, `verify`, `max_response_bytes`,
-    `allow_private_network`):
+    Args:
+        server_url: The MCP server's URL; None: the URL of the `HTTP`
+            target it is passed to (see `TokenFlow`).
+        redirect: How to reach the person (`LoopbackRedirect()` for
+            scripts, `PasteRedirect()` for notebooks). Without one, a call that
+            needs authorization raises `AuthorizationRequired`; web apps use
+            `start()`/`finish()` with `redirect_uri` instead.
+        redirect_uri: The redirect URI when there is no handler (web apps).
+        client_id: A pre-registered client's ID. With `client_secret` and
+            `client_issuer`, it is used only with the authorization server
+            whose issuer `client_issuer` names (default:
+            `authorization_server`); another authorization server gets its
+            own registration. A client without a secret and without either
+            is bound to the first authorization server this provider meets.
+        client_secret: The pre-registered client's secret. It needs
+            `client_issuer` or `authorization_server`, so that it is never
+            sent to an authorization server the MCP server chose.
+        client_issuer: The issuer URL of the authorization server the
+            pre-registered client belongs to.
+        token_endpoint_auth_method: Force one (`client_secret_basic`,
+            `client_secret_post`, `private_key_jwt`, `none`).
+        private_key: A `SigningKey` or PEM for `private_key_jwt`.
+        client_metadata_url: This client's metadata document URL (an
+            HTTPS URL with a path), used as the client ID where supported.
+        client_name: Sent in dynamic registration.
+        application_type: Sent in dynamic registration (default: "native"
+            for a loopback redirect URI, else "web").
+        offline_access: Request `offline_access` (for a refresh token)
+            when the authorization server advertises it.
+        **options: The options of `TokenFlow`: `scopes`, `storage`,
+            `authorization_server`, `dpop`, `timeout`,
+            `authorization_timeout`, `verify`, `max_response_bytes`,
+            `allow_private_network`.
 
-    - `redirect`: how to reach the person (`LoopbackRedirect()` for
-      scripts, `PasteRedirect()` for notebooks). Without one, a call that
-      needs authorization raises `AuthorizationRequired`; web apps use
-      `start()`/`finish()` with `redirect_uri` instead.
-    - `redirect_uri`: the redirect URI when there is no handler (web apps).
-    - `client_id`, `client_secret`, `client_issuer`: a pre-registered
-      client. It is used only with the authorization server whose issuer
-      `client_issuer` names (default: `authorization_server`); another
-      authorization server gets its own registration. A `client_secret`
-      needs one of the two, so that it is never sent to an authorization
-      server the MCP server chose; a client without a secret and without
-      either is bound to the first authorization server this provider
-      meets.
-    - `token_endpoint_auth_method`: force one (`client_secret_basic`,
-      `client_secret_post`, `private_key_jwt`, `none`).
-    - `private_key`: a `SigningKey` or PEM for `private_key_jwt`.
-    - `client_metadata_url`: this client's metadata document URL (an
-      HTTPS URL with a path), used as the client ID where supported.
-    - `client_name`, `application_type` (default: "native" for a loopback
-      redirect URI, else "web"): sent in dynamic registration.
-    - `offline_access`: request `offline_access` (for a refresh token)
-      when the authorization server advertises it. Default True.
+    Raises:
+        TypeError: `redirect` is not a redirect handler.
+        ValueError: A `client_secret` without `client_id` or without an
+            issuer to send it to, an unknown `token_endpoint_auth_method`
+            or `application_type`, a bad `redirect_uri`, or a
+            `client_metadata_url` that is not an https URL with a path.
 
     Example::
 
@@ -180,7 +193,11 @@ class OAuth(TokenFlow):
 
     def use_network(self, network: NetworkSettings) -> None:
         """The transport's network path, for this provider's requests and
-        for its redirect handler's, if it makes any (`HeadlessRedirect`)."""
+        for its redirect handler's, if it makes any (`HeadlessRedirect`).
+
+        Args:
+            network: The transport's network settings.
+        """
         super().use_network(network)
         hand_over = getattr(self._redirect, "use_network", None)
         if hand_over is not None:
@@ -197,6 +214,19 @@ class OAuth(TokenFlow):
 
             start = oauth.start()
             return HttpResponseRedirect(start.url)
+
+        Args:
+            scopes: The scopes to ask for (a space-separated string or
+                several); None: those the server's last challenge or its
+                metadata name.
+
+        Returns:
+            The URL to send the person to, with the `state` that
+            `finish()` checks.
+
+        Raises:
+            AuthorizationError: Discovery or client registration failed
+                (`OAuthError` when the authorization server refused).
         """
         with self._lock, self._http.budget(self._authorization_timeout):
             if self._discovery is None:
@@ -213,6 +243,18 @@ class OAuth(TokenFlow):
         Example::
 
             oauth.finish(request.build_absolute_uri())
+
+        Args:
+            callback_url: The full URL the person was redirected back to.
+
+        Returns:
+            The tokens obtained, also kept in the provider's storage.
+
+        Raises:
+            OAuthError: The authorization server refused (or the callback
+                carries its error).
+            AuthorizationError: The callback does not match a pending
+                authorization, or the token request failed.
         """
         with self._lock, self._http.budget(self._authorization_timeout):
             tokens, scopes = self._complete(callback_url, None)
@@ -231,7 +273,22 @@ class OAuth(TokenFlow):
         True: retry the request; False: the failure stands. Raises
         `AuthorizationRequired` when a person must authorize and no
         `redirect` handler can reach one, `AuthorizationError` (or
-        `OAuthError`) when authorizing fails."""
+        `OAuthError`) when authorizing fails.
+
+        Args:
+            status: The HTTP status, 401 or 403.
+            headers: The response's headers (lower-case names), with its
+                `WWW-Authenticate` challenge.
+
+        Returns:
+            True to retry the request, False when the failure stands.
+
+        Raises:
+            AuthorizationRequired: A person must authorize and no
+                `redirect` handler can reach one.
+            AuthorizationError: Authorizing failed (`OAuthError` when the
+                authorization server refused).
+        """
         with self._lock:
             self._last_challenge = discovery.find_challenge(headers.get("www-authenticate"))
             return super().handle_challenge(status, headers)

@@ -75,7 +75,17 @@ class RedirectHandler(Protocol):
         """Take the person to `authorization_url` and return the full
         callback URL the authorization server redirected to (with `code`,
         `state` and maybe `iss`, or an `error`). Raises
-        `AuthorizationError` when it cannot."""
+        `AuthorizationError` when it cannot.
+
+        Args:
+            authorization_url: The authorization server's URL to open.
+
+        Returns:
+            The full callback URL.
+
+        Raises:
+            AuthorizationError: The person could not be reached.
+        """
         ...
 
 
@@ -174,7 +184,18 @@ class LoopbackRedirect:
         wait on this thread (at most `timeout` seconds) for the redirect;
         return its full URL. The listener is closed before it returns.
         Raises `AuthorizationError` when the port cannot be bound or no
-        redirect came in time."""
+        redirect came in time.
+
+        Args:
+            authorization_url: The authorization server's URL to open.
+
+        Returns:
+            The full callback URL.
+
+        Raises:
+            AuthorizationError: The port cannot be bound, or no redirect
+                came within `timeout`.
+        """
         received: list[str] = []
         path = self.path
         redirect_base = self.redirect_uri
@@ -271,7 +292,17 @@ class PasteRedirect:
         """`show` the URL, then `ask` for the address the browser ended on,
         and return it. Pasting only its query (``?code=...`` or
         ``code=...``) works too. Raises `AuthorizationRequired` when nothing
-        is pasted (an empty answer, end of input, or Ctrl-C)."""
+        is pasted (an empty answer, end of input, or Ctrl-C).
+
+        Args:
+            authorization_url: The authorization server's URL to show.
+
+        Returns:
+            The full callback URL (built from a pasted query alone too).
+
+        Raises:
+            AuthorizationRequired: Nothing was pasted.
+        """
         self.show(authorization_url)
         try:
             pasted = self.ask("Paste the address your browser was sent to: ").strip()
@@ -328,7 +359,11 @@ class HeadlessRedirect:
     def use_network(self, network: NetworkSettings) -> None:
         """Request the authorization URL on this network path (the `OAuth`
         provider hands over its transport's): its proxy and TLS settings,
-        except a `verify=` given here."""
+        except a `verify=` given here.
+
+        Args:
+            network: The transport's network settings.
+        """
         if self.verify is not True:
             network = attrs.evolve(network, verify=self.verify, cert=network.cert)
         self._network = network
@@ -343,7 +378,18 @@ class HeadlessRedirect:
         """GET `authorization_url` and return the URL its redirect points to
         (the `Location` header, resolved against it). Raises
         `AuthorizationRequired` when the answer is no redirect (a person
-        must approve), `AuthorizationError` when the request fails."""
+        must approve), `AuthorizationError` when the request fails.
+
+        Args:
+            authorization_url: The authorization server's URL to request.
+
+        Returns:
+            The URL the redirect points to.
+
+        Raises:
+            AuthorizationRequired: The answer is no redirect.
+            AuthorizationError: The request fails.
+        """
         # `timeout` is a total for the request and the body is read only
         # as far as the preview needs: a page that trickles or never ends
         # (or a small gzip bomb) cannot hold the flow or fill memory.

@@ -58,16 +58,32 @@ class TokenStorage(Protocol):
 
     def load(self, key: str) -> dict[str, Any] | None:
         """The value saved under `key`, or None when there is none. The
-        caller may change what it gets without changing what is stored."""
+        caller may change what it gets without changing what is stored.
+
+        Args:
+            key: The entry's key.
+
+        Returns:
+            The value, or None.
+        """
         ...
 
     def save(self, key: str, value: Mapping[str, Any]) -> None:
         """Keep `value` (a JSON-ready dict) under `key`, replacing what was
-        there."""
+        there.
+
+        Args:
+            key: The entry's key.
+            value: What to keep.
+        """
         ...
 
     def delete(self, key: str) -> None:
-        """Forget `key`; nothing happens when it is not there."""
+        """Forget `key`; nothing happens when it is not there.
+
+        Args:
+            key: The entry's key.
+        """
         ...
 
 
@@ -85,24 +101,47 @@ class MemoryStorage:
         self._data: dict[str, dict[str, Any]] = {}
 
     def load(self, key: str) -> dict[str, Any] | None:
-        """A copy of the value under `key`, or None."""
+        """A copy of the value under `key`, or None.
+
+        Args:
+            key: The entry's key.
+
+        Returns:
+            A copy of the value, or None.
+        """
         with self._lock:
             value = self._data.get(key)
             # A copy, so a caller's edits never change what is stored.
             return copy.deepcopy(value) if value is not None else None
 
     def save(self, key: str, value: Mapping[str, Any]) -> None:
-        """Keep a copy of `value` under `key`."""
+        """Keep a copy of `value` under `key`.
+
+        Args:
+            key: The entry's key.
+            value: What to keep (copied).
+        """
         with self._lock:
             self._data[key] = copy.deepcopy(dict(value))
 
     def delete(self, key: str) -> None:
-        """Forget `key` (if it is there)."""
+        """Forget `key` (if it is there).
+
+        Args:
+            key: The entry's key.
+        """
         with self._lock:
             self._data.pop(key, None)
 
     def pop(self, key: str) -> dict[str, Any] | None:
-        """Load and delete in one step."""
+        """Load and delete in one step.
+
+        Args:
+            key: The entry's key.
+
+        Returns:
+            The value it held, or None.
+        """
         with self._lock:
             return self._data.pop(key, None)
 
@@ -126,6 +165,9 @@ class FileStorage:
 
         oauth = OAuth(redirect=LoopbackRedirect(),
                       storage=FileStorage("~/.config/myapp/mcp-tokens.json"))
+
+    Args:
+        path: The file, `~` allowed; it need not exist yet.
 
     Attributes:
         path (str): The file's absolute path (``~`` expanded). It and its
@@ -212,25 +254,63 @@ class FileStorage:
     def load(self, key: str) -> dict[str, Any] | None:
         """The value under `key` as the file holds it now, or None (also
         when there is no file yet). Raises `AuthorizationError` for a file
-        that cannot be read or is refused (see above)."""
+        that cannot be read or is refused (see above).
+
+        Args:
+            key: The entry's key.
+
+        Returns:
+            The value, or None.
+
+        Raises:
+            AuthorizationError: The file cannot be read, or is refused.
+        """
         with self._lock:
             value = self._read().get(key)
         return value if isinstance(value, dict) else None
 
     def save(self, key: str, value: Mapping[str, Any]) -> None:
         """Keep `value` under `key`, rewriting the file atomically. Raises
-        `AuthorizationError` when the file cannot be read or written."""
+        `AuthorizationError` when the file cannot be read or written.
+
+        Args:
+            key: The entry's key.
+            value: What to keep (a JSON-ready dict).
+
+        Raises:
+            AuthorizationError: The file cannot be read or written, or is
+                refused.
+        """
         with self._lock:
             data = self._read()
             data[key] = dict(value)
             self._write(data)
 
     def delete(self, key: str) -> None:
-        """Forget `key`; the file is rewritten only when it held it."""
+        """Forget `key`; the file is rewritten only when it held it.
+
+        Args:
+            key: The entry's key.
+
+        Raises:
+            AuthorizationError: The file cannot be read or written, or is
+                refused.
+        """
         self.pop(key)
 
     def pop(self, key: str) -> dict[str, Any] | None:
-        """Load and delete in one step (within this process)."""
+        """Load and delete in one step (within this process).
+
+        Args:
+            key: The entry's key.
+
+        Returns:
+            The value it held, or None.
+
+        Raises:
+            AuthorizationError: The file cannot be read or written, or is
+                refused.
+        """
         with self._lock:
             data = self._read()
             value = data.pop(key, None)

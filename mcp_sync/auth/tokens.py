@@ -79,7 +79,17 @@ class Tokens:
         """Whether the token is expired, or will be within `margin` seconds
         (30 by default; half its lifetime for a token that lives less than
         twice that), at `now` (a `time.time()` timestamp; default: now).
-        Never True when `expires_at` is None."""
+        Never True when `expires_at` is None.
+
+        Args:
+            now: The moment to judge at, as a `time.time()` timestamp; None:
+                now.
+            margin: Seconds before its expiry from which a token counts as
+                expired.
+
+        Returns:
+            Whether a new token should be obtained.
+        """
         if self.expires_at is None:
             return False
         if self.issued_at is not None:
@@ -103,7 +113,17 @@ class Tokens:
     def from_dict(cls, data: Mapping[str, Any]) -> Tokens:
         """The `Tokens` of a dict made by `to_dict()`. Keys that are not
         fields are ignored (a store written by another release); a missing
-        `access_token` raises `TypeError`."""
+        `access_token` raises `TypeError`.
+
+        Args:
+            data: A dict from `to_dict()`.
+
+        Returns:
+            The tokens.
+
+        Raises:
+            TypeError: `data` has no `access_token`.
+        """
         return cls(**_known_fields(cls, data))
 
     def __repr__(self) -> str:
@@ -147,7 +167,15 @@ class ClientInfo:
 
     def secret_expired(self, now: float | None = None) -> bool:
         """Whether the client secret has expired at `now` (a `time.time()`
-        timestamp; default: now). False when it never expires."""
+        timestamp; default: now). False when it never expires.
+
+        Args:
+            now: The moment to judge at, as a `time.time()` timestamp; None:
+                now.
+
+        Returns:
+            Whether the secret has expired.
+        """
         # RFC 7591: 0 means the secret does not expire.
         if not self.secret_expires_at:
             return False
@@ -162,7 +190,17 @@ class ClientInfo:
     def from_dict(cls, data: Mapping[str, Any]) -> ClientInfo:
         """The `ClientInfo` of a dict made by `to_dict()`. Keys that are not
         fields are ignored; a missing `client_id` or `issuer` raises
-        `TypeError`."""
+        `TypeError`.
+
+        Args:
+            data: A dict from `to_dict()`.
+
+        Returns:
+            The client registration.
+
+        Raises:
+            TypeError: `data` lacks `client_id` or `issuer`.
+        """
         return cls(**_known_fields(cls, data))
 
     def __repr__(self) -> str:

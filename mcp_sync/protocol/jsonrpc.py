@@ -97,6 +97,14 @@ def request(request_id: int | str, method: str, params: Mapping[str, Any] | None
 
     >>> request(1, "tools/list", {})
     {'jsonrpc': '2.0', 'id': 1, 'method': 'tools/list', 'params': {}}
+
+    Args:
+        request_id: The request's id, a string or an integer.
+        method: The method, such as ``"tools/call"``.
+        params: Its params, or None for none.
+
+    Returns:
+        The message, ready for `encode()`.
     """
     message: dict[str, Any] = {"jsonrpc": JSONRPC, "id": request_id, "method": method}
     if params is not None:
@@ -109,6 +117,13 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[s
 
     >>> notification("notifications/initialized")
     {'jsonrpc': '2.0', 'method': 'notifications/initialized'}
+
+    Args:
+        method: The method, such as ``"notifications/progress"``.
+        params: Its params, or None for none.
+
+    Returns:
+        The message, ready for `encode()`.
     """
     message: dict[str, Any] = {"jsonrpc": JSONRPC, "method": method}
     if params is not None:
@@ -117,7 +132,15 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[s
 
 
 def result_response(request_id: Any, result: Mapping[str, Any]) -> dict[str, Any]:
-    """The successful response to the request with id `request_id`."""
+    """The successful response to the request with id `request_id`.
+
+    Args:
+        request_id: The id of the request answered, as it came.
+        result: The result.
+
+    Returns:
+        The message, ready for `encode()`.
+    """
     return {"jsonrpc": JSONRPC, "id": request_id, "result": result}
 
 
@@ -127,6 +150,16 @@ def error_response(request_id: Any, code: int, message: str, data: Any = None) -
 
     >>> error_response(7, -32601, "Method not found")
     {'jsonrpc': '2.0', 'id': 7, 'error': {'code': -32601, 'message': 'Method not found'}}
+
+    Args:
+        request_id: The id of the request answered, as it came (None when
+            it could not be read).
+        code: The JSON-RPC error code.
+        message: The error's message.
+        data: The error's `data`, or None for none.
+
+    Returns:
+        The message, ready for `encode()`.
     """
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
@@ -163,6 +196,12 @@ def encode(message: Mapping[str, Any]) -> bytes:
     A string holding a lone surrogate (UTF-8 has no form for one; a server
     may send one as a JSON escape, in a cursor say) makes the whole message
     ASCII with escapes, which every JSON parser reads back to the same text.
+
+    Args:
+        message: One JSON-RPC message.
+
+    Returns:
+        The UTF-8 bytes.
     """
     text = _encoder.encode(message)
     try:
@@ -176,6 +215,15 @@ def decode(data: bytes | str) -> dict[str, Any]:
 
     Whatever the bytes (garbage, invalid UTF-8, nesting 100,000 deep, a
     number of 10,000 digits), `InvalidMessage` is the only error.
+
+    Args:
+        data: One message's JSON text.
+
+    Returns:
+        The message.
+
+    Raises:
+        InvalidMessage: Not JSON, or not a JSON object.
     """
     try:
         value = _loads(data)
@@ -199,6 +247,16 @@ def parse(data: bytes | str) -> dict[str, Any] | list[Any]:
 
         >>> parse(b'[{"jsonrpc":"2.0","method":"notifications/progress"}]')
         [{'jsonrpc': '2.0', 'method': 'notifications/progress'}]
+
+    Args:
+        data: What the server sent, as JSON text.
+
+    Returns:
+        One message, or a batch's list of items.
+
+    Raises:
+        InvalidMessage: Not JSON, neither an object nor an array, or an
+            empty or too large batch.
     """
     try:
         value = _loads(data)
@@ -214,7 +272,14 @@ def parse(data: bytes | str) -> dict[str, Any] | list[Any]:
 
 def check_batch(batch: list[Any]) -> None:
     """`InvalidMessage` for a batch no item of which may be routed: an empty
-    one (JSON-RPC 2.0 calls `[]` invalid) or one over `MAX_BATCH_ITEMS`."""
+    one (JSON-RPC 2.0 calls `[]` invalid) or one over `MAX_BATCH_ITEMS`.
+
+    Args:
+        batch: The batch's items.
+
+    Raises:
+        InvalidMessage: The batch is empty or too large.
+    """
     if not batch:
         raise InvalidMessage("an empty JSON-RPC batch ([]), which JSON-RPC 2.0 calls invalid")
     if len(batch) > MAX_BATCH_ITEMS:
@@ -225,6 +290,15 @@ def classify(message: Mapping[str, Any]) -> Kind:
     """Which kind of JSON-RPC message this is; `InvalidMessage` if none.
 
     A batch is split before this (`parse`); its items come here one by one.
+
+    Args:
+        message: One decoded message.
+
+    Returns:
+        Its kind: a request, a notification, a response or an error.
+
+    Raises:
+        InvalidMessage: It is none of these.
     """
     if message.get("jsonrpc") != JSONRPC:
         raise InvalidMessage(f"not JSON-RPC 2.0: {_preview(message)}")
@@ -246,7 +320,14 @@ def classify(message: Mapping[str, Any]) -> Kind:
 
 def is_valid_id(value: Any) -> bool:
     """Whether `value` may be a request id here: a string or an integer (not
-    a bool, not a float, not null)."""
+    a bool, not a float, not null).
+
+    Args:
+        value: The `id` member as received.
+
+    Returns:
+        Whether it is a usable request id.
+    """
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
 

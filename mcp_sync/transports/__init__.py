@@ -105,5 +105,5 @@ def resolve_target(target: Any, http_options: dict[str, Any] | None = None, *,
         raise TypeError(f"pass a stdio command as a list of strings, e.g. {example!r}")
     if callable(getattr(target, "open_session", None)):
         return Memory(target)
-    raise TypeError(f"cannot connect to a {type(target).__name__}: pass a command list, a Stdio(), a Target or an in-process server")
+    raise TypeError(f"cannot connect to a {type(target).__name__}: pass a URL, a command list, a Stdio(), a Target or an in-process server")
 

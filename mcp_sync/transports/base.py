@@ -15,7 +15,7 @@ A custom transport, for example one line of JSON per message over a socket::
             self._thread.start()
         def send(self, message, headers=None):
             with self._lock:
-                self._sock.sendall(mcp_sync.jsonrpc.encode(message) + b"\\n")
+                self._sock.sendall(mcp_sync.protocol.jsonrpc.encode(message) + b"\\n")
         def close(self):
             self._sock.close()
             self._thread.join()
@@ -49,24 +49,42 @@ class MessageSink(Protocol):
         `related_to` is the id of the request on whose own response stream
         it came, when the transport knows it (HTTP); None otherwise. Call
         it from the thread that read the message; it never blocks on IO.
+
+        Args:
+            message: The decoded message, or a list for a JSON-RPC batch.
+            related_to: The id of the request whose own stream carried it,
+                or None.
         """
         ...
 
     def transport_failed(self, error: TransportError) -> None:
         """Report that the channel broke: every pending request fails with
-        `error`. Call it once, when the channel breaks."""
+        `error`. Call it once, when the channel breaks.
+
+        Args:
+            error: What every pending request fails with.
+        """
         ...
 
     def session_lost(self, error: TransportError) -> None:
         """The transport found, with no request to tell, that the server
         no longer knows its session (or cannot be reached for it): the
-        client sets up a new session. Must only hand the news on."""
+        client sets up a new session. Must only hand the news on.
+
+        Args:
+            error: What the server answered (or why it cannot be reached).
+        """
         ...
 
     def request_failed(self, request_id: int | str, error: TransportError) -> None:
         """Fail the one request `request_id` whose own exchange broke (its
         HTTP POST or response stream): only its caller (or subscription)
-        gets `error`; the channel and other requests are unaffected."""
+        gets `error`; the channel and other requests are unaffected.
+
+        Args:
+            request_id: The JSON-RPC id of the request that failed.
+            error: What its caller gets.
+        """
         ...
 
 
@@ -85,7 +103,16 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     def start(self, sink: MessageSink) -> None:
-        """Open the channel and begin delivering incoming messages to `sink`."""
+        """Open the channel and begin delivering incoming messages to `sink`.
+
+        Args:
+            sink: Where every message received goes, from the transport's
+                own reading thread.
+
+        Raises:
+            TransportError: The channel cannot be opened (`ConnectError`
+                for a server that cannot be started or reached).
+        """
 
     restarts_server: bool = True
     """True when the server runs in a process this transport started, so that
@@ -131,6 +158,13 @@ class Transport(abc.ABC):
         """Send one message. Thread-safe. Raises `TransportError` on failure.
 
         `headers` are per-request transport headers (HTTP); others ignore them.
+
+        Args:
+            message: One JSON-RPC message.
+            headers: Transport headers for this message, or None.
+
+        Raises:
+            TransportError: The message could not be sent.
         """
 
     @abc.abstractmethod
@@ -151,6 +185,18 @@ class Transport(abc.ABC):
         answer needs no thread hand-off. Returns the seconds spent on
         something that must not count against the call's deadline (a person
         approving an authorization), usually 0.
+
+        Args:
+            message: The JSON-RPC request.
+            headers: Transport headers for it, or None.
+            deadline: When the call gives up, as a `time.monotonic()` value;
+                None: never.
+
+        Returns:
+            The seconds not to count against the call's deadline (usually 0).
+
+        Raises:
+            TransportError: The request could not be sent.
         """
         self.send(message, headers)
         return 0.0
@@ -162,6 +208,9 @@ class Transport(abc.ABC):
         from `close()`. (Shutting a socket down is fine; writing is not.) The
         `notifications/cancelled` that `cancels_by_notification` calls for is
         sent by the engine's sender thread, not here.
+
+        Args:
+            request_id: The JSON-RPC id of the request given up on.
         """
 
     def discard(self) -> None:
@@ -192,7 +241,13 @@ class Transport(abc.ABC):
 
     def negotiated(self, protocol_version: str, stateless: bool) -> None:
         """Told once the protocol version is settled (and again if it changes),
-        for transports whose framing depends on it (HTTP headers, sessions)."""
+        for transports whose framing depends on it (HTTP headers, sessions).
+
+        Args:
+            protocol_version: The revision settled, such as ``"2026-07-28"``.
+            stateless: True for a stateless revision (2026-07-28: no
+                session), False for the initialize era.
+        """
 
     def describe(self) -> str:
         """A short human description for error messages."""
@@ -218,7 +273,14 @@ class Target(abc.ABC):
         first exchange with `refusal` (None: the one it falls back to, as
         chosen before); None when there is none. A Streamable HTTP URL
         answers with the old HTTP+SSE transport at the same URL when its
-        `sse_fallback` allows it; the others have no fallback."""
+        `sse_fallback` allows it; the others have no fallback.
+
+        Args:
+            refusal: The error the first exchange failed with, or None.
+
+        Returns:
+            The target to try instead, or None.
+        """
         return None
 
     def server_key(self) -> Hashable | None:
@@ -229,7 +291,16 @@ class Target(abc.ABC):
 
 
 class Custom(Target):
-    """A target from a factory: `Custom(lambda: MyTransport(...))`."""
+    """A target from a factory: `Custom(lambda: MyTransport(...))`.
+
+    Args:
+        factory: Called with no arguments each time a transport is needed
+            (a restart opens another); returns a new, not yet started
+            `Transport`.
+
+    Raises:
+        TypeError: `factory` is not callable.
+    """
 
     def __init__(self, factory: Callable[[], Transport]) -> None:
         if not callable(factory):

@@ -40,56 +40,69 @@ class HTTP(Target):
                                        headers={"X-Tenant": "acme"}, auth="my-token",
                                        verify="/etc/ssl/internal-ca.pem"))
 
-    - `headers`: extra headers for every request (the transport's own headers,
-      and values with CR, LF or NUL, are refused).
-    - `auth`: a bearer token string, a function returning one, or a token
-      provider (see `mcp_sync.auth`); refreshed once after a 401.
-    - `verify`: True (system CAs, or the bundle `REQUESTS_CA_BUNDLE` or
-      `SSL_CERT_FILE` names), False (no verification), a CA bundle path (a
-      file or a directory), or an `ssl.SSLContext` used as is (for example
-      `truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)` for the system's
-      trust store).
-    - `cert`: a client certificate for mutual TLS: a PEM file holding the
-      certificate and its key, or a (certificate, key) pair of paths.
-    - `proxy`: an `http://[user:password@]host:port` forward proxy for every
-      request (https:// servers through `CONNECT`, TLS end to end). None:
-      the proxy the environment names, as `requests` reads it
-      (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, lower case
-      too), when `trust_env`.
-    - `trust_env`: read the proxy and the CA bundle (`REQUESTS_CA_BUNDLE`,
-      `SSL_CERT_FILE`) from the environment. False with `proxy=None`:
-      always direct.
-    - `connect_timeout`: seconds to open a TCP/TLS connection (and a
-      proxy's tunnel).
-    - `max_response_bytes`: the most one JSON body or one SSE event may hold.
-    - `pool_size`: the most requests in flight at once (each holds a
-      keep-alive connection); one-way messages have a budget of the same
-      size of their own, and long-lived streams (`listen()`, the session's
-      GET stream) get connections outside both.
-    - `max_resume_attempts`: initialize era, how often a broken SSE stream is
-      resumed with `Last-Event-ID`.
-    - `session_close_timeout`: the longest `close()` waits for the session DELETE.
-    - `compress`: ask for gzip or deflate answers (`Accept-Encoding`); they
-      are decoded as they arrive, the decoded size bounded by
-      `max_response_bytes`. False asks for identity.
-    - `follow_redirects`: also follow a 307 or 308 to another origin (never
-      from https to http), without the credentials, cookies, session id,
-      `Mcp-Param-*` and `headers` meant for this one. Same-origin ones are
-      always followed.
-    - `sse_fallback`: when the server refuses the POST of `initialize` with
-      400, 404 or 405, try the old HTTP+SSE transport at the same URL (a
-      GET expecting an `endpoint` event) and use it if the server offers it
-      (see `SSE`). False: the status error stands.
+    Each option is also kept as an attribute of the same name.
+
+    Args:
+        url: The server's `http://` or `https://` URL.
+        headers: Extra headers for every request (the transport's own headers,
+            and values with CR, LF or NUL, are refused).
+        auth: A bearer token string, a function returning one, or a token
+            provider (see `mcp_sync.auth`); refreshed once after a 401.
+        verify: True (system CAs, or the bundle `REQUESTS_CA_BUNDLE` or
+            `SSL_CERT_FILE` names), False (no verification), a CA bundle path (a
+            file or a directory), or an `ssl.SSLContext` used as is (for example
+            `truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)` for the system's
+            trust store).
+        cert: A client certificate for mutual TLS: a PEM file holding the
+            certificate and its key, or a (certificate, key) pair of paths.
+        connect_timeout: Seconds to open a TCP/TLS connection (and a
+            proxy's tunnel).
+        max_response_bytes: The most one JSON body or one SSE event may hold.
+        pool_size: The most requests in flight at once (each holds a
+            keep-alive connection); one-way messages have a budget of the same
+            size of their own, and long-lived streams (`listen()`, the session's
+            GET stream) get connections outside both.
+        max_resume_attempts: Initialize era, how often a broken SSE stream is
+            resumed with `Last-Event-ID`.
+        session_close_timeout: The longest `close()` waits for the session DELETE.
+        compress: Ask for gzip or deflate answers (`Accept-Encoding`); they
+            are decoded as they arrive, the decoded size bounded by
+            `max_response_bytes`. False asks for identity.
+        follow_redirects: Also follow a 307 or 308 to another origin (never
+            from https to http), without the credentials, cookies, session id,
+            `Mcp-Param-*` and `headers` meant for this one. Same-origin ones are
+            always followed.
+        proxy: An `http://[user:password@]host:port` forward proxy for every
+            request (https:// servers through `CONNECT`, TLS end to end). None:
+            the proxy the environment names, as `requests` reads it
+            (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, lower case
+            too), when `trust_env`.
+        trust_env: Read the proxy and the CA bundle (`REQUESTS_CA_BUNDLE`,
+            `SSL_CERT_FILE`) from the environment. False with `proxy=None`:
+            always direct.
+        sse_fallback: When the server refuses the POST of `initialize` with
+            400, 404 or 405, try the old HTTP+SSE transport at the same URL (a
+            GET expecting an `endpoint` event) and use it if the server offers it
+            (see `SSE`). False: the status error stands.
 
     The URL and its parts are kept as attributes:
 
     Attributes:
-        url: The URL as given.
-        scheme: `"http"` or `"https"`.
-        host: The host, as in the URL (an IPv6 address keeps its brackets).
-        port: The URL's port, else 443 for https and 80 for http.
-        path: The path and query requests go to (`"/"` when the URL has no
+        url (str): The URL as given.
+        scheme (str): `"http"` or `"https"`.
+        host (str): The host, as in the URL (an IPv6 address keeps its brackets).
+        port (int): The URL's port, else 443 for https and 80 for http.
+        path (str): The path and query requests go to (`"/"` when the URL has no
             path).
+
+    Raises:
+        TypeError: `url` is not a string, `verify` or `cert` is of a kind
+            not listed above, or a flag (`trust_env`, `compress`,
+            `follow_redirects`, `sse_fallback`) is not a bool.
+        ValueError: Not an http(s) URL, a header the transport refuses, a
+            CA bundle or certificate file that does not exist, a proxy URL
+            that is not `http://host:port`, or a size, count or timeout
+            that is not positive.
     """
 
     kind = "streamable-http"
@@ -97,7 +110,15 @@ class HTTP(Target):
 
     def fallback(self, refusal: McpError | None = None) -> Target | None:
         """The HTTP+SSE transport at the same URL, with the same options,
-        when `sse_fallback` allows it (see `Target.fallback`)."""
+        when `sse_fallback` allows it (see `Target.fallback`).
+
+        Args:
+            refusal: The error the first exchange failed with (unused: any
+                refusal falls back).
+
+        Returns:
+            The `SSE` target, or None when `sse_fallback` is False.
+        """
         if not self.sse_fallback:
             return None
         return SSE.from_http(self)
@@ -221,14 +242,28 @@ class SSE(HTTP):
     """Always "sse" (see `Target.kind` and `Transport.kind`)."""
 
     def fallback(self, refusal: McpError | None = None) -> Target | None:
-        """None: the HTTP+SSE transport is the last resort."""
+        """None: the HTTP+SSE transport is the last resort.
+
+        Args:
+            refusal: The error the first exchange failed with (unused).
+
+        Returns:
+            Always None.
+        """
         return None
 
     @classmethod
     def from_http(cls, target: HTTP) -> SSE:
         """The same server and options as `target`, over HTTP+SSE (what the
         client's automatic fallback switches to). The options are taken as
-        they are, already checked, with nothing re-attached."""
+        they are, already checked, with nothing re-attached.
+
+        Args:
+            target: The Streamable HTTP target to copy.
+
+        Returns:
+            A new `SSE` target with `target`'s URL and options.
+        """
         sse = cls.__new__(cls)
         sse.__dict__.update(vars(target))
         return sse

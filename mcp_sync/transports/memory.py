@@ -99,8 +99,16 @@ class Memory(Target):
     docstring); `mcp_sync.testing` makes them. Messages cross as JSON text,
     so what would not survive the wire fails here too.
 
+    Args:
+        server: An object with `open_session(send)`, such as
+            `mcp_sync.testing.demo_server()`.
+
     Attributes:
-        server: The in-process server each `open()` opens a session on.
+        server (InProcessServer): The in-process server each `open()` opens
+            a session on.
+
+    Raises:
+        TypeError: `server` has no `open_session()`.
 
     Example::
 

@@ -134,20 +134,41 @@ class Stdio(Target):
     the logger). Whatever the choice, the last lines are kept for the
     error that reports a server's exit.
 
-    Attributes:
-        command: The program to run (looked up on `PATH` as `subprocess`
-            does).
-        args: Its arguments, a list of strings.
-        env: Variables to set for the server, or None for none beyond what
-            it inherits.
-        inherit_env: Whether the server starts from this process's
-            environment (True) or from `env` alone (False).
-        cwd: The server's working directory, or None for this process's.
-        max_line_bytes: The most one incoming message (one line) may hold
-            (16 MiB by default); a longer one fails the connection.
+    Args:
+        command: The program to run.
+        args: Its arguments.
+        env: Variables to set for the server (added to this process's
+            environment unless `inherit_env=False`).
+        inherit_env: Start the server from this process's environment.
+        cwd: The server's working directory; None: this process's.
+        max_line_bytes: The most one incoming message may hold.
         shutdown_timeout: Seconds `close()` waits at each step of shutdown.
-        stderr: Where the server's stderr lines go, as given: `"log"`,
-            `"print"`, a callable, or None for the default described above.
+        stderr: ``"log"``, ``"print"``, a callable given each line, or None
+            for the default described above.
+
+    Attributes:
+        command (str): The program to run (looked up on `PATH` as
+            `subprocess` does).
+        args (list[str]): Its arguments, a list of strings.
+        env (dict[str, str] | None): Variables to set for the server, or
+            None for none beyond what it inherits.
+        inherit_env (bool): Whether the server starts from this process's
+            environment (True) or from `env` alone (False).
+        cwd (str | os.PathLike[str] | None): The server's working
+            directory, or None for this process's.
+        max_line_bytes (int): The most one incoming message (one line) may
+            hold (16 MiB by default); a longer one fails the connection.
+        shutdown_timeout (float): Seconds `close()` waits at each step of
+            shutdown.
+        stderr (str | Callable[[str], object] | None): Where the server's
+            stderr lines go, as given: `"log"`, `"print"`, a callable, or
+            None for the default described above.
+
+    Raises:
+        TypeError: `command` is not a non-empty string, `args` is a string
+            or holds something that is not, or `stderr` is none of the above.
+        ValueError: `max_line_bytes` is not a positive integer, or `stderr`
+            is a string other than ``"log"`` and ``"print"``.
     """
 
     kind = "stdio"

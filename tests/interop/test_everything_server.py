@@ -110,3 +110,25 @@ def test_a_call_that_meets_the_400_of_an_unknown_session_gets_a_new_one():
             with http_server(port):
                 assert client.call_tool("echo", {"message": "again"}).text == "Echo: again"
                 assert client._conn.transport.session_id != old_session
+
+
+def test_the_readme_example_against_it(capsys):
+    """The README's "A real server" example, run as written but for the
+    command (npx fetching the package becomes the pinned install); each
+    line it prints is the one its comment shows, and it names the pinned
+    version."""
+    import json
+    import re
+
+    readme = (HERE.parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## A real server", 1)[1]
+    code = re.search(r"^```py\n(.*?)^```", section, re.M | re.S).group(1)
+    pinned = json.loads((HERE / "everything" / "package.json").read_text())["dependencies"][
+        "@modelcontextprotocol/server-everything"]
+    npx = f'["npx", "-y", "@modelcontextprotocol/server-everything@{pinned}"]'
+    assert npx in code, "the README's example must start the pinned version with npx"
+    namespace: dict = {"_command": stdio_command()}
+    exec(compile(code.replace(npx, "_command"), "README.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    shown = [line.split("# -> ", 1)[1].strip() for line in code.splitlines() if "# -> " in line]
+    assert printed == shown

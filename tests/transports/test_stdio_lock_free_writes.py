@@ -140,7 +140,7 @@ def test_a_full_pipe_sends_a_small_message_through_the_lock_and_its_deadline():
     transport = started([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "z" * 1000}}
-        assert len(mcp_sync.jsonrpc.encode(message)) + 1 <= select.PIPE_BUF
+        assert len(mcp_sync.protocol.jsonrpc.encode(message)) + 1 <= select.PIPE_BUF
         began = time.monotonic()
         with pytest.raises(mcp_sync.RequestTimeout):
             for _ in range(1000):  # a pipe holds 64 KiB: about 65 of these
