@@ -493,6 +493,8 @@ class Task:
         if left is not None and left <= 0:
             raise self._timed_out(timeout)
         assert self.id is not None
+        with self._cond:
+            ended_before = self.status in TERMINAL
         try:
             raw = self._request("tasks/result", {"taskId": self.id}, self._request_timeout(left))
         except RequestTimeout:
@@ -502,13 +504,16 @@ class Task:
             self.refresh(timeout=self._request_timeout(left))
             return None
         except ServerError as exc:
-            # The error the task ended with, when it did end: a task still
-            # running (a server that does not hold tasks/result open, a
-            # proxy's error) is polled again; a cancelled one says so.
-            left = remaining(deadline)
-            if self.status not in TERMINAL and (left is None or left > 0):
-                self.refresh(timeout=self._request_timeout(left))
-            if self.status not in TERMINAL:
+            # The error the task ended with, only when it had ended before
+            # the request was sent: an error for a task still running then
+            # (a server that does not hold tasks/result open, a proxy's
+            # error) says nothing of its outcome, even when the task ended
+            # since, so the caller polls again and a terminal status
+            # fetches the outcome afresh; a cancelled one says so.
+            if not ended_before:
+                left = remaining(deadline)
+                if left is None or left > 0:
+                    self.refresh(timeout=self._request_timeout(left))
                 return None
             error: McpError = exc if self.status != "cancelled" else self._cancelled()
             with self._cond:

@@ -149,6 +149,17 @@ def test_an_error_from_tasks_result_for_a_task_still_running_is_not_its_outcome(
     assert [r.text for r in results] == ["done task-1"] and task.status == "completed"
 
 
+def test_an_error_from_tasks_result_sent_before_the_task_ended_is_not_its_outcome(tmp_path):
+    # The task completes right after the server answered tasks/result with
+    # an error: the status the waiter reads next is terminal, but the error
+    # was about a task still running, so the outcome is fetched afresh.
+    record = tmp_path / "record"
+    with mcp_sync.connect(core_tasks("--eager-error", "--end-after-error", record=record)) as client:
+        task = client.call_tool("work", {"until": "input"}, task=True)
+        assert task.wait(timeout=20).text == "done task-1" and task.status == "completed"
+    assert [m.get("method") for m in sent(record)].count("tasks/result") == 2
+
+
 def test_a_task_cancelled_while_its_waiter_holds_tasks_result_raises_task_cancelled(tmp_path):
     record = tmp_path / "record"
     with mcp_sync.connect(core_tasks(record=record)) as client:

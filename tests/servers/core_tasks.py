@@ -10,10 +10,12 @@ task `input_required` meanwhile)), `release`, and `must` (`taskSupport:
 "required"`: a call without `params.task` gets -32601).
 
     python core_tasks.py [--no-tasks] [--no-list] [--notify] [--eager-error]
-                         [--slow-create SECONDS] [--record FILE]
+                         [--end-after-error] [--slow-create SECONDS] [--record FILE]
 
 `--eager-error` answers a `tasks/result` for a task still running with an
-error at once, instead of holding it until the task ends; `--slow-create`
+error at once, instead of holding it until the task ends; with
+`--end-after-error` the task completes right after that error is sent (the
+error was true when sent, stale when read); `--slow-create`
 waits before answering a task-augmented `tools/call`.
 
 `--notify` sends `notifications/tasks/status` on every change, and then
@@ -44,6 +46,7 @@ def main():
     parser.add_argument("--no-list", action="store_true")
     parser.add_argument("--notify", action="store_true")
     parser.add_argument("--eager-error", action="store_true")
+    parser.add_argument("--end-after-error", action="store_true")
     parser.add_argument("--slow-create", type=float, default=0.0)
     parser.add_argument("--record", default=None)
     args = parser.parse_args()
@@ -145,6 +148,9 @@ def main():
                     send({"id": request_id, "result": dict(task["state"])})
                 elif method == "tasks/result" and args.eager_error and task["outcome"] is None:
                     send({"id": request_id, "error": {"code": -32603, "message": "not finished yet"}})
+                    if args.end_after_error:
+                        task["until"] = "now"
+                        run(params["taskId"], task["arguments"])  # `lock` is reentrant
                 elif method == "tasks/result":
                     waiting_results.append((request_id, params["taskId"]))
                     answer_results()
