@@ -77,7 +77,11 @@ def test_thread_safe_under_contention():
 
 BACKTRACKS = "(x+x+)+y"  # forever in `re` on 3,000 "x", two minutes in `regex` unbounded
 LONG = "x" * 3000
-SLACK = 0.15  # the asserted bound on a cut-off, past the deadline
+# The asserted bound on a cut-off, past the deadline: the library allows
+# PATTERN_GRACE (0.1 s) of matching past it; the rest is the scheduling of a
+# loaded two-core CI machine (on Python 3.12, beside other test runs, cut-offs
+# came 0.05-0.22 s late; a pattern that is not cut off takes minutes).
+SLACK = 0.3
 
 
 def timed(call):
