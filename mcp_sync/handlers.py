@@ -104,10 +104,14 @@ def _is_date_time(text: str) -> bool:
     if not match:
         return False
     zone = "+00:00" if match[3] in ("Z", "z") else match[3]
+    # RFC 3339 allows any number of fraction digits; Python 3.10's
+    # fromisoformat takes only 3 or 6, so the check is made on 6.
+    clock, _, fraction = match[2].partition(".")
+    clock += "." + (fraction + "000000")[:6] if fraction else ""
     import datetime  # here: see _is_date
 
     try:
-        datetime.datetime.fromisoformat(f"{match[1]}T{match[2]}{zone}")
+        datetime.datetime.fromisoformat(f"{match[1]}T{clock}{zone}")
     except ValueError:
         return False
     return True

@@ -189,3 +189,11 @@ def test_the_command_cancels_at_end_of_input(tmp_path):
                           input="2\n", capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "{'action': 'cancel'}"
+
+
+@pytest.mark.parametrize("text", ["2026-02-28T10:00:00.5Z", "2026-02-28T10:00:00.123456789+02:00",
+                                  "2026-02-28t10:00:00z", "2026-02-28 10:00:00-05:00"])
+def test_an_rfc3339_date_time_is_taken_with_any_fraction_on_every_python(text):
+    # Python 3.10's fromisoformat refuses a fraction of other than 3 or 6 digits.
+    content, told = fill({"type": "string", "format": "date-time"}, [text])
+    assert content == {"f": text}  # taken at the first answer (`fill` checks every answer was used)

@@ -1,0 +1,291 @@
+"""What the framework integrations share: settings read into a config, one
+client per server per process, the configuration checks, the health report.
+
+Nothing here imports a framework. The integrations hand in their settings
+(`MCP_SERVERS`, `MCP_CONFIG`, `MCP_CLIENT_OPTIONS`) as plain values.
+
+Fork: a web server that forks workers (gunicorn, with or without
+`--preload`) copies whatever clients the parent made. A worker never uses
+those in its own name: right after a fork (or at the first use in a process
+forked by C code, through `forking.check()`) each `Clients` forgets the
+clients it holds, keeps them aside to close, and takes fresh locks. The
+worker then connects on its first use, with its own server process. Closing
+an inherited client in the child ends nothing of the parent's (the client
+let go of what it inherited at the fork).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from .. import forking
+from ..client import Client, ClientOptions, connect
+from ..config import ServerConfig, load_config
+from ..errors import ConfigError
+
+log = logging.getLogger("mcp_sync.contrib")
+
+#: The keys of an `mcpServers` entry that mcp_sync reads; others are ignored
+#: (hosts keep their own there), and flagged in a project's own settings.
+KNOWN_ENTRY_KEYS = frozenset({
+    "command", "args", "env", "envFile", "cwd", "type", "transport", "url", "serverUrl", "httpUrl", "headers",
+    "disabled",
+})
+
+
+@attrs.frozen
+class Problem:
+    """One thing wrong with the settings: an error (nothing works) or a warning."""
+
+    id: str
+    msg: str
+    hint: str | None = None
+    error: bool = True
+
+
+def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "") -> tuple[ServerConfig, dict[str, Any]]:
+    """The config and connect options the settings describe.
+
+    Raises:
+        ConfigError: Both or neither of `MCP_SERVERS` and `MCP_CONFIG`, a
+            value of the wrong kind, or a config `load_config()` refuses.
+        TypeError, ValueError: `MCP_CLIENT_OPTIONS` that `connect()` refuses.
+    """
+    if servers is not None and path is not None:
+        raise ConfigError(f"set one of {prefix}MCP_SERVERS and {prefix}MCP_CONFIG, not both")
+    if servers is None and path is None:
+        raise ConfigError(f"no MCP servers configured: set {prefix}MCP_SERVERS (an mcpServers object) "
+                          f"or {prefix}MCP_CONFIG (a config file's path)")
+    if servers is not None:
+        if not isinstance(servers, Mapping):
+            raise ConfigError(f"{prefix}MCP_SERVERS must be a mapping of server name to entry "
+                              f"(an mcpServers object), not {type(servers).__name__}")
+        config = load_config({"mcpServers": servers})
+    else:
+        if not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(f"{prefix}MCP_CONFIG must be a config file's path, not {type(path).__name__}")
+        config = load_config(path)
+    return config, check_options(options, prefix=prefix)
+
+
+def check_options(options: Any, *, prefix: str = "") -> dict[str, Any]:
+    """`MCP_CLIENT_OPTIONS` as a dict, its client options validated.
+
+    HTTP options (`headers`, `verify`, ...) are left for `connect()` to check
+    with each URL target: they do not apply to a stdio server.
+
+    Raises:
+        TypeError: Not a mapping, or an unknown option.
+        ValueError: A value out of range.
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"{prefix}MCP_CLIENT_OPTIONS must be a mapping of connect() options, "
+                        f"not {type(options).__name__}")
+    from ..transports import (
+        _http_options,  # the HTTP option names, known to the transports only
+    )
+
+    http = _http_options()
+    ClientOptions(**{name: value for name, value in options.items() if name not in http})
+    return dict(options)
+
+
+def problems(servers: Any, path: Any, options: Any, *, prefix: str = "") -> list[Problem]:
+    """Everything wrong with the settings, found without connecting: for a
+    system check. The ids are `E001`... (errors) and `W001`... (warnings)."""
+    if servers is not None and path is not None:
+        return [Problem("E001", f"both {prefix}MCP_SERVERS and {prefix}MCP_CONFIG are set",
+                        "keep one: the servers in settings, or the path of a config file")]
+    if servers is None and path is None:
+        return [Problem("W001", f"no MCP servers configured: neither {prefix}MCP_SERVERS nor {prefix}MCP_CONFIG "
+                                "is set", "set one, or remove the app", error=False)]
+    found: list[Problem] = []
+    try:
+        config, _ = read_settings(servers, path, None, prefix=prefix)
+    except ConfigError as exc:
+        return [Problem("E002", str(exc))]
+    for name in config:
+        try:
+            config[name]  # substitutes the environment: a missing variable is found here
+        except ConfigError as exc:
+            found.append(Problem("E003", str(exc), "set the variable, or give it a default: ${NAME:-default}"))
+    if servers is not None:
+        for name, entry in config.entries.items():
+            unknown = sorted(set(entry) - KNOWN_ENTRY_KEYS)
+            if unknown:
+                found.append(Problem("W002", f"{prefix}MCP_SERVERS[{name!r}] has keys mcp_sync ignores: "
+                                             f"{', '.join(unknown)}",
+                                     f"the keys read are {', '.join(sorted(KNOWN_ENTRY_KEYS))}", error=False))
+    try:
+        check_options(options, prefix=prefix)
+    except (TypeError, ValueError) as exc:
+        found.append(Problem("E004", f"{prefix}MCP_CLIENT_OPTIONS: {exc}",
+                             "it takes the keyword arguments of mcp_sync.connect()"))
+    return found
+
+
+#: Every `Clients` of this process, for the fork hook. Weak: a registry that
+#: is dropped (a test's Flask app) is not kept alive by this.
+_registries: weakref.WeakSet[Clients] = weakref.WeakSet()
+
+
+class Clients:
+    """The shared clients of one process: one per configured server, made on
+    first use, closed at interpreter exit (or by `close()`).
+
+    Lock discipline: `_lock` guards `_source`, `_loaded`, `_clients`,
+    `_gates`, `_inherited` and `_generation`, and is held only to read or
+    swap them, never while connecting or closing. Making a server's client
+    holds that server's gate (`_gates[name]`), so two threads never make two
+    clients of one server while a slow start of one server holds up no
+    other. The fork hook replaces both kinds of lock: a parent thread may
+    have held one at the fork.
+    """
+
+    def __init__(self, source: Callable[[], tuple[ServerConfig, dict[str, Any]]]) -> None:
+        # Called (under `_lock`) at the first use after a construction or a
+        # reset: the settings may not be ready when the registry is made.
+        self._source = source
+        self._lock = threading.Lock()
+        self._loaded: tuple[ServerConfig, dict[str, Any]] | None = None
+        self._clients: dict[str, Client] = {}
+        self._gates: dict[str, threading.Lock] = {}
+        # Clients made before a fork, found in a child: closed at its next use.
+        self._inherited: list[Client] = []
+        # Bumped by `reset()`: a client made meanwhile, from the old settings, is not kept.
+        self._generation = 0
+        _registries.add(self)
+        # In every process that has the registry (a forked worker too): it
+        # closes that process's own clients only.
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    def settings(self) -> tuple[ServerConfig, dict[str, Any]]:
+        """The config and options, read from the settings on first use."""
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = self._source()
+            return self._loaded
+
+    def names(self) -> list[str]:
+        """The configured servers' names."""
+        return list(self.settings()[0])
+
+    def peek(self, name: str) -> Client | None:
+        """The client of `name` if this process made one, else None (never connects)."""
+        forking.check()
+        with self._lock:
+            return self._clients.get(name)
+
+    def get(self, name: str) -> Client:
+        """The client of server `name`, connected on the first call in this process."""
+        forking.check()
+        self._close_inherited()
+        while True:
+            with self._lock:
+                client = self._clients.get(name)
+                if client is not None and client.status != "closed":
+                    return client
+                gate = self._gates.setdefault(name, threading.Lock())
+            with gate:
+                with self._lock:
+                    client = self._clients.get(name)
+                    if client is not None and client.status != "closed":
+                        return client  # another thread made it while this one waited
+                    generation = self._generation
+                config, options = self.settings()
+                client = connect(config[name], **options)
+                with self._lock:
+                    if generation == self._generation:
+                        self._clients[name] = client
+                        return client
+                client.close()  # the settings were reset while it connected: made from the old ones
+
+    def close(self) -> None:
+        """Close every client of this process; the next `get()` connects
+        again, from the settings as they are then."""
+        forking.check()
+        with self._lock:
+            clients = [*self._clients.values(), *self._inherited]
+            self._clients, self._inherited = {}, []
+            self._loaded = None
+            self._generation += 1
+        for client in clients:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - one client's failure must not leave the others open
+                log.exception("closing an MCP client failed")
+
+    def _close_inherited(self) -> None:
+        if not self._inherited:  # read without the lock: the common case, nothing to do
+            return
+        with self._lock:
+            inherited, self._inherited = self._inherited, []
+        for client in inherited:
+            client.close()
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._gates = {}
+        self._inherited = [*self._inherited, *self._clients.values()]
+        self._clients = {}
+
+
+def _close_at_exit(ref: weakref.ref[Clients]) -> None:
+    clients = ref()
+    if clients is not None:
+        clients.close()
+
+
+@forking.in_child
+def _after_fork_in_child() -> None:
+    for clients in forking.members(_registries):
+        clients._after_fork()
+
+
+def health(clients: Clients, *, start: bool = False) -> tuple[dict[str, Any], int]:
+    """The health report of this process's clients and its HTTP status.
+
+    Each configured server: `status` (the client's, or `"unused"` when this
+    process made none) and, for a client, a few `stats()` numbers. 200 when
+    every client made is ready, 503 otherwise. With `start`, a server never
+    used is connected first (a failure shows as `"failed"` with the error's
+    type only: messages may quote a server's output). A config that cannot
+    be read answers 503 with the error.
+    """
+    try:
+        names = clients.names()
+    except (ConfigError, TypeError, ValueError) as exc:
+        return {"status": "unavailable", "pid": os.getpid(), "error": str(exc), "servers": {}}, 503
+    servers: dict[str, dict[str, Any]] = {}
+    healthy = True
+    for name in names:
+        client = clients.peek(name)
+        if client is None and start:
+            try:
+                client = clients.get(name)
+            except Exception as exc:  # noqa: BLE001 - any failure to connect is this server's report
+                log.warning("health check: cannot connect to MCP server %r", name, exc_info=True)
+                servers[name] = {"status": "failed", "error": type(exc).__name__}
+                healthy = False
+                continue
+        if client is None:
+            servers[name] = {"status": "unused"}
+            continue
+        status = client.status
+        stats = client.stats()
+        servers[name] = {"status": status.value, "requests": stats.requests_total, "timeouts": stats.timeouts,
+                         "reconnects": stats.reconnects, "in_flight": stats.in_flight, "queued": stats.queued,
+                         "uptime": round(stats.uptime, 3)}
+        healthy = healthy and status == "ready"
+    return ({"status": "ok" if healthy else "unavailable", "pid": os.getpid(), "servers": servers},
+            200 if healthy else 503)

@@ -1,0 +1,164 @@
+"""`manage.py mcp COMMAND ...`: the `mcp-sync` command line, against the
+servers of the settings.
+
+    python manage.py mcp servers                       # what the settings configure
+    python manage.py mcp tools --server weather        # --server: a server of the settings
+    python manage.py mcp call forecast city=Paris --server weather --json
+
+`--server NAME` names a server of `MCP_SERVERS` (or of `MCP_CONFIG`); it may
+be left out when only one is configured. `MCP_CLIENT_OPTIONS` apply, under
+the command line's own options (`--timeout`, `--protocol`). With `--url`,
+`--config` or `-- program args` the command line is the plain `mcp-sync`
+one. Options go after COMMAND. The exit status is the CLI's: 0, 1 (an
+error), 2 (a wrong command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any, TextIO, cast
+
+from django.core.management.base import BaseCommand  # type: ignore[import-untyped,unused-ignore]
+
+from ..... import cli
+from .....client import Client, connect
+from .....errors import ConfigError
+
+#: The options that name a target of their own: the plain CLI then.
+_OWN_TARGET = ("--url", "--config")
+
+
+class _Out:
+    """A Django `OutputWrapper` as the text stream the CLI writes to: what
+    is written goes out as it is (the wrapper would end each write with a
+    newline)."""
+
+    def __init__(self, wrapper: Any) -> None:
+        self._wrapper = wrapper
+
+    def write(self, text: str) -> int:
+        self._wrapper.write(text, ending="")
+        return len(text)
+
+    def flush(self) -> None:
+        self._wrapper.flush()
+
+    def isatty(self) -> bool:
+        return bool(self._wrapper.isatty())
+
+
+class Command(BaseCommand):  # type: ignore[misc,unused-ignore]  # Django ships no type stubs
+    """`manage.py mcp`: `mcp-sync` with the servers of the settings.
+
+    Example::
+
+        python manage.py mcp call echo text=hi --server demo
+    """
+
+    help = ("Talk to a configured MCP server with the mcp-sync command line: "
+            "mcp servers | tools [NAME] | call TOOL key=value ... | resources | read URI | prompts | discover; "
+            "--server NAME picks a server of settings.MCP_SERVERS (or MCP_CONFIG).")
+
+    def add_arguments(self, parser: Any) -> None:
+        """Everything after `mcp` goes to the command line as it is."""
+        parser.add_argument("cli_args", nargs=argparse.REMAINDER, metavar="COMMAND ...",
+                            help="an mcp-sync command and its arguments (mcp-sync --help)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run the command line; a status other than 0 leaves with `SystemExit`."""
+        status = run([*options["cli_args"], *args], stdout=cast(TextIO, _Out(self.stdout)),
+                     stderr=cast(TextIO, _Out(self.stderr)))
+        if status:
+            raise SystemExit(status)
+
+
+def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
+    """`mcp-sync argv` with the settings' servers.
+
+    Args:
+        argv: The command line after `mcp` (`["tools", "--server", "files"]`).
+        stdout: Where results go.
+        stderr: Where errors and diagnostics go.
+
+    Returns:
+        The exit status: 0, 1 (an error, a config that cannot be read), 2
+        (a command line that cannot work, such as no `--server` among several).
+
+    Raises:
+        Nothing: errors are printed on `stderr` and counted in the status.
+
+    Example::
+
+        status = run(["call", "echo", "text=hi", "--server", "demo"], stdout=sys.stdout, stderr=sys.stderr)
+    """
+    from ... import _registry
+
+    out, err = stdout, stderr
+    own = list(argv[:argv.index("--")] if "--" in argv else argv)
+    if "--" in argv or any(arg.split("=", 1)[0] in _OWN_TARGET for arg in own):
+        return cli.main(list(argv), stdout=out, stderr=err)
+    try:
+        config, options = _registry.settings()
+    except (ConfigError, TypeError, ValueError) as exc:
+        err.write(f"manage.py mcp: error: {exc}\n")
+        return cli.EXIT_ERROR
+    words = [arg for arg in own if not arg.startswith("-")]
+    if words[:1] == ["servers"]:
+        return _servers(list(argv), config, out, err)
+    name, rest = _take_server(own)
+    if name is None:
+        if len(config) != 1:
+            err.write(f"manage.py mcp: error: choose a server with --server NAME "
+                      f"(servers: {', '.join(config) or 'none'})\n")
+            return cli.EXIT_USAGE
+        name = next(iter(config))
+    try:
+        target = config[name]
+    except ConfigError as exc:
+        err.write(f"manage.py mcp: error: {exc}\n")
+        return cli.EXIT_ERROR
+
+    def connect_configured(_default_target: Any, **given: Any) -> Client:
+        # The CLI, given no target, names its demo server: this server instead.
+        # Its own options (--timeout, --protocol) win over the settings'.
+        return connect(target, **{**options, **{key: value for key, value in given.items() if value is not None}})
+
+    return cli.main(rest, stdout=out, stderr=err, connect_fn=connect_configured)
+
+
+def _take_server(argv: list[str]) -> tuple[str | None, list[str]]:
+    """`--server NAME` (or `--server=NAME`) taken out of `argv`: the name and the rest."""
+    rest: list[str] = []
+    name = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--server" and i + 1 < len(argv):
+            name, i = argv[i + 1], i + 2
+            continue
+        if arg.startswith("--server="):
+            name = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return name, rest
+
+
+def _servers(argv: list[str], config: Any, out: TextIO, err: TextIO) -> int:
+    """`servers`: the CLI's listing of the settings' servers. A config read
+    from a file is listed from that file; `MCP_SERVERS` from a copy of it in
+    a temporary file (as written: `${...}` placeholders, not their values)."""
+    if config.path is not None:
+        return cli.main([*argv, "--config", str(config.path)], stdout=out, stderr=err)
+    entries = {**config.entries, **{name: {"disabled": True, "command": "-"} for name in config.disabled}}
+    handle, path = tempfile.mkstemp(prefix="mcp-servers-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump({"mcpServers": entries}, file, default=str)
+        return cli.main([*argv, "--config", path], stdout=out, stderr=err)
+    finally:
+        os.unlink(path)

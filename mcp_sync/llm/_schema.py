@@ -1,0 +1,187 @@
+"""Tool names and input schemas as the model APIs want them.
+
+Owns: turning MCP tool names (qualified the way `ClientGroup` qualifies
+them) into names an API accepts, reversibly and without collisions, and
+turning an MCP `inputSchema` into OpenAI's strict-mode subset.
+
+Must not know: any SDK, or how a tool is called.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["ANTHROPIC_NAME_LIMIT", "OPENAI_NAME_LIMIT", "api_names", "drop_nulls", "plain_schema", "strict_schema"]
+
+#: OpenAI function names: ^[a-zA-Z0-9_-]{1,64}$ (Chat Completions and Responses).
+OPENAI_NAME_LIMIT = 64
+#: Anthropic tool names: ^[a-zA-Z0-9_-]{1,128}$.
+ANTHROPIC_NAME_LIMIT = 128
+
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+_VALID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _digest(name: str, length: int) -> str:
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()[:length]
+
+
+def api_names(names: Iterable[str], limit: int) -> dict[str, str]:
+    """A name each API accepts, for every MCP name: ``{api_name: mcp_name}``.
+
+    The result depends on the set of names only (not their order), so the
+    same tools get the same names in every process:
+
+    1. a name the API accepts as it is keeps it;
+    2. otherwise each character outside ``[A-Za-z0-9_-]`` becomes ``_``
+       (``local.echo`` -> ``local_echo``), when no other name would map to
+       the same and it fits;
+    3. otherwise (a collision, or too long) the cleaned name is cut and ends
+       in ``_`` and 8 hex digits of the name's SHA-256.
+    """
+    originals = sorted(set(names))
+    taken = {name for name in originals if len(name) <= limit and _VALID.fullmatch(name)}
+    result = {name: name for name in taken}
+    cleaned: dict[str, list[str]] = {}
+    for name in originals:
+        if name not in taken:
+            cleaned.setdefault(_INVALID.sub("_", name) or "_", []).append(name)
+    hashed: list[str] = []
+    for clean, owners in cleaned.items():
+        if len(owners) == 1 and len(clean) <= limit and clean not in taken:
+            result[clean] = owners[0]
+            taken.add(clean)
+        else:
+            hashed.extend(owners)
+    for name in sorted(hashed):
+        clean = _INVALID.sub("_", name) or "_"
+        length = 8
+        while True:  # a clash of 8 hex digits as well: longer ones (never in practice, but never wrong)
+            suffix = "_" + _digest(name, length)
+            candidate = clean[: limit - len(suffix)] + suffix
+            if candidate not in taken:
+                break
+            length += 4
+        result[candidate] = name
+        taken.add(candidate)
+    return result
+
+
+# -- schemas ---------------------------------------------------------------------------------
+
+#: What OpenAI's strict mode (Structured Outputs) accepts; everything else is removed.
+_STRICT_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "$ref",
+    "$defs", "definitions", "description", "title", "pattern", "format", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+})
+
+
+class NotStrict(ValueError):
+    """The schema cannot be said in strict mode (an open-ended object)."""
+
+
+def plain_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The input schema as sent without strict mode: an object schema that
+    always has `properties` (OpenAI refuses an object without them)."""
+    result = copy.deepcopy(dict(schema)) if isinstance(schema, Mapping) else {}
+    result.pop("$schema", None)
+    result.setdefault("type", "object")
+    if result.get("type") == "object" and not isinstance(result.get("properties"), Mapping):
+        result["properties"] = {}
+    return result
+
+
+def strict_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The input schema in OpenAI's strict subset.
+
+    Every object lists all its properties in `required` (the optional ones
+    become nullable: ``"type": ["string", "null"]``, or an `anyOf` with
+    ``{"type": "null"}``) and gets ``additionalProperties: false``; `oneOf`
+    becomes `anyOf`; keywords strict mode does not take (`default`,
+    `minLength`, `allOf`, `not`, `if`, ...) are removed.
+
+    Raises:
+        NotStrict: an object admits properties it does not name
+            (`additionalProperties` other than false, `patternProperties`),
+            which strict mode cannot say.
+    """
+    result: dict[str, Any] = _strict(plain_schema(schema))
+    return result
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(item) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    if "patternProperties" in node or node.get("additionalProperties") not in (None, False):
+        raise NotStrict("an object with additionalProperties or patternProperties")
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "oneOf":
+            key = "anyOf"
+        if key not in _STRICT_KEYWORDS:
+            continue
+        if key in ("$defs", "definitions"):
+            out[key] = {name: _strict(sub) for name, sub in value.items()} if isinstance(value, Mapping) else value
+        elif key in ("items", "anyOf"):
+            out[key] = _strict(value)
+        elif key == "properties":
+            continue  # below, with `required`
+        else:
+            out[key] = copy.deepcopy(value)
+    types = node.get("type")
+    is_object = types == "object" or (isinstance(types, list) and "object" in types) or "properties" in node
+    if is_object:
+        properties: Mapping[str, Any] = node["properties"] if isinstance(node.get("properties"), Mapping) else {}
+        required = set(node.get("required") or [])
+        out["properties"] = {name: _strict(sub) if name in required else _nullable(_strict(sub))
+                             for name, sub in properties.items()}
+        out["required"] = list(properties)
+        out["additionalProperties"] = False
+    return out
+
+
+def _nullable(schema: Any) -> Any:
+    """`schema` that also admits null."""
+    if not isinstance(schema, dict):
+        return schema
+    kind = schema.get("type")
+    if isinstance(kind, str) and "enum" not in schema and "const" not in schema:
+        return {**schema, "type": [kind, "null"]}
+    if isinstance(kind, list) and "enum" not in schema and "const" not in schema:
+        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
+    if isinstance(schema.get("anyOf"), list) and len(schema) == 1:
+        options = schema["anyOf"]
+        return schema if {"type": "null"} in options else {"anyOf": [*options, {"type": "null"}]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def drop_nulls(arguments: Any, schema: Mapping[str, Any] | None) -> Any:
+    """The arguments without the nulls strict mode made the model send for
+    optional properties it did not want to give (the original schema does
+    not take null there, and leaving a property out is what it meant)."""
+    if not isinstance(arguments, dict) or not isinstance(schema, Mapping):
+        return arguments
+    properties: Mapping[str, Any] = schema["properties"] if isinstance(schema.get("properties"), Mapping) else {}
+    required = set(schema.get("required") or [])
+    out: dict[str, Any] = {}
+    for name, value in arguments.items():
+        spec = properties.get(name)
+        if value is None and name not in required and not _takes_null(spec):
+            continue
+        out[name] = drop_nulls(value, spec) if isinstance(spec, Mapping) else value
+    return out
+
+
+def _takes_null(spec: Any) -> bool:
+    if not isinstance(spec, Mapping):
+        return False
+    kind = spec.get("type")
+    return kind == "null" or (isinstance(kind, list) and "null" in kind) or any(
+        _takes_null(option) for option in spec.get("anyOf") or spec.get("oneOf") or [])

@@ -1,0 +1,131 @@
+"""The Flask extension (mcp_sync.contrib.flask): settings, one client per
+server per process, the health blueprint, and the app served by gunicorn
+with --preload and two workers."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("flask")
+
+from flask import Flask  # noqa: E402
+
+import mcp_sync  # noqa: E402
+from mcp_sync.contrib.flask import MCP  # noqa: E402
+from tests.examples.harness import server_processes, wait_until_gone  # noqa: E402
+
+from .served import check_preloaded  # noqa: E402
+
+# Every client, thread and descriptor a test opens is closed by its end.
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+def demo(marker: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": ["-m", "mcp_sync.testing.server", "--name", marker]}
+
+
+@pytest.fixture
+def apps() -> Iterator[list[tuple[MCP, Flask]]]:
+    """A list to put (extension, app) pairs in; their clients are closed afterwards."""
+    made: list[tuple[MCP, Flask]] = []
+    yield made
+    for mcp, app in made:
+        with app.app_context():
+            mcp.close()
+
+
+def make(apps: list[tuple[MCP, Flask]], mcp: MCP | None = None, **config: Any) -> tuple[MCP, Flask]:
+    app = Flask("test")
+    app.config.update(config)
+    if mcp is None:
+        mcp = MCP(app)
+    else:
+        mcp.init_app(app)
+    app.register_blueprint(mcp.health_blueprint(), url_prefix="/health")
+    app.register_blueprint(mcp.health_blueprint(start=True, name="deep"), url_prefix="/health/deep")
+    apps.append((mcp, app))
+    return mcp, app
+
+
+def test_wrong_settings_fail_at_init_app(tmp_path: Any) -> None:
+    with pytest.raises(mcp_sync.ConfigError, match="not both"):
+        MCP().init_app(_app(MCP_SERVERS={}, MCP_CONFIG="mcp.json"))
+    with pytest.raises(mcp_sync.ConfigError, match="no MCP servers configured"):
+        MCP(_app())
+    with pytest.raises(mcp_sync.ConfigError, match="neither \"command\" nor \"url\""):
+        MCP(_app(MCP_SERVERS={"files": {"args": []}}))
+    with pytest.raises(mcp_sync.ConfigError, match="no config file"):
+        MCP(_app(MCP_CONFIG=str(tmp_path / "missing.json")))
+    with pytest.raises(TypeError, match="timout"):
+        MCP(_app(MCP_SERVERS={}, MCP_CLIENT_OPTIONS={"timout": 3}))
+
+
+def _app(**config: Any) -> Flask:
+    app = Flask("t")
+    app.config.update(config)
+    return app
+
+
+def test_client_is_shared_and_health_starts_nothing(apps: list[tuple[MCP, Flask]], marker: str) -> None:
+    mcp, app = make(apps, MCP_SERVERS={"demo": demo(marker), "other": demo(marker + "-other")},
+                    MCP_CLIENT_OPTIONS={"timeout": 20})
+    web = app.test_client()
+    response = web.get("/health/mcp")
+    assert response.status_code == 200
+    assert response.json == {"status": "ok", "pid": response.json["pid"],
+                             "servers": {"demo": {"status": "unused"}, "other": {"status": "unused"}}}
+    assert server_processes(marker) == {}, "the health view started a server"
+
+    client = mcp.client("demo")  # outside a request: the app given to MCP(app)
+    with app.test_request_context():
+        assert mcp.client("demo") is client
+    assert client.options.timeouts.request == 20  # MCP_CLIENT_OPTIONS applied
+    assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+    servers = web.get("/health/mcp").json["servers"]
+    assert servers["demo"]["status"] == "ready" and servers["demo"]["requests"] == 1
+    assert servers["other"] == {"status": "unused"}
+
+    client.close()
+    response = web.get("/health/mcp")
+    assert response.status_code == 503 and response.json["servers"]["demo"]["status"] == "closed"
+    assert mcp.client("demo") is not client
+    assert web.get("/health/mcp").status_code == 200
+
+
+def test_deep_health_starts_servers_and_reports_failures(apps: list[tuple[MCP, Flask]], marker: str) -> None:
+    broken = {"command": sys.executable, "args": ["-c", "raise SystemExit(3)", marker]}
+    _, app = make(apps, MCP_SERVERS={"demo": demo(marker), "broken": broken})
+    response = app.test_client().get("/health/deep/mcp")
+    assert response.status_code == 503
+    servers = response.json["servers"]
+    assert servers["demo"]["status"] == "ready" and servers["broken"]["status"] == "failed"
+    assert len(server_processes(marker)) == 1
+
+
+def test_factory_apps_have_their_own_clients(apps: list[tuple[MCP, Flask]], marker: str) -> None:
+    mcp = MCP()
+    _, first = make(apps, mcp, MCP_SERVERS={"demo": demo(marker)})
+    _, second = make(apps, mcp, MCP_SERVERS={"demo": demo(marker)})
+    with pytest.raises(RuntimeError, match="no Flask app"):
+        mcp.client("demo")
+    with first.app_context():
+        one = mcp.client("demo")
+    with second.app_context():
+        two = mcp.client("demo")
+    with first.app_context():
+        assert mcp.client("demo") is one
+    assert one is not two and len(server_processes(marker)) == 2
+    with pytest.raises(RuntimeError, match="init_app"), Flask("unknown").app_context():
+        mcp.client("demo")
+    for app in (first, second):
+        with app.app_context():
+            mcp.close()
+    assert one.status == "closed" and two.status == "closed"
+    assert wait_until_gone(marker) == {}
+
+
+def test_gunicorn_preload_two_workers(marker: str) -> None:
+    check_preloaded("tests.contrib.served_flask:app", marker, workers=2, label="flask contrib --preload --workers 2")
