@@ -36,6 +36,8 @@ def script(shell, tmp_path):
 
 def need(shell):
     if shutil.which(shell) is None:
+        if os.environ.get("CI"):  # .ci/system installs it: missing there is a failure
+            pytest.fail(f"{shell} is not installed; .ci/system installs it")
         pytest.skip(f"{shell} is not installed")
 
 
