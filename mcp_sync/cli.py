@@ -596,15 +596,18 @@ def _auth(args: argparse.Namespace, err: TextIO) -> Any:
     return os.environ.get("MCP_SYNC_TOKEN") or None
 
 
-def _configured(args: argparse.Namespace, err: TextIO) -> Target:
-    """The target of `--server NAME` (in `--config FILE`, or found) or of a
-    `--config FILE` holding one server; says on stderr which file was found."""
-    if args.config is not None:
-        config = load_config(args.config)
+def _configured(args: argparse.Namespace, err: TextIO, given: ServerConfig | None) -> Target:
+    """The target of `--server NAME` (in `--config FILE`, in the config
+    `main()` was given, or found) or of a config holding one server; says on
+    stderr which file was found."""
+    if args.config is not None or given is not None:
+        config = load_config(args.config) if args.config is not None else given
+        assert config is not None
         name = args.server
         if name is None:
             if len(config) != 1:
-                raise _UsageError(f"--config {args.config} holds {len(config)} servers: choose one with --server NAME "
+                where = f"--config {args.config}" if args.config is not None else "the configuration"
+                raise _UsageError(f"{where} holds {len(config)} servers: choose one with --server NAME "
                                   f"(servers: {', '.join(config) or 'none'})")
             name = next(iter(config))
         return config[name]
@@ -621,7 +624,8 @@ def _with_headers(target: HTTP, headers: Mapping[str, str]) -> HTTP:
     return type(target)(target.url, headers=merged)  # HTTP or SSE, as the file said
 
 
-def _target(args: argparse.Namespace, command: list[str], err: TextIO) -> tuple[Any, dict[str, Any]]:
+def _target(args: argparse.Namespace, command: list[str], err: TextIO,
+            config: ServerConfig | None) -> tuple[Any, dict[str, Any]]:
     """What to connect to, and the `connect()` options that go with it."""
     given = [what for what, present in (("--url", args.url), ("--server/--config", args.server or args.config),
                                           ("-- command", command)) if present]
@@ -645,8 +649,8 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO) -> tuple[
             auth = _auth(args, err)
             if auth is not None:
                 options["auth"] = auth
-    elif args.server or args.config:
-        target = _configured(args, err)
+    elif args.server or args.config or (config is not None and not command):
+        target = _configured(args, err, config)
         if headers:
             if not isinstance(target, HTTP):
                 raise _UsageError("--header goes with an HTTP server, and this one is a program (stdio)")
@@ -698,11 +702,14 @@ def _describe(config: ServerConfig, name: str) -> dict[str, Any]:
     return info
 
 
-def _servers(args: argparse.Namespace, command: list[str], out: TextIO, err: TextIO) -> int:
+def _servers(args: argparse.Namespace, command: list[str], out: TextIO, err: TextIO,
+             given: ServerConfig | None) -> int:
     if args.url or args.server or command:
         raise _UsageError("servers lists a config file: give --config FILE or nothing (not --url, --server or --)")
     if args.config is not None:
         config = load_config(args.config)
+    elif given is not None:
+        config = given
     else:
         path = find_config()
         err.write(f"mcp-sync: using {path}\n")
@@ -747,12 +754,19 @@ def _verbose(on: bool, err: TextIO) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
-         connect_fn: Callable[..., Client] = connect) -> int:
+         connect_fn: Callable[..., Client] = connect, config: ServerConfig | None = None) -> int:
     """Run the CLI; returns the exit status.
+
+    `config` (from `load_config()`, which also takes an `mcpServers`
+    mapping) stands for a config file: `--server NAME` names one of its
+    servers, `servers` lists it, and with one server and no other target
+    that server is used. `--config FILE`, `--url` and `-- command` on the
+    command line still win.
 
     Example::
 
         status = main(["call", "add", "a=2", "b=3"])  # prints 5, returns 0
+        main(["tools", "--server", "calc"], config=load_config({"mcpServers": servers}))
     """
     # Everything printed may hold a server's text (results, descriptions,
     # error messages, form prompts, an authorization URL, its stderr).
@@ -778,7 +792,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     try:
         with _verbose(args.verbose, err):
             if args.command == "servers":
-                return _servers(args, command, out, err)
+                return _servers(args, command, out, err, config)
             if args.command == "prompt":
                 args.parsed_arguments = _arguments(args, sys.stdin)
             elif args.command == "call" and args.args is not None:
@@ -788,7 +802,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 _parse_pairs_shape(args.arguments)
             if args.command == "tools" and args.name is not None and "=" in args.name:
                 raise _UsageError(f"unrecognized arguments: {args.name} (tools takes a tool's name at most)")
-            target, options = _target(args, command, err)
+            target, options = _target(args, command, err, config)
             handlers = _input_handlers(args.answer, err)
             with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
                             **options) as client:
@@ -877,7 +891,7 @@ def _complete_tools(line: str, point: str, connect_fn: Callable[..., Client], ou
             args = _parse(_build_parser(), argv)
         if args.command not in TOOL_COMMANDS or args.oauth:
             return 0
-        target, options = _target(args, command, cast(TextIO, quiet))
+        target, options = _target(args, command, cast(TextIO, quiet), None)
         timeout = min(args.timeout, _COMPLETION_TIMEOUT)
         with connect_fn(target, timeout=timeout, protocol=args.protocol, **options) as client:
             names = [tool.name for tool in client.list_tools(timeout=timeout)]

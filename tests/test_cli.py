@@ -608,3 +608,35 @@ def test_help_shows_the_options_after_the_subcommand():
     code, out, err = run("call", "--help")
     assert code == 0 and err == ""
     assert "--args JSON|@FILE" in out and "--url URL" in out and "options (before or after COMMAND)" in out
+
+
+def test_main_takes_a_config_instead_of_a_file(tmp_path):
+    # What an integration hands in (manage.py mcp): servers from settings,
+    # with no file written. `--server` names one, `servers` lists them, a
+    # single server needs no --server, and a target on the line still wins.
+    from mcp_sync import load_config
+
+    def run_with(config, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        return main(list(argv), stdout=out, stderr=err, config=config), out.getvalue(), err.getvalue()
+
+    two = load_config({"mcpServers": {"demo": DEMO_ENTRY, "web": {"url": "http://127.0.0.1:9/mcp",
+                                                                  "headers": {"K": "${SECRET_X}"}}}})
+    code, out, err = run_with(two, "call", "add", "a=2", "b=3", "--server", "demo")
+    assert (code, out) == (0, "5\n"), err
+    code, _, err = run_with(two, "tools")
+    assert code == 2 and "the configuration holds 2 servers: choose one with --server NAME (servers: demo, web)" in err
+    code, out, err = run_with(two, "servers")
+    assert code == 0 and err == ""  # no file was looked for
+    assert [line.split()[:2] for line in out.splitlines()] == [["demo", "stdio"], ["web", "http"]]
+    assert out.splitlines()[1].endswith("http://127.0.0.1:9/mcp  (headers: K)")
+    code, _, err = run_with(two, "tools", "--server", "nope")
+    assert code == 1 and "no server named 'nope'" in err
+
+    one = load_config({"mcpServers": {"demo": DEMO_ENTRY}})
+    assert run_with(one, "call", "echo", "text=hi")[:2] == (0, "hi\n")
+    other = write_config(tmp_path, {"file-demo": DEMO_ENTRY})
+    code, out, err = run_with(one, "servers", "--config", str(other))  # a file on the line wins
+    assert code == 0 and out.split()[0] == "file-demo", err
+    assert run_with(one, "call", "echo", "text=own", "--", *[DEMO_ENTRY["command"], *DEMO_ENTRY["args"]])[:2] == (
+        0, "own\n")

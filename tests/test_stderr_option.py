@@ -274,3 +274,42 @@ def test_a_handoff_whose_thread_could_not_start_tries_again(monkeypatch):
     handoff.finish()
     assert destination.finished.wait(5)
     assert destination.lines == ["a line longer than ten characters"]
+
+
+def test_a_servers_last_stderr_lines_are_logged_before_its_exit_is(no_leaks):
+    # The reader hands stderr lines to a thread of their own; when the
+    # server exits, its report waits (briefly) for the lines queued, so a
+    # log reads in the order things happened even with a slow handler.
+    order = []
+
+    class Recorder(logging.Handler):
+        def __init__(self, slow):
+            super().__init__(logging.DEBUG)
+            self.slow = slow
+
+        def emit(self, record):
+            if self.slow:
+                time.sleep(0.2)  # a destination slower than the reader, not the test waiting
+            order.append((record.name, record.getMessage()))
+
+    slow, fast = Recorder(True), Recorder(False)
+    stderr_logger, connection_logger = logging.getLogger("mcp_sync.server.stderr"), logging.getLogger(
+        "mcp_sync.connection")
+    levels = stderr_logger.level, connection_logger.level
+    stderr_logger.addHandler(slow)
+    connection_logger.addHandler(fast)
+    stderr_logger.setLevel(logging.INFO)
+    connection_logger.setLevel(logging.DEBUG)
+    try:
+        with mcp_sync.connect([sys.executable, "-m", "mcp_sync.testing.server"]) as client:
+            with pytest.raises(mcp_sync.ServerExited):
+                client.call_tool("crash")
+    finally:
+        stderr_logger.removeHandler(slow)
+        connection_logger.removeHandler(fast)
+        stderr_logger.setLevel(levels[0])
+        connection_logger.setLevel(levels[1])
+    crash = next(i for i, (name, text) in enumerate(order) if "crashing on purpose" in text
+                 and name == "mcp_sync.server.stderr")
+    failed = next(i for i, (name, text) in enumerate(order) if text.startswith("transport failed"))
+    assert crash < failed, order

@@ -51,7 +51,17 @@ class Problem:
     error: bool = True
 
 
-def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "") -> tuple[ServerConfig, dict[str, Any]]:
+def setting_names(prefix: str = "", *, lower: bool = False) -> tuple[str, str, str]:
+    """How the three settings are spelled where they are read: Django's and
+    Flask's `MCP_SERVERS`, Celery's lowercase `mcp_servers`; for messages."""
+    def spelled(name: str) -> str:
+        return prefix + (name.lower() if lower else name)
+
+    return spelled("MCP_SERVERS"), spelled("MCP_CONFIG"), spelled("MCP_CLIENT_OPTIONS")
+
+
+def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "",
+                  lower: bool = False) -> tuple[ServerConfig, dict[str, Any]]:
     """The config and connect options the settings describe.
 
     Raises:
@@ -59,24 +69,25 @@ def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "") ->
             value of the wrong kind, or a config `load_config()` refuses.
         TypeError, ValueError: `MCP_CLIENT_OPTIONS` that `connect()` refuses.
     """
+    servers_name, config_name, _ = setting_names(prefix, lower=lower)
     if servers is not None and path is not None:
-        raise ConfigError(f"set one of {prefix}MCP_SERVERS and {prefix}MCP_CONFIG, not both")
+        raise ConfigError(f"set one of {servers_name} and {config_name}, not both")
     if servers is None and path is None:
-        raise ConfigError(f"no MCP servers configured: set {prefix}MCP_SERVERS (an mcpServers object) "
-                          f"or {prefix}MCP_CONFIG (a config file's path)")
+        raise ConfigError(f"no MCP servers configured: set {servers_name} (an mcpServers object) "
+                          f"or {config_name} (a config file's path)")
     if servers is not None:
         if not isinstance(servers, Mapping):
-            raise ConfigError(f"{prefix}MCP_SERVERS must be a mapping of server name to entry "
+            raise ConfigError(f"{servers_name} must be a mapping of server name to entry "
                               f"(an mcpServers object), not {type(servers).__name__}")
         config = load_config({"mcpServers": servers})
     else:
         if not isinstance(path, (str, os.PathLike)):
-            raise ConfigError(f"{prefix}MCP_CONFIG must be a config file's path, not {type(path).__name__}")
+            raise ConfigError(f"{config_name} must be a config file's path, not {type(path).__name__}")
         config = load_config(path)
-    return config, check_options(options, prefix=prefix)
+    return config, check_options(options, prefix=prefix, lower=lower)
 
 
-def check_options(options: Any, *, prefix: str = "") -> dict[str, Any]:
+def check_options(options: Any, *, prefix: str = "", lower: bool = False) -> dict[str, Any]:
     """`MCP_CLIENT_OPTIONS` as a dict, its client options validated.
 
     HTTP options (`headers`, `verify`, ...) are left for `connect()` to check
@@ -89,7 +100,7 @@ def check_options(options: Any, *, prefix: str = "") -> dict[str, Any]:
     if options is None:
         return {}
     if not isinstance(options, Mapping):
-        raise TypeError(f"{prefix}MCP_CLIENT_OPTIONS must be a mapping of connect() options, "
+        raise TypeError(f"{setting_names(prefix, lower=lower)[2]} must be a mapping of connect() options, "
                         f"not {type(options).__name__}")
     from ..transports import (
         _http_options,  # the HTTP option names, known to the transports only
@@ -100,18 +111,19 @@ def check_options(options: Any, *, prefix: str = "") -> dict[str, Any]:
     return dict(options)
 
 
-def problems(servers: Any, path: Any, options: Any, *, prefix: str = "") -> list[Problem]:
+def problems(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: bool = False) -> list[Problem]:
     """Everything wrong with the settings, found without connecting: for a
     system check. The ids are `E001`... (errors) and `W001`... (warnings)."""
+    servers_name, config_name, options_name = setting_names(prefix, lower=lower)
     if servers is not None and path is not None:
-        return [Problem("E001", f"both {prefix}MCP_SERVERS and {prefix}MCP_CONFIG are set",
+        return [Problem("E001", f"both {servers_name} and {config_name} are set",
                         "keep one: the servers in settings, or the path of a config file")]
     if servers is None and path is None:
-        return [Problem("W001", f"no MCP servers configured: neither {prefix}MCP_SERVERS nor {prefix}MCP_CONFIG "
+        return [Problem("W001", f"no MCP servers configured: neither {servers_name} nor {config_name} "
                                 "is set", "set one, or remove the app", error=False)]
     found: list[Problem] = []
     try:
-        config, _ = read_settings(servers, path, None, prefix=prefix)
+        config, _ = read_settings(servers, path, None, prefix=prefix, lower=lower)
     except ConfigError as exc:
         return [Problem("E002", str(exc))]
     for name in config:
@@ -123,13 +135,13 @@ def problems(servers: Any, path: Any, options: Any, *, prefix: str = "") -> list
         for name, entry in config.entries.items():
             unknown = sorted(set(entry) - KNOWN_ENTRY_KEYS)
             if unknown:
-                found.append(Problem("W002", f"{prefix}MCP_SERVERS[{name!r}] has keys mcp_sync ignores: "
+                found.append(Problem("W002", f"{servers_name}[{name!r}] has keys mcp_sync ignores: "
                                              f"{', '.join(unknown)}",
                                      f"the keys read are {', '.join(sorted(KNOWN_ENTRY_KEYS))}", error=False))
     try:
-        check_options(options, prefix=prefix)
+        check_options(options, prefix=prefix, lower=lower)
     except (TypeError, ValueError) as exc:
-        found.append(Problem("E004", f"{prefix}MCP_CLIENT_OPTIONS: {exc}",
+        found.append(Problem("E004", f"{options_name}: {exc}",
                              "it takes the keyword arguments of mcp_sync.connect()"))
     return found
 

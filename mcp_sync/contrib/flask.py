@@ -145,9 +145,7 @@ class MCP:
         Returns:
             The blueprint, to register with `url_prefix` as you like.
 
-        Raises:
-            Nothing here; its view raises `RuntimeError` for an app that
-            `init_app()` did not see.
+        Its view raises `RuntimeError` for an app that `init_app()` did not see.
 
         Example::
 

@@ -229,6 +229,21 @@ class Handoff:
         if failed is not None:
             log.debug("no thread to forward the last stderr lines of server %s: %s", self._name, failed)
 
+    def flush(self, timeout: float) -> None:
+        """Wait up to `timeout` for the lines queued now to be forwarded
+        (not on the forwarding thread): a server's last words reach their
+        destination before its connection is reported lost, so a log reads
+        in the order things happened."""
+        if self._thread is threading.current_thread():
+            return
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._chars > 0 and self._thread is not None and not self._stopped:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
     def stop(self, timeout: float) -> None:
         """At close: wait up to `timeout` for the lines queued to be
         forwarded, then forward no more (the line in hand is finished;
@@ -282,6 +297,8 @@ class Handoff:
                     with self._cond:  # room again, line by line, for a reader that paused
                         self._chars -= len(text) + 1
                         stopped = self._stopped
+                        if not self._chars:
+                            self._cond.notify_all()  # a `flush()` waiting
                     if stopped:
                         left += len(batch) - done
                         break

@@ -95,6 +95,9 @@ _STDERR_LINE = 65536
 _LAST_WORDS_SECONDS = 1.0
 #: How often the reader looks whether a full stderr hand-off has room again.
 _PAUSED_MS = 20
+#: How long the report of a server that exited waits for its last stderr
+#: lines to reach their destination (a hanging log handler cannot hold it up longer).
+_LAST_WORDS_FLUSH = 0.5
 #: The least `close()` gives the stderr hand-off to log the lines it holds
 #: before it stops forwarding them (counted in a warning instead).
 _HANDOFF_JOIN_SECONDS = 0.5
@@ -677,6 +680,9 @@ class StdioTransport(Transport):
         # yet (a write that found the pipe broken explains it at once).
         if (self._drain or self._reader) is not threading.current_thread():
             self._stderr_ended.wait(1.0)
+        handoff = self._handoff
+        if handoff is not None:
+            handoff.flush(_LAST_WORDS_FLUSH)
         return ServerExited(
             f"{what}: the server process exited with code {returncode}{self._tail_text()}",
             returncode=returncode, stderr_tail=list(self._stderr_tail),

@@ -95,12 +95,10 @@ def close_clients() -> None:
     """Close this process's clients and forget the settings read: the next
     `get_client()` reads them again and connects again. Done at interpreter
     exit, and when a test changes an `MCP_*` setting (`override_settings`).
+    A client that fails to close is logged, and the others are closed.
 
     Returns:
         None.
-
-    Raises:
-        Nothing: a client that fails to close is logged.
 
     Example::
 

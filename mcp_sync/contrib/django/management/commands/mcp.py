@@ -16,9 +16,6 @@ error), 2 (a wrong command line).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any, TextIO, cast
 
@@ -97,68 +94,17 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     """
     from ... import _registry
 
-    out, err = stdout, stderr
     own = list(argv[:argv.index("--")] if "--" in argv else argv)
     if "--" in argv or any(arg.split("=", 1)[0] in _OWN_TARGET for arg in own):
-        return cli.main(list(argv), stdout=out, stderr=err)
+        return cli.main(list(argv), stdout=stdout, stderr=stderr)
     try:
         config, options = _registry.settings()
     except (ConfigError, TypeError, ValueError) as exc:
-        err.write(f"manage.py mcp: error: {exc}\n")
-        return cli.EXIT_ERROR
-    words = [arg for arg in own if not arg.startswith("-")]
-    if words[:1] == ["servers"]:
-        return _servers(list(argv), config, out, err)
-    name, rest = _take_server(own)
-    if name is None:
-        if len(config) != 1:
-            err.write(f"manage.py mcp: error: choose a server with --server NAME "
-                      f"(servers: {', '.join(config) or 'none'})\n")
-            return cli.EXIT_USAGE
-        name = next(iter(config))
-    try:
-        target = config[name]
-    except ConfigError as exc:
-        err.write(f"manage.py mcp: error: {exc}\n")
+        stderr.write(f"manage.py mcp: error: {exc}\n")
         return cli.EXIT_ERROR
 
-    def connect_configured(_default_target: Any, **given: Any) -> Client:
-        # The CLI, given no target, names its demo server: this server instead.
-        # Its own options (--timeout, --protocol) win over the settings'.
+    def connect_configured(target: Any, **given: Any) -> Client:
+        # The command line's own options (--timeout, --protocol) win over the settings'.
         return connect(target, **{**options, **{key: value for key, value in given.items() if value is not None}})
 
-    return cli.main(rest, stdout=out, stderr=err, connect_fn=connect_configured)
-
-
-def _take_server(argv: list[str]) -> tuple[str | None, list[str]]:
-    """`--server NAME` (or `--server=NAME`) taken out of `argv`: the name and the rest."""
-    rest: list[str] = []
-    name = None
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--server" and i + 1 < len(argv):
-            name, i = argv[i + 1], i + 2
-            continue
-        if arg.startswith("--server="):
-            name = arg.split("=", 1)[1]
-        else:
-            rest.append(arg)
-        i += 1
-    return name, rest
-
-
-def _servers(argv: list[str], config: Any, out: TextIO, err: TextIO) -> int:
-    """`servers`: the CLI's listing of the settings' servers. A config read
-    from a file is listed from that file; `MCP_SERVERS` from a copy of it in
-    a temporary file (as written: `${...}` placeholders, not their values)."""
-    if config.path is not None:
-        return cli.main([*argv, "--config", str(config.path)], stdout=out, stderr=err)
-    entries = {**config.entries, **{name: {"disabled": True, "command": "-"} for name in config.disabled}}
-    handle, path = tempfile.mkstemp(prefix="mcp-servers-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump({"mcpServers": entries}, file, default=str)
-        return cli.main([*argv, "--config", path], stdout=out, stderr=err)
-    finally:
-        os.unlink(path)
+    return cli.main(list(argv), stdout=stdout, stderr=stderr, connect_fn=connect_configured, config=config)
