@@ -205,7 +205,10 @@ def _add_common_options(parser: argparse.ArgumentParser, *, after: bool) -> None
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    # No abbreviated options: `--ur` taken as `--url` would send a
+    # configured server's credentials wherever a typo points.
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="mcp-sync",
         description="Talk to an MCP server. Without a target, uses the bundled demo server.",
         epilog="Target a server program with: mcp-sync COMMAND ... [options] -- program args...; "
@@ -216,7 +219,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help, allow_abbrev=False)
         _add_common_options(p, after=True)
         return p
 
@@ -806,6 +809,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             handlers = _input_handlers(args.answer, err)
             with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
                             **options) as client:
+                # Each request waits as long as the client was made to: a
+                # `connect_fn` may have its own timeout (an integration's settings).
+                args.timeout = client.options.timeouts.request
                 return _run(client, args, out, err)
     except BrokenPipeError:
         # The reader went away (`mcp-sync tools | head -1`): nothing to say

@@ -640,3 +640,11 @@ def test_main_takes_a_config_instead_of_a_file(tmp_path):
     assert code == 0 and out.split()[0] == "file-demo", err
     assert run_with(one, "call", "echo", "text=own", "--", *[DEMO_ENTRY["command"], *DEMO_ENTRY["args"]])[:2] == (
         0, "own\n")
+
+
+def test_an_abbreviated_option_is_not_taken_for_another():
+    # `--ur` for `--url` would aim a configured server's options at a typo.
+    code, _, err = run("tools", "--ur", "http://127.0.0.1:9/mcp")
+    assert code == 2 and "unrecognized arguments: --ur" in err, err
+    code, _, err = run("--time", "5", "tools")
+    assert code == 2 and "--time" in err, err

@@ -289,7 +289,7 @@ def test_a_servers_last_stderr_lines_are_logged_before_its_exit_is(no_leaks):
 
         def emit(self, record):
             if self.slow:
-                time.sleep(0.2)  # a destination slower than the reader, not the test waiting
+                time.sleep(0.1)  # a destination slower than the reader, not the test waiting
             order.append((record.name, record.getMessage()))
 
     slow, fast = Recorder(True), Recorder(False)

@@ -200,27 +200,42 @@ class Clients:
 
     def get(self, name: str) -> Client:
         """The client of server `name`, connected on the first call in this process."""
+        while True:
+            client = self._get_once(name)
+            if client is not None:
+                return client
+
+    def warm(self, name: str) -> None:
+        """Connect `name` now if this process has no client of it. Unlike
+        `get()`, it does not try again when `close()` ran meanwhile: a
+        start-up connect must not outlive the close that ended it."""
+        self._get_once(name)
+
+    def _get_once(self, name: str) -> Client | None:
+        """The client of `name`, made if needed; None when `close()` (or a
+        settings reset) ran while it connected: that client, made from the
+        old settings, is closed again."""
         forking.check()
         self._close_inherited()
-        while True:
+        with self._lock:
+            client = self._clients.get(name)
+            if client is not None and client.status != "closed":
+                return client
+            gate = self._gates.setdefault(name, threading.Lock())
+        with gate:
             with self._lock:
                 client = self._clients.get(name)
                 if client is not None and client.status != "closed":
+                    return client  # another thread made it while this one waited
+                generation = self._generation
+            config, options = self.settings()
+            client = connect(config[name], **options)
+            with self._lock:
+                if generation == self._generation:
+                    self._clients[name] = client
                     return client
-                gate = self._gates.setdefault(name, threading.Lock())
-            with gate:
-                with self._lock:
-                    client = self._clients.get(name)
-                    if client is not None and client.status != "closed":
-                        return client  # another thread made it while this one waited
-                    generation = self._generation
-                config, options = self.settings()
-                client = connect(config[name], **options)
-                with self._lock:
-                    if generation == self._generation:
-                        self._clients[name] = client
-                        return client
-                client.close()  # the settings were reset while it connected: made from the old ones
+        client.close()
+        return None
 
     def close(self) -> None:
         """Close every client of this process; the next `get()` connects

@@ -102,8 +102,11 @@ class MCP:
         # inherited by its prefork children. Another app's worker in the
         # same process (rare) starts nothing of this one's.
         self._in_worker = False
-        # The start-up connects of this process, joined before it closes.
+        # The start-up connects of this process, joined before it closes;
+        # `_closing` stops them between servers. Set at process start on the
+        # process's main thread, taken by `close()` on any thread.
         self._warmup: threading.Thread | None = None
+        self._closing = threading.Event()
         # Celery's signals hold weak references to bound methods by default:
         # the receivers live as long as this object.
         signals.worker_init.connect(self._on_worker_init, weak=True)
@@ -178,6 +181,7 @@ class MCP:
         """
         warmup, self._warmup = self._warmup, None
         if warmup is not None:
+            self._closing.set()
             warmup.join(WARMUP_JOIN)
         self._clients.close()
 
@@ -199,14 +203,17 @@ class MCP:
             names = self._clients.names()
         except Exception:  # noqa: BLE001 - logged at worker_init already; a task's client() raises it
             return
+        self._closing.clear()
         self._warmup = threading.Thread(target=self._connect_all, args=(names,), name="mcp-sync-celery-start",
                                         daemon=True)
         self._warmup.start()
 
     def _connect_all(self, names: list[str]) -> None:
         for name in names:
+            if self._closing.is_set():
+                return  # the process is ending: connect nothing more
             try:
-                self._clients.get(name)
+                self._clients.warm(name)
             except Exception:  # noqa: BLE001 - the first task that uses it tries again, and raises
                 log.warning("could not connect to MCP server %r at worker process start", name, exc_info=True)
 

@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from celery.result import ResultSet  # noqa: E402
 import mcp_sync  # noqa: E402
 from mcp_sync.contrib.celery import MCP  # noqa: E402
 from tests.examples.harness import Launched, server_processes, wait_until_gone  # noqa: E402
+from tests.helpers import wait_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 1000
@@ -285,3 +287,44 @@ def test_importing_the_integration_imports_no_worker_machinery() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_close_during_the_start_up_connects_leaves_nothing_running(marker: str) -> None:
+    # The process ends while its servers are still starting: the connect in
+    # progress is closed when it completes, not made again, and the next
+    # server is not started at all.
+    slow = {"command": "sh", "args": ["-c", f"sleep 0.5; exec {sys.executable} -m mcp_sync.testing.server "
+                                            f"--name {marker}"]}
+    app = Celery("closing")
+    app.conf.mcp_servers = {"slow": slow, "second": demo(marker + "-second")}
+    mcp = MCP(app)
+    signals.worker_init.send(sender=type("Worker", (), {"app": app})())
+    signals.worker_process_init.send(sender="w@host")
+    warmup = mcp._warmup
+    assert warmup is not None
+    wait_until(lambda: server_processes(marker) != {})  # the first server is starting
+    signals.worker_process_shutdown.send(sender="w@host", pid=os.getpid(), exitcode=0)
+    assert not warmup.is_alive()
+    assert wait_until_gone(marker) == {}, "the start-up connect made its client again after the close"
+    assert server_processes(marker + "-second") == {}
+    assert mcp._clients.peek("slow") is None
+
+
+def test_a_connect_that_a_close_overtook_is_not_made_again(marker: str) -> None:
+    # `close()` runs while a start-up connect is in progress and does not
+    # wait for it (its join gave up): the connect, once done, closes what
+    # it made and returns, instead of connecting again from new settings.
+    from mcp_sync.config import load_config
+    from mcp_sync.contrib._clients import Clients
+
+    slow = {"command": "sh", "args": ["-c", f"sleep 0.5; exec {sys.executable} -m mcp_sync.testing.server "
+                                            f"--name {marker}"]}
+    clients = Clients(lambda: (load_config({"mcpServers": {"slow": slow}}), {}))
+    connecting = threading.Thread(target=clients.warm, args=("slow",))
+    connecting.start()
+    wait_until(lambda: server_processes(marker) != {})  # started, not yet answering
+    clients.close()
+    connecting.join(30)
+    assert not connecting.is_alive()
+    assert clients.peek("slow") is None
+    assert wait_until_gone(marker) == {}, "the connect was made again after the close"

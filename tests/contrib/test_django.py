@@ -208,6 +208,19 @@ def test_management_command_reuses_the_cli(app: None, marker: str) -> None:
     assert wait_until_gone(marker) == {}, "the command left a server running"
 
 
+def test_management_command_options_and_typos(app: None, marker: str) -> None:
+    # MCP_CLIENT_OPTIONS' timeout applies unless --timeout is typed (the
+    # CLI's default does not override it); an abbreviated option is not
+    # taken for another (`--ur` would aim the settings' options elsewhere).
+    with override_settings(MCP_SERVERS={"demo": demo(marker)}, MCP_CLIENT_OPTIONS={"timeout": 0.5}):
+        code, _, err = run_mcp("call", "sleep", "seconds=3")
+        assert code == 1 and "timed out" in err, err
+        assert run_mcp("call", "sleep", "seconds=1", "--timeout", "20")[:2] == (0, "slept\n")
+        code, _, err = run_mcp("tools", "--ur", "http://127.0.0.1:9/mcp")
+        assert code == 2 and "unrecognized arguments: --ur" in err, err
+    assert wait_until_gone(marker) == {}, "the command left a server running"
+
+
 # -- import cost and gunicorn -------------------------------------------------------
 
 

@@ -103,8 +103,14 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"manage.py mcp: error: {exc}\n")
         return cli.EXIT_ERROR
 
+    # The command line's --timeout and --protocol, when typed, win over the
+    # settings' options; the CLI's default timeout does not.
+    typed = {name for name in ("timeout", "protocol")
+             if any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in own)}
+
     def connect_configured(target: Any, **given: Any) -> Client:
-        # The command line's own options (--timeout, --protocol) win over the settings'.
-        return connect(target, **{**options, **{key: value for key, value in given.items() if value is not None}})
+        chosen = {key: value for key, value in given.items()
+                  if value is not None and (key in typed or key not in options)}
+        return connect(target, **{**options, **chosen})
 
     return cli.main(list(argv), stdout=stdout, stderr=stderr, connect_fn=connect_configured, config=config)

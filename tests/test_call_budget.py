@@ -1,0 +1,119 @@
+"""How much of the client's own Python one call runs: a budget that cannot drift.
+
+A profiler hook counts the calls of functions in `mcp_sync` (attrs-made
+methods of its classes included) on the calling thread and on the
+connection's reader thread, for one call at a time. Unlike a timing, the
+count is the same on a loaded machine and a quiet one, so it can be
+asserted: a change that adds a layer, a lookup per call or a helper on the
+hot path fails here, and either pays for itself elsewhere or raises the
+budget in the same commit, with the benchmark that justifies it.
+
+Each budget is the count measured when it was set. Third-party code
+(`json`, `threading`) is left out of the count: its depth changes with
+Python's version, not with ours. The fewest of a few calls is compared:
+over HTTP a response sometimes needs a second read (its body came in a
+later segment than its head), four calls more; the HTTP budgets are set
+at that count, so that a loaded machine on which every response came in
+two reads still passes.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+
+import mcp_sync
+from mcp_sync.testing import HTTPServer, demo_server
+
+#: (transport, what) -> {thread: most calls of mcp_sync functions}.
+#: `list` is one `list_tools()` page of the demo server (16 tools).
+BUDGETS: dict[tuple[str, str], dict[str, int]] = {
+    ("stdio", "call"): {"caller": 46, "reader": 7},
+    ("stdio", "list"): {"caller": 99, "reader": 7},
+    ("http", "call"): {"caller": 140, "reader": 0},
+    ("http", "list"): {"caller": 189, "reader": 0},
+}
+CALLS = 20
+
+
+class CallCounter:
+    """Counts calls of the package's functions per thread while `on`."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.counts: Counter[str] = Counter()
+        self.caller = threading.get_ident()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if not self.on or event != "call":
+            return
+        filename = frame.f_code.co_filename
+        if "mcp_sync" not in filename or "/mcp_sync/testing/" in filename:
+            return  # not ours, or the test server's (in this process over HTTP)
+        if threading.get_ident() == self.caller:
+            self.counts["caller"] += 1
+        elif threading.current_thread().name.startswith("mcp-sync-reader"):
+            self.counts["reader"] += 1
+        elif not threading.current_thread().name.startswith("mcp-testing"):
+            self.counts[threading.current_thread().name] += 1
+
+    def per_call(self, fn: Callable[[], object]) -> dict[str, int]:
+        """The fewest calls on each thread over `CALLS` calls of `fn`, after two to warm up."""
+        fn()
+        fn()
+        samples: list[Counter[str]] = []
+        for _ in range(CALLS):
+            self.counts = Counter()
+            self.on = True
+            fn()
+            self.on = False
+            samples.append(self.counts)
+        threads = set().union(*samples)
+        return {thread: min(sample[thread] for sample in samples) for thread in threads}
+
+
+@pytest.fixture
+def counter() -> Iterator[CallCounter]:
+    """A counter installed on this thread and on every thread started from now on."""
+    counting = CallCounter()
+    before = sys.getprofile()
+    threading.setprofile(counting)
+    sys.setprofile(counting)
+    try:
+        yield counting
+    finally:
+        sys.setprofile(before)
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+
+def check(counter: CallCounter, transport: str, what: str, client: mcp_sync.Client) -> None:
+    fn = {"call": lambda: client.call_tool("echo", {"text": "x"}), "list": client.list_tools}[what]
+    counts = counter.per_call(fn)
+    budget = BUDGETS[transport, what]
+    print(f"  {transport} {what}: {counts} (budget {budget})")
+    assert set(counts) <= {"caller", "reader"}, f"a call ran the package's code on another thread: {counts}"
+    over = {thread: (counts.get(thread, 0), most) for thread, most in budget.items()
+            if counts.get(thread, 0) > most}
+    assert not over, (f"{transport} {what}: more calls of mcp_sync functions than the budget "
+                      f"(thread: (counted, budget)): {over}")
+    assert counts.get("caller", 0) > 0  # the hook saw the call at all
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_a_stdio_call_stays_within_its_budget(counter: CallCounter, protocol: str) -> None:
+    with mcp_sync.connect([sys.executable, "-m", "mcp_sync.testing.server"], protocol=protocol) as client:
+        check(counter, "stdio", "call", client)
+        check(counter, "stdio", "list", client)
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_an_http_call_stays_within_its_budget(counter: CallCounter, protocol: str) -> None:
+    with HTTPServer(demo_server()) as server, mcp_sync.connect(server.url, protocol=protocol) as client:
+        check(counter, "http", "call", client)
+        check(counter, "http", "list", client)
