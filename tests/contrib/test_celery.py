@@ -228,8 +228,7 @@ def test_wrong_settings_are_problems_and_config_errors(tmp_path: Path) -> None:
         MCP("app")  # type: ignore[arg-type]
 
 
-def test_the_worker_signals_connect_at_process_start_and_close_at_its_end(marker: str,
-                                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_the_worker_signals_connect_at_process_start_and_close_at_its_end(marker: str) -> None:
     app = Celery("signals")
     app.conf.mcp_servers = {"demo": demo(marker)}
     mcp = MCP(app)
@@ -253,7 +252,7 @@ def test_the_worker_signals_connect_at_process_start_and_close_at_its_end(marker
 
 
 def test_a_server_that_cannot_start_is_logged_at_process_start_and_raised_at_use(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture) -> None:
     app = Celery("broken")
     app.conf.mcp_servers = {"broken": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}}
     mcp = MCP(app)
