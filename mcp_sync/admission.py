@@ -183,7 +183,7 @@ class Admission:
             finally:
                 admission.release()
         """
-        # The body is repeated in `_Slot.__enter__`: the undo must run in the
+        # The body is repeated in `Slot.__enter__`: the undo must run in the
         # frame that takes the slot (see the module notes), so neither may
         # simply call the other.
         if self._fast:
@@ -218,7 +218,7 @@ class Admission:
             self._count -= 1
             self._hand_over()
 
-    def slot(self, deadline: float | None = None) -> _Slot:
+    def slot(self, deadline: float | None = None) -> Slot:
         """`acquire(deadline)` on entering a `with` block, `release()` on
         leaving it.
 
@@ -227,7 +227,7 @@ class Admission:
             with admission.slot(time.monotonic() + 30):
                 ...                 # send the request, wait for the answer
         """
-        return _Slot(self, deadline)
+        return Slot(self, deadline)
 
     # -- the client's controls ------------------------------------------------------
 
@@ -377,8 +377,9 @@ class Admission:
         return RequestTimeout(f"waited {waited:.2f} s {what} until the deadline; nothing was sent")
 
 
-class _Slot:
-    """The context manager `Admission.slot()` returns."""
+class Slot:
+    """The context manager `Admission.slot()` returns: `Slot(admission,
+    deadline)` is the same, one call less on a path that counts them."""
 
     __slots__ = ("_admission", "_deadline")
 
@@ -408,7 +409,14 @@ class _Slot:
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self._admission.release()
+        admission = self._admission
+        if admission._unbounded:  # `release()`'s lock-free case, in this frame
+            try:
+                admission._inside.pop()
+                return
+            except IndexError:
+                pass  # this slot was taken under the lock (while paused)
+        admission.release()
 
 
 def _check_limit(name: str, value: int | None, least: int) -> None:

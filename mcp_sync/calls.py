@@ -101,7 +101,9 @@ class ToolCatalog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tools: dict[str, Tool] = {}
+        #: The known tools by name. Read without the lock: replaced whole
+        #: (under it) by `remember`, never changed in place.
+        self.tools: dict[str, Tool] = {}
         #: The names of the known tools that run only as tasks (2025-11-25
         #: `execution.taskSupport: "required"`); replaced whole, never changed.
         self.task_required: frozenset[str] = frozenset()
@@ -126,27 +128,30 @@ class ToolCatalog:
         self.structured_output = True
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        return self.tools.get(name)
 
     def remember(self, tools: Sequence[Tool], *, replace: bool) -> None:
         with self._lock:
-            known = {} if replace else dict(self._tools)
-            known.update((tool.name, tool) for tool in tools)
-            self._tools = known
-            self.task_required = frozenset(name for name, tool in known.items() if tool.task_support == "required")
+            known = {} if replace else dict(self.tools)
+            known.update([(tool.name, tool) for tool in tools])
+            self.tools = known
+            # (`Tool.task_support == "required"`, read from the field: this
+            # runs on every listing, once per tool.)
+            self.task_required = frozenset([name for name, tool in known.items() if tool.execution is not None
+                                            and tool.execution.get("taskSupport") == "required"])
             if replace:
                 self.list_before_calling = False
             self._headers_checked = {name: tool for name, tool in self._headers_checked.items()
                                      if known.get(name) is tool}
             # One compiled validator per known tool with an outputSchema.
-            self.schemas.hold(sum(1 for tool in known.values() if tool.output_schema is not None))
+            self.schemas.hold(len([tool for tool in known.values() if tool.output_schema is not None]))
 
     def after_fork(self) -> None:
         """In a child after `os.fork()`: a parent thread may have held the
         lock at the fork; the table itself is still right."""
         self._lock = threading.Lock()
         self.schemas = SchemaCache()
-        self.schemas.hold(sum(1 for tool in self._tools.values() if tool.output_schema is not None))
+        self.schemas.hold(sum(1 for tool in self.tools.values() if tool.output_schema is not None))
 
     def listed(self, items: list[Any]) -> list[Tool]:
         """The usable tools of one `tools/list` page's wire items. A
@@ -154,7 +159,7 @@ class ToolCatalog:
         `Tool` (see `tools_from_wire`): relisting unchanged tools builds no
         second catalog beside the first, and leaves the garbage collector
         no new one to scan."""
-        return self.usable(tools_from_wire(items, self._tools))
+        return self.usable(tools_from_wire(items, self.tools))
 
     def usable(self, tools: list[Tool]) -> list[Tool]:
         """Listed tools minus those an HTTP mirroring transport cannot call.

@@ -39,7 +39,7 @@ sender's bounded queue, so neither a reader nor a caller that gave up ever
 blocks on IO.
 
 Lock discipline: `_lock` guards the router (pending calls, subscriptions,
-owed answers), `_state` and `_failure`. It is held only
+owed answers), `state` and `_failure`. It is held only
 for table updates and inbox puts (which never block); nothing is sent, no
 user code runs and nothing is logged while it is held. `EngineThreads` is
 never called with `_lock` held: it takes it itself, through `_settle()` and
@@ -80,7 +80,7 @@ from .errors import (
 from .protocol import codes, jsonrpc
 from .router import Router
 from .transports.base import Transport
-from .waiting import earliest, expired, on_main_thread, remaining, slice_of
+from .waiting import MAIN_THREAD_SLICE, expired, on_main_thread, remaining, slice_of
 
 log = logging.getLogger("mcp_sync.connection")
 
@@ -199,6 +199,9 @@ class _Lanes:
 
 class Inbox:
     """Everything addressed to one request, in arrival order, bounded.
+
+    (`Connection.deliver()` does `put()`'s first case itself, a plain
+    call's response while no lanes exist: the answer of every call.)
 
     Two lanes. The response, a CLOSED and server requests are never
     dropped: they go through a `SimpleQueue`, so a plain call costs one put
@@ -464,9 +467,12 @@ class Connection:
         self._lock = threading.Lock()
         self._router: Router[Any] = Router()
         self._router.adopting = not transport.relates_server_requests
-        # One explicit lifecycle state (see `State`); `_failure` keeps why it
-        # failed even once closed, for the errors of later sends.
-        self._state = State.OPEN
+        # One explicit lifecycle state (see `State`): where the connection
+        # is in its life, read by anyone without the lock (a plain attribute:
+        # the hot path reads it on every call), written only here, under the
+        # lock. `_failure` keeps why it failed even once closed, for the
+        # errors of later sends.
+        self.state = State.OPEN
         self._failure: TransportError | None = None
         self._close_done = threading.Event()  # set once the first close() finished
         self._closing_thread: int | None = None
@@ -505,7 +511,7 @@ class Connection:
         # for the table update (every caller and the reader take it).
         pending = Pending(0, method, cancellable, self._max_server_requests, adopts, params)
         with self._lock:
-            if self._state is not State.OPEN:
+            if self.state is not State.OPEN:
                 self._raise_if_unusable()
             pending.id = pending.inbox.id = request_id = next(self._ids)
             self._router.add_call(request_id, pending)
@@ -514,7 +520,10 @@ class Connection:
             meta = dict(params.get("_meta") or {})
             meta["progressToken"] = request_id
             params["_meta"] = meta
-        message = jsonrpc.request(request_id, method, params)
+        # `jsonrpc.request()`, written out: this runs on every call.
+        message: dict[str, Any] = {"jsonrpc": jsonrpc.JSONRPC, "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
         if self._exchanges:
             pending.unsent = (message, headers)
             return pending
@@ -554,18 +563,21 @@ class Connection:
             deadline = started + timeout if timeout is not None else None
             hard_deadline = (started + max_total_timeout if reset_timeout_on_progress and max_total_timeout is not None
                              and deadline is not None else None)
-            # The main thread wakes now and then, so a simulated Ctrl-C
-            # (`_thread.interrupt_main()`) is raised while it waits.
-            main = on_main_thread()
+            # The main thread wakes now and then (`slice_of`), so a simulated
+            # Ctrl-C (`_thread.interrupt_main()`) is raised while it waits.
+            # (These few lines run on every call: the helpers' bodies are
+            # written out here, to keep the per-call budget.)
+            main = threading.current_thread() is threading.main_thread()
             get = pending.inbox.get
             if pending.unsent is not None:
-                limit = earliest(deadline, hard_deadline)
-                paused = self.send_deferred(pending, limit)
+                unsent, pending.unsent = pending.unsent, None  # see `send_deferred()`
+                limit = deadline if hard_deadline is None or deadline is None else min(deadline, hard_deadline)
+                paused = self.transport.exchange(unsent[0], unsent[1], limit)
                 if paused and deadline is not None:
                     deadline += paused  # time spent authorizing is not the call's
             while True:
                 if deadline is None:
-                    wait_for = slice_of(None, main=main)
+                    wait_for = MAIN_THREAD_SLICE if main else None
                 else:
                     limit = deadline if hard_deadline is None else min(deadline, hard_deadline)
                     remaining = limit - time.monotonic()
@@ -575,7 +587,7 @@ class Connection:
                             return response
                         raise _timed_out(pending, timeout, hard_deadline is not None and limit == hard_deadline,
                                             max_total_timeout)
-                    wait_for = slice_of(remaining, main=main)
+                    wait_for = remaining if not main or remaining < MAIN_THREAD_SLICE else MAIN_THREAD_SLICE
                 try:
                     kind, payload = get(timeout=wait_for)
                 except queue.Empty:
@@ -645,7 +657,7 @@ class Connection:
         else the call is cancelled on the server and None is returned."""
         with self._lock:
             forgotten = self._router.remove_call(pending.id) is not None
-            usable = self._state is State.OPEN
+            usable = self.state is State.OPEN
         response = self._last_look(pending)
         if response is None and forgotten and usable:
             self._cancel(pending.id, "request timed out", notify=pending.cancellable)
@@ -677,7 +689,7 @@ class Connection:
         """
         with self._lock:
             forgotten = self._router.remove_call(pending.id) is not None
-            usable = self._state is State.OPEN
+            usable = self.state is State.OPEN
         # Nothing can reach the inbox any more (puts happen under the lock).
         self._hand_on_leftovers(pending)
         if not forgotten or not usable:
@@ -733,7 +745,7 @@ class Connection:
         with self._lock:
             if self._router.remove_subscription(request_id) is None:
                 return
-            usable = self._state is State.OPEN
+            usable = self.state is State.OPEN
         if usable:
             self._cancel(request_id, reason, notify=True)
 
@@ -782,7 +794,7 @@ class Connection:
     def _raise_if_unusable(self) -> None:
         if self._failure is not None:
             raise copy_error(self._failure)
-        if self._state is State.CLOSED:
+        if self.state is State.CLOSED:
             raise ConnectionClosed("the connection is closed")
 
     @property
@@ -804,10 +816,26 @@ class Connection:
     # -- the reader side (MessageSink) ---------------------------------------------
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None) -> None:
-        if isinstance(message, list):
+        if type(message) is list:
             self._deliver_batch(message, related_to)
             return
-        invalid = self._route(message, related_to)
+        with self._lock:  # once per message: this is the hot path
+            route = self._router.receive(message, related_to)
+            if route[0] is routes.CALL:
+                inbox, event = route[1].inbox, route[2]
+                if event is RESPONSE and inbox._lanes is None:
+                    # `Inbox.put()`'s first case, in this frame (it runs
+                    # for every answer): a plain call's response.
+                    inbox._queue.put((RESPONSE, route[3]))
+                    return
+                # Under the lock: once `abandon()` has forgotten a call,
+                # nothing more can land in its inbox unseen.
+                overflow = inbox.put(event, route[3])
+                if overflow is None and event is not ADOPTED:
+                    return
+            else:
+                overflow = None
+        invalid = self._carry(route, overflow)
         if invalid is not None:
             self.transport_failed(InvalidMessage(f"the server sent an invalid message: {invalid}"))
 
@@ -834,15 +862,23 @@ class Connection:
 
     def _route(self, message: Any, related_to: int | str | None) -> str | None:
         """Route one message and carry the route out; the reason when it is
-        not a valid JSON-RPC message (the caller decides how to report it)."""
-        with self._lock:  # once per message: this is the hot path
-            dest, owner, event, payload = self._router.receive(message, related_to)
-            if dest is routes.CALL:
+        not a valid JSON-RPC message (the caller decides how to report it).
+        (`deliver()` is the same for a message that came alone.)"""
+        overflow = None
+        with self._lock:
+            route = self._router.receive(message, related_to)
+            if route[0] is routes.CALL:
                 # Under the lock: once `abandon()` has forgotten a call,
                 # nothing more can land in its inbox unseen.
-                overflow = owner.inbox.put(event, payload)
-                if overflow is None and event is not ADOPTED:
+                overflow = route[1].inbox.put(route[2], route[3])
+                if overflow is None and route[2] is not ADOPTED:
                     return None
+        return self._carry(route, overflow)
+
+    def _carry(self, route: routes.Route, overflow: str | None) -> str | None:
+        """Carry out a route outside the lock: all but a call's event that
+        its inbox took (which `deliver()` and `_route()` put in under it)."""
+        dest, owner, event, payload = route
         if dest is routes.CALL:
             if overflow is None:  # adopted: its handler timeout counts from now, as in the pool
                 self._threads.arm_handler_timeout(payload["id"])
@@ -892,9 +928,9 @@ class Connection:
 
     def transport_failed(self, error: TransportError) -> None:
         with self._lock:
-            if self._state is not State.OPEN:
+            if self.state is not State.OPEN:
                 return
-            self._failure, self._state = error, State.FAILED
+            self._failure, self.state = error, State.FAILED
             calls, subscriptions = self._router.clear()
         log.debug("transport failed: %s", error)
         for pending in calls:
@@ -910,7 +946,7 @@ class Connection:
     def session_lost(self, error: TransportError) -> None:
         """The transport found its session gone with no request to tell: the
         owner sets up a new one (`on_session_lost`, told on this thread)."""
-        if self._state is not State.OPEN or self._on_session_lost is None:
+        if self.state is not State.OPEN or self._on_session_lost is None:
             return
         try:
             self._on_session_lost(self, error)
@@ -938,9 +974,9 @@ class Connection:
         handler that is still running). Idempotent, callable from any thread;
         a second caller waits until the first has finished."""
         with self._lock:
-            first = self._state is not State.CLOSED
+            first = self.state is not State.CLOSED
             if first:
-                self._state = State.CLOSED
+                self.state = State.CLOSED
                 self._closing_thread = threading.get_ident()
                 calls, subscriptions = self._router.clear()
         if not first:
@@ -987,7 +1023,7 @@ class Connection:
         pending entries belong to threads that were not copied, and so do
         the sender and the handler threads."""
         self._lock = threading.Lock()
-        self._state = State.CLOSED
+        self.state = State.CLOSED
         self._router = Router()
         self._threads.discard()
         self._close_done = threading.Event()  # the parent's may have been mid-use
@@ -1000,12 +1036,7 @@ class Connection:
     @property
     def closed(self) -> bool:
         """True once `close()` began (or a fork child discarded it)."""
-        return self._state is State.CLOSED
-
-    @property
-    def state(self) -> State:
-        """Where the connection is in its life (see `State`)."""
-        return self._state
+        return self.state is State.CLOSED
 
     @property
     def close_budget(self) -> float:

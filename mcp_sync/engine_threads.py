@@ -395,11 +395,15 @@ def log_message(params: dict[str, Any]) -> None:
     log.info("server log: %s", params)
 
 
+#: The name of every thread the client starts begins so.
+ENGINE_THREAD_PREFIX = "mcp-sync-"
+
+
 def on_client_thread() -> bool:
     """Is this a thread of the client's user, not one the client started
     (all named ``mcp-sync-...``: sender, handlers, log, keepalive,
     reconnect)? Only a user's call adopts a server request."""
-    return not threading.current_thread().name.startswith("mcp-sync-")
+    return not threading.current_thread().name.startswith(ENGINE_THREAD_PREFIX)
 
 
 def is_engine_thread() -> bool:

@@ -52,8 +52,9 @@ _before: list[Callable[[], None]] = []
 
 #: The process the hooks last ran for (or were imported in). Written only
 #: under that process's lock in `_resetting` or by the at-fork hook, which
-#: runs single-threaded; read without a lock on the fast path of `check()`.
-_pid = os.getpid()
+#: runs single-threaded; read without a lock by `check()` and by a hot path
+#: that skips calling `check()` when `os.getpid()` equals it.
+pid = os.getpid()
 #: pid -> the lock the threads of that process take to run its reset. One
 #: per process, made by `dict.setdefault` (atomic under the GIL), because a
 #: lock inherited from the parent may have been held by a thread the fork
@@ -86,16 +87,16 @@ def check() -> None:
     (by C code that calls fork(2) directly). Costs one `os.getpid()` when
     nothing forked. Threads of the child that call it together wait for the
     one that runs the hooks; it sets the new pid only when they are done."""
-    global _pid
-    pid = os.getpid()
-    if pid == _pid:
+    global pid
+    current = os.getpid()
+    if current == pid:
         return
-    with _resetting.setdefault(pid, threading.Lock()):
-        if pid == _pid:
+    with _resetting.setdefault(current, threading.Lock()):
+        if current == pid:
             return  # another thread ran them
         _run(_in_child)
-        _pid = pid
-        for other in [other for other in _resetting if other != pid]:
+        pid = current
+        for other in [other for other in _resetting if other != current]:
             _resetting.pop(other, None)  # ancestors' locks: no thread here takes them
     # Logged after the lock: a logging handler's lock a parent thread held at
     # the fork (logging's own at-fork reset did not run either) must not
@@ -114,8 +115,8 @@ def members(objects: weakref.WeakSet[T]) -> list[T]:
 
 
 def _after_fork_in_child() -> None:
-    global _pid
-    _pid = os.getpid()
+    global pid
+    pid = os.getpid()
     _resetting.clear()
     _run(_in_child)
 

@@ -22,7 +22,9 @@ tuple swapped whole), the metrics (lock-free intake), the admission gate.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,11 +35,11 @@ import attrs
 
 from . import forking, multiround, tracing
 from ._version import __version__
-from .admission import Admission
+from .admission import Admission, Slot
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, ToolCatalog, TypedCalls
-from .connection import Connection, new_id_counter
-from .engine_threads import on_client_thread
+from .connection import Connection, State, new_id_counter
+from .engine_threads import ENGINE_THREAD_PREFIX
 from .errors import (
     ConnectError,
     ConnectionClosed,
@@ -469,9 +471,10 @@ class Pipeline:
         the same call (tests/test_fast_lane.py)."""
         if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
-        forking.check()
+        if os.getpid() != forking.pid:  # `forking.check()`'s test, without the call when nothing forked
+            forking.check()
         catalog = self.catalog
-        definition = catalog.get(name)
+        definition = catalog.tools.get(name)
         params: dict[str, Any] = {"name": name} if arguments is None else {"name": name, "arguments": dict(arguments)}
         known: list[Tool | None] | None = None
         if catalog.mirrors_headers:  # Streamable HTTP: the `Mcp-Param-*` headers, as the general path makes them
@@ -496,9 +499,12 @@ class Pipeline:
         if raw.get("resultType") == "task":
             raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
         # The call's deadline bounds its output check (see SchemaCache.errors).
+        if known is not None:
+            definition = known[0]
+        if definition is None or definition.output_schema is None:
+            return CallToolResult.from_wire(raw)  # all `finish_call` would do: nothing to check
         timeout = self.timeouts.request
-        return catalog.finish_call(name, definition if known is None else known[0], raw,
-                                   deadline=None if timeout is None else started + timeout)
+        return catalog.finish_call(name, definition, raw, deadline=None if timeout is None else started + timeout)
 
     # -- step 2: the cache ------------------------------------------------------------------------
 
@@ -566,7 +572,7 @@ class Pipeline:
         if not options and call.extensions is None and (call.params is None or "_meta" not in call.params):
             # The shortcut's case: no option to read or check.
             timeout = self.timeouts.request
-            plan = Plan(timeout, deadline_in(timeout),
+            plan = Plan(timeout, None if timeout is None else time.monotonic() + timeout,
                         self.timeouts.max_total)
         else:
             plan = self._plan(call)
@@ -586,7 +592,7 @@ class Pipeline:
                 # wait for a second slot, which could be its own.
                 result = self._send_mending(call, plan)
             else:
-                with supervisor.admission.slot(plan.deadline):
+                with Slot(supervisor.admission, plan.deadline):  # `admission.slot()`, one call less
                     _in_slot.held = True
                     try:
                         result = self._send_mending(call, plan)
@@ -670,11 +676,18 @@ class Pipeline:
         supervisor = self.supervisor
         mended: set[str] = set()
         while True:
-            dialect = self.dialect  # again after a re-discovery
-            if not dialect.defines(method):
+            settled = supervisor.settled  # again after a re-discovery
+            if settled is None:
+                raise ConnectionClosed("the client is not connected")
+            dialect = settled.dialect
+            if method in dialect.undefined:
                 raise UnsupportedMethod(method, dialect.version, "use discover()" if method == "ping" else "")
             params = dict(call.params or {})
-            meta = self._meta_for(dialect, call.handlers)
+            cached = self._meta_cache  # `_meta_for`'s usual answer, without the call
+            if cached is not None and cached[0][0] is dialect and cached[0][1] is call.handlers:
+                meta = cached[1]
+            else:
+                meta = self._meta_for(dialect, call.handlers)
             if call.extensions:
                 meta = {**meta, META_CLIENT_CAPABILITIES: inputs.merge_capabilities(
                     meta.get(META_CLIENT_CAPABILITIES) or {}, {"extensions": dict(call.extensions)})}
@@ -684,20 +697,31 @@ class Pipeline:
                 params["_meta"] = meta
             # A request without params sends none, as the schemas allow.
             wire_params = params if (params or call.params is not None) else None
-            conn = supervisor.live(plan.deadline)
+            conn = supervisor.conn
+            if conn is None or conn.state is not State.OPEN or supervisor.closed or supervisor.reopen_after_fork:
+                conn = supervisor.live(plan.deadline)  # `live()`'s usual answer is `conn` as it is
             generation = supervisor.session_generation
             pending = None
             # Made before the request goes out: from `send_request` to
             # `wait()`, which abandons the call on any exception, nothing runs.
-            timeout, answer = _left(plan.timeout, plan.deadline), self.server_requests.on_call(call.handlers, conn)
+            timeout, deadline = plan.timeout, plan.deadline
+            if timeout is not None and deadline is not None:
+                # What is left of the call's time once part of it went to
+                # waiting for a slot or a reconnect (over 10 ms: the deadline
+                # is the call's, absolute).
+                left = deadline - time.monotonic()
+                if left <= timeout - 0.01:
+                    timeout = max(left, 0.001)
+            # (`server_requests.on_call()`, made without a call of ours)
+            answer = functools.partial(self.server_requests.answer, handlers=call.handlers, conn=conn)
             try:
                 # A task-augmented request (2025-11-25 `params.task`) may be
                 # cancelled only by `tasks/cancel`, which needs the task id
                 # its answer would have carried: it is not cancelled at all.
                 pending = conn.send_request(method, wire_params, progress=plan.wants_progress,
-                                            cancellable=dialect.may_cancel(method) and "task" not in params,
+                                            cancellable=method not in dialect.uncancellable and "task" not in params,
                                             headers=call.headers() if call.headers is not None else None,
-                                            adopts=on_client_thread())
+                                            adopts=not threading.current_thread().name.startswith(ENGINE_THREAD_PREFIX))
                 response = conn.wait(
                     pending, timeout=timeout, on_progress=plan.on_progress,
                     reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,
@@ -718,7 +742,8 @@ class Pipeline:
                     raise
                 mended.add("resend")
                 continue
-            supervisor.alive()
+            if supervisor.attempts:
+                supervisor.alive()
             error = response.get("error")
             if error is not None:
                 exc = server_error_from_wire(error, method=method, params=params,
@@ -735,7 +760,8 @@ class Pipeline:
             result = response.get("result")
             if not isinstance(result, dict):
                 raise InvalidResult(f"{method}: the result is not an object")
-            if not (method == "tools/call" and result.get("resultType") == "task"):  # a task goes to `tasks`
+            kind = result.get("resultType", "complete")
+            if kind != "complete" and not (method == "tools/call" and kind == "task"):  # a task goes to `tasks`
                 dialect.result_type(result)  # an unknown resultType is invalid
             return result
 
@@ -769,14 +795,6 @@ class Pipeline:
                            f"it is not sent again)", *closed.args[1:])
         return False
 
-
-def _left(timeout: float | None, deadline: float | None) -> float | None:
-    """The call's `timeout`, or less once part of it went to waiting for a
-    slot or a reconnect (over 10 ms: the deadline is the call's, absolute)."""
-    if timeout is None or deadline is None:
-        return timeout
-    remaining = deadline - time.monotonic()
-    return timeout if remaining > timeout - 0.01 else max(remaining, 0.001)
 
 
 __all__ = ["Call", "Pipeline", "Plan", "Requester"]

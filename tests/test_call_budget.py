@@ -34,10 +34,10 @@ from mcp_sync.testing import HTTPServer, demo_server
 #: (transport, what) -> {thread: most calls of mcp_sync functions}.
 #: `list` is one `list_tools()` page of the demo server (16 tools).
 BUDGETS: dict[tuple[str, str], dict[str, int]] = {
-    ("stdio", "call"): {"caller": 46, "reader": 7},
-    ("stdio", "list"): {"caller": 99, "reader": 7},
-    ("http", "call"): {"caller": 140, "reader": 0},
-    ("http", "list"): {"caller": 189, "reader": 0},
+    ("stdio", "call"): {"caller": 23, "reader": 3},
+    ("stdio", "list"): {"caller": 44, "reader": 3},
+    ("http", "call"): {"caller": 85, "reader": 0},
+    ("http", "list"): {"caller": 102, "reader": 0},
 }
 CALLS = 20
 

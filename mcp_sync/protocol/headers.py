@@ -35,6 +35,7 @@ into leaving the tool out).
 
 from __future__ import annotations
 
+import functools
 import re
 import reprlib
 from collections.abc import Mapping, Sequence
@@ -227,6 +228,14 @@ def _plain_header(header: str, value: object) -> str:
     return value
 
 
+# Every request over Streamable HTTP mirrors its method and name into
+# headers, mostly the same few values: remembered (a bounded table, safe
+# from any thread), a value is checked and encoded once, not per request.
+# An invalid value raises each time (exceptions are not remembered).
+_plain_header_cached = functools.lru_cache(maxsize=256)(_plain_header)
+_encode_cached = functools.lru_cache(maxsize=1024)(encode_header_value)
+
+
 def standard_headers(message: Mapping[str, Any]) -> dict[str, str]:
     """The headers mirrored from a JSON-RPC message body.
 
@@ -245,7 +254,8 @@ def standard_headers(message: Mapping[str, Any]) -> dict[str, str]:
     if "method" not in message:
         return {}
     method = message["method"]
-    headers = {"Mcp-Method": _plain_header("Mcp-Method", method)}
+    # (Only a str is remembered: anything else is refused, and may not hash.)
+    headers = {"Mcp-Method": (_plain_header_cached if type(method) is str else _plain_header)("Mcp-Method", method)}
     params = message.get("params")
     if params is not None and not isinstance(params, Mapping):
         raise ValueError("params must be an object")
@@ -254,10 +264,12 @@ def standard_headers(message: Mapping[str, Any]) -> dict[str, str]:
         name = params.get(source) if params is not None else None
         if not isinstance(name, str):
             raise ValueError(f"{method} request needs a string params.{source} for the Mcp-Name header")
-        headers["Mcp-Name"] = encode_header_value(name)
+        headers["Mcp-Name"] = _encode_cached(name)
     meta = params.get("_meta") if params is not None else None
     if isinstance(meta, Mapping) and META_PROTOCOL_VERSION in meta:
-        headers["MCP-Protocol-Version"] = _plain_header("MCP-Protocol-Version", meta[META_PROTOCOL_VERSION])
+        version = meta[META_PROTOCOL_VERSION]
+        headers["MCP-Protocol-Version"] = (_plain_header_cached if type(version) is str else _plain_header)(
+            "MCP-Protocol-Version", version)
     return headers
 
 

@@ -259,10 +259,18 @@ def parse(data: bytes | str) -> dict[str, Any] | list[Any]:
             empty or too large batch.
     """
     try:
-        value = _loads(data)
+        if _loads is _loads_line and type(data) is bytes and data[:1] == b"{" and data[1:2] != b"\x00":
+            # `_loads_line`'s first case, in this frame: every message a
+            # server sends passes here.
+            text = data.decode("utf-8", "surrogatepass")
+            value, end = _raw_decode(text)
+            if end != len(text) and text[end:].strip(" \t\n\r"):
+                value = json.loads(data)  # what follows the value is not whitespace: json's own error
+        else:
+            value = _loads(data)
     except _PARSE_ERRORS as exc:
         raise InvalidMessage(f"not JSON: {_preview(data)} ({_reason(exc)})") from None
-    if isinstance(value, dict):
+    if type(value) is dict:
         return value
     if isinstance(value, list):
         check_batch(value)

@@ -92,6 +92,16 @@ class Dialect:
 
     version: str
     stateless: bool
+    #: The methods this revision does not define (`defines()` as a set: the
+    #: call path tests membership without a call).
+    undefined: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
+    #: The methods whose requests may not be cancelled by notification
+    #: (`may_cancel()` as a set).
+    uncancellable: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "undefined", _INITIALIZE_ONLY if self.stateless else _STATELESS_ONLY)
+        object.__setattr__(self, "uncancellable", frozenset() if self.stateless else frozenset({"initialize"}))
 
     @property
     def era(self) -> Era:
@@ -169,9 +179,7 @@ class Dialect:
     def defines(self, method: str) -> bool:
         """Whether this revision defines `method` (unknown methods pass: they
         may belong to an extension, and the server decides)."""
-        if self.stateless:
-            return method not in _INITIALIZE_ONLY
-        return method not in _STATELESS_ONLY
+        return method not in self.undefined
 
     def request_meta(
         self,
@@ -198,7 +206,7 @@ class Dialect:
         task-augmented request, one with `params.task`, is not cancelled by
         notification either: see `Pipeline`.)
         """
-        return self.stateless or method != "initialize"
+        return method not in self.uncancellable
 
     def result_type(self, result: Mapping[str, Any]) -> str:
         """The result's `resultType`: absent means complete; unknown is invalid."""

@@ -407,8 +407,10 @@ class HTTPTransport(Transport):
         if message.get("method") == "initialize" and status == 200:
             self._session.begin(response)
         if 200 <= status < 300 and status != 202:
+            encoding = response.headers.get("content-encoding")
             try:
-                coding_of(response.headers.get("content-encoding"))  # gzip and deflate are decoded
+                if encoding is not None:
+                    coding_of(encoding)  # gzip and deflate are decoded
             except UnsupportedEncoding as exc:
                 response.shutdown()
                 raise InvalidMessage(f"the server answered with {exc}") from None

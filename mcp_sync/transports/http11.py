@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import select
 import socket
+import threading
+import time
 from collections.abc import Iterator, Mapping
 
-from ..waiting import expired, on_main_thread, remaining, slice_of
+from ..waiting import MAIN_THREAD_SLICE, expired
 
 __all__ = ["RequestHead", "Response", "ResponseError", "Headers", "MAX_LINE", "MAX_HEADERS", "MAX_INTERIM"]
 
@@ -99,31 +101,33 @@ class Headers:
     """Header fields: names case-insensitive, repeated fields joined with
     ", " (RFC 9110 §5.3), the order of first appearance kept."""
 
-    __slots__ = ("_fields",)
+    __slots__ = ("fields",)
 
     def __init__(self) -> None:
-        self._fields: dict[str, tuple[str, str]] = {}
+        #: lower-case name -> (the name as first sent, the value): what
+        #: `add()` keeps, and what the response parser fills in directly.
+        self.fields: dict[str, tuple[str, str]] = {}
 
     def add(self, name: str, value: str) -> None:
         key = name.lower()
-        found = self._fields.get(key)
-        self._fields[key] = (name, value) if found is None else (found[0], f"{found[1]}, {value}")
+        found = self.fields.get(key)
+        self.fields[key] = (name, value) if found is None else (found[0], f"{found[1]}, {value}")
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        found = self._fields.get(name.lower())
+        found = self.fields.get(name.lower())
         return default if found is None else found[1]
 
     def __getitem__(self, name: str) -> str:
-        return self._fields[name.lower()][1]
+        return self.fields[name.lower()][1]
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._fields
+        return isinstance(name, str) and name.lower() in self.fields
 
     def items(self) -> Iterator[tuple[str, str]]:
-        return iter(list(self._fields.values()))
+        return iter(list(self.fields.values()))
 
     def __repr__(self) -> str:
-        return f"Headers({dict(self._fields.values())!r})"
+        return f"Headers({dict(self.fields.values())!r})"
 
 
 class _Reader:
@@ -143,16 +147,18 @@ class _Reader:
 
     def _recv(self) -> bytes:
         sock = self._sock
-        main = on_main_thread()  # a read there is sliced, so an interrupt lands
+        # A read on the main thread is sliced (`slice_of`), so an interrupt
+        # lands. (The helpers' bodies are written out: every read runs this.)
+        main = threading.current_thread() is threading.main_thread()
         while True:
             deadline = self._owner.deadline
             if deadline is None:
-                wait = slice_of(None, main=main)
+                wait = MAIN_THREAD_SLICE if main else None
             else:
-                left = remaining(deadline)
+                left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError("the response did not arrive before the deadline")
-                wait = slice_of(left, main=main)
+                wait = left if not main or left < MAIN_THREAD_SLICE else MAIN_THREAD_SLICE
             sock.settimeout(wait)
             try:
                 return sock.recv(_RECV_SIZE)
@@ -187,6 +193,29 @@ class _Reader:
             if len(take) < len(data):
                 self._buf, self._pos = data, len(take)
         return b"".join(parts)
+
+    def whole_head(self) -> list[bytes] | None:
+        """The lines of a response head (its status line and header lines,
+        without their CRLFs or the empty line that ends the head) when all
+        of it is in the buffer or came with one `recv`, each line within
+        `MAX_LINE` and CRLF-ended, at most `MAX_HEADERS` fields; else None,
+        nothing taken, and the caller reads it line by line (which reports
+        what is wrong with it). One pass instead of a call per line: the
+        head of every response is read here."""
+        buf, pos = self._buf, self._pos
+        if pos >= len(buf):
+            buf, pos = self._recv(), 0
+            self._buf, self._pos = buf, 0
+        end = buf.find(b"\r\n\r\n", pos)
+        if end < 0:
+            return None
+        block = buf[pos:end]
+        lines = block.split(b"\r\n")
+        if (not lines[0] or len(lines) > MAX_HEADERS + 1 or block.count(b"\n") != len(lines) - 1
+                or max(map(len, lines)) > MAX_LINE - 2):
+            return None  # a bare LF, too many fields or a line too long: the slow path says which
+        self._pos = end + 4
+        return lines
 
     def read1(self, amt: int) -> bytes:
         """At most `amt` bytes, after at most one `recv`; b"" at EOF."""
@@ -232,31 +261,41 @@ class Response:
     def begin(self) -> None:
         interim = 0
         while True:
-            self._read_status()
-            self._read_headers()
+            assert self._fp is not None
+            lines = self._fp.whole_head()
+            if lines is not None:
+                self._status(lines[0])
+                self._header_lines(lines)
+            else:
+                self._read_status()
+                self._read_headers()
             if self.status >= 200 or self.status == 101:
                 break
             interim += 1
             if interim > MAX_INTERIM:
                 raise ResponseError(f"the server sent more than {MAX_INTERIM} interim (1xx) answers")
             self.headers = Headers()  # 1xx interim answer: its head is dropped
-        connection = (self.headers.get("connection") or "").lower()
+        fields = self.headers.fields  # (`Headers.get()` of a lower-case name, without the calls)
+        found = fields.get("connection")
+        connection = found[1].lower() if found is not None else ""
         # HTTP/1.0 closes after each response unless it says keep-alive.
         self.will_close = "close" in connection or (self._http10 and "keep-alive" not in connection)
         if self._head_only or 100 <= self.status < 200 or self.status in (204, 304):
             self._finish()
             return
-        coding = self.headers.get("transfer-encoding")
-        if coding is not None:
+        found = fields.get("transfer-encoding")
+        if found is not None:
+            coding = found[1]
             if coding.lower().replace(" ", "").split(",")[-1] != "chunked":
                 # Not chunked last: the body runs until the server closes.
                 self.will_close = True
                 return
             self._chunked = True
             return
-        length = self.headers.get("content-length")
-        if length is not None:
-            values = {part.strip() for part in length.split(",")}
+        found = fields.get("content-length")
+        if found is not None:
+            length = found[1]
+            values = set(map(str.strip, length.split(",")))
             value = next(iter(values))
             # 18 digits: any real length, and `int()` never meets its digit limit.
             if len(values) != 1 or not value.isascii() or not value.isdigit() or len(value) > 18:
@@ -278,6 +317,9 @@ class Response:
         line = self._line()
         if not line:
             raise ResponseError("the server closed the connection without answering")
+        self._status(line)
+
+    def _status(self, line: bytes) -> None:
         parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not (parts[1].isascii() and parts[1].isdigit() and len(parts[1]) == 3):
             raise ResponseError(f"not an HTTP/1.x status line: {line[:80]!r}")
@@ -301,6 +343,19 @@ class Response:
                 raise ResponseError(f"malformed header line {line[:80]!r}")
             self.headers.add(name, value.strip(" \t\r\n"))
 
+    def _header_lines(self, lines: list[bytes]) -> None:
+        """`_read_headers()` for a head `whole_head()` read (`lines[0]` is
+        the status line), in one frame."""
+        fields = self.headers.fields
+        for line in lines[1:]:
+            name, colon, value = line.decode("latin-1").partition(":")
+            if not colon or not name or name != name.strip():
+                raise ResponseError(f"malformed header line {line[:80]!r}")
+            value = value.strip(" \t\r\n")
+            key = name.lower()
+            found = fields.get(key)  # `Headers.add()`, written out
+            fields[key] = (name, value) if found is None else (found[0], f"{found[1]}, {value}")
+
     # -- the body ------------------------------------------------------------------------------
 
     def isclosed(self) -> bool:
@@ -310,6 +365,17 @@ class Response:
     def read(self, amt: int | None = None) -> bytes:
         """Up to `amt` bytes of the body (all of it when None); b"" at its end.
         Blocks until `amt` bytes arrived or the body ended."""
+        fp = self._fp
+        if amt is not None and amt == self._length and fp is not None and not self._done:
+            # The common case: the rest of a Content-Length body, already in
+            # the reader's buffer (it came with the head). Taken here, in
+            # this frame: `read1()` twice would give the same bytes.
+            buf, pos = fp._buf, fp._pos
+            if len(buf) - pos >= amt > 0:
+                fp._pos = pos + amt
+                self._length = 0
+                self._finish()
+                return buf[pos:pos + amt]
         if amt is None:
             chunks: list[bytes] = []
             while True:

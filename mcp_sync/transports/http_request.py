@@ -549,5 +549,6 @@ def stream_decoder(response: Response) -> Decoder | None:
 def decoder_for(response: Response) -> Decoder | None:
     """The decoder of a response's body (None: identity); `UnsupportedEncoding`
     for a coding the client does not decode."""
-    coding = coding_of(response.headers.get("content-encoding"))
+    header = response.headers.get("content-encoding")
+    coding = None if header is None else coding_of(header)
     return None if coding is None else Decoder(coding, READ_CHUNK)

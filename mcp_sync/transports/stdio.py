@@ -502,9 +502,12 @@ class StdioTransport(Transport):
         try:
             message = jsonrpc.parse(line)  # one message, or a batch for the engine to split
         except InvalidMessage as exc:
-            return InvalidMessage(f"the server wrote a line that is not JSON-RPC: {exc}{self._tail_text()}")
+            return self._not_jsonrpc(exc)
         sink.deliver(message)
         return None
+
+    def _not_jsonrpc(self, exc: InvalidMessage) -> InvalidMessage:
+        return InvalidMessage(f"the server wrote a line that is not JSON-RPC: {exc}{self._tail_text()}")
 
     def _read_both(self) -> None:
         """The reader of a connection without a drain thread: stdout and
@@ -579,8 +582,12 @@ class StdioTransport(Transport):
                         # The common read: one whole line.
                         if data.isspace():
                             continue
-                        error = self._take(data, sink)
-                        if error is None:
+                        try:  # `_take()`, in this frame
+                            message = jsonrpc.parse(data)
+                        except InvalidMessage as exc:
+                            error = self._not_jsonrpc(exc)
+                        else:
+                            sink.deliver(message)
                             continue
                     elif data:
                         start = 0
