@@ -25,7 +25,7 @@ from .clients import CLIENTS, HTTP, STDIO, THREAD_SAFE
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("import", "cold", "seq", "threads8", "threads32", "side_by_side", "blob", "blob_gzip", "memory", "threads_alive",
          "stats_cost", "tracing_off_cost", "sse",
-         "listing", "listing_paged", "listing_changed", "many_clients", "memory_sse", "connect_real")
+         "listing", "listing_paged", "listing_changed", "many_clients", "memory_sse", "connect_real", "notifications")
 #: What `--long` runs: sessions of a million calls (about an hour on two cores).
 LONG_CASES = ("memory", "memory_sse")
 LONG_FIRST, LONG_TOTAL = 100_000, 1_000_000
@@ -354,6 +354,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     absolute("import mcp_sync (s)", value(results, "import", "mcp_sync", "seconds"), 0.15)
     ratio("import mcp_sync / import requests", value(results, "import", "mcp_sync", "seconds"),
           value(results, "import", "requests", "seconds"), 1.0, True)
+    for name, row in results.get("notifications", {}).items():
+        ratio(f"{name} events/s / raw reader loop", row["events_s"], row["floor_events_s"], 0.7, False)
+        absolute(f"{name} events dropped (of {row['events']:,})", row["events"] - row["delivered_min"], 0)
     for name, row in results.get("connect_real", {}).items():
         ratio(f"connect {name} / official SDK", row["first_s"], row["official_s"], 1.3, True)
     mine = value(results, "cold", "mcp_sync/stdio", "seconds")
@@ -370,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transports", help="stdio, http or both (default)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each timed case; the median is kept")
     parser.add_argument("--calls", type=int, default=2000, help="echo calls per timed run")
+    parser.add_argument("--events", type=int, default=100_000,
+                        help="notifications: progress and log messages sent during one call")
     parser.add_argument("--memory-calls", type=int, help="calls before the first RSS reading (default 10,000; "
                         f"--long: {LONG_FIRST:,})")
     parser.add_argument("--growth-calls", type=int, help="calls in all, for the second (default 100,000; "
@@ -429,6 +434,20 @@ def _run(args: argparse.Namespace, cases: list[str]) -> int:
             results[case] = rows
             print("\n== import\n" + "\n".join(f"{k:28}{v.get('seconds', float('nan')):>20.3f} s"
                                                for k, v in rows.items()))
+            continue
+        if case == "notifications":
+            # Its own worker process (see benchmarks/notifications.py).
+            done = subprocess.run([sys.executable, "-m", "benchmarks.notifications", "--events", str(args.events),
+                                   "--rounds", str(max(args.repeat, 3))], cwd=ROOT, capture_output=True, text=True,
+                                  check=True)
+            for line in done.stdout.splitlines():
+                row = json.loads(line)
+                rows[f"mcp_sync/stdio {row['kind']}"] = row
+            results[case] = rows
+            print(f"\n== notifications ({args.events:,} in one call, a counting callback)")
+            for name, row in rows.items():
+                print(f"{name:24} {row['events_s']:>10,.0f} events/s   floor {row['floor_events_s']:>10,.0f}   "
+                      f"{row['ratio']:.2f}x   delivered {row['delivered_min']:,}-{row['delivered_max']:,}")
             continue
         if case == "connect_real":
             from .connect import connect_real

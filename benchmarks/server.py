@@ -7,7 +7,12 @@
 It speaks both protocol eras (the stateless 2026-07-28 revision with
 `server/discover`, and the `initialize` handshake of 2025-11-25, 2025-06-18
 and 2025-03-26) and offers two tools: `echo` {text}, and `blob` {n}, which
-returns n ASCII bytes as both text and structured content.
+returns n ASCII bytes as both text and structured content. A third, not
+listed, `flood` {n, kind}, sends n progress notifications (kind
+"progress", for the request's progress token), n log messages (kind
+"log") or n `notifications/resources/updated` on the open
+`subscriptions/listen` stream (kind "updates"; stdio, 2026-07-28: the
+listen is acknowledged and never answered) before its result.
 
 The clients are what a benchmark measures, so this server must cost as
 little as possible per call: standard library only, fixed answers encoded
@@ -175,7 +180,55 @@ def _tools_call(rid: str, params: dict[str, Any], modern: bool) -> Reply:
             return _tool_error(rid, modern, f"blob needs an integer 'n' from 0 to {MAX_BLOB}")
         head = f'{{"jsonrpc":"2.0","id":{rid},"result":{_OPEN[modern]}'.encode()
         return 200, [head, _blob_body(n), b"}\n"], False
+    if name == "flood":
+        return _flood(rid, params, args if type(args) is dict else {}, modern)
     return _error(rid, -32602, f"Unknown tool: {name}")
+
+
+_FLOOD_KINDS = {
+    "progress": '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":TOKEN,"progress":%d}}\n',
+    "log": '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"flood",'
+           '"data":%d}}\n',
+    "updates": '{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"bench://%d",'
+               '"_meta":{"io.modelcontextprotocol/subscriptionId":LISTEN}}}\n',
+}
+_SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+_listening: list[str] = []  # the id of the open `subscriptions/listen` (stdio; one at a time)
+
+
+def _listen(rid: str, params: dict[str, Any]) -> Reply:
+    """`subscriptions/listen`: acknowledged with the filter as asked, then
+    left open (never answered): `flood` kind "updates" sends on it."""
+    _listening[:] = [rid]
+    wanted = params.get("notifications") if type(params.get("notifications")) is dict else {}
+    ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+           "params": {"notifications": wanted, "_meta": {_SUBSCRIPTION_KEY: json.loads(rid)}}}
+    return 200, [(_dumps(ack) + "\n").encode()], False
+
+
+def _flood(rid: str, params: dict[str, Any], args: dict[str, Any], modern: bool) -> Reply:
+    """`flood` {n, kind}: n progress notifications (for the request's
+    progress token) or n log messages, then a short result: what a client's
+    notification path can take, one call's worth."""
+    n, kind = args.get("n"), args.get("kind", "progress")
+    if type(n) is not int or not 0 <= n <= 10_000_000 or kind not in _FLOOD_KINDS:
+        return _tool_error(rid, modern, "flood needs an integer 'n' and a 'kind' of progress, log or updates")
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if type(meta) is dict else None
+    template = _FLOOD_KINDS[kind]
+    if kind == "progress":
+        if token is None:
+            return _tool_error(rid, modern, "flood of progress needs a progress token")
+        template = template.replace("TOKEN", _dumps(token))
+    elif kind == "updates":
+        if not _listening:
+            return _tool_error(rid, modern, "flood of updates needs an open subscriptions/listen")
+        template = template.replace("LISTEN", _listening[0])
+    lines = [(template % i).encode() for i in range(1, n + 1)]
+    # Written in pieces of about 64 KiB, as a server writing as it goes does.
+    parts = [b"".join(lines[i:i + 500]) for i in range(0, n, 500)]
+    parts.append((_ECHO[modern] % (rid, encode_basestring_ascii(f"flooded {n}"))).encode())
+    return 200, parts, False
 
 
 def _loads(data: bytes) -> Any:
@@ -220,6 +273,8 @@ def handle(data: bytes) -> Reply | None:
         return _error(rid, -32022, "Unsupported protocol version", versions, status=400)
     if method == "tools/call":
         return _tools_call(rid, params, modern)
+    if method == "subscriptions/listen" and modern:
+        return _listen(rid, params)
     if method == "tools/list" and _PAGES:
         if _LISTINGS and not params.get("cursor"):
             _PAGES = _LISTINGS[next(_listings_served) % len(_LISTINGS)]

@@ -176,6 +176,7 @@ class Drops:
 DROPPED = "dropped"          # an older event of its kind made room
 FIRST_DROP = "first_drop"    # the same, and it is the first of a burst: warn
 REFUSED = "refused"          # a server request not queued: too many wait
+CROWDED = "crowded"          # queued, and its lane is half full or more: let the caller run
 
 # The token that wakes a caller for a progress or log event (see `Inbox`).
 _WAKE: tuple[str, Any, int] = ("wake", None, 0)
@@ -220,7 +221,7 @@ class Inbox:
     never logs. One consumer, the caller, calls `get()`.
     """
 
-    __slots__ = ("id", "method", "max_requests", "max_progress", "max_logs", "_queue", "_lanes", "_held")
+    __slots__ = ("id", "method", "max_requests", "max_progress", "max_logs", "_queue", "_lanes", "_held", "_ready")
 
     def __init__(self, request_id: Any = None, method: str = "", max_requests: int = 16,
                  max_progress: int = INBOX_MAX_PROGRESS, max_logs: int = INBOX_MAX_LOGS) -> None:
@@ -234,13 +235,20 @@ class Inbox:
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._lanes: _Lanes | None = None
         self._held: tuple[Any, ...] | None = None  # taken from the queue, waiting for older events
+        # Lane events taken, in order, not yet returned: the consumer takes
+        # every lane event that is next in one go (one lock, not one per
+        # event), then returns them one by one. The consumer's alone.
+        self._ready: collections.deque[tuple[str, Any]] = collections.deque()
 
     # -- producers (under the connection's lock) ------------------------------------
 
-    def put(self, kind: str, payload: Any) -> str | None:
-        """Queue one event. None when it was simply queued; else DROPPED or
+    def put(self, kind: str, payload: Any, *, wake: bool = True) -> str | None:
+        """Queue one event. None when it was simply queued; CROWDED when
+        it was, and its lane is half full or more; else DROPPED or
         FIRST_DROP (an older one of its kind was dropped), or REFUSED (a
-        server request that was not queued: the caller must refuse it)."""
+        server request that was not queued: the caller must refuse it).
+        `wake=False` leaves a progress or log event without its wake-up:
+        the producer calls `wake()` later (once for many events)."""
         lanes = self._lanes
         if lanes is None and (kind is RESPONSE or kind is CLOSED):
             self._queue.put((kind, payload))  # the fast path of a plain call
@@ -248,7 +256,7 @@ class Inbox:
         if lanes is None:
             lanes = self._lanes = _Lanes()
         if kind is PROGRESS or kind is LOG:
-            return self._put_in_lane(lanes, kind, payload)
+            return self._put_in_lane(lanes, kind, payload, wake)
         if kind is SERVER_REQUEST or kind is ADOPTED:
             with lanes.lock:
                 if lanes.requests >= self.max_requests:
@@ -257,7 +265,18 @@ class Inbox:
         self._queue.put((kind, payload, lanes.seq))
         return None
 
-    def _put_in_lane(self, lanes: _Lanes, kind: str, payload: Any) -> str | None:
+    def wake(self) -> None:
+        """The wake-up `put(..., wake=False)` held back, if its events are
+        still waiting and no wake-up is (any thread)."""
+        lanes = self._lanes
+        if lanes is None:
+            return
+        with lanes.lock:
+            if not lanes.signalled and (lanes.progress or lanes.logs):
+                lanes.signalled = True
+                self._queue.put(_WAKE)
+
+    def _put_in_lane(self, lanes: _Lanes, kind: str, payload: Any, wake: bool = True) -> str | None:
         outcome = None
         with lanes.lock:
             lanes.seq += 1
@@ -267,7 +286,9 @@ class Inbox:
                 lanes.dropped += 1
                 outcome = FIRST_DROP if lanes.dropped == 1 else DROPPED
             lane.append((lanes.seq, kind, payload))
-            if not lanes.signalled:
+            if outcome is None and 2 * len(lane) >= limit:
+                outcome = CROWDED
+            if wake and not lanes.signalled:
                 lanes.signalled = True
                 self._queue.put(_WAKE)
         return outcome
@@ -277,6 +298,8 @@ class Inbox:
     def get(self, timeout: float | None = None) -> tuple[str, Any]:
         """The next event as (kind, payload); `queue.Empty` after `timeout`
         seconds (None: wait for ever)."""
+        if self._ready:
+            return self._ready.popleft()
         if self._lanes is None:
             item = self._queue.get(timeout=timeout)
             if len(item) == 2:
@@ -286,6 +309,8 @@ class Inbox:
 
     def get_nowait(self) -> tuple[str, Any]:
         """The next event, or `queue.Empty` at once."""
+        if self._ready:
+            return self._ready.popleft()
         return self._get_in_order(0.0)
 
     def _get_in_order(self, timeout: float | None) -> tuple[str, Any]:
@@ -335,22 +360,29 @@ class Inbox:
             else:
                 self._held = item
         held = self._held  # a (kind, payload) pair came before any lane event
+        # Every lane event that came before `held` (all of them when nothing
+        # is held: what arrives later comes after), oldest first, into
+        # `_ready`; a held pair of two came before any lane event.
+        bound = None if held is None else (held[2] if len(held) == 3 else 0)
+        ready = self._ready
         ended = 0
         with lanes.lock:
-            progress = lanes.progress[0] if lanes.progress else None
-            logs = lanes.logs[0] if lanes.logs else None
-            first = progress if logs is None or (progress is not None and progress[0] < logs[0]) else logs
-            if first is not None and (held is None or (len(held) == 3 and first[0] <= held[2])):
-                (lanes.progress if first is progress else lanes.logs).popleft()
-                if not lanes.progress and not lanes.logs:
-                    ended, lanes.dropped = lanes.dropped, 0
-            else:
-                first = None
-        if first is not None:
-            if ended:
-                log.warning("%s (request %s): %d progress and log messages were dropped while the caller was "
-                            "behind; it is caught up now", self.method, self.id, ended)
-            return first[1], first[2]
+            progress, logs = lanes.progress, lanes.logs
+            if lanes.dropped and not progress and not logs:
+                # Back for more with everything taken before handled, and
+                # nothing new: the caller has caught up, the burst is over.
+                ended, lanes.dropped = lanes.dropped, 0
+            while progress or logs:
+                lane = (progress if not logs or (progress and progress[0][0] < logs[0][0]) else logs)
+                if bound is not None and lane[0][0] > bound:
+                    break
+                _, kind, payload = lane.popleft()
+                ready.append((kind, payload))
+        if ended:
+            log.warning("%s (request %s): %d progress and log messages were dropped while the caller was "
+                        "behind; it is caught up now", self.method, self.id, ended)
+        if ready:
+            return ready.popleft()
         if held is None:
             return None
         self._held = None
@@ -362,7 +394,7 @@ class Inbox:
     def qsize(self) -> int:
         """Events waiting now (approximate while events arrive)."""
         lanes = self._lanes
-        waiting = self._queue.qsize() + (self._held is not None)
+        waiting = self._queue.qsize() + (self._held is not None) + len(self._ready)
         if lanes is None:
             return waiting
         with lanes.lock:
@@ -839,6 +871,40 @@ class Connection:
         if invalid is not None:
             self.transport_failed(InvalidMessage(f"the server sent an invalid message: {invalid}"))
 
+    def deliver_all(self, messages: list[Any]) -> None:
+        """Messages read together from a shared stream (stdio: the lines of
+        one read), in order, each routed as `deliver()` routes it; the
+        wake-ups of the callers their progress and log events are for are
+        held until the end: a caller who keeps up is woken once per read,
+        not once per event (a thread switch each, which cost more than the
+        event). A lane half full wakes its caller at once (see CROWDED)."""
+        held: list[Inbox] = []
+        for message in messages:
+            if type(message) is list:
+                self._deliver_batch(message, None)
+                continue
+            overflow = None
+            with self._lock:
+                route = self._router.receive(message, None)
+                if route[0] is routes.CALL:
+                    inbox, event = route[1].inbox, route[2]
+                    if event is RESPONSE and inbox._lanes is None:
+                        inbox._queue.put((RESPONSE, route[3]))  # as `deliver()` does
+                        continue
+                    quiet = event is PROGRESS or event is LOG
+                    overflow = inbox.put(event, route[3], wake=not quiet)
+                    if quiet and (not held or held[-1] is not inbox):
+                        held.append(inbox)
+                    if overflow is None and event is not ADOPTED:
+                        continue
+            if overflow is CROWDED:
+                route[1].inbox.wake()  # then `_carry` lets the caller run
+            invalid = self._carry(route, overflow)
+            if invalid is not None:
+                self.transport_failed(InvalidMessage(f"the server sent an invalid message: {invalid}"))
+        for inbox in held:
+            inbox.wake()
+
     def _deliver_batch(self, batch: list[Any], related_to: int | str | None) -> None:
         """A JSON-RPC batch (revision 2025-03-26 lets a server send one): each
         item is routed as if it had come alone, in order. Invalid items are
@@ -882,6 +948,14 @@ class Connection:
         if dest is routes.CALL:
             if overflow is None:  # adopted: its handler timeout counts from now, as in the pool
                 self._threads.arm_handler_timeout(payload["id"])
+                return None
+            if overflow is CROWDED:
+                # The reader outruns the caller within one turn of the GIL
+                # (5 ms, a few hundred events): it lets go of it here, so
+                # that a caller that keeps up on average takes its events
+                # before the lane's bound drops any. One who falls behind
+                # still loses the oldest: the reader never waits for it.
+                time.sleep(0)
                 return None
             self._overflowed(owner, event, payload, overflow)
         elif dest is routes.SUBSCRIPTION:

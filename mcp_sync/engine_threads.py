@@ -272,10 +272,17 @@ class EngineThreads:
                 log.warning("the server's log messages come faster than the log handler takes them; the oldest "
                             "are dropped beyond %d until it catches up", MAX_QUEUED_LOGS)
             return
+        active = self._logs.active
+        if 2 * active >= MAX_QUEUED_LOGS:
+            # Half full: the reader (who calls this) lets go of the GIL so
+            # that a handler that keeps up on average takes its messages
+            # before the bound drops any (as for a call's progress, see
+            # `connection.CROWDED`); it never waits for the handler.
+            time.sleep(0)
         # The burst ends when the handler has caught up (nothing else
         # waits), not at the first message that finds room: that would
         # warn again and again while the handler keeps up only just.
-        if self._log_burst.dropping and self._logs.active <= 1:
+        if self._log_burst.dropping and active <= 1:
             ended = self._log_burst.end()
             if ended:
                 log.warning("%d server log messages were dropped while the log handler was behind", ended)

@@ -170,6 +170,27 @@ class Router(Generic[Owner]):
                 owner = self.calls.pop(request_id, None)
                 if owner is not None:
                     return (CALL, owner, RESPONSE, message)
+        elif type(message) is dict and "id" not in message and message.get("jsonrpc") == jsonrpc.JSONRPC:
+            # The next most common, in floods: progress for a waiting call
+            # on a shared stream (stdio), and a notification tagged for an
+            # open subscription. `_notification`'s rules for them, inline;
+            # anything else goes the long way.
+            method, params = message.get("method"), message.get("params")
+            if type(params) is dict and type(method) is str:
+                meta = params.get("_meta")
+                if meta is None:
+                    if method == "notifications/progress" and related_to is None:
+                        token = params.get("progressToken")
+                        if type(token) is int:
+                            owner = self.calls.get(token)
+                            if owner is not None:
+                                return (CALL, owner, PROGRESS, params)
+                elif type(meta) is dict and method != "notifications/cancelled":
+                    subscription_id = meta.get(SUBSCRIPTION_ID)
+                    if type(subscription_id) is int:
+                        owner = self.subscriptions.get(subscription_id)
+                        if owner is not None:
+                            return (SUBSCRIPTION, owner, "notification", message)
         return self.route(message, related_to)
 
     def route(self, message: Any, related_to: Any = None) -> Route:

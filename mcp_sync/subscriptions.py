@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -169,6 +170,7 @@ class Subscription:
     # -- the reading thread's side ------------------------------------------------------
 
     def _on_event(self, kind: str, payload: Any) -> None:
+        crowded = False
         with self._cond:
             if self._end is not None:
                 return
@@ -183,16 +185,24 @@ class Subscription:
                         self._resumed_locked()
                     return
                 self._push(_notification(payload))
-            elif kind == "end" and "error" in payload:
-                self.error_response = payload
-                self._end = SubscriptionEnded(dict(payload))
-            elif kind in ("end", "cancelled"):
-                result = payload.get("result") if kind == "end" else payload
-                self._end = SubscriptionEnded(dict(result) if isinstance(result, dict) else {})
+                crowded = 2 * len(self._events) >= self._max
             else:
-                self._end = SubscriptionBroken(payload)
-            self.acknowledged.set()  # wakes a listen() still waiting
-            self._cond.notify_all()
+                if kind == "end" and "error" in payload:
+                    self.error_response = payload
+                    self._end = SubscriptionEnded(dict(payload))
+                elif kind in ("end", "cancelled"):
+                    result = payload.get("result") if kind == "end" else payload
+                    self._end = SubscriptionEnded(dict(result) if isinstance(result, dict) else {})
+                else:
+                    self._end = SubscriptionBroken(payload)
+                self.acknowledged.set()  # wakes a listen() still waiting
+                self._cond.notify_all()
+        if crowded:
+            # Half full, on the reader's thread: it lets go of the GIL so
+            # that a reader of the stream who keeps up on average takes the
+            # events before the bound drops any (see `connection.CROWDED`);
+            # it never waits for them.
+            time.sleep(0)
 
     def _push(self, event: SubscriptionEvent) -> None:
         if len(self._events) >= self._max:
@@ -293,8 +303,9 @@ class Subscription:
             RequestTimeout: No event within `timeout`.
             StopIteration: The end event was already taken.
         """
-        forking.check()  # inherited by a child forked from C: it ends now, as after os.fork()
-        deadline = deadline_in(timeout)
+        if os.getpid() != forking.pid:  # inherited by a child forked from C: it ends now, as after os.fork()
+            forking.check()
+        deadline = None if timeout is None else time.monotonic() + timeout  # (`deadline_in`, one call less per event)
         with self._cond:
             while True:
                 if self._events:

@@ -143,3 +143,31 @@ def test_the_connect_case_runs_both_clients_against_real_servers() -> None:
         "first:2025-11-25 official:2025-11-25 remembered:2025-11-25"
     assert "first:2026-07-28" in rows["official Python SDK"]["versions"]
     assert all(row["official_s"] > 0 and row["first_ratio"] > 0 for row in rows.values())
+
+
+def test_the_flood_tool_sends_what_it_is_asked_for(tmp_path: Path) -> None:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "flood", "arguments": {"n": 3, "kind": "progress"},
+                       "_meta": {"progressToken": "t", **META}}}
+    logs = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "flood", "arguments": {"n": 2,
+                                                                                                        "kind": "log"}}}
+    out = stdio_exchange([json.dumps(call).encode(), json.dumps(logs).encode()], tmp_path / "stats.json")
+    assert [m.get("method") for m in out] == ["notifications/progress"] * 3 + [None] + ["notifications/message"] * 2 + [None]
+    assert [m["params"]["progress"] for m in out[:3]] == [1, 2, 3]
+    assert {m["params"]["progressToken"] for m in out[:3]} == {"t"}
+    assert out[3]["id"] == 1 and out[3]["result"]["content"][0]["text"] == "flooded 3"
+
+
+def test_the_notifications_case_counts_every_event_and_both_rates(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = run_suite("--only", "notifications", "--events", "2000", "--repeat", "1", json_path=out)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    rows = report["results"]["notifications"]
+    assert set(rows) == {"mcp_sync/stdio progress", "mcp_sync/stdio log"}
+    for row in rows.values():
+        assert row["events"] == 2000 and row["rounds"] == 3
+        assert row["events_s"] > 0 and row["floor_events_s"] > 0 and row["ratio"] > 0
+        assert 0 < row["delivered_min"] <= row["delivered_max"] <= 2000
+    targets = {line["target"] for line in report["targets"]}
+    assert "mcp_sync/stdio progress events/s / raw reader loop" in targets

@@ -34,6 +34,7 @@ from mcp_sync.connection import (
     Inbox,
     new_id_counter,
 )
+from mcp_sync.engine_threads import MAX_QUEUED_LOGS
 from mcp_sync.notifications import MAX_QUEUED_NOTIFICATIONS, Dispatcher
 from tests.helpers import wait_until
 from tests.scripted_engine import PlayedTransport, respond
@@ -169,6 +170,30 @@ def test_a_slow_progress_callback_keeps_the_inbox_bounded_and_gets_the_latest(en
     assert conn.drops.progress == flood - INBOX_MAX_PROGRESS
     records = [r for r in caplog.records if r.name.startswith("mcp_sync")]
     assert len(records) == 2, [r.getMessage() for r in records]  # started dropping; how many
+
+
+def test_the_reader_lets_the_caller_run_once_a_lane_is_half_full(engine, monkeypatch):
+    # Within one turn of the GIL the reader can route more events than a
+    # lane holds, although the caller takes them faster on average: from
+    # half the bound on, it lets go of the GIL after each event (a
+    # `time.sleep(0)`), never waiting for the caller, never dropping.
+    import mcp_sync.connection as connection
+
+    yields = []
+    monkeypatch.setattr(connection.time, "sleep", lambda seconds: yields.append(seconds))
+    conn, transport = engine
+    pending = conn.send_request("tools/call", {}, progress=True)
+    for value in range(1, INBOX_MAX_PROGRESS // 2):
+        transport.sink.deliver(progress(pending.id, value))
+    assert yields == []  # below half: the reader carries on
+    for value in range(INBOX_MAX_PROGRESS // 2, INBOX_MAX_PROGRESS + 1):
+        transport.sink.deliver(progress(pending.id, value))
+    assert yields == [0] * (INBOX_MAX_PROGRESS // 2 + 1)
+    monkeypatch.undo()
+    respond(transport, pending.id, {"done": True})
+    seen = []
+    conn.wait(pending, timeout=5, on_progress=lambda p: seen.append(p["progress"]))
+    assert seen == list(range(1, INBOX_MAX_PROGRESS + 1)) and conn.drops.progress == 0
 
 
 def test_log_messages_of_a_call_are_bounded_oldest_first(engine):
@@ -310,6 +335,32 @@ def test_log_messages_for_no_call_are_bounded_and_counted():
     finally:
         release.set()
         conn.close()
+
+
+def test_the_reader_lets_the_log_handler_run_once_its_queue_is_half_full(monkeypatch):
+    # As for a call's progress: from half the bound on, the reader lets go
+    # of the GIL after each message, never waiting for the handler.
+    import mcp_sync.engine_threads as engine_threads
+
+    yields = []
+    transport = PlayedTransport()
+    release = threading.Event()
+    conn = Connection(transport, new_id_counter(), on_log=lambda params: release.wait(10))
+    conn.start()
+    try:
+        monkeypatch.setattr(engine_threads.time, "sleep", lambda seconds: yields.append(seconds))
+        half = MAX_QUEUED_LOGS // 2
+        for i in range(half - 1):  # one runs (held), the rest wait: below half
+            transport.sink.deliver(note("notifications/message", level="info", data=i))
+        assert yields == []
+        for i in range(10):
+            transport.sink.deliver(note("notifications/message", level="info", data=i))
+        assert yields == [0] * 10
+        monkeypatch.undo()
+    finally:
+        release.set()
+        conn.close()
+    assert conn.drops.logs == 0
 
 
 def test_the_drop_counter_is_shared_across_connections():

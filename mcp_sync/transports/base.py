@@ -41,6 +41,12 @@ class MessageSink(Protocol):
     `jsonrpc.parse` returns it: the sink routes its items one by one.
     `transport_failed(error)` ends the whole channel; `request_failed(id,
     error)` fails one request whose own exchange broke.
+
+    The engine's sink also has `deliver_all(messages)`: the messages of one
+    read of a shared stream, in order, handed over together so that each
+    waiting caller is woken once per read rather than once per message. It
+    is not part of this protocol (a sink need not have it); the stdio
+    transport uses it when the sink has it.
     """
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None) -> None:

@@ -544,6 +544,9 @@ class StdioTransport(Transport):
         until both ended; stop reading stdout at the first error."""
         sink = self._sink
         assert sink is not None
+        # A sink may take the messages of one read together (the engine's
+        # `Connection.deliver_all`); else they go one by one.
+        deliver_all = getattr(sink, "deliver_all", None)
         limit = self._target.max_line_bytes
         parts: list[bytes] = []  # the stdout line begun, in pieces
         size = 0  # ... and its length
@@ -591,6 +594,10 @@ class StdioTransport(Transport):
                             continue
                     elif data:
                         start = 0
+                        # The messages of this read, handed over together
+                        # (`deliver_all`: one wake-up per caller), after
+                        # the loop, before any error it found.
+                        batch: list[Any] = []
                         while True:
                             end = data.find(b"\n", start)
                             if end < 0:
@@ -606,9 +613,17 @@ class StdioTransport(Transport):
                                     f"the server sent a line longer than max_line_bytes={limit}", limit=limit)
                                 break
                             if not line.isspace():
-                                error = self._take(line, sink)
-                                if error is not None:
+                                try:
+                                    batch.append(jsonrpc.parse(line))
+                                except InvalidMessage as exc:
+                                    error = self._not_jsonrpc(exc)
                                     break
+                        if batch:
+                            if deliver_all is not None:
+                                deliver_all(batch)
+                            else:
+                                for message in batch:
+                                    sink.deliver(message)
                         if error is None and start < len(data):
                             parts.append(data[start:])
                             size += len(data) - start
