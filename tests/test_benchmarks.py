@@ -164,7 +164,7 @@ def test_the_notifications_case_counts_every_event_and_both_rates(tmp_path: Path
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     rows = report["results"]["notifications"]
-    assert set(rows) == {"mcp_sync/stdio progress", "mcp_sync/stdio log"}
+    assert set(rows) == {"mcp_sync/stdio progress", "mcp_sync/stdio log", "mcp_sync/stdio updates"}
     for row in rows.values():
         assert row["events"] == 2000 and row["rounds"] == 3
         assert row["events_s"] > 0 and row["floor_events_s"] > 0 and row["ratio"] > 0
