@@ -36,11 +36,10 @@ MODERN = "2026-07-28"
 
 
 class Counter:
-    """The callback: counts what reaches it (from any thread)."""
+    """The callback: counts what reaches it (one call's, on its caller's thread)."""
 
     def __init__(self) -> None:
         self.count = 0
-        self.lock = threading.Lock()
 
     def __call__(self, _event: object) -> None:
         self.count += 1  # the callback of one call runs on its caller's thread only

@@ -358,7 +358,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         ratio(f"{name} events/s / raw reader loop", row["events_s"], row["floor_events_s"], 0.7, False)
         absolute(f"{name} events dropped (of {row['events']:,})", row["events"] - row["delivered_min"], 0)
     for name, row in results.get("connect_real", {}).items():
-        ratio(f"connect {name} / official SDK", row["first_s"], row["official_s"], 1.3, True)
+        ratio(f"connect {name} / official SDK", row["first_s"], row["official_s"], 1.0, True)
     mine = value(results, "cold", "mcp_sync/stdio", "seconds")
     raw = value(results, "cold", "raw_inline/stdio", "seconds")
     if mine is not None and raw is not None:

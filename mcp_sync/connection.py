@@ -9,29 +9,14 @@ means, or which transport it drives (the `Transport` interface is all it
 sees).
 
 How it works. A caller thread registers a request (getting a `Pending` with
-its own inbox) and waits on the inbox until its deadline; `wait()` first
+its own `Inbox`) and waits on the inbox until its deadline; `wait()` first
 hands the request to `transport.exchange()`, on the caller's thread, so a
 transport whose requests have their own answer channel (Streamable HTTP)
 does the whole exchange there. Whoever reads a message (a transport's reader
-thread, or that caller) calls `deliver()`, which asks the router where the
-message goes (`router.py` has the rules) and carries the answer out:
-
-- into a caller's inbox (its response, progress, and the log messages and
-  server requests that came on its own response stream), under the lock, so
-  that once a call is forgotten nothing more can reach its inbox;
-- to a subscription's callback (it only queues);
-- to the engine's threads: server requests no caller can take (the
-  client's handlers answer them on the handler pool, `handler_timeout`
-  counted from arrival) and log messages that came for no call (the log
-  thread);
-- to the `on_notification` hook, which only queues for the client's
-  dispatcher thread.
-
-A JSON-RPC batch (a list, as `jsonrpc.parse` returns it; revision
-2025-03-26 lets a server send one) is split here, so every transport gets
-it: each item is routed as if it had come alone, in order, and invalid
-items fail the channel as an invalid message does, once the valid ones are
-routed.
+thread, or that caller) calls `deliver()`: the reader side, `Delivery`
+(`delivery.py`), which asks the router where the message goes (`router.py`
+has the rules) and carries the answer out, into a caller's inbox under the
+lock, or to a subscription, the engine's threads or the notification hook.
 
 Who writes: a caller writes its own request (on its own thread). Everything
 else (cancellations, answers to server requests, refusals) goes through the
@@ -39,9 +24,11 @@ sender's bounded queue, so neither a reader nor a caller that gave up ever
 blocks on IO.
 
 Lock discipline: `_lock` guards the router (pending calls, subscriptions,
-owed answers), `state` and `_failure`. It is held only
-for table updates and inbox puts (which never block); nothing is sent, no
-user code runs and nothing is logged while it is held. `EngineThreads` is
+owed answers), `state` and `_failure`; `Delivery` takes the same lock
+(the connection gives it the lock and the router, and a new pair, with a
+new `Delivery`, only in a fork child). It is held only for table updates
+and inbox puts (which never block); nothing is sent, no user code runs and
+nothing is logged while it is held. `EngineThreads` is
 never called with `_lock` held: it takes it itself, through `_settle()` and
 `_owes()`, to know whether a server request is still owed its answer.
 
@@ -55,7 +42,6 @@ error); the response is never dropped. What is dropped is counted in
 
 from __future__ import annotations
 
-import collections
 import enum
 import itertools
 import logging
@@ -66,31 +52,29 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
 from . import router as routes
+from .delivery import Delivery
 from .engine_threads import MAX_HANDLER_THREADS as MAX_HANDLER_THREADS
 from .engine_threads import MAX_QUEUED_LOGS as MAX_QUEUED_LOGS
 from .engine_threads import Burst as Burst
 from .engine_threads import Answer, EngineThreads, is_engine_thread, log_message
-from .errors import (
-    ConnectionClosed,
-    InvalidMessage,
-    RequestTimeout,
-    TransportError,
-    copy_error,
-)
+from .errors import ConnectionClosed, RequestTimeout, TransportError, copy_error
+from .inbox import CLOSED as CLOSED
+from .inbox import CROWDED as CROWDED
+from .inbox import INBOX_MAX_LOGS as INBOX_MAX_LOGS
+from .inbox import INBOX_MAX_PROGRESS as INBOX_MAX_PROGRESS
+from .inbox import Drops as Drops
+from .inbox import Inbox as Inbox
 from .protocol import codes, jsonrpc
+from .router import ADOPTED as ADOPTED
+from .router import LOG as LOG
+from .router import PROGRESS as PROGRESS
+from .router import RESPONSE as RESPONSE
+from .router import SERVER_REQUEST as SERVER_REQUEST
 from .router import Router
 from .transports.base import Transport
 from .waiting import MAIN_THREAD_SLICE, expired, on_main_thread, remaining, slice_of
 
 log = logging.getLogger("mcp_sync.connection")
-
-# Inbox event kinds (the router's, plus the engine's own CLOSED).
-RESPONSE = routes.RESPONSE
-PROGRESS = routes.PROGRESS
-LOG = routes.LOG
-SERVER_REQUEST = routes.SERVER_REQUEST
-ADOPTED = routes.ADOPTED
-CLOSED = "closed"
 
 SUBSCRIPTION_ID = routes.SUBSCRIPTION_ID
 
@@ -98,307 +82,12 @@ SUBSCRIPTION_ID = routes.SUBSCRIPTION_ID
 CLOSE_JOIN_TIMEOUT = 2.0
 #: How long `close()` lets the sender write what it has queued.
 CLOSE_FLUSH_TIMEOUT = 0.5
-#: The most progress notifications waiting in one call's inbox; beyond, the
-#: oldest is dropped (the caller always gets the latest).
-INBOX_MAX_PROGRESS = 256
-#: The most log messages waiting in one call's inbox; beyond, the oldest is dropped.
-INBOX_MAX_LOGS = 256
 
 ServerRequestHandler = Callable[[dict[str, Any]], Any]
 NotificationHandler = Callable[[dict[str, Any]], None]
 
 
 
-class Drops:
-    """What a client let go of to keep its memory bounded, counted by kind.
-    Thread-safe; one object may be shared by a client's successive
-    connections and its notification dispatcher.
-
-    - `notifications`: notifications for no call, dropped oldest-first from
-      the dispatcher's queue because a listener was slow;
-    - `progress`: a call's progress notifications, dropped oldest-first from
-      its inbox because the caller was slow (it still gets the latest);
-    - `logs`: log messages dropped oldest-first (from a call's inbox, or
-      waiting for the client's log handler);
-    - `refused_requests`: server requests refused with an error because too
-      many were waiting for one call.
-
-    Example::
-
-        drops = Drops()
-        drops.add("progress", 3)
-        assert drops.total == 3 and drops.as_dict()["progress"] == 3
-    """
-
-    KINDS = ("notifications", "progress", "logs", "refused_requests")
-    """The kinds of drop counted, each an attribute of its own."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.notifications = 0
-        self.progress = 0
-        self.logs = 0
-        self.refused_requests = 0
-
-    def add(self, kind: str, count: int = 1) -> None:
-        """Count `count` more drops of `kind` (one of `KINDS`; `ValueError`
-        for any other).
-
-        Args:
-            kind: Which counter, one of `KINDS`.
-            count: How many drops to add.
-
-        Raises:
-            ValueError: `kind` is not one of `KINDS`.
-        """
-        if kind not in self.KINDS:
-            raise ValueError(f"unknown kind of drop: {kind!r}")
-        with self._lock:
-            setattr(self, kind, getattr(self, kind) + count)
-
-    @property
-    def total(self) -> int:
-        """Everything dropped or refused so far."""
-        with self._lock:
-            return self.notifications + self.progress + self.logs + self.refused_requests
-
-    def as_dict(self) -> dict[str, int]:
-        """The counts by kind, taken together (a consistent snapshot), every
-        kind of `KINDS` present."""
-        with self._lock:
-            return {kind: getattr(self, kind) for kind in self.KINDS}
-
-    def __repr__(self) -> str:
-        return "Drops(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
-
-
-#: What `Inbox.put()` says when it could not simply queue an event.
-DROPPED = "dropped"          # an older event of its kind made room
-FIRST_DROP = "first_drop"    # the same, and it is the first of a burst: warn
-REFUSED = "refused"          # a server request not queued: too many wait
-CROWDED = "crowded"          # queued, and its lane is half full or more: let the caller run
-
-# The token that wakes a caller for a progress or log event (see `Inbox`).
-_WAKE: tuple[str, Any, int] = ("wake", None, 0)
-
-
-class _Lanes:
-    """The part of an inbox that a plain call never needs: the progress and
-    log lanes, and the counts that bound them and the server requests."""
-
-    __slots__ = ("lock", "progress", "logs", "seq", "signalled", "requests", "dropped")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.progress: collections.deque[tuple[int, str, Any]] = collections.deque()
-        self.logs: collections.deque[tuple[int, str, Any]] = collections.deque()
-        self.seq = 0             # progress and log events put so far
-        self.signalled = False   # a wake token is in the queue
-        self.requests = 0        # server requests in the queue
-        self.dropped = 0         # progress and log events dropped in this burst
-
-
-class Inbox:
-    """Everything addressed to one request, in arrival order, bounded.
-
-    (`Connection.deliver()` does `put()`'s first case itself, a plain
-    call's response while no lanes exist: the answer of every call.)
-
-    Two lanes. The response, a CLOSED and server requests are never
-    dropped: they go through a `SimpleQueue`, so a plain call costs one put
-    and one blocking get there, as it did before there were bounds.
-    Progress and log messages wait in deques of their own (`_Lanes`, made
-    by the first such event), at most `max_progress` and `max_logs`;
-    beyond, the oldest of its kind makes room. Each event knows its place
-    in the arrival order (a progress or log event its number; an event of
-    the other lane how many progress and log events came before it, when
-    any had), so the caller takes them in the order they came. A progress
-    or log event wakes a waiting caller with a token in the queue, never
-    more than one outstanding, so tokens cost no memory either. Server
-    requests beyond `max_requests` are not queued: `put()` says REFUSED.
-
-    Producers call `put()` under the connection's lock: it never blocks and
-    never logs. One consumer, the caller, calls `get()`.
-    """
-
-    __slots__ = ("id", "method", "max_requests", "max_progress", "max_logs", "_queue", "_lanes", "_held", "_ready")
-
-    def __init__(self, request_id: Any = None, method: str = "", max_requests: int = 16,
-                 max_progress: int = INBOX_MAX_PROGRESS, max_logs: int = INBOX_MAX_LOGS) -> None:
-        self.id = request_id
-        self.method = method
-        self.max_requests = max_requests
-        self.max_progress = max_progress
-        self.max_logs = max_logs
-        # (kind, payload) while no lanes exist, else (kind, payload, how
-        # many progress and log events came before it).
-        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self._lanes: _Lanes | None = None
-        self._held: tuple[Any, ...] | None = None  # taken from the queue, waiting for older events
-        # Lane events taken, in order, not yet returned: the consumer takes
-        # every lane event that is next in one go (one lock, not one per
-        # event), then returns them one by one. The consumer's alone.
-        self._ready: collections.deque[tuple[str, Any]] = collections.deque()
-
-    # -- producers (under the connection's lock) ------------------------------------
-
-    def put(self, kind: str, payload: Any, *, wake: bool = True) -> str | None:
-        """Queue one event. None when it was simply queued; CROWDED when
-        it was, and its lane is half full or more; else DROPPED or
-        FIRST_DROP (an older one of its kind was dropped), or REFUSED (a
-        server request that was not queued: the caller must refuse it).
-        `wake=False` leaves a progress or log event without its wake-up:
-        the producer calls `wake()` later (once for many events)."""
-        lanes = self._lanes
-        if lanes is None and (kind is RESPONSE or kind is CLOSED):
-            self._queue.put((kind, payload))  # the fast path of a plain call
-            return None
-        if lanes is None:
-            lanes = self._lanes = _Lanes()
-        if kind is PROGRESS or kind is LOG:
-            return self._put_in_lane(lanes, kind, payload, wake)
-        if kind is SERVER_REQUEST or kind is ADOPTED:
-            with lanes.lock:
-                if lanes.requests >= self.max_requests:
-                    return REFUSED
-                lanes.requests += 1
-        self._queue.put((kind, payload, lanes.seq))
-        return None
-
-    def wake(self) -> None:
-        """The wake-up `put(..., wake=False)` held back, if its events are
-        still waiting and no wake-up is (any thread)."""
-        lanes = self._lanes
-        if lanes is None:
-            return
-        with lanes.lock:
-            if not lanes.signalled and (lanes.progress or lanes.logs):
-                lanes.signalled = True
-                self._queue.put(_WAKE)
-
-    def _put_in_lane(self, lanes: _Lanes, kind: str, payload: Any, wake: bool = True) -> str | None:
-        outcome = None
-        with lanes.lock:
-            lanes.seq += 1
-            lane, limit = (lanes.progress, self.max_progress) if kind is PROGRESS else (lanes.logs, self.max_logs)
-            if len(lane) >= limit:
-                lane.popleft()
-                lanes.dropped += 1
-                outcome = FIRST_DROP if lanes.dropped == 1 else DROPPED
-            lane.append((lanes.seq, kind, payload))
-            if outcome is None and 2 * len(lane) >= limit:
-                outcome = CROWDED
-            if wake and not lanes.signalled:
-                lanes.signalled = True
-                self._queue.put(_WAKE)
-        return outcome
-
-    # -- the consumer (the caller) ---------------------------------------------------
-
-    def get(self, timeout: float | None = None) -> tuple[str, Any]:
-        """The next event as (kind, payload); `queue.Empty` after `timeout`
-        seconds (None: wait for ever)."""
-        if self._ready:
-            return self._ready.popleft()
-        if self._lanes is None:
-            item = self._queue.get(timeout=timeout)
-            if len(item) == 2:
-                return item  # the fast path of a plain call
-            self._held = item  # a token or a server request: the lanes exist now
-        return self._get_in_order(timeout)
-
-    def get_nowait(self) -> tuple[str, Any]:
-        """The next event, or `queue.Empty` at once."""
-        if self._ready:
-            return self._ready.popleft()
-        return self._get_in_order(0.0)
-
-    def _get_in_order(self, timeout: float | None) -> tuple[str, Any]:
-        lanes = self._lanes
-        assert lanes is not None or self._held is None
-        deadline: float | None = None
-        while True:
-            if self._held is None and (lanes is None or (not lanes.progress and not lanes.logs)):
-                # Nothing waits in the lanes: block on the queue.
-                self._held = self._queue.get(timeout=timeout) if timeout != 0 else self._queue.get_nowait()
-                lanes = self._lanes
-            if self._held is _WAKE:
-                assert lanes is not None
-                self._held = None
-                with lanes.lock:
-                    lanes.signalled = False
-                if not lanes.progress and not lanes.logs and timeout:
-                    # A token that outlived its event (taken without it). It
-                    # was in the queue already, so little of the timeout went
-                    # by: wait again, for what is left of it.
-                    now = time.monotonic()
-                    deadline = deadline or now + timeout
-                    timeout = deadline - now
-                    if timeout <= 0:
-                        raise queue.Empty
-                continue
-            event = self._next_in_order(lanes)
-            if event is not None:
-                return event
-
-    def _next_in_order(self, lanes: _Lanes | None) -> tuple[str, Any] | None:
-        """The oldest event: the held one, or the head of a lane that came
-        before it. None when only a stale token was taken."""
-        if lanes is None:  # no lanes: the held event is all there is
-            held, self._held = self._held, None
-            return None if held is None else (held[0], held[1])
-        # Whatever of the queue came first is in `_held` (tokens skipped): an
-        # event that arrives later came after every event now in the lanes.
-        while self._held is None:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is _WAKE:
-                with lanes.lock:
-                    lanes.signalled = False
-            else:
-                self._held = item
-        held = self._held  # a (kind, payload) pair came before any lane event
-        # Every lane event that came before `held` (all of them when nothing
-        # is held: what arrives later comes after), oldest first, into
-        # `_ready`; a held pair of two came before any lane event.
-        bound = None if held is None else (held[2] if len(held) == 3 else 0)
-        ready = self._ready
-        ended = 0
-        with lanes.lock:
-            progress, logs = lanes.progress, lanes.logs
-            if lanes.dropped and not progress and not logs:
-                # Back for more with everything taken before handled, and
-                # nothing new: the caller has caught up, the burst is over.
-                ended, lanes.dropped = lanes.dropped, 0
-            while progress or logs:
-                lane = (progress if not logs or (progress and progress[0][0] < logs[0][0]) else logs)
-                if bound is not None and lane[0][0] > bound:
-                    break
-                _, kind, payload = lane.popleft()
-                ready.append((kind, payload))
-        if ended:
-            log.warning("%s (request %s): %d progress and log messages were dropped while the caller was "
-                        "behind; it is caught up now", self.method, self.id, ended)
-        if ready:
-            return ready.popleft()
-        if held is None:
-            return None
-        self._held = None
-        if held[0] is SERVER_REQUEST or held[0] is ADOPTED:
-            with lanes.lock:
-                lanes.requests -= 1
-        return held[0], held[1]
-
-    def qsize(self) -> int:
-        """Events waiting now (approximate while events arrive)."""
-        lanes = self._lanes
-        waiting = self._queue.qsize() + (self._held is not None) + len(self._ready)
-        if lanes is None:
-            return waiting
-        with lanes.lock:
-            return waiting - lanes.signalled + len(lanes.progress) + len(lanes.logs)
 
 
 class Pending:
@@ -516,6 +205,15 @@ class Connection:
             self._write, settle=self._settle, owes=self._owes, on_server_request=on_server_request,
             on_log=on_log, max_server_requests=max_server_requests, handler_timeout=handler_timeout,
             drops=self.drops, at_once=answers_at_once)
+        self._delivery = self._new_delivery()
+        # The reader side of the `MessageSink` (the transport calls these):
+        # `Delivery`'s own methods, so a message costs no frame of ours.
+        self.deliver = self._delivery.deliver
+        self.deliver_all = self._delivery.deliver_all
+
+    def _new_delivery(self) -> Delivery:
+        return Delivery(self._lock, self._router, self._threads, on_notification=self._on_notification,
+                        drops=self.drops, failed=self.transport_failed, unadopt=self._unadopt)
 
     def start(self) -> None:
         self.transport.start(self)
@@ -845,160 +543,7 @@ class Connection:
     def failure(self) -> TransportError | None:
         return self._failure
 
-    # -- the reader side (MessageSink) ---------------------------------------------
-
-    def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None) -> None:
-        if type(message) is list:
-            self._deliver_batch(message, related_to)
-            return
-        with self._lock:  # once per message: this is the hot path
-            route = self._router.receive(message, related_to)
-            if route[0] is routes.CALL:
-                inbox, event = route[1].inbox, route[2]
-                if event is RESPONSE and inbox._lanes is None:
-                    # `Inbox.put()`'s first case, in this frame (it runs
-                    # for every answer): a plain call's response.
-                    inbox._queue.put((RESPONSE, route[3]))
-                    return
-                # Under the lock: once `abandon()` has forgotten a call,
-                # nothing more can land in its inbox unseen.
-                overflow = inbox.put(event, route[3])
-                if overflow is None and event is not ADOPTED:
-                    return
-            else:
-                overflow = None
-        invalid = self._carry(route, overflow)
-        if invalid is not None:
-            self.transport_failed(InvalidMessage(f"the server sent an invalid message: {invalid}"))
-
-    def deliver_all(self, messages: list[Any]) -> None:
-        """Messages read together from a shared stream (stdio: the lines of
-        one read), in order, each routed as `deliver()` routes it; the
-        wake-ups of the callers their progress and log events are for are
-        held until the end: a caller who keeps up is woken once per read,
-        not once per event (a thread switch each, which cost more than the
-        event). A lane half full wakes its caller at once (see CROWDED)."""
-        held: list[Inbox] = []
-        for message in messages:
-            if type(message) is list:
-                self._deliver_batch(message, None)
-                continue
-            overflow = None
-            with self._lock:
-                route = self._router.receive(message, None)
-                if route[0] is routes.CALL:
-                    inbox, event = route[1].inbox, route[2]
-                    if event is RESPONSE and inbox._lanes is None:
-                        inbox._queue.put((RESPONSE, route[3]))  # as `deliver()` does
-                        continue
-                    quiet = event is PROGRESS or event is LOG
-                    overflow = inbox.put(event, route[3], wake=not quiet)
-                    if quiet and (not held or held[-1] is not inbox):
-                        held.append(inbox)
-                    if overflow is None and event is not ADOPTED:
-                        continue
-            if overflow is CROWDED:
-                route[1].inbox.wake()  # then `_carry` lets the caller run
-            invalid = self._carry(route, overflow)
-            if invalid is not None:
-                self.transport_failed(InvalidMessage(f"the server sent an invalid message: {invalid}"))
-        for inbox in held:
-            inbox.wake()
-
-    def _deliver_batch(self, batch: list[Any], related_to: int | str | None) -> None:
-        """A JSON-RPC batch (revision 2025-03-26 lets a server send one): each
-        item is routed as if it had come alone, in order. Invalid items are
-        reported the way an invalid message is (the channel fails) only once
-        every valid item has been routed, so a response in the same batch
-        still reaches its caller first (it precedes the failure in its inbox)."""
-        try:
-            jsonrpc.check_batch(batch)
-        except InvalidMessage as exc:
-            self.transport_failed(InvalidMessage(f"the server sent an invalid batch: {exc}"))
-            return
-        invalid: list[str] = []
-        for index, item in enumerate(batch):
-            reason = self._route(item, related_to)
-            if reason is not None:
-                invalid.append(f"item {index}: {reason}")
-        if invalid:
-            self.transport_failed(InvalidMessage(
-                f"the server sent a batch (a JSON list) of {len(batch)} messages, {len(invalid)} of them "
-                f"invalid: {invalid[0]}"))
-
-    def _route(self, message: Any, related_to: int | str | None) -> str | None:
-        """Route one message and carry the route out; the reason when it is
-        not a valid JSON-RPC message (the caller decides how to report it).
-        (`deliver()` is the same for a message that came alone.)"""
-        overflow = None
-        with self._lock:
-            route = self._router.receive(message, related_to)
-            if route[0] is routes.CALL:
-                # Under the lock: once `abandon()` has forgotten a call,
-                # nothing more can land in its inbox unseen.
-                overflow = route[1].inbox.put(route[2], route[3])
-                if overflow is None and route[2] is not ADOPTED:
-                    return None
-        return self._carry(route, overflow)
-
-    def _carry(self, route: routes.Route, overflow: str | None) -> str | None:
-        """Carry out a route outside the lock: all but a call's event that
-        its inbox took (which `deliver()` and `_route()` put in under it)."""
-        dest, owner, event, payload = route
-        if dest is routes.CALL:
-            if overflow is None:  # adopted: its handler timeout counts from now, as in the pool
-                self._threads.arm_handler_timeout(payload["id"])
-                return None
-            if overflow is CROWDED:
-                # The reader outruns the caller within one turn of the GIL
-                # (5 ms, a few hundred events): it lets go of it here, so
-                # that a caller that keeps up on average takes its events
-                # before the lane's bound drops any. One who falls behind
-                # still loses the oldest: the reader never waits for it.
-                time.sleep(0)
-                return None
-            self._overflowed(owner, event, payload, overflow)
-        elif dest is routes.SUBSCRIPTION:
-            owner(event, payload)
-        elif dest is routes.NOTIFICATION:
-            if self._on_notification is not None:
-                self._on_notification(payload)
-            else:
-                log.debug("server notification %s (no handler)", payload.get("method"))
-        elif dest is routes.HANDLERS:
-            self._threads.take(payload)
-        elif dest is routes.CLIENT_LOG:
-            self._threads.log(payload)
-        elif dest is routes.INVALID:
-            return str(event)
-        elif payload.get("method") == "notifications/cancelled":
-            # Withdrawn by the server: its handler timeout is moot.
-            self._threads.withdrawn((payload.get("params") or {}).get("requestId"))
-            log.debug("dropped %s", event)
-        elif "error" in payload and payload.get("id") is None:
-            log.warning("the server sent an error about no request: %s", payload.get("error"))
-        else:
-            log.debug("dropped %s", event)
-        return None
-
-    def _overflowed(self, pending: Pending, event: str, payload: Any, overflow: str | None) -> None:
-        """A call's inbox was full (outside the lock: this refuses and logs)."""
-        if overflow is REFUSED and event is ADOPTED:
-            self._unadopt(pending)
-            self._threads.take(payload)  # the handler threads take what the call has no room for
-            return
-        if overflow is REFUSED:
-            self.drops.add("refused_requests")
-            log.debug("refused server request %r: %d wait for %s already", payload.get("id"),
-                      self._max_server_requests, pending.method)
-            self.respond(payload["id"], error={
-                "code": codes.INTERNAL_ERROR, "message": "too many server requests are waiting for this call"}, spare=True)
-            return
-        self.drops.add("progress" if event is PROGRESS else "logs")
-        if overflow is FIRST_DROP:
-            log.warning("%s (request %s): the caller is behind; its oldest progress and log messages are "
-                        "dropped beyond %d and %d waiting until it catches up", pending.method, pending.id,
-                        pending.inbox.max_progress, pending.inbox.max_logs)
+    # -- the reader side (MessageSink; the rest is `Delivery`'s) ---------------------
 
     def transport_failed(self, error: TransportError) -> None:
         with self._lock:
@@ -1100,6 +645,8 @@ class Connection:
         self.state = State.CLOSED
         self._router = Router()
         self._threads.discard()
+        self._delivery = self._new_delivery()  # on the new lock and table
+        self.deliver, self.deliver_all = self._delivery.deliver, self._delivery.deliver_all
         self._close_done = threading.Event()  # the parent's may have been mid-use
         self._close_done.set()
         try:

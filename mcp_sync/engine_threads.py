@@ -277,7 +277,7 @@ class EngineThreads:
             # Half full: the reader (who calls this) lets go of the GIL so
             # that a handler that keeps up on average takes its messages
             # before the bound drops any (as for a call's progress, see
-            # `connection.CROWDED`); it never waits for the handler.
+            # `inbox.CROWDED`); it never waits for the handler.
             time.sleep(0)
         # The burst ends when the handler has caught up (nothing else
         # waits), not at the first message that finds room: that would
@@ -404,13 +404,6 @@ def log_message(params: dict[str, Any]) -> None:
 
 #: The name of every thread the client starts begins so.
 ENGINE_THREAD_PREFIX = "mcp-sync-"
-
-
-def on_client_thread() -> bool:
-    """Is this a thread of the client's user, not one the client started
-    (all named ``mcp-sync-...``: sender, handlers, log, keepalive,
-    reconnect)? Only a user's call adopts a server request."""
-    return not threading.current_thread().name.startswith(ENGINE_THREAD_PREFIX)
 
 
 def is_engine_thread() -> bool:

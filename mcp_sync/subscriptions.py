@@ -200,7 +200,7 @@ class Subscription:
         if crowded:
             # Half full, on the reader's thread: it lets go of the GIL so
             # that a reader of the stream who keeps up on average takes the
-            # events before the bound drops any (see `connection.CROWDED`);
+            # events before the bound drops any (see `inbox.CROWDED`);
             # it never waits for them.
             time.sleep(0)
 

@@ -138,10 +138,12 @@ def test_the_connect_case_runs_both_clients_against_real_servers() -> None:
     from benchmarks.connect import connect_real
 
     rows = connect_real(1)
-    assert set(rows) == {"everything (TS SDK)", "official Python SDK"}
-    assert rows["everything (TS SDK)"]["versions"] == \
-        "first:2025-11-25 official:2025-11-25 remembered:2025-11-25"
-    assert "first:2026-07-28" in rows["official Python SDK"]["versions"]
+    assert set(rows) == {"everything (TS SDK)", "official Python SDK", "everything (TS SDK), HTTP",
+                         "official Python SDK, HTTP"}
+    for initialize_era in ("everything (TS SDK)", "everything (TS SDK), HTTP"):
+        assert rows[initialize_era]["versions"] == "first:2025-11-25 official:2025-11-25 remembered:2025-11-25"
+    for stateless in ("official Python SDK", "official Python SDK, HTTP"):
+        assert rows[stateless]["versions"] == "first:2026-07-28 official:2025-11-25 remembered:2026-07-28"
     assert all(row["official_s"] > 0 and row["first_ratio"] > 0 for row in rows.values())
 
 

@@ -177,7 +177,7 @@ def test_the_reader_lets_the_caller_run_once_a_lane_is_half_full(engine, monkeyp
     # lane holds, although the caller takes them faster on average: from
     # half the bound on, it lets go of the GIL after each event (a
     # `time.sleep(0)`), never waiting for the caller, never dropping.
-    import mcp_sync.connection as connection
+    import mcp_sync.delivery as connection
 
     yields = []
     monkeypatch.setattr(connection.time, "sleep", lambda seconds: yields.append(seconds))

@@ -151,3 +151,28 @@ def test_bad_listen_arguments():
             client.listen(resource_subscriptions=[1])
         with pytest.raises(ValueError):
             client.listen(tools_list_changed=True, max_buffer=0)
+
+
+def test_the_routing_thread_lets_a_reader_run_once_the_buffer_is_half_full(monkeypatch):
+    # As for a call's progress: from half of `max_buffer` on, the thread
+    # that routes an update lets go of the GIL after queuing it (a
+    # `time.sleep(0)`), so a reader who keeps up on average takes the
+    # updates before the bound drops any; it never waits for the reader,
+    # and one who does not read loses the oldest.
+    import time
+
+    import mcp_sync.subscriptions as subscriptions
+
+    sleep, yields = time.sleep, []
+    server = demo_server()
+    with mcp_sync.connect(server) as client:
+        sub = client.listen(resource_subscriptions=["demo://readme"], max_buffer=8)
+        monkeypatch.setattr(subscriptions.time, "sleep", lambda s: yields.append(s) if s == 0 else sleep(s))
+        for _ in range(20):
+            server.notify_updated("demo://readme")
+        assert server.end_subscriptions() == 1  # after every update queued for it
+        monkeypatch.undo()
+        events = list(sub)
+    assert yields == [0] * (20 - 3)  # the 4th update fills half of 8
+    assert sub.dropped == 12
+    assert [type(event) for event in events] == [mcp_sync.Notification] * 8 + [mcp_sync.SubscriptionEnded]

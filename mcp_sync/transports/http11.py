@@ -217,6 +217,19 @@ class _Reader:
         self._pos = end + 4
         return lines
 
+    def take(self, amt: int) -> bytes | None:
+        """Exactly `amt` bytes when they are all in the buffer already
+        (taken); else None, and nothing taken."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < amt:
+            return None
+        self._pos = pos + amt
+        return buf[pos:pos + amt]
+
+    def buffered(self) -> int:
+        """How many bytes the buffer holds that nobody took yet."""
+        return len(self._buf) - self._pos
+
     def read1(self, amt: int) -> bytes:
         """At most `amt` bytes, after at most one `recv`; b"" at EOF."""
         buf, pos = self._buf, self._pos
@@ -368,14 +381,13 @@ class Response:
         fp = self._fp
         if amt is not None and amt == self._length and fp is not None and not self._done:
             # The common case: the rest of a Content-Length body, already in
-            # the reader's buffer (it came with the head). Taken here, in
-            # this frame: `read1()` twice would give the same bytes.
-            buf, pos = fp._buf, fp._pos
-            if len(buf) - pos >= amt > 0:
-                fp._pos = pos + amt
+            # the reader's buffer (it came with the head): one call, where
+            # `read1()` twice would give the same bytes.
+            body = fp.take(amt) if amt > 0 else None
+            if body is not None:
                 self._length = 0
                 self._finish()
-                return buf[pos:pos + amt]
+                return body
         if amt is None:
             chunks: list[bytes] = []
             while True:
@@ -452,7 +464,7 @@ class Response:
         without waiting, after waiting at most `timeout` seconds for the
         server to send some. A caller that must not block long asks first."""
         fp = self._fp
-        if fp is None or fp._pos < len(fp._buf):
+        if fp is None or fp.buffered():
             return True
         pending = getattr(self._sock, "pending", None)  # bytes TLS decrypted but not yet read
         if pending is not None and pending():
