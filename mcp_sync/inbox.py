@@ -183,7 +183,22 @@ class Inbox:
             lanes = self._lanes = _Lanes()
             self.answer = _ordered_answer(self._queue, lanes)
         if kind is PROGRESS or kind is LOG:
-            return self._put_in_lane(lanes, kind, payload, wake)
+            # (In this frame: in a flood, this runs for every event.)
+            outcome = None
+            with lanes.lock:
+                lanes.seq += 1
+                lane, limit = (lanes.progress, self.max_progress) if kind is PROGRESS else (lanes.logs, self.max_logs)
+                if len(lane) >= limit:
+                    lane.popleft()
+                    lanes.dropped += 1
+                    outcome = FIRST_DROP if lanes.dropped == 1 else DROPPED
+                lane.append((lanes.seq, kind, payload))
+                if outcome is None and 2 * len(lane) >= limit:
+                    outcome = CROWDED
+                if wake and not lanes.signalled:
+                    lanes.signalled = True
+                    self._queue.put(_WAKE)
+            return outcome
         if kind is SERVER_REQUEST or kind is ADOPTED:
             with lanes.lock:
                 if lanes.requests >= self.max_requests:
@@ -202,23 +217,6 @@ class Inbox:
             if not lanes.signalled and (lanes.progress or lanes.logs):
                 lanes.signalled = True
                 self._queue.put(_WAKE)
-
-    def _put_in_lane(self, lanes: _Lanes, kind: str, payload: Any, wake: bool = True) -> str | None:
-        outcome = None
-        with lanes.lock:
-            lanes.seq += 1
-            lane, limit = (lanes.progress, self.max_progress) if kind is PROGRESS else (lanes.logs, self.max_logs)
-            if len(lane) >= limit:
-                lane.popleft()
-                lanes.dropped += 1
-                outcome = FIRST_DROP if lanes.dropped == 1 else DROPPED
-            lane.append((lanes.seq, kind, payload))
-            if outcome is None and 2 * len(lane) >= limit:
-                outcome = CROWDED
-            if wake and not lanes.signalled:
-                lanes.signalled = True
-                self._queue.put(_WAKE)
-        return outcome
 
     # -- the consumer (the caller) ---------------------------------------------------
 
