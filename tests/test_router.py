@@ -197,3 +197,45 @@ def test_a_cancellation_on_a_subscription_stream_about_another_request_follows_t
     route = router.receive(note("notifications/cancelled", {"requestId": 2}), related_to=1)
     assert route[:3] == (routes.SUBSCRIPTION, "B", "cancelled")
     assert router.subscriptions == {1: "A"}
+
+
+# `receive()` takes a shortcut for the commonest messages (a waiting call's
+# result, its progress, a notification tagged for an open subscription),
+# with the checks of the general rules written inline; `route()` is the
+# general rules alone. They must never disagree.
+any_id = st.one_of(st.integers(min_value=1, max_value=4), st.sampled_from(["1", 1.0, True, None]))
+tagged_meta = st.one_of(st.none(), st.builds(lambda i: {routes.SUBSCRIPTION_ID: i}, any_id),
+                        st.just({"other": 1}), st.just("not a dict"))
+
+
+def _with_meta(params, meta):
+    return params if meta is None else {**params, "_meta": meta}
+
+
+shortcut_messages = st.one_of(
+    st.builds(lambda i, version: {"jsonrpc": version, "id": i, "result": {}}, any_id, st.sampled_from(["2.0", "1.0"])),
+    st.builds(lambda i: {"jsonrpc": "2.0", "id": i, "result": {}, "method": "x"}, any_id),
+    st.builds(lambda i, meta: note("notifications/progress", _with_meta({"progressToken": i, "progress": 1}, meta)),
+              any_id, tagged_meta),
+    st.builds(lambda method, meta: note(method, _with_meta({"uri": "u"}, meta)),
+              st.sampled_from(["notifications/resources/updated", "notifications/cancelled",
+                               "notifications/message"]), tagged_meta),
+    st.builds(lambda i: {"method": "notifications/progress", "params": {"progressToken": i}}, any_id),
+    st.builds(lambda: note("notifications/progress", "not a dict")),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=4), max_size=3),
+       st.lists(st.integers(min_value=1, max_value=4), max_size=3),
+       shortcut_messages, st.one_of(st.none(), st.integers(min_value=1, max_value=4)))
+def test_the_shortcut_of_receive_agrees_with_the_general_rules(calls, subscriptions, message, related):
+    routers = Router(), Router()
+    for router in routers:
+        for call in set(calls):
+            router.add_call(call, f"call {call}")
+        for subscription in set(subscriptions) - set(calls):
+            router.add_subscription(subscription, f"subscription {subscription}")
+    fast, general = routers
+    assert fast.receive(message, related) == general.route(message, related)
+    assert (fast.calls, fast.subscriptions, fast.owed) == (general.calls, general.subscriptions, general.owed)
