@@ -32,8 +32,7 @@ def check_mcp_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         A list of `checks.Error` and `checks.Warning`; empty when the app
         is not installed.
 
-    Raises:
-        Nothing: every problem found is a message. Nothing is started.
+    It raises nothing: every problem found is a message. Nothing is started.
 
     Example::
 

@@ -27,9 +27,8 @@ def health(request: Any, start: bool = False) -> Any:
     Returns:
         A `JsonResponse`, status 200 or 503.
 
-    Raises:
-        Nothing: settings that cannot be read, or a server that cannot be
-        started, answer 503.
+    It raises nothing: settings that cannot be read, or a server that
+    cannot be started, answer 503.
 
     Example::
 

@@ -85,8 +85,8 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         The exit status: 0, 1 (an error, a config that cannot be read), 2
         (a command line that cannot work, such as no `--server` among several).
 
-    Raises:
-        Nothing: errors are printed on `stderr` and counted in the status.
+    It raises nothing: errors are printed on `stderr` and counted in the
+    status.
 
     Example::
 
