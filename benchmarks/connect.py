@@ -73,6 +73,10 @@ asyncio.run(main())
 """
 
 
+#: The official Python SDK's server that the interop tests run.
+OFFICIAL_SERVER = str(ROOT / "tests" / "interop" / "official_server.py")
+
+
 def stdio_servers() -> dict[str, list[str]]:
     """The stdio command line of each server (the everything server is
     installed on first use, as the interop tests install it)."""
@@ -81,7 +85,7 @@ def stdio_servers() -> dict[str, list[str]]:
 
     return {
         "everything (TS SDK)": everything_peer.stdio_command(),
-        "official Python SDK": [sys.executable, str(ROOT / "tests" / "interop" / "official_server.py")],
+        "official Python SDK": [sys.executable, OFFICIAL_SERVER],
     }
 
 
@@ -93,7 +97,7 @@ def http_servers() -> Iterator[dict[str, str]]:
     from tests.interop.listening import free_port, listening
 
     official, everything = free_port(), free_port()
-    command = [sys.executable, str(ROOT / "tests" / "interop" / "official_server.py"), "--http", str(official),
+    command = [sys.executable, OFFICIAL_SERVER, "--http", str(official),
                "stateful"]
     with listening(command, official) as official_url, everything_peer.http_server(everything) as everything_url:
         yield {"everything (TS SDK), HTTP": everything_url, "official Python SDK, HTTP": official_url}

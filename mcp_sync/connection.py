@@ -205,15 +205,16 @@ class Connection:
             self._write, settle=self._settle, owes=self._owes, on_server_request=on_server_request,
             on_log=on_log, max_server_requests=max_server_requests, handler_timeout=handler_timeout,
             drops=self.drops, at_once=answers_at_once)
-        self._delivery = self._new_delivery()
+        self._new_delivery()
+
+    def _new_delivery(self) -> None:
+        """Build the reader side on the current lock and table, and expose it."""
+        self._delivery = Delivery(self._lock, self._router, self._threads, on_notification=self._on_notification,
+                                  drops=self.drops, failed=self.transport_failed, unadopt=self._unadopt)
         # The reader side of the `MessageSink` (the transport calls these):
         # `Delivery`'s own methods, so a message costs no frame of ours.
         self.deliver = self._delivery.deliver
         self.deliver_all = self._delivery.deliver_all
-
-    def _new_delivery(self) -> Delivery:
-        return Delivery(self._lock, self._router, self._threads, on_notification=self._on_notification,
-                        drops=self.drops, failed=self.transport_failed, unadopt=self._unadopt)
 
     def start(self) -> None:
         self.transport.start(self)
@@ -645,8 +646,7 @@ class Connection:
         self.state = State.CLOSED
         self._router = Router()
         self._threads.discard()
-        self._delivery = self._new_delivery()  # on the new lock and table
-        self.deliver, self.deliver_all = self._delivery.deliver, self._delivery.deliver_all
+        self._new_delivery()  # on the new lock and table
         self._close_done = threading.Event()  # the parent's may have been mid-use
         self._close_done.set()
         try:

@@ -82,7 +82,7 @@ def test_the_notebook_default_prints_at_a_limited_rate_and_summarises(monkeypatc
     elapsed = time.monotonic() - started
     err = capsys.readouterr().err.splitlines()
     printed = [line for line in err if "chatty line" in line]
-    summaries = [line for line in err if "lines of server stderr not shown" in line]
+    summaries = [line for line in err if "of server stderr not shown" in line]
     assert len([line for line in err if "more server stderr than 20 lines a second" in line]) == 1
     # The burst of 100, and at 20 lines a second the few more the run's time allows.
     assert 100 <= len(printed) <= 100 + 20 * elapsed + 1
@@ -116,6 +116,15 @@ def test_a_summary_comes_before_the_next_shown_line(capsys):
         "[server] \u2026 2 lines of server stderr not shown",
         "[server] d",
     ]
+
+
+def test_one_line_not_shown_is_counted_in_the_singular(capsys):
+    now = [0.0]
+    lines = StderrLines("print", "server", limit=RateLimit(1, 1, clock=lambda: now[0]))
+    lines.line("a")
+    lines.line("b")
+    lines.finish()
+    assert capsys.readouterr().err.splitlines()[-1] == "[server] \u2026 1 line of server stderr not shown"
 
 
 def test_jupyter_detection(monkeypatch):

@@ -136,7 +136,8 @@ class StderrLines:
     def _summarise(self) -> None:
         if self._hidden:
             hidden, self._hidden = self._hidden, 0
-            self._print(f"[{self._short}] \u2026 {hidden} lines of server stderr not shown")
+            lines = "line" if hidden == 1 else "lines"
+            self._print(f"[{self._short}] \u2026 {hidden} {lines} of server stderr not shown")
 
     @staticmethod
     def _print(text: str) -> None:
