@@ -254,3 +254,49 @@ def test_api_errors_are_raised_as_the_sdk_raises_them(stdio_client):
             pytest.raises(anthropic.APIStatusError, match="busy"):
         tools.loop("anthropic", [{"role": "user", "content": "x"}], client=api.anthropic(), model="claude-test",
                    max_tokens=5)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_each_api_loop_in_both_eras_over_stdio_and_http(era, transport):
+    """The three APIs' loops with their SDK clients, against a server in
+    each protocol era over each transport: the tool results the model
+    gets back are the server's answers."""
+
+    def answer(path, body):
+        if path == "/v1/chat/completions":
+            if body["messages"][-1]["role"] == "tool":
+                return 200, chat_completion("done: " + body["messages"][-1]["content"])
+            return 200, chat_completion(tool_calls=[("c1", "add", '{"a": 20, "b": 22}')])
+        if path == "/v1/responses":
+            outputs = [i for i in body["input"] if isinstance(i, dict) and i.get("type") == "function_call_output"]
+            if outputs:
+                return 200, responses_response([output_text("done: " + outputs[0]["output"])])
+            return 200, responses_response([function_call("r1", "echo", '{"text": "' + era + '"}')])
+        last = body["messages"][-1]
+        if last["role"] == "user" and isinstance(last["content"], list):
+            return 200, anthropic_message([{"type": "text", "text": "done: " + last["content"][0]["content"][0]["text"]}])
+        return 200, anthropic_message([tool_use("t1", "echo", {"text": transport})])
+
+    with FakeAPI(answer) as api:
+        if transport == "stdio":
+            server = mcp_sync.connect([*STDIO_DEMO, "--versions", era], timeout=30)
+        else:
+            http = HTTPServer(demo_server()).start()
+            server = mcp_sync.connect(http.url, protocol=era, timeout=30)
+        try:
+            with server as client:
+                assert client.protocol_version == era
+                tools = ToolSet(client)
+                chat = tools.loop("openai-chat", [{"role": "user", "content": "add"}], client=api.openai(),
+                                  model="gpt-test")
+                responses = tools.loop("openai-responses", [{"role": "user", "content": "echo"}],
+                                       client=api.openai(), model="gpt-test")
+                claude = tools.loop("anthropic", [{"role": "user", "content": "echo"}], client=api.anthropic(),
+                                    model="claude-test", max_tokens=50)
+        finally:
+            if transport == "http":
+                http.close()
+    assert chat.finished and chat.response.choices[0].message.content == 'done: 42\n{"sum": 42}'
+    assert responses.finished and responses.response.output_text == f"done: {era}"
+    assert claude.finished and claude.response.content[0].text == f"done: {transport}"
