@@ -135,9 +135,11 @@ __all__ = [
 # costs more than the rest of the package put together and which a stdio-only
 # program never needs; config files and groups are not needed by most programs;
 # nor are the Tasks extension and `listen()`'s subscriptions, whose
-# classes (and `datetime`) are a tenth of the import.
+# classes (and `datetime`) are a tenth of the import. `testing` (the test
+# server) loads on first use too, so `mcp_sync.testing.demo_server()` works
+# after a plain `import mcp_sync`, as the examples write it.
 _LAZY = {
-    "HTTP": "transports", "SSE": "transports", "auth": "",
+    "HTTP": "transports", "SSE": "transports", "auth": "", "testing": "",
     "ServerConfig": "config", "connect_configured": "config", "find_config": "config", "load_config": "config",
     "ClientGroup": "group",
     "Task": "tasks",

@@ -64,6 +64,19 @@ print(json.dumps([HTTP is mcp_sync.HTTP, names, "urllib3" in sys.modules]))
     assert loaded == [True, ["HTTP", "SSE", "mcp_sync.auth", "ClientGroup", "load_config"], True]
 
 
+def test_the_test_server_package_loads_on_first_use():
+    # As the reference's examples write it: no `import mcp_sync.testing`.
+    loaded = fresh("""
+import json, sys
+import mcp_sync
+before = "mcp_sync.testing" in sys.modules
+with mcp_sync.connect(mcp_sync.testing.demo_server()) as client:
+    text = client.call_tool("echo", {"text": "hi"}).text
+print(json.dumps([before, text, mcp_sync.testing.__name__]))
+""")
+    assert loaded == [False, "hi", "mcp_sync.testing"]
+
+
 def test_a_url_target_loads_http_only_then():
     loaded = fresh("""
 import json, sys
