@@ -96,6 +96,24 @@ class Notification:
                    raw=message)
 
 
+# `Notification(method, params, raw)` without attrs' generated `__init__`,
+# which sets each frozen slot through `object.__setattr__` (a third of the
+# cost of building one): the per-event path of a stream of updates. The
+# slots' own setters write the same fields; `tests/test_notifications.py`
+# checks that the two agree.
+_new = object.__new__
+_set_method, _set_params, _set_raw = (Notification.__dict__[name].__set__ for name in ("method", "params", "raw"))
+
+
+def notification_of(method: str, params: dict[str, Any], raw: dict[str, Any]) -> Notification:
+    """The same `Notification` as `Notification(method, params, raw)`, built faster."""
+    made: Notification = _new(Notification)
+    _set_method(made, method)
+    _set_params(made, params)
+    _set_raw(made, raw)
+    return made
+
+
 class NotificationStream:
     """An iterator over server notifications, with a bounded buffer.
 

@@ -40,7 +40,7 @@ import attrs
 from . import forking
 from .connection import SUBSCRIPTION_ID
 from .errors import ConnectionClosed, McpError, RequestTimeout, server_error_from_wire
-from .notifications import OVERFLOW_POLICIES, Notification
+from .notifications import OVERFLOW_POLICIES, Notification, notification_of
 from .negotiation import TASKS_EXTENSION
 from .options import check_timeout
 from .waiting import deadline_in, remaining
@@ -153,7 +153,7 @@ class Subscription:
         self._cancel = cancel
         self._max = max_buffer
         self._overflow = overflow
-        self._cond = threading.Condition()
+        self._new_lock()
         self._events: collections.deque[SubscriptionEvent] = collections.deque()
         self._end: SubscriptionEvent | None = None
         self._finished = False  # the end event was taken
@@ -169,9 +169,20 @@ class Subscription:
 
     # -- the reading thread's side ------------------------------------------------------
 
+    def _new_lock(self) -> None:
+        # `_lock` guards the events, the end and the fields the supervisor
+        # reads; `_cond` is on it. `_sleepers` counts the readers waiting in
+        # `next()`, so a push wakes somebody only when somebody sleeps
+        # (`Condition.notify` is Python code: per event, it was a tenth of
+        # the reader's time in a flood). An RLock: `close()` and the ends
+        # may come from a thread inside a callback that holds it.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._sleepers = 0
+
     def _on_event(self, kind: str, payload: Any) -> None:
         crowded = False
-        with self._cond:
+        with self._lock:  # the lock itself: `with self._cond` costs a Python frame per event
             if self._end is not None:
                 return
             if kind == "notification":
@@ -211,7 +222,8 @@ class Subscription:
                 return
             self._events.popleft()
         self._events.append(event)
-        self._cond.notify()
+        if self._sleepers:
+            self._cond.notify()
 
     @property
     def interrupted(self) -> bool:
@@ -279,7 +291,7 @@ class Subscription:
         Args:
             error: Why the stream ended, carried by the `SubscriptionBroken`.
         """
-        self._cond = threading.Condition()
+        self._new_lock()
         if self._end is None:
             self._end = SubscriptionBroken(error)
         self.acknowledged = threading.Event()
@@ -318,7 +330,11 @@ class Subscription:
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise RequestTimeout(f"no subscription event within {timeout:g} s", timeout=timeout)
-                self._cond.wait(left)
+                self._sleepers += 1
+                try:
+                    self._cond.wait(left)
+                finally:
+                    self._sleepers -= 1
 
     def __iter__(self) -> Iterator[SubscriptionEvent]:
         return self
@@ -357,7 +373,7 @@ def _notification(message: dict[str, Any]) -> Notification:
             params["_meta"] = meta
         else:
             del params["_meta"]
-    return Notification(method=str(message.get("method")), params=params, raw=message)
+    return notification_of(str(message.get("method")), params, message)
 
 
 # -- opening one: `Client.listen()` --------------------------------------------------------

@@ -1213,12 +1213,21 @@ class Progress:
         progress = params.get("progress")
         total = params.get("total")
         message = params.get("message")
-        return cls(
-            progress=progress if isinstance(progress, (int, float)) else 0,
-            total=total if isinstance(total, (int, float)) else None,
-            message=message if isinstance(message, str) else None,
-            raw=dict(params),
-        )
+        progress = progress if isinstance(progress, (int, float)) else 0
+        total = total if isinstance(total, (int, float)) else None
+        message = message if isinstance(message, str) else None
+        if cls is not Progress:
+            return cls(progress=progress, total=total, message=message, raw=dict(params))
+        # One per progress notification, on the caller's thread: built
+        # through the slots' own setters instead of attrs' `__init__` (which
+        # goes through `object.__setattr__` per field, a frozen class's
+        # cost). `tests/test_types.py` checks that the two agree.
+        made: Progress = _new(Progress)
+        _set_progress(made, progress)
+        _set_total(made, total)
+        _set_message(made, message)
+        _set_raw(made, dict(params))
+        return made
 
     @property
     def fraction(self) -> float | None:
@@ -1226,3 +1235,8 @@ class Progress:
         if self.total:
             return min(1.0, max(0.0, self.progress / self.total))
         return None
+
+
+_new = object.__new__
+_set_progress, _set_total, _set_message, _set_raw = (
+    Progress.__dict__[name].__set__ for name in ("progress", "total", "message", "raw"))

@@ -23,6 +23,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -40,6 +41,17 @@ BUDGETS: dict[tuple[str, str], dict[str, int]] = {
     ("http", "list"): {"caller": 102, "reader": 0},
 }
 CALLS = 20
+
+#: kind -> {thread: most calls of mcp_sync functions per event} while a
+#: server floods one call with `EVENTS` notifications (benchmarks/server.py's
+#: `flood`, the benchmark's server): progress to a `progress=` callback on
+#: the caller, resource updates to a `listen()` stream read on the caller.
+EVENT_BUDGETS: dict[str, dict[str, int]] = {
+    "progress": {"caller": 3, "reader": 4},
+    "updates": {"caller": 1, "reader": 11},
+}
+EVENTS = 2000
+FLOOD_SERVER = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "server.py"), "stdio"]
 
 
 class CallCounter:
@@ -117,3 +129,32 @@ def test_an_http_call_stays_within_its_budget(counter: CallCounter, protocol: st
     with HTTPServer(demo_server()) as server, mcp_sync.connect(server.url, protocol=protocol) as client:
         check(counter, "http", "call", client)
         check(counter, "http", "list", client)
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_BUDGETS))
+def test_a_notification_stays_within_its_budget(counter: CallCounter, kind: str) -> None:
+    seen = []
+    with mcp_sync.connect(FLOOD_SERVER, timeout=60) as client:
+        if kind == "progress":
+            def flood() -> None:
+                client.call_tool("flood", {"n": EVENTS, "kind": "progress"}, progress=seen.append)
+        else:
+            subscription = client.listen(resource_subscriptions=["bench://1"], max_buffer=EVENTS + 10)
+
+            def flood() -> None:
+                client.call_tool("flood", {"n": EVENTS, "kind": "updates"})
+                seen.extend(subscription.next(timeout=30) for _ in range(EVENTS))
+
+        counter.on = True
+        flood()
+        counter.on = False
+    assert len(seen) == EVENTS
+    per_event = {thread: round(n / EVENTS, 1) for thread, n in counter.counts.items()}
+    budget = EVENT_BUDGETS[kind]
+    print(f"  {kind}: {per_event} per event (budget {budget})")
+    assert set(per_event) <= {"caller", "reader"}, f"an event ran the package's code on another thread: {per_event}"
+    # The call, the stream's own work and the wake-ups of each read are
+    # spread over the events: a quarter of a call more per event at most.
+    over = {thread: (per_event.get(thread, 0), most) for thread, most in budget.items()
+            if counter.counts.get(thread, 0) > most * EVENTS + EVENTS // 4}
+    assert not over, f"{kind}: more calls of mcp_sync functions per event than the budget: {over}"

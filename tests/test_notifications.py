@@ -145,3 +145,20 @@ def test_a_callback_that_never_returns_does_not_hang_close(monkeypatch, caplog):
     finally:
         release.set()
     assert wait_until(lambda: not any(t.name == "mcp-sync-notifications" for t in threading.enumerate()), 5)
+
+
+def test_notification_of_is_the_object_attrs_would_build():
+    # The per-event constructor of a subscription's notifications.
+    import attrs
+
+    from mcp_sync.notifications import Notification, notification_of
+
+    raw = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "a://b"}}
+    fast = notification_of("notifications/resources/updated", {"uri": "a://b"}, raw)
+    slow = Notification(method="notifications/resources/updated", params={"uri": "a://b"}, raw=raw)
+    assert type(fast) is Notification and fast.raw is raw
+    assert [getattr(fast, f.name) for f in attrs.fields(Notification)] == \
+        [getattr(slow, f.name) for f in attrs.fields(Notification)]
+    assert fast == slow and repr(fast) == repr(slow)
+    with pytest.raises(AttributeError):
+        fast.method = "x"  # type: ignore[misc]

@@ -95,6 +95,35 @@ def test_progress():
     assert types.Progress.from_wire({"progress": 30, "total": 10}).fraction == 1.0
 
 
+@pytest.mark.parametrize("params", [
+    {"progressToken": 1, "progress": 5, "total": 10, "message": "m"},
+    {"progress": 2.5}, {}, {"progress": "3", "total": "x", "message": 7}, {"progress": True, "total": None},
+])
+def test_progress_from_wire_is_the_object_attrs_would_build(params):
+    # from_wire builds a Progress through its slots (the per-notification path):
+    # the same fields, equality, hash, repr, frozenness and evolve as attrs' __init__.
+    import attrs
+
+    fast = types.Progress.from_wire(params)
+    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+    slow = types.Progress(progress=progress if isinstance(progress, (int, float)) else 0,
+                          total=total if isinstance(total, (int, float)) else None,
+                          message=message if isinstance(message, str) else None, raw=dict(params))
+    assert [getattr(fast, f.name) for f in attrs.fields(types.Progress)] == \
+        [getattr(slow, f.name) for f in attrs.fields(types.Progress)]
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert fast.raw is not params
+    with pytest.raises(AttributeError):
+        fast.progress = 9  # type: ignore[misc]
+    assert attrs.evolve(fast, total=100).total == 100
+
+    class Sub(types.Progress):
+        pass
+
+    sub = Sub.from_wire(params)
+    assert type(sub) is Sub and (sub.progress, sub.total, sub.message, sub.raw) == (slow.progress, slow.total, slow.message, slow.raw)
+
+
 def test_frozen():
     tool = types.Tool.from_wire({"name": "t"})
     with pytest.raises(AttributeError):
