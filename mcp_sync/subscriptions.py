@@ -174,8 +174,9 @@ class Subscription:
         # reads; `_cond` is on it. `_sleepers` counts the readers waiting in
         # `next()`, so a push wakes somebody only when somebody sleeps
         # (`Condition.notify` is Python code: per event, it was a tenth of
-        # the reader's time in a flood). An RLock: `close()` and the ends
-        # may come from a thread inside a callback that holds it.
+        # the reader's time in a flood). An RLock, as `Condition()`'s own
+        # default was: no path takes it twice today, and none may deadlock
+        # on it if one comes to.
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._sleepers = 0

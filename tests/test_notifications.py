@@ -157,6 +157,10 @@ def test_notification_of_is_the_object_attrs_would_build():
     fast = notification_of("notifications/resources/updated", {"uri": "a://b"}, raw)
     slow = Notification(method="notifications/resources/updated", params={"uri": "a://b"}, raw=raw)
     assert type(fast) is Notification and fast.raw is raw
+    # What the slots' setters would skip if attrs ran it: nothing, as long as
+    # the class has no validator, converter or post-init hook.
+    assert all(f.validator is None and f.converter is None for f in attrs.fields(Notification))
+    assert not hasattr(Notification, "__attrs_post_init__") and not hasattr(Notification, "__attrs_pre_init__")
     assert [getattr(fast, f.name) for f in attrs.fields(Notification)] == \
         [getattr(slow, f.name) for f in attrs.fields(Notification)]
     assert fast == slow and repr(fast) == repr(slow)
