@@ -50,7 +50,12 @@ EVENT_BUDGETS: dict[str, dict[str, int]] = {
     "progress": {"caller": 3, "reader": 4},
     "updates": {"caller": 1, "reader": 11},
 }
-EVENTS = 2000
+#: Fewer than a call's inbox holds (256 progress notifications): a caller
+#: slowed by the profiler hook must not lose any (the bound drops the
+#: oldest for a caller that falls behind, and this one does).
+EVENTS = 250
+#: The call itself, the stream's own work and the wake-ups of each read, spread over the events.
+SLACK = 120
 FLOOD_SERVER = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "server.py"), "stdio"]
 
 
@@ -133,7 +138,7 @@ def test_an_http_call_stays_within_its_budget(counter: CallCounter, protocol: st
 
 @pytest.mark.parametrize("kind", sorted(EVENT_BUDGETS))
 def test_a_notification_stays_within_its_budget(counter: CallCounter, kind: str) -> None:
-    seen = []
+    seen: list[object] = []
     with mcp_sync.connect(FLOOD_SERVER, timeout=60) as client:
         if kind == "progress":
             def flood() -> None:
@@ -145,16 +150,21 @@ def test_a_notification_stays_within_its_budget(counter: CallCounter, kind: str)
                 client.call_tool("flood", {"n": EVENTS, "kind": "updates"})
                 seen.extend(subscription.next(timeout=30) for _ in range(EVENTS))
 
-        counter.on = True
-        flood()
-        counter.on = False
-    assert len(seen) == EVENTS
-    per_event = {thread: round(n / EVENTS, 1) for thread, n in counter.counts.items()}
+        # The fewest of three floods: how many reads the events came in (each
+        # read wakes the caller once) depends on timing; the per-event work does not.
+        samples = []
+        for _ in range(3):
+            seen.clear()
+            counter.counts = Counter()
+            counter.on = True
+            flood()
+            counter.on = False
+            assert len(seen) == EVENTS
+            samples.append(counter.counts)
+    counts = {thread: min(sample[thread] for sample in samples) for thread in set().union(*samples)}
     budget = EVENT_BUDGETS[kind]
-    print(f"  {kind}: {per_event} per event (budget {budget})")
-    assert set(per_event) <= {"caller", "reader"}, f"an event ran the package's code on another thread: {per_event}"
-    # The call, the stream's own work and the wake-ups of each read are
-    # spread over the events: a quarter of a call more per event at most.
-    over = {thread: (per_event.get(thread, 0), most) for thread, most in budget.items()
-            if counter.counts.get(thread, 0) > most * EVENTS + EVENTS // 4}
-    assert not over, f"{kind}: more calls of mcp_sync functions per event than the budget: {over}"
+    print(f"  {kind}: {counts} for {EVENTS} events (budget per event {budget}, {SLACK} more in all)")
+    assert set(counts) <= {"caller", "reader"}, f"an event ran the package's code on another thread: {counts}"
+    over = {thread: (counts.get(thread, 0), most * EVENTS + SLACK) for thread, most in budget.items()
+            if counts.get(thread, 0) > most * EVENTS + SLACK}
+    assert not over, f"{kind}: more calls of mcp_sync functions than the budget (counted, budget): {over}"
