@@ -747,11 +747,27 @@ class CallToolResult(WireModel):
                     if (type(block) is not dict or block.get("type") != "text" or type(block.get("text")) is not str
                             or not _TEXT_WIRE.issuperset(block)):
                         break
-                    blocks.append(TextContent("text", block["text"], block.get("annotations"), block.get("_meta"),
-                                              {}, dict(block)))
+                    # Built through the slots' own setters, not attrs'
+                    # `__init__` (one `object.__setattr__` per field of a
+                    # frozen class): every call builds these.
+                    # tests/test_types.py checks the two agree.
+                    text: TextContent = _new(TextContent)
+                    _text_type(text, "text")
+                    _text_text(text, block["text"])
+                    _text_annotations(text, block.get("annotations"))
+                    _text_meta(text, block.get("_meta"))
+                    _text_extra(text, {})
+                    _text_raw(text, dict(block))
+                    blocks.append(text)
                 else:
-                    extra = {"resultType": raw["resultType"]} if "resultType" in raw else {}
-                    return cls(blocks, raw.get("structuredContent"), is_error, raw.get("_meta"), extra, dict(raw))
+                    made: CallToolResult = _new(CallToolResult)
+                    _result_content(made, blocks)
+                    _result_structured(made, raw.get("structuredContent"))
+                    _result_is_error(made, is_error)
+                    _result_meta(made, raw.get("_meta"))
+                    _result_extra(made, {"resultType": raw["resultType"]} if "resultType" in raw else {})
+                    _result_raw(made, dict(raw))
+                    return made
         return super().from_wire(raw)
 
     @property
@@ -764,6 +780,14 @@ class CallToolResult(WireModel):
         if self.is_error:
             raise ToolError(f"the tool reported an error: {self.text or json.dumps(self.raw)[:200]}", result=self)
         return self
+
+
+_new = object.__new__
+_text_type, _text_text, _text_annotations, _text_meta, _text_extra, _text_raw = (
+    TextContent.__dict__[name].__set__ for name in ("type", "text", "annotations", "meta", "extra", "raw"))
+_result_content, _result_structured, _result_is_error, _result_meta, _result_extra, _result_raw = (
+    CallToolResult.__dict__[name].__set__
+    for name in ("content", "structured_content", "is_error", "meta", "extra", "raw"))
 
 
 # -- resources ----------------------------------------------------------------------------
@@ -1237,6 +1261,5 @@ class Progress:
         return None
 
 
-_new = object.__new__
 _set_progress, _set_total, _set_message, _set_raw = (
     Progress.__dict__[name].__set__ for name in ("progress", "total", "message", "raw"))

@@ -112,7 +112,7 @@ def test_a_summary_comes_before_the_next_shown_line(capsys):
     lines.finish()
     assert capsys.readouterr().err.splitlines() == [
         "[server] a",
-        "[server] \u2026 more server stderr than 1 lines a second: the rest is counted, not shown",
+        "[server] \u2026 more server stderr than 1 line a second: the rest is counted, not shown",
         "[server] \u2026 2 lines of server stderr not shown",
         "[server] d",
     ]

@@ -196,6 +196,37 @@ def test_call_tool_result_usual_shapes_take_the_direct_build(raw, monkeypatch):
     assert result.raw == raw and result.text == "\n".join(b["text"] for b in raw["content"])
 
 
+@pytest.mark.parametrize("raw", [
+    {"content": [_TEXT]},
+    {"content": [_TEXT, {"type": "text", "text": "", "annotations": {"priority": 1}, "_meta": {"k": 1}}],
+     "isError": True, "structuredContent": {"n": 1}, "_meta": {"m": 1}},
+    {"resultType": "complete", "content": [_TEXT], "isError": False},
+])
+def test_call_tool_result_slot_built_is_the_object_attrs_would_build(raw):
+    # The direct build sets the result's and its text blocks' slots itself
+    # (every call builds them): what attrs' __init__ would build, field by
+    # field, in repr, frozen, and through attrs.evolve.
+    import attrs
+
+    from mcp_sync.types import CallToolResult, TextContent, WireModel
+
+    fast = CallToolResult.from_wire(raw)
+    slow = WireModel.from_wire.__func__(CallToolResult, raw)  # type: ignore[attr-defined]
+    for cls, a, b in [(CallToolResult, fast, slow)] + [(TextContent, x, y) for x, y in zip(fast.content, slow.content)]:
+        assert type(a) is cls and type(b) is cls
+        assert [getattr(a, f.name) for f in attrs.fields(cls)] == [getattr(b, f.name) for f in attrs.fields(cls)]
+        assert repr(a) == repr(b) and a == b
+        # Nothing attrs' __init__ runs that the slots' setters would skip.
+        assert all(f.validator is None and f.converter is None for f in attrs.fields(cls))
+        assert not hasattr(cls, "__attrs_post_init__") and not hasattr(cls, "__attrs_pre_init__")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.is_error = True  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.content[0].text = "x"  # type: ignore[misc]
+    assert attrs.evolve(fast, is_error=True).is_error is True
+    assert attrs.evolve(fast.content[0], text="y").text == "y"
+
+
 def test_call_tool_results_blocks_are_copied_as_the_generic_build_copies_them():
     from mcp_sync.types import CallToolResult
 

@@ -118,8 +118,9 @@ class StderrLines:
                     # Once, at once: the count may only come much later (the
                     # next line shown, or the server's exit).
                     self._limited = True
-                    self._print(f"[{self._short}] \u2026 more server stderr than {self._limit.rate:g} lines a "
-                                "second: the rest is counted, not shown")
+                    rate = self._limit.rate
+                    self._print(f"[{self._short}] \u2026 more server stderr than {rate:g} "
+                                f"{'line' if rate == 1 else 'lines'} a second: the rest is counted, not shown")
                 self._hidden += 1
                 # Not shown, but not lost to whoever configured logging.
                 stderr_logger.info("[%s] %s", self._name, text)
