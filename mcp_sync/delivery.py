@@ -45,6 +45,7 @@ from .router import ADOPTED, LOG, PROGRESS, RESPONSE, Router
 log = logging.getLogger("mcp_sync.connection")
 
 _CALL = routes.CALL
+_SUBSCRIPTION = routes.SUBSCRIPTION
 
 
 class Delivery:
@@ -71,7 +72,8 @@ class Delivery:
         self._unadopt = unadopt
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None, *,
-                held: list[Inbox] | None = None, invalid: list[str] | None = None) -> None:
+                held: list[Inbox] | None = None, invalid: list[str] | None = None,
+                gathered: list[Any] | None = None) -> None:
         """Route one message (a dict, or a list for a batch) and carry the
         route out. `related_to`: see `MessageSink.deliver`.
 
@@ -79,7 +81,14 @@ class Delivery:
         not wake its caller; its inbox is added to `held`, for the one who
         passed it to wake (`deliver_all`). With `invalid`, the reason a
         message is not JSON-RPC is added there instead of failing the
-        channel (the items of a batch)."""
+        channel (the items of a batch). With `gathered` (`deliver_all`, who
+        hands on what is left there at the end), a notification for a
+        subscription that takes them many at a time waits there, after its
+        owner, to be handed on with the others of the read (`_hand_on`)."""
+        if gathered and (type(message) is not dict or "id" in message):
+            # A response or a request comes after what was gathered before
+            # it: whoever it wakes finds those notifications queued already.
+            self._hand_on(gathered)
         if type(message) is list:
             self._deliver_batch(message, related_to, held)
             return
@@ -103,6 +112,19 @@ class Delivery:
                     return
         if overflow is CROWDED and held is not None:
             route[1].inbox.wake()  # then `_carry` lets the caller run
+        if gathered is not None and route[0] is _SUBSCRIPTION and route[2] == "notification":
+            owner = route[1]
+            if gathered:
+                if gathered[0] is owner:
+                    gathered.append(route[3])
+                    return
+                self._hand_on(gathered)
+            if getattr(owner, "many", None) is not None:
+                gathered += (owner, route[3])
+                return
+            # (An owner that takes them one at a time: `_carry` hands it this one.)
+        elif gathered:
+            self._hand_on(gathered)
         reason = self._carry(route, overflow)
         if reason is None:
             return
@@ -117,12 +139,29 @@ class Delivery:
         wake-ups of the callers their progress and log events are for are
         held until the end: a caller who keeps up is woken once per read,
         not once per event (a thread switch each, which cost more than the
-        event). A lane half full wakes its caller at once (see CROWDED)."""
+        event). A lane half full wakes its caller at once (see CROWDED).
+        The notifications for a subscription whose owner takes many at a
+        time (`many`) are gathered and handed on together: before a
+        response, a request or a batch read after them is routed, and before
+        any other route is carried out (a call's progress and log events,
+        for other threads, go into its inbox as they are routed)."""
         held: list[Inbox] = []
+        gathered: list[Any] = []
         for message in messages:
-            self.deliver(message, None, held=held)
+            self.deliver(message, None, held=held, gathered=gathered)
+        if gathered:
+            self._hand_on(gathered)
         for inbox in held:
             inbox.wake()
+
+    @staticmethod
+    def _hand_on(gathered: list[Any]) -> None:
+        """Hand the notifications gathered for one subscription
+        (`gathered[1:]`) to its owner (`gathered[0]`) at once, in order;
+        `gathered` is left empty."""
+        owner, messages = gathered[0], gathered[1:]
+        gathered.clear()
+        owner.many(messages)
 
     def _deliver_batch(self, batch: list[Any], related_to: int | str | None, held: list[Inbox] | None) -> None:
         """A JSON-RPC batch: each item is routed as if it had come alone, in

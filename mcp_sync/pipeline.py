@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, cast
 
@@ -320,10 +320,12 @@ class Pipeline:
     def traced(self, method: str, version: str) -> AbstractContextManager[Any]:
         return tracing.handshake(self.tracer, method, version)
 
-    def forget_cached(self, notification: dict[str, Any]) -> None:
-        """A notification on a subscription: the cache forgets what changed."""
-        if self.cache is not None:
-            self.cache.invalidate(self.cache_server, notification)
+    def forget_cached(self, notifications: Sequence[dict[str, Any]]) -> None:
+        """Notifications on a subscription: the cache forgets what changed."""
+        cache = self.cache
+        if cache is not None:
+            for notification in notifications:
+                cache.invalidate(self.cache_server, notification)
 
     def _forget_server(self) -> None:
         if self.cache is not None:

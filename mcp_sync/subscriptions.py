@@ -32,7 +32,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Union
 
 import attrs
@@ -173,10 +173,9 @@ class Subscription:
         # `_lock` guards the events, the end and the fields the supervisor
         # reads; `_cond` is on it. `_sleepers` counts the readers waiting in
         # `next()`, so a push wakes somebody only when somebody sleeps
-        # (`Condition.notify` is Python code: per event, it was a tenth of
-        # the reader's time in a flood). An RLock, as `Condition()`'s own
-        # default was: no path takes it twice today, and none may deadlock
-        # on it if one comes to.
+        # (`Condition.notify` is Python code: per event, it was 6-7 % of
+        # the reader's time in a flood). An RLock: `_on_notifications` hands
+        # an acknowledgement to `_on_event` with the lock held.
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._sleepers = 0
@@ -215,6 +214,51 @@ class Subscription:
             # events before the bound drops any (see `inbox.CROWDED`);
             # it never waits for them.
             time.sleep(0)
+
+    def _on_notifications(self, messages: list[dict[str, Any]], current: Callable[[], bool]) -> None:
+        """`_on_event("notification", m)` for each of `messages` (those one
+        read brought for this stream, in order) while `current()` says the
+        stream is still this subscription's, under one pass of the lock
+        and with one wake-up of a sleeping reader, until the buffer is half
+        full: then, as `_on_event` does, the lock is let go and the GIL
+        given up after each event, so that a reader who keeps up on average
+        takes them before the bound drops any."""
+        remaining_messages = iter(messages)  # a pass that stops half full leaves the rest to the next
+        crowded = True
+        while crowded:
+            crowded = False
+            with self._lock:
+                # Checked under the lock, once a pass: a reconnect's
+                # `SubscriptionResumed` is queued under it too, so nothing of
+                # the old stream's read can follow it.
+                if self._end is not None or not current():
+                    return
+                events, limit = self._events, self._max
+                pushed = 0
+                try:
+                    for message in remaining_messages:
+                        if message.get("method") == "notifications/subscriptions/acknowledged":
+                            self._on_event("notification", message)  # rare: the lock is re-entrant
+                            continue
+                        event = _notification(message)
+                        if len(events) >= limit:
+                            self.dropped += 1
+                            if self._overflow == "drop_newest":
+                                crowded = True  # full: as `_on_event`, the GIL is given up after each
+                                break
+                            events.popleft()
+                        events.append(event)
+                        pushed += 1
+                        if 2 * len(events) >= limit:
+                            crowded = True
+                            break
+                finally:
+                    if pushed and self._sleepers:
+                        # As many readers as one per event would have woken;
+                        # none of them runs before the lock is let go.
+                        self._cond.notify(pushed)
+            if crowded:
+                time.sleep(0)  # see `_on_event`
 
     def _push(self, event: SubscriptionEvent) -> None:
         if len(self._events) >= self._max:
@@ -319,7 +363,7 @@ class Subscription:
         if os.getpid() != forking.pid:  # inherited by a child forked from C: it ends now, as after os.fork()
             forking.check()
         deadline = None if timeout is None else time.monotonic() + timeout  # (`deadline_in`, one call less per event)
-        with self._cond:
+        with self._lock:  # `_cond` is on it; the lock itself costs no Python frame per event
             while True:
                 if self._events:
                     return self._events.popleft()
@@ -365,15 +409,55 @@ class Subscription:
         self.close()
 
 
+class _StreamEvents:
+    """What the stream of a `subscriptions/listen` opened on `stream_conn`
+    carries, for its subscription: called with each event as
+    `Connection.subscribe` says, and with the notifications of one read at
+    once (`many`, which the engine's delivery uses when it has it). Once
+    the subscription moved to another connection (`current[0]`), the old
+    stream's late events (its "broken", above all) are not about it any
+    more."""
+
+    __slots__ = ("_stream_conn", "_current", "_host", "_supervisor", "_subscription")
+
+    def __init__(self, stream_conn: Any, current: list[Any], host: ListenHost, supervisor: Supervisor,
+                 subscription: Subscription) -> None:
+        self._stream_conn = stream_conn
+        self._current = current
+        self._host = host
+        self._supervisor = supervisor
+        self._subscription = subscription
+
+    def __call__(self, kind: str, payload: Any) -> None:
+        if self._stream_conn is not self._current[0]:
+            return
+        if kind == "notification":
+            self._host.forget_cached((payload,))
+        if (kind == "broken" and self._subscription.accepted is not None
+                and self._supervisor.stream_broken(self._stream_conn, self._subscription)):
+            return  # not the end: the supervisor opens it again
+        self._subscription._on_event(kind, payload)
+
+    def many(self, messages: list[dict[str, Any]]) -> None:
+        """Each of `messages` as `self("notification", message)`, in order."""
+        if self._stream_conn is not self._current[0]:
+            return
+        self._host.forget_cached(messages)
+        self._subscription._on_notifications(messages, self._is_current)
+
+    def _is_current(self) -> bool:
+        return self._stream_conn is self._current[0]
+
+
 def _notification(message: dict[str, Any]) -> Notification:
     params = dict(message.get("params") or {})
     meta = params.get("_meta")
     if isinstance(meta, dict) and SUBSCRIPTION_ID in meta:
-        meta = {k: v for k, v in meta.items() if k != SUBSCRIPTION_ID}
-        if meta:
-            params["_meta"] = meta
-        else:
+        if len(meta) == 1:
             del params["_meta"]
+        else:
+            params["_meta"] = meta = dict(meta)  # the message keeps its own
+            del meta[SUBSCRIPTION_ID]
     return notification_of(str(message.get("method")), params, message)
 
 
@@ -397,7 +481,7 @@ class ListenHost(Protocol):
 
     def request_meta(self, extensions: Mapping[str, Any] | None = None) -> Mapping[str, Any]: ...
 
-    def forget_cached(self, notification: dict[str, Any]) -> None: ...
+    def forget_cached(self, notifications: Sequence[dict[str, Any]]) -> None: ...
 
     def request(self, method: str, params: Mapping[str, Any] | None, options: Any, *,
                 extensions: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
@@ -442,22 +526,8 @@ def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | No
 
     subscription = Subscription(cancel, max_buffer, overflow)
 
-    def events_of(stream_conn: Any) -> Callable[[str, Any], None]:
-        """The events of the stream opened on `stream_conn`; once the
-        subscription moved to another connection, the old stream's late
-        events (its "broken", above all) are not about it any more."""
-
-        def on_event(kind: str, payload: Any) -> None:
-            if stream_conn is not current[0]:
-                return
-            if kind == "notification":
-                host.forget_cached(payload)
-            if (kind == "broken" and subscription.accepted is not None
-                    and supervisor.stream_broken(stream_conn, subscription)):
-                return  # not the end: the supervisor opens it again
-            subscription._on_event(kind, payload)
-
-        return on_event
+    def events_of(stream_conn: Any) -> _StreamEvents:
+        return _StreamEvents(stream_conn, current, host, supervisor, subscription)
 
     def reopen(new: Any) -> None:
         current[0] = new
