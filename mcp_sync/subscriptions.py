@@ -240,6 +240,7 @@ class Subscription:
                         if message.get("method") == "notifications/subscriptions/acknowledged":
                             self._on_event("notification", message)  # rare: the lock is re-entrant
                             continue
+                        # `_push`'s body, inline, with one notify for the pass (below).
                         event = _notification(message)
                         if len(events) >= limit:
                             self.dropped += 1
@@ -440,6 +441,10 @@ class _StreamEvents:
 
     def many(self, messages: list[dict[str, Any]]) -> None:
         """Each of `messages` as `self("notification", message)`, in order."""
+        # Current here, before the cache forgets anything for a stream that
+        # is no longer the subscription's; and again under the subscription's
+        # lock at each pass (`_is_current`), since a reconnect may move it
+        # between two passes of one read.
         if self._stream_conn is not self._current[0]:
             return
         self._host.forget_cached(messages)
