@@ -172,19 +172,23 @@ class Router(Generic[Owner]):
                     return (CALL, owner, RESPONSE, message)
         elif type(message) is dict and "id" not in message and message.get("jsonrpc") == jsonrpc.JSONRPC:
             # The next most common, in floods: progress for a waiting call
-            # on a shared stream (stdio), and a notification tagged for an
-            # open subscription. `_notification`'s rules for them, inline;
+            # and a log message on a shared stream (stdio), and a
+            # notification tagged for an open subscription. `_notification`'s rules for them, inline;
             # anything else goes the long way.
             method, params = message.get("method"), message.get("params")
             if type(params) is dict and type(method) is str:
                 meta = params.get("_meta")
-                if meta is None:
-                    if method == "notifications/progress" and related_to is None:
+                if meta is None and related_to is None:
+                    if method == "notifications/progress":
                         token = params.get("progressToken")
                         if type(token) is int:
                             owner = self.calls.get(token)
                             if owner is not None:
                                 return (CALL, owner, PROGRESS, params)
+                    elif method == "notifications/message":
+                        # A log message on a shared stream, for no call:
+                        # the client's log (`_notification`'s last rule).
+                        return (CLIENT_LOG, None, LOG, params)
                 elif type(meta) is dict and method != "notifications/cancelled":
                     subscription_id = meta.get(SUBSCRIPTION_ID)
                     if type(subscription_id) is int:

@@ -75,6 +75,11 @@ def server_logger(name: str | None) -> logging.Logger:
         return _server_loggers[key]
 
 
+# `json.dumps(data, ensure_ascii=False, default=str)`, made once: dumps
+# builds an encoder per call for any argument other than its defaults.
+_DATA_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 class ServerLog:
     """What the client does with a server's `notifications/message`: log it
     on the server's logger (see `server_logger`) at the matching level, its
@@ -94,7 +99,7 @@ class ServerLog:
         data = params.get("data")
         if not isinstance(data, str):
             try:
-                data = json.dumps(data, ensure_ascii=False, default=str)
+                data = _DATA_ENCODER.encode(data)
             except (TypeError, ValueError, RecursionError):
                 data = repr(data)
         source = params.get("logger")

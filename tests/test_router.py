@@ -200,7 +200,8 @@ def test_a_cancellation_on_a_subscription_stream_about_another_request_follows_t
 
 
 # `receive()` takes a shortcut for the commonest messages (a waiting call's
-# result, its progress, a notification tagged for an open subscription),
+# result, its progress, a log message for no call, a notification tagged
+# for an open subscription),
 # with the checks of the general rules written inline; `route()` is the
 # general rules alone. They must never disagree.
 any_id = st.one_of(st.integers(min_value=1, max_value=4), st.sampled_from(["1", 1.0, True, None]))
@@ -222,6 +223,8 @@ shortcut_messages = st.one_of(
                                "notifications/message"]), tagged_meta),
     st.builds(lambda i: {"method": "notifications/progress", "params": {"progressToken": i}}, any_id),
     st.builds(lambda: note("notifications/progress", "not a dict")),
+    st.builds(lambda meta: note("notifications/message", _with_meta({"level": "info", "data": {"n": 1}}, meta)),
+              tagged_meta),
 )
 
 

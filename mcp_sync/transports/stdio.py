@@ -598,6 +598,16 @@ class StdioTransport(Transport):
                         # (`deliver_all`: one wake-up per caller), after
                         # the loop, before any error it found.
                         batch: list[Any] = []
+                        last = data.rfind(b"\n")
+                        if last >= 0:
+                            # A flood's read: hundreds of whole lines, parsed
+                            # in one pass when each is one JSON object and
+                            # none is too long (else line by line, below).
+                            whole = b"".join((*parts, data[:last + 1])) if parts else data[:last + 1]
+                            if len(whole) <= limit + 1:
+                                parsed = jsonrpc.parse_lines(whole)
+                                if parsed is not None:
+                                    batch, start, parts, size = parsed, last + 1, [], 0
                         while True:
                             end = data.find(b"\n", start)
                             if end < 0:

@@ -87,3 +87,55 @@ def test_round_trip(request_id, method, params):
     decoded = jsonrpc.decode(encoded)
     assert decoded == json.loads(json.dumps(message))
     assert jsonrpc.classify(decoded) is Kind.REQUEST
+
+
+def _line_by_line(data: bytes) -> list[object] | InvalidMessage:
+    """What `parse` makes of each line of `data` (blank lines skipped, as
+    the stdio reader skips them), or the first error."""
+    values = []
+    for line in data.splitlines(keepends=True):
+        if line.isspace():
+            continue
+        try:
+            values.append(jsonrpc.parse(line))
+        except InvalidMessage as exc:
+            return exc
+    return values
+
+
+# Lines a server may write: messages, and what `parse_lines` must leave to
+# `parse` (a batch, a scalar, blanks around a value, two values on a line, a
+# value cut over two lines, bytes that are not UTF-8, a BOM, UTF-16).
+_lines = st.lists(
+    st.one_of(
+        st.builds(lambda value: json.dumps(value, separators=(",", ":")).encode(),
+                  st.dictionaries(st.text(max_size=5), json_values, max_size=4)),
+        st.sampled_from([
+            b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":2}}',
+            b'[{"jsonrpc":"2.0","method":"m"}]', b"[]", b"3", b'"x"', b"null", b"", b" ", b"\r",
+            b' {"a":1}', b'{"a":1} ', b'{"a":1}\r', b"{}{}", b"{},{}", b'{"a":[1', b"2]}", b"{}],[{}",
+            b'{"a":"\xff"}', b'{"a":"\\ud800"}', b"\xef\xbb\xbf{}", '{"a":1}'.encode("utf-16-le"), b"{",
+        ]),
+    ),
+    min_size=1, max_size=8,
+)
+
+
+@given(_lines)
+def test_parse_lines_is_parse_line_by_line_or_leaves_it_to_parse(lines):
+    data = b"".join(line + b"\n" for line in lines)
+    parsed = jsonrpc.parse_lines(data)
+    expected = _line_by_line(data)
+    if parsed is not None:
+        # Only ever a whole read of objects, and the very ones `parse` gives.
+        assert parsed == expected
+        assert len(parsed) == len(lines) and all(type(value) is dict for value in parsed)
+
+
+def test_parse_lines_takes_a_flood_whole():
+    line = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":%d}}\n'
+    data = b"".join(line % i for i in range(500))
+    assert jsonrpc.parse_lines(data) == [jsonrpc.parse(line % i) for i in range(500)]
+    # One line in the middle that is not an object: the whole read goes line by line.
+    assert jsonrpc.parse_lines(data + b"[]\n" + data) is None
+    assert jsonrpc.parse_lines(data + b"\n" + data) is None

@@ -150,6 +150,22 @@ def main():
                 for _ in sys.stdin:
                     pass
                 return
+            if mode == "burst-on-call":
+                # `n` progress notifications of `pad` bytes each and the
+                # answer in one burst, more than one read takes, with a
+                # line that is not JSON after the first `bad` if given.
+                token = meta.get("progressToken")
+                lines = [json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": token, "progress": i, "message": "x" * arguments.get("pad", 0)}})
+                    for i in range(arguments["n"])]
+                if "bad" in arguments:
+                    lines.insert(arguments["bad"], "this is not json")
+                lines.append(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {
+                    "content": [{"type": "text", "text": "done"}], "resultType": "complete"}}))
+                with out_lock:
+                    sys.stdout.write("\n".join(lines) + "\n")
+                    sys.stdout.flush()
+                continue
             if mode == "garbage-on-call":
                 with out_lock:
                     sys.stdout.write("this is not json\n")

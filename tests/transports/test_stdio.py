@@ -117,6 +117,28 @@ def test_a_non_json_line_fails_the_call_and_says_what_it_was(no_leaks):
     assert "this is not json" in str(info.value)
 
 
+def test_a_burst_of_lines_over_several_reads_arrives_whole_and_in_order(no_leaks):
+    # 120 lines of 700 bytes: reads of at most 64 KiB end in the middle of
+    # a line, and each read's whole lines are parsed together.
+    with mcp_sync.connect(scripted("--mode", "burst-on-call"), protocol=STATELESS) as client:
+        for _ in range(3):
+            seen = []
+            result = client.call_tool("burst", {"n": 120, "pad": 640}, progress=lambda p: seen.append(p.progress),
+                                      timeout=60)
+            assert result.text == "done"
+            assert seen == list(range(120))
+
+
+def test_a_bad_line_in_a_burst_fails_the_call_after_the_lines_before_it(no_leaks):
+    with mcp_sync.connect(scripted("--mode", "burst-on-call"), protocol=STATELESS) as client:
+        seen = []
+        with pytest.raises(mcp_sync.InvalidMessage) as info:
+            client.call_tool("burst", {"n": 120, "pad": 640, "bad": 100}, progress=lambda p: seen.append(p.progress),
+                             timeout=60)
+    assert "this is not json" in str(info.value)
+    assert seen == list(range(len(seen))) and len(seen) <= 100
+
+
 def test_a_line_over_the_limit_fails_the_call(no_leaks):
     target = Stdio(sys.executable, scripted("--mode", "oversize-on-call", "--size", "50000")[1:], max_line_bytes=4096)
     with mcp_sync.connect(target, protocol=STATELESS) as client:
