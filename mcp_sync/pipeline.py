@@ -390,7 +390,7 @@ class Pipeline:
         forking.check()
         extra_handlers = check_input_handlers(options.get("input_handlers"))
         if extra_handlers or extensions:
-            self._check_declarable(extra_handlers, extensions)
+            _check_declarable(self.supervisor.settled, extra_handlers, extensions)
         # Read-only below: the client's own mapping serves when nothing is added.
         handlers = {**self.input_handlers, **extra_handlers} if extra_handlers else self.input_handlers
         max_rounds = options.get("max_input_rounds", self.limits.max_input_rounds)
@@ -436,32 +436,6 @@ class Pipeline:
         if tracer is not None:  # the tracing hook (see `tracing`): one span per request
             return tracer.request(method, original, rounds, send_once)
         return rounds(send_once)
-
-    def _check_declarable(self, handlers: Mapping[str, Any], extensions: Mapping[str, Any] | None) -> None:
-        """In the initialize era, capabilities are fixed by `initialize`: a
-        per-call handler or extension the client did not declare there
-        would only meet the server's -32021, so it is refused before
-        anything is sent."""
-        settled = self.supervisor.settled
-        if settled is None or settled.dialect.stateless:
-            return
-        version = settled.dialect.version
-        declared_extensions = settled.declared.get("extensions")
-        for name in extensions or ():
-            if name in _SELF_DECLARED:
-                continue  # declared at every initialize whose revision has extensions; else the server decides
-            if not isinstance(declared_extensions, Mapping) or name not in declared_extensions:
-                hint = _UNDECLARED_HINTS.get(name, "declare it with client_capabilities= on connect()")
-                raise ValueError(
-                    f"this connection settled on protocol {version} (initialize era), where the client's "
-                    f"capabilities are fixed at connect(): it did not declare the extension {name}; {hint}")
-        missing = sorted(kind for kind in handlers if not inputs.declared(kind, settled.declared))
-        if missing:
-            raise ValueError(
-                f"this connection settled on protocol {version} (initialize era), where the client's "
-                f"capabilities are fixed at connect(): it did not declare {', '.join(missing)}, so a per-call "
-                f"handler for it cannot be used; pass input_handlers={{{', '.join(repr(k) + ': ...' for k in missing)}}} "
-                "to connect() instead")
 
     def call_tool_plain(self, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
         """`call_tool`'s shortcut: a tool called by name with no options, on
@@ -797,6 +771,32 @@ class Pipeline:
                            f"it is not sent again)", *closed.args[1:])
         return False
 
+
+
+def _check_declarable(settled: Settled | None, handlers: Mapping[str, Any], extensions: Mapping[str, Any] | None) -> None:
+    """In the initialize era, capabilities are fixed by `initialize`: a
+    per-call handler or extension the client did not declare there would
+    only meet the server's -32021, so it is refused before anything is
+    sent (`settled`: the connection's terms; nothing to check before)."""
+    if settled is None or settled.dialect.stateless:
+        return
+    version = settled.dialect.version
+    declared_extensions = settled.declared.get("extensions")
+    for name in extensions or ():
+        if name in _SELF_DECLARED:
+            continue  # declared at every initialize whose revision has extensions; else the server decides
+        if not isinstance(declared_extensions, Mapping) or name not in declared_extensions:
+            hint = _UNDECLARED_HINTS.get(name, "declare it with client_capabilities= on connect()")
+            raise ValueError(
+                f"this connection settled on protocol {version} (initialize era), where the client's "
+                f"capabilities are fixed at connect(): it did not declare the extension {name}; {hint}")
+    missing = sorted(kind for kind in handlers if not inputs.declared(kind, settled.declared))
+    if missing:
+        raise ValueError(
+            f"this connection settled on protocol {version} (initialize era), where the client's "
+            f"capabilities are fixed at connect(): it did not declare {', '.join(missing)}, so a per-call "
+            f"handler for it cannot be used; pass input_handlers={{{', '.join(repr(k) + ': ...' for k in missing)}}} "
+            "to connect() instead")
 
 
 __all__ = ["Call", "Pipeline", "Plan", "Requester"]
