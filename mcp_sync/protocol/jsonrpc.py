@@ -296,9 +296,9 @@ def parse_lines(data: bytes) -> list[dict[str, Any]] | None:
 
     Example::
 
-        >>> parse_lines(b'{"jsonrpc":"2.0","id":1,"result":{}}\n{"jsonrpc":"2.0","method":"m"}\n')
+        >>> parse_lines(b'{"jsonrpc":"2.0","id":1,"result":{}}\\n{"jsonrpc":"2.0","method":"m"}\\n')
         [{'jsonrpc': '2.0', 'id': 1, 'result': {}}, {'jsonrpc': '2.0', 'method': 'm'}]
-        >>> parse_lines(b'{"jsonrpc":"2.0","method":"m"} x\n') is None
+        >>> parse_lines(b'{"jsonrpc":"2.0","method":"m"} x\\n') is None
         True
 
     Args:
