@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 import time
+from operator import itemgetter
 from typing import Any, Callable
 
 from .router import ADOPTED, LOG, PROGRESS, RESPONSE, SERVER_REQUEST
@@ -103,6 +104,8 @@ CROWDED = "crowded"          # queued, and its lane is half full or more: let th
 
 # The token that wakes a caller for a progress or log event (see `Inbox`).
 _WAKE: tuple[str, Any, int] = ("wake", None, 0)
+# A lane's (seq, kind, payload) as the (kind, payload) the caller takes.
+_kind_and_payload = itemgetter(1, 2)
 
 
 class _Lanes:
@@ -299,6 +302,10 @@ class Inbox:
                 # Back for more with everything taken before handled, and
                 # nothing new: the caller has caught up, the burst is over.
                 ended, lanes.dropped = lanes.dropped, 0
+            if progress and not logs and bound is None:
+                # Progress alone, and nothing held: the whole lane, in one go.
+                ready.extend(map(_kind_and_payload, progress))
+                progress.clear()
             while progress or logs:
                 lane = (progress if not logs or (progress and progress[0][0] < logs[0][0]) else logs)
                 if bound is not None and lane[0][0] > bound:
