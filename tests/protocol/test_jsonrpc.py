@@ -93,7 +93,8 @@ def _line_by_line(data: bytes) -> list[object] | InvalidMessage:
     """What `parse` makes of each line of `data` (blank lines skipped, as
     the stdio reader skips them), or the first error."""
     values = []
-    for line in data.splitlines(keepends=True):
+    for line in data.split(b"\n")[:-1]:  # as the stdio reader splits them
+        line += b"\n"
         if line.isspace():
             continue
         try:
@@ -121,9 +122,9 @@ _lines = st.lists(
 )
 
 
-@given(_lines)
-def test_parse_lines_is_parse_line_by_line_or_leaves_it_to_parse(lines):
-    data = b"".join(line + b"\n" for line in lines)
+@given(_lines, st.sampled_from([b"\n", b"\r\n"]))
+def test_parse_lines_is_parse_line_by_line_or_leaves_it_to_parse(lines, end):
+    data = b"".join(line + end for line in lines)
     parsed = jsonrpc.parse_lines(data)
     expected = _line_by_line(data)
     if parsed is not None:
@@ -136,6 +137,8 @@ def test_parse_lines_takes_a_flood_whole():
     line = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":%d}}\n'
     data = b"".join(line % i for i in range(500))
     assert jsonrpc.parse_lines(data) == [jsonrpc.parse(line % i) for i in range(500)]
+    # Lines ended by CRLF, as a server on Windows writes them: the same messages.
+    assert jsonrpc.parse_lines(data.replace(b"\n", b"\r\n")) == jsonrpc.parse_lines(data)
     # One line in the middle that is not an object: the whole read goes line by line.
     assert jsonrpc.parse_lines(data + b"[]\n" + data) is None
     assert jsonrpc.parse_lines(data + b"\n" + data) is None
