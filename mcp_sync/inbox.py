@@ -277,8 +277,13 @@ class Inbox:
         if lanes is None:  # no lanes: the held event is all there is
             held, self._held = self._held, None
             return None if held is None else (held[0], held[1])
-        # Whatever of the queue came first is in `_held` (tokens skipped): an
-        # event that arrives later came after every event now in the lanes.
+        # Whatever of the queue came first is in `_held` (tokens skipped).
+        # An event put in the queue after this line is tagged with this
+        # sequence number or a later one (the producer reads `seq` as it
+        # puts): the lane events up to it came before that event, and only
+        # those may be taken when nothing is held. (Lane events put between
+        # the queue's last look and the lock may follow a queued event.)
+        seen = lanes.seq
         while self._held is None:
             try:
                 item = self._queue.get_nowait()
@@ -290,10 +295,10 @@ class Inbox:
             else:
                 self._held = _event(item)
         held = self._held  # a (kind, payload) pair came before any lane event
-        # Every lane event that came before `held` (all of them when nothing
-        # is held: what arrives later comes after), oldest first, into
-        # `_ready`; a held pair of two came before any lane event.
-        bound = None if held is None else (held[2] if len(held) == 3 else 0)
+        # Every lane event that came before `held` (up to `seen` when nothing
+        # is held), oldest first, into `_ready`; a held pair of two came
+        # before any lane event.
+        bound = seen if held is None else (held[2] if len(held) == 3 else 0)
         ready = self._ready
         ended = 0
         with lanes.lock:
@@ -302,13 +307,13 @@ class Inbox:
                 # Back for more with everything taken before handled, and
                 # nothing new: the caller has caught up, the burst is over.
                 ended, lanes.dropped = lanes.dropped, 0
-            if progress and not logs and bound is None:
-                # Progress alone, and nothing held: the whole lane, in one go.
+            if progress and not logs and progress[-1][0] <= bound:
+                # Progress alone, all of it before the bound: the whole lane, in one go.
                 ready.extend(map(_kind_and_payload, progress))
                 progress.clear()
             while progress or logs:
                 lane = (progress if not logs or (progress and progress[0][0] < logs[0][0]) else logs)
-                if bound is not None and lane[0][0] > bound:
+                if lane[0][0] > bound:
                     break
                 _, kind, payload = lane.popleft()
                 ready.append((kind, payload))

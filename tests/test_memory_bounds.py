@@ -271,6 +271,37 @@ def test_the_inbox_keeps_order_and_every_response_while_a_producer_races_the_cal
         inbox.get_nowait()
 
 
+@pytest.mark.parametrize("kind", [PROGRESS, LOG])
+def test_a_request_queued_while_the_caller_takes_the_lanes_keeps_its_place(kind):
+    """The reader queues a server request, then a progress or log event, in
+    the moment between the caller's last look at the queue and its pass
+    over the lanes: the caller still gets the request before that event
+    (the lanes are taken only up to the sequence number seen before the
+    look). Made deterministic by putting both from inside that moment."""
+    inbox = Inbox(1, "m", max_requests=10)
+    inbox.put(kind, "first")
+    lanes = inbox._lanes
+    real = lanes.lock
+    armed = [True]
+
+    class LockWithAMoment:
+        def __enter__(self):
+            frame = sys._getframe(1)
+            if armed[0] and frame.f_code.co_name == "_next_in_order" and "ready" in frame.f_locals:
+                armed[0] = False  # the pass over the lanes, once
+                inbox.put(SERVER_REQUEST, "request")
+                inbox.put(kind, "after the request")
+            return real.__enter__()
+
+        def __exit__(self, *exc):
+            return real.__exit__(*exc)
+
+    lanes.lock = LockWithAMoment()
+    got = [inbox.get(timeout=5)[1] for _ in range(3)]
+    assert not armed[0]  # the moment came
+    assert got == ["first", "request", "after the request"]
+
+
 def test_a_waiting_caller_is_woken_by_progress_alone():
     """No response comes: each progress event must still wake the caller at
     once, also after tokens went stale (events taken before their token)."""

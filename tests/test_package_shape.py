@@ -34,7 +34,7 @@ def _module_level_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportF
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
         elif isinstance(node, ast.If):
-            if "TYPE_CHECKING" not in ast.unparse(node.test):
+            if ast.unparse(node.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
                 found += _module_level_imports(node.body)
             found += _module_level_imports(node.orelse)
         elif isinstance(node, ast.Try):

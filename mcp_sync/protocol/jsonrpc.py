@@ -37,12 +37,21 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 # For text UTF-8 cannot carry (a lone surrogate, which a server may send as
 # "\ud800"): escaped, it goes back exactly as it came.
 _ascii_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-_decoder = json.JSONDecoder()
-_raw_decode = _decoder.raw_decode
-# The decoder's scanner (C in CPython), as `JSONDecoder` makes its own: one
-# value at an index, as `(value, end)`; `raw_decode` is a Python wrapper of it.
-_scan = make_scanner(_decoder)  # type: ignore[arg-type]  # (typeshed: a context with the decoder's settings)
+# The scanner of a default `JSONDecoder` (C in CPython), as it makes its
+# own: one value at an index, as `(value, end)`, StopIteration when no value
+# starts there. Called directly (not through `JSONDecoder.raw_decode`, a
+# Python frame around it): a line parsed alone and one parsed with the
+# others of its read then meet the recursion limit at the same depth.
+_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # (typeshed: a context with the decoder's settings)
 _value_of, _end_of = itemgetter(0), itemgetter(1)
+
+
+def _scan_from_start(text: str) -> tuple[Any, int]:
+    """`JSONDecoder().raw_decode(text)`, for text that starts with `{`."""
+    try:
+        return _scan(text, 0)
+    except StopIteration as stop:  # a nested value missing: raw_decode's error
+        raise json.JSONDecodeError("Expecting value", text, stop.value) from None
 
 
 def _loads_line(data: bytes | str) -> Any:
@@ -55,7 +64,7 @@ def _loads_line(data: bytes | str) -> Any:
     # `{` then NUL would be UTF-16 or UTF-32 to `json.loads`: its way.
     if type(data) is bytes and data[:1] == b"{" and data[1:2] != b"\x00":
         text = data.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
-        value, end = _raw_decode(text)
+        value, end = _scan_from_start(text)
         if end == len(text) or not text[end:].strip(" \t\n\r"):  # json's own whitespace
             return value
     return json.loads(data)
@@ -270,7 +279,10 @@ def parse(data: bytes | str) -> dict[str, Any] | list[Any]:
             # `_loads_line`'s first case, in this frame: every message a
             # server sends passes here.
             text = data.decode("utf-8", "surrogatepass")
-            value, end = _raw_decode(text)
+            try:  # (`_scan_from_start`, in this frame: see `_scan`)
+                value, end = _scan(text, 0)
+            except StopIteration as stop:
+                raise json.JSONDecodeError("Expecting value", text, stop.value) from None
             if end != len(text) and text[end:].strip(" \t\n\r"):
                 value = json.loads(data)  # what follows the value is not whitespace: json's own error
         else:

@@ -601,8 +601,9 @@ class StdioTransport(Transport):
                         last = data.rfind(b"\n")
                         if last >= 0:
                             # A flood's read: hundreds of whole lines, parsed
-                            # in one pass when each is one JSON object and
-                            # none is too long (else line by line, below).
+                            # in one pass when each is one JSON object and the
+                            # read fits one line's limit, so no line can be too
+                            # long (else line by line, below).
                             whole = b"".join((*parts, data[:last + 1])) if parts else data[:last + 1]
                             if len(whole) <= limit + 1:
                                 parsed = jsonrpc.parse_lines(whole)

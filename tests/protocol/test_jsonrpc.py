@@ -109,7 +109,7 @@ def _line_by_line(data: bytes) -> list[object] | InvalidMessage:
 # value cut over two lines, bytes that are not UTF-8, a BOM, UTF-16).
 _lines = st.lists(
     st.one_of(
-        st.builds(lambda value: json.dumps(value, separators=(",", ":")).encode(),
+        st.builds(lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"),
                   st.dictionaries(st.text(max_size=5), json_values, max_size=4)),
         st.sampled_from([
             b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":2}}',
@@ -142,3 +142,25 @@ def test_parse_lines_takes_a_flood_whole():
     # One line in the middle that is not an object: the whole read goes line by line.
     assert jsonrpc.parse_lines(data + b"[]\n" + data) is None
     assert jsonrpc.parse_lines(data + b"\n" + data) is None
+
+
+def test_parse_lines_refuses_the_depth_parse_refuses():
+    # Nesting is bounded by the recursion limit, so by the stack's depth:
+    # a line must meet it at the same depth whether it is parsed alone
+    # (`parse`) or with the other lines of its read (`parse_lines`), called
+    # from the same frame, as the stdio reader calls both.
+    def line(depth):
+        return b'{"a":' + b"[" * depth + b"]" * depth + b"}\n"
+
+    accepted, refused = 1, 100_000  # bisected in this frame: a helper's frame would move the limit
+    while refused - accepted > 1:
+        depth = (accepted + refused) // 2
+        try:
+            jsonrpc.parse(line(depth))
+        except InvalidMessage:
+            refused = depth
+        else:
+            accepted = depth
+    deepest = line(accepted)
+    assert jsonrpc.parse_lines(b'{"x":1}\n' + deepest) == [{"x": 1}, jsonrpc.parse(deepest)]
+    assert jsonrpc.parse_lines(b'{"x":1}\n' + line(refused)) is None  # left to `parse`, which refuses it
