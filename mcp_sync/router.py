@@ -173,8 +173,8 @@ class Router(Generic[Owner]):
         elif type(message) is dict and "id" not in message and message.get("jsonrpc") == jsonrpc.JSONRPC:
             # The next most common, in floods: progress for a waiting call
             # and a log message on a shared stream (stdio), and a
-            # notification tagged for an open subscription. `_notification`'s rules for them, inline;
-            # anything else goes the long way.
+            # notification tagged for an open subscription. `_notification`'s
+            # rules for them, inline; anything else goes the long way.
             method, params = message.get("method"), message.get("params")
             if type(params) is dict and type(method) is str:
                 meta = params.get("_meta")

@@ -201,12 +201,15 @@ def test_many_wakes_as_many_sleeping_readers_as_it_queued_events():
     readers = [threading.Thread(target=read, daemon=True) for _ in range(3)]
     for reader in readers:
         reader.start()
-    assert wait_until(lambda: sub._sleepers == 3)
-    stream(sub).many([update(1, n) for n in range(3)])
-    for reader in readers:
-        reader.join(timeout=30)
-    assert len(got) == 3
-    assert sorted(event.params["uri"] for event in got) == ["demo://0", "demo://1", "demo://2"]
+    try:
+        assert wait_until(lambda: sub._sleepers == 3)
+        stream(sub).many([update(1, n) for n in range(3)])
+        for reader in readers:
+            reader.join(timeout=30)
+        assert len(got) == 3
+        assert sorted(event.params["uri"] for event in got) == ["demo://0", "demo://1", "demo://2"]
+    finally:
+        sub.close()  # a reader the push failed to wake ends here, not 300 s later
 
 
 def test_a_flood_over_stdio_reaches_the_stream_whole_and_in_order():
@@ -239,8 +242,11 @@ def test_a_failure_mid_pass_still_wakes_a_reader_for_what_was_queued(monkeypatch
         return build(message)
 
     monkeypatch.setattr(subscriptions, "_notification", third_fails)
-    with pytest.raises(RuntimeError):
-        stream(sub).many([update(1, n) for n in range(5)])
-    reader.join(timeout=30)
-    assert [event.params["uri"] for event in got] == ["demo://0"]
-    assert sub.next(timeout=0).params["uri"] == "demo://1"
+    try:
+        with pytest.raises(RuntimeError):
+            stream(sub).many([update(1, n) for n in range(5)])
+        reader.join(timeout=30)
+        assert [event.params["uri"] for event in got] == ["demo://0"]
+        assert sub.next(timeout=0).params["uri"] == "demo://1"
+    finally:
+        sub.close()  # a reader the push failed to wake ends here, not 300 s later

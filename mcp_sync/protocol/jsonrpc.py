@@ -301,10 +301,10 @@ def parse_lines(data: bytes) -> list[dict[str, Any]] | None:
     """The messages of whole lines read together (stdio), each line a JSON
     object, parsed in one pass: or None when any line is something else
     (an error, a batch, a blank line, blanks around the value other than a
-    CRLF's CR, another encoding), for the caller to `parse` each line instead, which gives the
-    exact result and error. What is accepted is what `parse` accepts line
-    by line; only the per-line Python work goes (a flood's reads bring
-    hundreds of lines: 3.3 µs a line becomes 1.9 µs).
+    CRLF's CR, another encoding), for the caller to `parse` each line
+    instead, which gives the exact result and error. What is accepted is
+    what `parse` accepts line by line; only the per-line Python work goes
+    (a flood's reads bring hundreds of lines: 3.3 µs a line becomes 1.9 µs).
 
     Example::
 
