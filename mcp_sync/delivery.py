@@ -33,18 +33,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from operator import itemgetter
 from typing import Any, Callable
 
 from . import router as routes
 from .engine_threads import EngineThreads
 from .errors import InvalidMessage, TransportError
-from .inbox import CROWDED, FIRST_DROP, REFUSED, Drops, Inbox
+from .inbox import CROWDED, FIRST_DROP, REFUSED, Drops
 from .protocol import codes, jsonrpc
-from .router import ADOPTED, LOG, PROGRESS, RESPONSE, Router
+from .router import ADOPTED, LOG, NOTIFIED, PROGRESS, RESPONSE, Router
 
 log = logging.getLogger("mcp_sync.connection")
 
 _CALL = routes.CALL
+_params = itemgetter("params")
 _SUBSCRIPTION = routes.SUBSCRIPTION
 
 
@@ -72,26 +74,29 @@ class Delivery:
         self._unadopt = unadopt
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None, *,
-                held: list[Inbox] | None = None, invalid: list[str] | None = None,
+                held: list[Any] | None = None, invalid: list[str] | None = None,
                 gathered: list[Any] | None = None) -> None:
         """Route one message (a dict, or a list for a batch) and carry the
         route out. `related_to`: see `MessageSink.deliver`.
 
         For the engine's own use: with `held`, a progress or log event does
-        not wake its caller; its inbox is added to `held`, for the one who
+        not wake its caller; its call is added to `held`, for the one who
         passed it to wake (`deliver_all`). With `invalid`, the reason a
         message is not JSON-RPC is added there instead of failing the
         channel (the items of a batch). With `gathered` (`deliver_all`, who
         hands on what is left there at the end), a notification for a
         subscription that takes them many at a time waits there, after its
         owner, to be handed on with the others of the read (`_hand_on`)."""
-        if gathered and (type(message) is not dict or "id" in message):
+        if type(message) is not dict:
+            if gathered:
+                self._hand_on(gathered)  # (see below)
+            if type(message) is list:
+                self._deliver_batch(message, related_to, held)
+                return
+        elif gathered and "id" in message:
             # A response or a request comes after what was gathered before
             # it: whoever it wakes finds those notifications queued already.
             self._hand_on(gathered)
-        if type(message) is list:
-            self._deliver_batch(message, related_to, held)
-            return
         overflow = None
         with self._lock:  # once per message: this is the hot path
             route = self._router.receive(message, related_to)
@@ -104,23 +109,24 @@ class Delivery:
                     return
                 if held is not None and (event is PROGRESS or event is LOG):
                     overflow = inbox.put(event, route[3], wake=False)
-                    if not held or held[-1] is not inbox:
-                        held.append(inbox)
+                    if not held or held[-1] is not route[1]:
+                        held.append(route[1])
                 else:
                     overflow = inbox.put(event, route[3])
                 if overflow is None and event is not ADOPTED:
                     return
+            elif gathered and route[1] is gathered[0] and route[2] == NOTIFIED and route[0] is _SUBSCRIPTION:
+                # One more for the subscription whose notifications this
+                # read gathers (the likeliest message in a flood of them).
+                gathered.append(message)
+                return
         if overflow is CROWDED and held is not None:
             route[1].inbox.wake()  # then `_carry` lets the caller run
-        if gathered is not None and route[0] is _SUBSCRIPTION and route[2] == "notification":
-            owner = route[1]
+        if gathered is not None and route[0] is _SUBSCRIPTION and route[2] == NOTIFIED:
             if gathered:
-                if gathered[0] is owner:
-                    gathered.append(route[3])
-                    return
-                self._hand_on(gathered)
-            if getattr(owner, "many", None) is not None:
-                gathered += (owner, route[3])
+                self._hand_on(gathered)  # another subscription's
+            if getattr(route[1], "many", None) is not None:
+                gathered += (route[1], message)
                 return
             # (An owner that takes them one at a time: `_carry` hands it this one.)
         elif gathered:
@@ -145,14 +151,40 @@ class Delivery:
         response, a request or a batch read after them is routed, and before
         any other route is carried out (a call's progress and log events,
         for other threads, go into its inbox as they are routed)."""
-        held: list[Inbox] = []
+        held: list[Any] = []  # the calls whose wake-up is held
         gathered: list[Any] = []
-        for message in messages:
-            self.deliver(message, None, held=held, gathered=gathered)
+        deliver, lock, run_for = self.deliver, self._lock, self._router.run_for
+        index, count = 0, len(messages)
+        while index < count:
+            size = len(gathered)
+            message = messages[index]
+            deliver(message, None, held=held, gathered=gathered)
+            index += 1
+            if index == count:
+                break
+            # A flood comes in runs: the events for one subscription or one
+            # call that follow in this read are taken with one pass of the
+            # lock and no route each (`Router.run_for`: routing them changes
+            # nothing); the first that is not one is delivered as usual.
+            if len(gathered) > size:
+                with lock:
+                    end = run_for(gathered[0], messages, index)
+                if end > index:
+                    gathered += messages[index:end]
+                    index = end
+            elif held and type(message) is dict and message.get("method") == "notifications/progress":
+                # (Progress for the call whose wake-up was held last, as far
+                # as its lane takes them without CROWDED: `Inbox.put_run`;
+                # then `deliver` goes on, with what a full lane does.)
+                owner = held[-1]
+                with lock:  # as `deliver` puts: under it
+                    end = run_for(owner, messages, index, index + owner.inbox.room(PROGRESS))
+                    if end > index:
+                        index += owner.inbox.put_run(PROGRESS, map(_params, messages[index:end]))
         if gathered:
             self._hand_on(gathered)
-        for inbox in held:
-            inbox.wake()
+        for owner in held:
+            owner.inbox.wake()
 
     @staticmethod
     def _hand_on(gathered: list[Any]) -> None:
@@ -163,7 +195,7 @@ class Delivery:
         gathered.clear()
         owner.many(messages)
 
-    def _deliver_batch(self, batch: list[Any], related_to: int | str | None, held: list[Inbox] | None) -> None:
+    def _deliver_batch(self, batch: list[Any], related_to: int | str | None, held: list[Any] | None) -> None:
         """A JSON-RPC batch: each item is routed as if it had come alone, in
         order. Invalid items are reported the way an invalid message is (the
         channel fails) only once every valid item has been routed, so a

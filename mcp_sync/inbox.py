@@ -12,10 +12,12 @@ queue's own `put` until the first event of another kind arrives.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any, Callable
 
@@ -209,6 +211,37 @@ class Inbox:
                 lanes.requests += 1
         self._queue.put((kind, payload, lanes.seq))
         return None
+
+    def room(self, kind: str) -> int:
+        """How many events of `kind` (progress or log) `put_run` would
+        queue now; 0 before the lanes exist. Only the consumer changes it
+        meanwhile, and only up."""
+        lanes = self._lanes
+        if lanes is None:
+            return 0
+        lane = lanes.progress if kind is PROGRESS else lanes.logs
+        return max(((self.max_progress if kind is PROGRESS else self.max_logs) - 1) // 2 - len(lane), 0)
+
+    def put_run(self, kind: str, payloads: Iterable[Any]) -> int:
+        """Queue `payloads` (progress or log events of `kind`, in order) as
+        `put(kind, payload, wake=False)` queues each, as long as it would
+        say None: up to the last that leaves the lane under half full (the
+        next one is for `put`, which says CROWDED or drops). How many were
+        queued. Only once the lanes exist (an event was `put` already);
+        else none."""
+        lanes = self._lanes
+        if lanes is None:
+            return 0
+        with lanes.lock:
+            room = self.room(kind)
+            if room == 0:
+                return 0
+            lane = lanes.progress if kind is PROGRESS else lanes.logs
+            before, seq = len(lane), lanes.seq
+            lane.extend(zip(itertools.count(seq + 1), itertools.repeat(kind), itertools.islice(payloads, room)))
+            taken = len(lane) - before
+            lanes.seq = seq + taken
+            return taken
 
     def wake(self) -> None:
         """The wake-up `put(..., wake=False)` held back, if its events are

@@ -78,8 +78,11 @@ log = logging.getLogger("mcp_sync.client")
 #: The options of a call made with none (the fast lane's): read only.
 NO_OPTIONS = cast("RequestOptions", {})
 
-#: Whether this thread's call holds an admission slot (`Pipeline.send`).
-_in_slot = threading.local()
+#: Per thread: whether its call holds an admission slot (`held`, set by
+#: `Pipeline.send`), and whether its calls adopt a server request that names
+#: no call (`adopts`: a thread not the engine's; worked out at its first call,
+#: since an engine thread's name is given when it starts and never changes).
+_this_thread = threading.local()
 
 #: The extensions the client declares itself at `initialize` (see `negotiation`).
 _SELF_DECLARED = frozenset(DECLARATION["extensions"])
@@ -101,6 +104,28 @@ class Call:
     headers: Callable[[], Mapping[str, str] | None] | None = None
     refresh_headers: Callable[[], None] | None = None
     extensions: Mapping[str, Any] | None = None
+
+
+# `Call(method, params, NO_OPTIONS, handlers)` without attrs' generated
+# `__init__` (one `object.__setattr__` per field of a frozen class): every
+# plain `call_tool` makes one. The slots' own setters write the same fields;
+# tests/test_fast_lane.py checks that the two agree.
+_new_call = object.__new__
+(_set_method, _set_params, _set_options, _set_handlers, _set_headers, _set_refresh_headers,
+ _set_extensions) = (Call.__dict__[field.name].__set__ for field in attrs.fields(Call))
+
+
+def _plain_call(method: str, params: Mapping[str, Any], handlers: Mapping[str, Any]) -> Call:
+    """The same `Call` as `Call(method, params, NO_OPTIONS, handlers)`, built faster."""
+    call: Call = _new_call(Call)
+    _set_method(call, method)
+    _set_params(call, params)
+    _set_options(call, NO_OPTIONS)
+    _set_handlers(call, handlers)
+    _set_headers(call, None)
+    _set_refresh_headers(call, None)
+    _set_extensions(call, None)
+    return call
 
 
 class Plan(NamedTuple):
@@ -458,7 +483,7 @@ class Pipeline:
                                                                self.limits.max_pages)
             call = Call("tools/call", params, NO_OPTIONS, self.input_handlers, headers, refresh)
         else:
-            call = Call("tools/call", params, NO_OPTIONS, self.input_handlers)
+            call = _plain_call("tools/call", params, self.input_handlers)
         started = time.monotonic()
         try:
             raw = self.send(call)
@@ -562,18 +587,18 @@ class Pipeline:
         started = time.monotonic()
         outcome = "error"
         try:
-            if getattr(_in_slot, "held", False):
+            if getattr(_this_thread, "held", False):
                 # A request made on behalf of a call that holds a slot (the
                 # setLevel after a reconnect, a header refresh): it must not
                 # wait for a second slot, which could be its own.
                 result = self._send_mending(call, plan)
             else:
                 with Slot(supervisor.admission, plan.deadline):  # `admission.slot()`, one call less
-                    _in_slot.held = True
+                    _this_thread.held = True
                     try:
                         result = self._send_mending(call, plan)
                     finally:
-                        _in_slot.held = False
+                        _this_thread.held = False
             outcome = "ok"
             if keepalive is not None:
                 keepalive.touch()
@@ -690,6 +715,9 @@ class Pipeline:
                     timeout = max(left, 0.001)
             # (`server_requests.on_call()`, made without a call of ours)
             answer = functools.partial(self.server_requests.answer, handlers=call.handlers, conn=conn)
+            adopts = getattr(_this_thread, "adopts", None)
+            if adopts is None:
+                adopts = _this_thread.adopts = not threading.current_thread().name.startswith(ENGINE_THREAD_PREFIX)
             try:
                 # A task-augmented request (2025-11-25 `params.task`) may be
                 # cancelled only by `tasks/cancel`, which needs the task id
@@ -697,7 +725,7 @@ class Pipeline:
                 pending = conn.send_request(method, wire_params, progress=plan.wants_progress,
                                             cancellable=method not in dialect.uncancellable and "task" not in params,
                                             headers=call.headers() if call.headers is not None else None,
-                                            adopts=not threading.current_thread().name.startswith(ENGINE_THREAD_PREFIX))
+                                            adopts=adopts)
                 response = conn.wait(
                     pending, timeout=timeout, on_progress=plan.on_progress,
                     reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,

@@ -42,11 +42,14 @@ A server request is owed an answer from the moment it is routed until
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from .errors import InvalidMessage
 from .protocol import jsonrpc
 from .protocol.meta import SUBSCRIPTION_ID as SUBSCRIPTION_ID
+
+_JSONRPC = jsonrpc.JSONRPC
 
 class Dest(enum.Enum):
     """Where a message goes: the first item of the route `receive()` returns."""
@@ -77,6 +80,9 @@ SERVER_REQUEST = "server_request"
 #: (see `Router.adopting`): its caller answers it as the client would on a
 #: handler thread, with the client's own handlers.
 ADOPTED = "adopted"
+#: The event of a notification for an open subscription (its others:
+#: "end", "cancelled").
+NOTIFIED = "notification"
 #: The server requests that may be adopted: questions for a person, whom
 #: the caller's thread can reach. Others (`ping`, `roots/list`) are for the
 #: client, and the handler pool answers them at once.
@@ -161,41 +167,82 @@ class Router(Generic[Owner]):
         """The route of one incoming message. `related_to` is the id of the
         request on whose own response stream it arrived, when the transport
         knows (HTTP); None otherwise (a shared stream such as stdio)."""
-        if type(message) is dict and "result" in message and "method" not in message:
-            # The common message first: a result for a waiting call. The
-            # same rule as below (`_response`), with the checks `classify`
-            # would make for it done inline; anything else goes the long way.
-            request_id = message.get("id")
-            if type(request_id) is int and message.get("jsonrpc") == jsonrpc.JSONRPC:
-                owner = self.calls.pop(request_id, None)
-                if owner is not None:
-                    return (CALL, owner, RESPONSE, message)
-        elif type(message) is dict and "id" not in message and message.get("jsonrpc") == jsonrpc.JSONRPC:
-            # The next most common, in floods: progress for a waiting call
-            # and a log message on a shared stream (stdio), and a
-            # notification tagged for an open subscription. `_notification`'s
-            # rules for them, inline; anything else goes the long way.
-            method, params = message.get("method"), message.get("params")
-            if type(params) is dict and type(method) is str:
-                meta = params.get("_meta")
-                if meta is None and related_to is None:
-                    if method == "notifications/progress":
-                        token = params.get("progressToken")
-                        if type(token) is int:
-                            owner = self.calls.get(token)
-                            if owner is not None:
-                                return (CALL, owner, PROGRESS, params)
-                    elif method == "notifications/message":
-                        # A log message on a shared stream, for no call:
-                        # the client's log (`_notification`'s last rule).
-                        return (CLIENT_LOG, None, LOG, params)
-                elif type(meta) is dict and method != "notifications/cancelled":
-                    subscription_id = meta.get(SUBSCRIPTION_ID)
-                    if type(subscription_id) is int:
-                        owner = self.subscriptions.get(subscription_id)
+        if type(message) is dict:
+            if "id" in message:
+                if "result" in message and "method" not in message:
+                    # The common message first: a result for a waiting call.
+                    # The same rule as below (`_response`), with the checks
+                    # `classify` would make for it done inline.
+                    request_id = message["id"]
+                    if type(request_id) is int and message.get("jsonrpc") == _JSONRPC:
+                        owner = self.calls.pop(request_id, None)
                         if owner is not None:
-                            return (SUBSCRIPTION, owner, "notification", message)
+                            return (CALL, owner, RESPONSE, message)
+            elif message.get("jsonrpc") == _JSONRPC:
+                # The next most common, in floods: progress for a waiting
+                # call and a log message on a shared stream (stdio), and a
+                # notification tagged for an open subscription.
+                # `_notification`'s rules for them, inline.
+                method, params = message.get("method"), message.get("params")
+                if type(params) is dict and type(method) is str:
+                    meta = params.get("_meta")
+                    if meta is None:
+                        if related_to is None:
+                            if method == "notifications/progress":
+                                token = params.get("progressToken")
+                                if type(token) is int:
+                                    owner = self.calls.get(token)
+                                    if owner is not None:
+                                        return (CALL, owner, PROGRESS, params)
+                            elif method == "notifications/message":
+                                # A log message on a shared stream, for no
+                                # call: the client's log (`_notification`'s
+                                # last rule).
+                                return (CLIENT_LOG, None, LOG, params)
+                    elif type(meta) is dict and method != "notifications/cancelled":
+                        subscription_id = meta.get(SUBSCRIPTION_ID)
+                        if type(subscription_id) is int:
+                            owner = self.subscriptions.get(subscription_id)
+                            if owner is not None:
+                                return (SUBSCRIPTION, owner, NOTIFIED, message)
+        # Anything else goes the long way.
         return self.route(message, related_to)
+
+    def run_for(self, owner: Owner, messages: Sequence[Any], start: int, stop: int | None = None) -> int:
+        """Where the run of `messages[start:stop]` that `receive` (with no
+        `related_to`) routes to `owner` as events of one kind ends: the
+        index of the first message it would route elsewhere, or `stop`
+        (default: `len(messages)`). The events: progress for a call, notifications for
+        a subscription. Routing those changes nothing in the table, so this
+        is `receive`'s shortcut for each, with no route made: a flood on a
+        shared stream (stdio) is taken a read at a time
+        (`Delivery.deliver_all`). A message the shortcut does not take ends
+        the run, even when `receive` would route it to `owner` too (it is
+        routed the general way)."""
+        calls, subscriptions = self.calls, self.subscriptions
+        index, end = start, len(messages) if stop is None else min(stop, len(messages))
+        while index < end:
+            message = messages[index]
+            if type(message) is not dict or "id" in message or message.get("jsonrpc") != _JSONRPC:
+                break
+            method, params = message.get("method"), message.get("params")
+            if type(params) is not dict or type(method) is not str:
+                break
+            meta = params.get("_meta")
+            if meta is None:
+                if method != "notifications/progress":
+                    break
+                token = params.get("progressToken")
+                if type(token) is not int or calls.get(token) is not owner:
+                    break
+            elif type(meta) is dict and method != "notifications/cancelled":
+                subscription_id = meta.get(SUBSCRIPTION_ID)
+                if type(subscription_id) is not int or subscriptions.get(subscription_id) is not owner:
+                    break
+            else:
+                break
+            index += 1
+        return index
 
     def route(self, message: Any, related_to: Any = None) -> Route:
         """`receive` without its shortcut: the rules for every message."""
@@ -237,7 +284,7 @@ class Router(Generic[Owner]):
                     if params.get("requestId") != candidate:
                         break  # about another request: the general rules below
                     return (SUBSCRIPTION, self.subscriptions.pop(candidate), "cancelled", params)
-                return (SUBSCRIPTION, self.subscriptions[candidate], "notification", message)
+                return (SUBSCRIPTION, self.subscriptions[candidate], NOTIFIED, message)
         if method == "notifications/progress":
             token = params.get("progressToken")
             owner = self.calls.get(token) if jsonrpc.is_valid_id(token) else None

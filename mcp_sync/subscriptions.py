@@ -181,22 +181,20 @@ class Subscription:
         self._sleepers = 0
 
     def _on_event(self, kind: str, payload: Any) -> None:
-        crowded = False
+        if kind == "notification" and payload.get("method") != _ACKNOWLEDGED:
+            self._on_notifications((payload,), _still_current)  # one notification: queued as many are
+            return
         with self._lock:  # the lock itself: `with self._cond` costs a Python frame per event
             if self._end is not None:
                 return
             if kind == "notification":
-                if payload.get("method") == "notifications/subscriptions/acknowledged":
-                    if self.accepted is None:
-                        params = payload.get("params") or {}
-                        notifications = params.get("notifications")
-                        self.accepted = dict(notifications) if isinstance(notifications, dict) else {}
-                        self.acknowledged.set()
-                    else:  # the acknowledgement of a stream opened again
-                        self._resumed_locked()
-                    return
-                self._push(_notification(payload))
-                crowded = 2 * len(self._events) >= self._max
+                if self.accepted is None:
+                    params = payload.get("params") or {}
+                    notifications = params.get("notifications")
+                    self.accepted = dict(notifications) if isinstance(notifications, dict) else {}
+                    self.acknowledged.set()
+                else:  # the acknowledgement of a stream opened again
+                    self._resumed_locked()
             else:
                 if kind == "end" and "error" in payload:
                     self.error_response = payload
@@ -208,21 +206,16 @@ class Subscription:
                     self._end = SubscriptionBroken(payload)
                 self.acknowledged.set()  # wakes a listen() still waiting
                 self._cond.notify_all()
-        if crowded:
-            # Half full, on the reader's thread: it lets go of the GIL so
-            # that a reader of the stream who keeps up on average takes the
-            # events before the bound drops any (see `inbox.CROWDED`);
-            # it never waits for them.
-            time.sleep(0)
 
-    def _on_notifications(self, messages: list[dict[str, Any]], current: Callable[[], bool]) -> None:
-        """`_on_event("notification", m)` for each of `messages` (those one
-        read brought for this stream, in order) while `current()` says the
-        stream is still this subscription's, under one pass of the lock
-        and with one wake-up of a sleeping reader, until the buffer is half
-        full: then, as `_on_event` does, the lock is let go and the GIL
-        given up after each event, so that a reader who keeps up on average
-        takes them before the bound drops any."""
+    def _on_notifications(self, messages: Sequence[dict[str, Any]], current: Callable[[], bool]) -> None:
+        """Queue `messages` (the notifications one read brought for this
+        stream, in order) while `current()` says the stream is still this
+        subscription's, under one pass of the lock and with one wake-up of
+        a sleeping reader, until the buffer is half full: then the lock is
+        let go and the GIL given up after each event (on the transport's
+        reader thread), so that a reader of the stream who keeps up on
+        average takes them before the bound drops any (see
+        `inbox.CROWDED`); it never waits for them."""
         remaining_messages = iter(messages)  # a pass that stops half full leaves the rest to the next
         crowded = True
         while crowded:
@@ -237,15 +230,27 @@ class Subscription:
                 pushed = 0
                 try:
                     for message in remaining_messages:
-                        if message.get("method") == "notifications/subscriptions/acknowledged":
+                        method = message.get("method")
+                        if method == _ACKNOWLEDGED:
                             self._on_event("notification", message)  # rare: the lock is re-entrant
                             continue
-                        # `_push`'s body, inline, with one notify for the pass (below).
-                        event = _notification(message)
+                        # The `Notification`: the params without the subscription's
+                        # id in `_meta` (the message, its `raw`, keeps its own);
+                        # then `_push`'s body, with one notify for the pass (below).
+                        params = message.get("params")
+                        params = dict(params) if params else {}
+                        meta = params.get("_meta")
+                        if isinstance(meta, dict) and SUBSCRIPTION_ID in meta:
+                            if len(meta) == 1:
+                                del params["_meta"]
+                            else:
+                                params["_meta"] = meta = dict(meta)  # the message keeps its own
+                                del meta[SUBSCRIPTION_ID]
+                        event = notification_of(method if type(method) is str else str(method), params, message)
                         if len(events) >= limit:
                             self.dropped += 1
                             if self._overflow == "drop_newest":
-                                crowded = True  # full: as `_on_event`, the GIL is given up after each
+                                crowded = True  # full: the GIL is given up after each (above)
                                 break
                             events.popleft()
                         events.append(event)
@@ -259,7 +264,7 @@ class Subscription:
                         # none of them runs before the lock is let go.
                         self._cond.notify(pushed)
             if crowded:
-                time.sleep(0)  # see `_on_event`
+                time.sleep(0)  # (see above)
 
     def _push(self, event: SubscriptionEvent) -> None:
         if len(self._events) >= self._max:
@@ -363,8 +368,10 @@ class Subscription:
         """
         if os.getpid() != forking.pid:  # inherited by a child forked from C: it ends now, as after os.fork()
             forking.check()
-        deadline = None if timeout is None else time.monotonic() + timeout  # (`deadline_in`, one call less per event)
         with self._lock:  # `_cond` is on it; the lock itself costs no Python frame per event
+            if self._events:  # a reader who keeps up: no deadline to work out
+                return self._events.popleft()
+            deadline = None if timeout is None else time.monotonic() + timeout  # (`deadline_in`, one call less)
             while True:
                 if self._events:
                     return self._events.popleft()
@@ -454,16 +461,12 @@ class _StreamEvents:
         return self._stream_conn is self._current[0]
 
 
-def _notification(message: dict[str, Any]) -> Notification:
-    params = dict(message.get("params") or {})
-    meta = params.get("_meta")
-    if isinstance(meta, dict) and SUBSCRIPTION_ID in meta:
-        if len(meta) == 1:
-            del params["_meta"]
-        else:
-            params["_meta"] = meta = dict(meta)  # the message keeps its own
-            del meta[SUBSCRIPTION_ID]
-    return notification_of(str(message.get("method")), params, message)
+_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+
+
+def _still_current() -> bool:
+    """A stream's `current()` when the caller checked it already."""
+    return True
 
 
 # -- opening one: `Client.listen()` --------------------------------------------------------

@@ -14,11 +14,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import queue
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mcp_sync
+from mcp_sync.connection import Pending
 from mcp_sync.delivery import Delivery
-from mcp_sync.inbox import Drops
+from mcp_sync.inbox import PROGRESS, Drops, Inbox
 from mcp_sync.router import Router
 from mcp_sync.subscriptions import Subscription, _StreamEvents
 from tests.helpers import wait_until
@@ -234,14 +239,14 @@ def test_a_failure_mid_pass_still_wakes_a_reader_for_what_was_queued(monkeypatch
     reader = threading.Thread(target=lambda: got.append(sub.next(timeout=300)), daemon=True)
     reader.start()
     assert wait_until(lambda: sub._sleepers == 1)
-    build = subscriptions._notification
+    build = subscriptions.notification_of
 
-    def third_fails(message: dict[str, Any]) -> Any:
-        if message["params"]["uri"] == "demo://2":
+    def third_fails(method: str, params: dict[str, Any], raw: dict[str, Any]) -> Any:
+        if params["uri"] == "demo://2":
             raise RuntimeError("a bug in building one")
-        return build(message)
+        return build(method, params, raw)
 
-    monkeypatch.setattr(subscriptions, "_notification", third_fails)
+    monkeypatch.setattr(subscriptions, "notification_of", third_fails)
     try:
         with pytest.raises(RuntimeError):
             stream(sub).many([update(1, n) for n in range(5)])
@@ -250,3 +255,100 @@ def test_a_failure_mid_pass_still_wakes_a_reader_for_what_was_queued(monkeypatch
         assert sub.next(timeout=0).params["uri"] == "demo://1"
     finally:
         sub.close()  # a reader the push failed to wake ends here, not 300 s later
+
+
+# -- a call's progress: a run of it in one read is put at once (`Inbox.put_run`) --
+
+
+def progress(token: int, n: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": n}}
+
+
+def drain(inbox: Inbox) -> list[Any]:
+    taken = []
+    while True:
+        try:
+            taken.append(inbox.get_nowait())
+        except queue.Empty:
+            return taken
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=1, max_value=9), st.lists(st.integers(min_value=0, max_value=4), max_size=12),
+       st.lists(st.integers(min_value=0, max_value=1), max_size=4))
+def test_put_run_queues_what_puts_one_at_a_time_would_until_the_lane_is_crowded(limit, payloads, before):
+    # `before`: events already in the lanes (0 progress, 1 a log message),
+    # so that the numbering is checked across both lanes.
+    run, single = Inbox(1, "m", max_progress=limit, max_logs=limit), Inbox(1, "m", max_progress=limit, max_logs=limit)
+    for inbox in (run, single):
+        inbox.put(PROGRESS, "first", wake=False)  # (the lanes exist from the first event on)
+        for kind in before:
+            inbox.put(PROGRESS if kind == 0 else "log", "before", wake=False)
+    taken = run.put_run(PROGRESS, iter(payloads))
+    expected = 0
+    for payload in payloads:
+        if single.put(PROGRESS, payload, wake=False) is not None:
+            break  # crowded or dropped: that one is `put`'s, not the run's
+        expected += 1
+    else:
+        assert taken == expected
+    assert taken == expected
+    if expected < len(payloads):  # the one `single` took past the run, taken by `run` as `put` does
+        run.put(PROGRESS, payloads[expected], wake=False)
+    run.wake()
+    single.wake()
+    assert drain(run) == drain(single)
+
+
+def test_put_run_takes_nothing_before_the_lanes_exist():
+    inbox = Inbox(1, "m")
+    assert inbox.put_run(PROGRESS, iter([1, 2])) == 0
+    assert drain(inbox) == []
+
+
+reads = st.lists(st.one_of(
+    st.builds(progress, st.sampled_from([7, 7, 7, 8, 9]), st.integers(min_value=0, max_value=99)),
+    st.builds(lambda i: {"jsonrpc": "2.0", "id": i, "result": {}}, st.sampled_from([7, 8])),
+    st.builds(lambda n: update(1, n), st.integers(min_value=0, max_value=99)),
+    st.just({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}}),
+), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads, st.integers(min_value=1, max_value=8))
+def test_a_read_is_delivered_as_each_of_its_messages_would_be(messages, limit):
+    # `deliver_all` takes runs of one call's progress (and of one
+    # subscription's notifications) at once: each call must end with the
+    # events, in the order and with the drops, that delivering each message
+    # of the read alone gives.
+    results = []
+    for together in (True, False):
+        log: list[Any] = []
+        router: Router[Any] = Router()
+        calls = {i: Pending(i, "tools/call", True) for i in (7, 8)}
+        for request_id, call in calls.items():
+            call.inbox.max_progress = limit
+            router.add_call(request_id, call)
+        router.add_subscription(1, Recorder(log, "a"))
+        delivery = Delivery(threading.Lock(), router, _NoThreads(), on_notification=None,  # type: ignore[arg-type]
+                            drops=Drops(), failed=lambda error: None, unadopt=lambda pending: None)
+        if together:
+            delivery.deliver_all(list(messages))
+        else:
+            held: list[Any] = []
+            gathered: list[Any] = []
+            for message in messages:
+                delivery.deliver(message, None, held=held, gathered=gathered)
+            if gathered:
+                delivery._hand_on(gathered)
+            for call in held:
+                call.inbox.wake()
+        results.append(({i: drain(call.inbox) for i, call in calls.items()}, log, delivery._drops.as_dict()))
+    assert results[0] == results[1]
+
+
+class _NoThreads:
+    """The engine's threads, for a read that has nothing for them but log messages."""
+
+    def log(self, params: Any) -> None:
+        pass

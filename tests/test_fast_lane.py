@@ -252,3 +252,24 @@ def test_the_line_parser_accepts_and_refuses_what_json_loads_does(line, monkeypa
     fast = outcome(jsonrpc.parse, line)
     monkeypatch.setattr(jsonrpc, "_loads", json.loads)
     assert fast == outcome(jsonrpc.parse, line)
+
+
+def test_the_fast_lanes_call_is_the_one_attrs_would_build():
+    # `_plain_call` writes the slots itself (no attrs `__init__`); it must
+    # make the very object `Call(...)` makes: every field, equality, repr,
+    # frozenness, `attrs.evolve`.
+    import attrs
+
+    from mcp_sync.pipeline import NO_OPTIONS, Call, _plain_call
+
+    handlers = {"elicitation": object()}
+    fast = _plain_call("tools/call", {"name": "echo", "arguments": {"text": "x"}}, handlers)
+    slow = Call("tools/call", {"name": "echo", "arguments": {"text": "x"}}, NO_OPTIONS, handlers)
+    assert attrs.asdict(fast, recurse=False) == attrs.asdict(slow, recurse=False)
+    assert fast == slow and repr(fast) == repr(slow) and fast.options is NO_OPTIONS and fast.handlers is handlers
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.method = "tools/list"  # type: ignore[misc]
+    assert attrs.evolve(fast, params={"name": "other"}) == attrs.evolve(slow, params={"name": "other"})
+    # Nothing attrs' `__init__` would run is skipped: no validator, converter or hook.
+    assert not any(field.validator or field.converter for field in attrs.fields(Call))
+    assert not hasattr(Call, "__attrs_post_init__") and not hasattr(Call, "__attrs_pre_init__")

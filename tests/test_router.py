@@ -242,3 +242,33 @@ def test_the_shortcut_of_receive_agrees_with_the_general_rules(calls, subscripti
     fast, general = routers
     assert fast.receive(message, related) == general.route(message, related)
     assert (fast.calls, fast.subscriptions, fast.owed) == (general.calls, general.subscriptions, general.owed)
+
+
+# `run_for()` says, without routing, how far a run of messages goes to one
+# subscription as notifications: exactly as far as `receive()` routes them
+# there (for the messages its shortcut takes), and it changes nothing.
+tagged_notes = st.builds(
+    lambda method, tag, version: {**note(method, {"uri": "u", "_meta": {routes.SUBSCRIPTION_ID: tag}}),
+                                  "jsonrpc": version},
+    st.sampled_from(["notifications/resources/updated", "notifications/cancelled", "notifications/progress"]),
+    st.sampled_from([1, 1, 1, 2, 3, "1", 1.0, True]), st.sampled_from(["2.0", "2.0", "2.0", "1.0"]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.one_of(tagged_notes, tagged_notes, shortcut_messages), max_size=8),
+       st.integers(min_value=0, max_value=3), st.booleans())
+def test_a_run_for_a_subscription_is_what_receive_routes_to_it(messages, start, also_a_call):
+    router = Router()
+    owners = {1: "subscription 1", 2: "subscription 2"}
+    for subscription, owner in owners.items():
+        router.add_subscription(subscription, owner)
+    if also_a_call:
+        router.add_call(3, "call 3")
+    table = (dict(router.calls), dict(router.subscriptions), set(router.owed))
+    end = router.run_for(owners[1], messages, start)  # (owners are compared by identity, as the engine's are)
+    assert (router.calls, router.subscriptions, router.owed) == table  # no side effect
+    expected = start
+    while expected < len(messages) and router.receive(messages[expected]) == (
+            routes.SUBSCRIPTION, owners[1], "notification", messages[expected]):
+        expected += 1  # (routing these changes nothing either)
+    assert end == expected

@@ -37,6 +37,17 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 # For text UTF-8 cannot carry (a lone surrogate, which a server may send as
 # "\ud800"): escaped, it goes back exactly as it came.
 _ascii_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+# What `_encoder.encode()` does for a message, with the C encoder it would
+# make for each call made once: that is most of its cost on a small
+# message. The same output; the one difference is that it does not look
+# for circles (its `markers` would be shared by every thread), so a circle
+# ends in `RecursionError`, and `encode` then asks `_encoder`, which says
+# "Circular reference detected" (`ValueError`); a nesting
+# too deep is a `RecursionError` either way. None where the interpreter
+# has no C encoder.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_encode_chunks = None if _c_make_encoder is None else _c_make_encoder(
+    None, _encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, False)
 # The scanner of a default `JSONDecoder` (C in CPython), as it makes its
 # own: one value at an index, as `(value, end)`, StopIteration when no value
 # starts there. Called directly (not through `JSONDecoder.raw_decode`, a
@@ -219,7 +230,10 @@ def encode(message: Mapping[str, Any]) -> bytes:
     Returns:
         The UTF-8 bytes.
     """
-    text = _encoder.encode(message)
+    try:
+        text = "".join(_encode_chunks(message, 0)) if _encode_chunks is not None else _encoder.encode(message)
+    except RecursionError:
+        text = _encoder.encode(message)  # a circle: said as `ValueError` (see `_encode_chunks`)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

@@ -34,6 +34,33 @@ def test_encode_refuses_nan():
         jsonrpc.encode({"x": float("nan")})
 
 
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=5))
+def test_encode_writes_what_the_standard_encoder_writes(message):
+    # (`encode` keeps one C encoder for every message: the output must be
+    # the standard library's, byte for byte.)
+    assert jsonrpc.encode(message) == json.dumps(message, separators=(",", ":"), ensure_ascii=False,
+                                                 allow_nan=False).encode()
+
+
+def test_encode_names_a_circle_and_refuses_what_json_cannot_hold():
+    circle: list = []
+    circle.append(circle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        jsonrpc.encode({"arguments": {"a": circle}})
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        jsonrpc.encode({"arguments": {"a": object()}})
+    shared = {"x": [1, 2]}  # the same object twice is no circle
+    assert jsonrpc.encode({"a": shared, "b": shared}) == b'{"a":{"x":[1,2]},"b":{"x":[1,2]}}'
+    # After a failure the next message is encoded as usual (nothing is left over).
+    assert jsonrpc.encode({"a": 1}) == b'{"a":1}'
+
+
 @pytest.mark.parametrize("raw", [b"not json", b"[1,2]", b"42", b'"str"', b"\xff\xfe"])
 def test_decode_rejects_non_objects(raw):
     with pytest.raises(InvalidMessage):
