@@ -307,10 +307,16 @@ def test_put_run_takes_nothing_before_the_lanes_exist():
 
 
 reads = st.lists(st.one_of(
-    st.builds(progress, st.sampled_from([7, 7, 7, 8, 9]), st.integers(min_value=0, max_value=99)),
+    st.builds(progress, st.sampled_from([7, 7, 7, 8, 9, 7.0, True, "7"]), st.integers(min_value=0, max_value=99)),
     st.builds(lambda i: {"jsonrpc": "2.0", "id": i, "result": {}}, st.sampled_from([7, 8])),
     st.builds(lambda n: update(1, n), st.integers(min_value=0, max_value=99)),
+    st.builds(lambda n: update(1, n), st.integers(min_value=0, max_value=99)),
     st.just({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}}),
+    # The subscription's end (tagged for it: not one more of its notifications).
+    st.just({"jsonrpc": "2.0", "method": "notifications/cancelled",
+             "params": {"requestId": 1, "_meta": {SUBSCRIPTION_ID: 1}}}),
+    # A request, tagged for the subscription and named like its notifications.
+    st.just({**update(1, 0), "id": 5}),
 ), max_size=30)
 
 
@@ -330,7 +336,8 @@ def test_a_read_is_delivered_as_each_of_its_messages_would_be(messages, limit):
             call.inbox.max_progress = limit
             router.add_call(request_id, call)
         router.add_subscription(1, Recorder(log, "a"))
-        delivery = Delivery(threading.Lock(), router, _NoThreads(), on_notification=None,  # type: ignore[arg-type]
+        threads = _NoThreads()
+        delivery = Delivery(threading.Lock(), router, threads, on_notification=None,  # type: ignore[arg-type]
                             drops=Drops(), failed=lambda error: None, unadopt=lambda pending: None)
         if together:
             delivery.deliver_all(list(messages))
@@ -343,12 +350,20 @@ def test_a_read_is_delivered_as_each_of_its_messages_would_be(messages, limit):
                 delivery._hand_on(gathered)
             for call in held:
                 call.inbox.wake()
-        results.append(({i: drain(call.inbox) for i, call in calls.items()}, log, delivery._drops.as_dict()))
+        results.append(({i: drain(call.inbox) for i, call in calls.items()}, log, delivery._drops.as_dict(),
+                        threads.given, sorted(router.subscriptions), sorted(router.calls), sorted(router.owed)))
     assert results[0] == results[1]
 
 
 class _NoThreads:
-    """The engine's threads, for a read that has nothing for them but log messages."""
+    """The engine's threads, for a read that brings them only log messages
+    and requests: what they were given, in order."""
+
+    def __init__(self) -> None:
+        self.given: list[Any] = []
 
     def log(self, params: Any) -> None:
-        pass
+        self.given.append(("log", params))
+
+    def take(self, message: Any) -> None:
+        self.given.append(("request", message["id"]))

@@ -22,7 +22,8 @@ from __future__ import annotations
 import enum
 import json
 import reprlib
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from json.scanner import make_scanner
 from operator import itemgetter
 from typing import Any
@@ -37,17 +38,26 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 # For text UTF-8 cannot carry (a lone surrogate, which a server may send as
 # "\ud800"): escaped, it goes back exactly as it came.
 _ascii_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-# What `_encoder.encode()` does for a message, with the C encoder it would
-# make for each call made once: that is most of its cost on a small
-# message. The same output; the one difference is that it does not look
-# for circles (its `markers` would be shared by every thread), so a circle
-# ends in `RecursionError`, and `encode` then asks `_encoder`, which says
-# "Circular reference detected" (`ValueError`); a nesting
-# too deep is a `RecursionError` either way. None where the interpreter
-# has no C encoder.
+# What `_encoder.encode()` does for a message, with the C encoder it makes
+# for each call made once per thread (that is most of its cost on a small
+# message): the same output and errors. Per thread because of `markers`, the
+# ids of the containers being encoded, which find a circle ("Circular
+# reference detected", `ValueError`): another thread's would be other ids.
+# A failure leaves its ids behind, so they are cleared after one. Without a
+# C encoder (not CPython), `_encoder` itself.
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-_encode_chunks = None if _c_make_encoder is None else _c_make_encoder(
-    None, _encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+_thread_encoders = threading.local()
+
+
+def _thread_encoder() -> tuple[dict[int, Any], Callable[[Any, int], Sequence[str]]]:
+    """This thread's (markers, C encoder), made at its first message."""
+    markers: dict[int, Any] = {}
+    made = _c_make_encoder(markers, _encoder.default, json.encoder.encode_basestring,  # type: ignore[misc]
+                           None, ":", ",", False, False, False)
+    _thread_encoders.pair = pair = (markers, made)
+    return pair
+
+
 # The scanner of a default `JSONDecoder` (C in CPython), as it makes its
 # own: one value at an index, as `(value, end)`, StopIteration when no value
 # starts there. Called directly (not through `JSONDecoder.raw_decode`, a
@@ -230,10 +240,15 @@ def encode(message: Mapping[str, Any]) -> bytes:
     Returns:
         The UTF-8 bytes.
     """
-    try:
-        text = "".join(_encode_chunks(message, 0)) if _encode_chunks is not None else _encoder.encode(message)
-    except RecursionError:
-        text = _encoder.encode(message)  # a circle: said as `ValueError` (see `_encode_chunks`)
+    if _c_make_encoder is None:
+        text = _encoder.encode(message)
+    else:
+        markers, encoder = getattr(_thread_encoders, "pair", None) or _thread_encoder()
+        try:
+            text = "".join(encoder(message, 0))
+        except BaseException:
+            markers.clear()  # what the failure left (see `_thread_encoders`)
+            raise
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -46,6 +48,36 @@ def test_encode_writes_what_the_standard_encoder_writes(message):
     # the standard library's, byte for byte.)
     assert jsonrpc.encode(message) == json.dumps(message, separators=(",", ":"), ensure_ascii=False,
                                                  allow_nan=False).encode()
+
+
+def test_a_circle_is_named_on_a_thread_with_a_small_stack():
+    # A circle is found by the ids of the containers being encoded, not by
+    # running out of stack: a C encoder without them recursed until the
+    # 3.13 C recursion limit (about 10,000), past what a 512 KiB thread
+    # stack holds, and the process died. Checked in a process of its own.
+    code = """if True:
+        import threading
+        from mcp_sync.protocol import jsonrpc
+        circle = {}
+        circle["self"] = [circle]
+        said = []
+        def encode():
+            for _ in range(2):  # twice: the first failure leaves nothing behind
+                try:
+                    jsonrpc.encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                    "params": {"arguments": circle}})
+                except ValueError as exc:
+                    said.append(str(exc))
+            said.append(jsonrpc.encode({"a": [circle["self"][0] is circle]}).decode())
+        threading.stack_size(512 * 1024)
+        thread = threading.Thread(target=encode)
+        thread.start()
+        thread.join()
+        print(said)
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(["Circular reference detected"] * 2 + ['{"a":[true]}'])
 
 
 def test_encode_names_a_circle_and_refuses_what_json_cannot_hold():
