@@ -172,10 +172,11 @@ class Delivery:
                 if end > index:
                     gathered += messages[index:end]
                     index = end
-            elif held and type(message) is dict and message.get("method") == "notifications/progress":
-                # (Progress for the call whose wake-up was held last, as far
-                # as its lane takes them without CROWDED: `Inbox.put_run`;
-                # then `deliver` goes on, with what a full lane does.)
+            elif held and held[-1].inbox.room(PROGRESS):
+                # Progress for the call whose wake-up was held last, as far
+                # as its lane takes them without CROWDED (`Inbox.put_run`;
+                # `run_for` says whether any follows); then `deliver` goes
+                # on, with what a crowded or full lane does.
                 owner = held[-1]
                 with lock:  # as `deliver` puts: under it
                     end = run_for(owner, messages, index, index + owner.inbox.room(PROGRESS))
