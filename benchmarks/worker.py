@@ -138,7 +138,9 @@ def side_by_side(transport: str, target: list[str] | str, calls: int, rounds: in
     runs one client, then the other, with 1, 8 and 32 threads; the medians
     of the rounds' ratios (calls/s, and the process's CPU per call). A slow
     moment of a shared machine falls on both clients of a round, which
-    separate workers, minutes apart, cannot promise."""
+    separate workers, minutes apart, cannot promise. The same for the
+    median latency of one caller (`p50_ratio`), its rounds in ABBA order
+    (`sequential` each), so that a drift within a round falls on both."""
     from .clients import open_sync
 
     floor = "raw_reader" if transport == "stdio" else "raw_http"
@@ -157,6 +159,12 @@ def side_by_side(transport: str, target: list[str] | str, calls: int, rounds: in
                 cpu.append(mine["client_cpu_us"] / theirs["client_cpu_us"])
             result[f"calls_ratio_{threads}"] = statistics.median(speed)
             result[f"cpu_ratio_{threads}"] = statistics.median(cpu)
+        latency = []
+        for _ in range(rounds):
+            first = sequential(clients["mcp_sync"], calls // 2)["p50_us"]
+            floor_p50 = sequential(clients["floor"], calls)["p50_us"]
+            latency.append((first + sequential(clients["mcp_sync"], calls // 2)["p50_us"]) / 2 / floor_p50)
+        result["p50_ratio"] = statistics.median(latency)
     finally:
         for client in clients.values():
             client.close()

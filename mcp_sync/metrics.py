@@ -26,8 +26,9 @@ it waits for the lock and folds, which bounds the queue whatever the
 scheduling. `snapshot()` folds everything first, so it counts every request
 finished before it. `reset()` and `after_fork()` replace the whole state
 under the lock; a record racing them lands in the old state and is
-forgotten with it. A KeyboardInterrupt landing in a fold can leave the one
-sample being folded half counted (in its outcome but not its latency).
+forgotten with it. A KeyboardInterrupt landing in a fold before its counts
+are applied puts its samples back in the intake; one landing while they
+are applied can leave one method's counts half applied.
 
 Memory is bounded whatever the caller does: the intake holds at most
 `4 * _FOLD_AT` items plus one per thread appending, a histogram is a fixed
@@ -51,7 +52,10 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
+import itertools
 import math
+import operator
 import threading
 import time
 import types
@@ -321,6 +325,44 @@ _MIN = _BUCKET0 + len(_BOUNDS)
 _MAX = _MIN + 1
 
 
+_starmap, _repeat = itertools.starmap, itertools.repeat
+_method_outcome, _duration = operator.itemgetter(0, 1), operator.itemgetter(2)
+_bucket_of = functools.partial(_bisect_left, _BOUNDS)
+
+
+def _tally(batch: list[tuple[str, str, float]]) -> list[tuple[str, int, int, collections.Counter[int], float, float]]:
+    """What `batch`'s samples add, per method and outcome: (method, outcome
+    index, samples, bucket -> hits, smallest, largest). Samples with an
+    unknown outcome or a duration outside [0, inf) are left out. Changes
+    nothing: `Metrics._fold` applies it."""
+    keys = collections.Counter(map(_method_outcome, batch))
+    if len(keys) == 1:  # the usual fold: one method, every call ok
+        groups: dict[tuple[str, str], list[float]] = {next(iter(keys)): list(map(_duration, batch))}
+    else:
+        # Method names are given records in the order of their first
+        # valid sample, as one sample at a time would give them.
+        groups = {}
+        for method, outcome, seconds in batch:
+            if 0.0 <= seconds < _INF:
+                groups.setdefault((method, outcome), []).append(seconds)
+    tallies = []
+    for (method, outcome), durations in groups.items():
+        at = _OUTCOME_INDEX.get(outcome)
+        if at is None:
+            continue
+        low = min(durations)
+        # A NaN or an infinity makes the sum NaN or infinite (a NaN that
+        # `min` passed over included); a negative one is the least.
+        if not (low >= 0.0 and math.isfinite(sum(durations))):
+            durations = [seconds for seconds in durations if 0.0 <= seconds < _INF]
+            if not durations:
+                continue
+            low = min(durations)
+        tallies.append((method, at, len(durations), collections.Counter(map(_bucket_of, durations)), low,
+                        max(durations)))
+    return tallies
+
+
 def _new_record() -> list[Any]:
     return [0] * _MIN + [math.inf, 0.0]
 
@@ -401,26 +443,37 @@ class Metrics:
 
     def _fold(self) -> None:
         """Count what waits in the intake (lock held). A sample that
-        `record()` would refuse (`finished()` trusts its caller) is dropped."""
-        intake, methods, index, bounds = self._intake, self._methods, _OUTCOME_INDEX, _BOUNDS
-        while intake:  # popped under the lock only: what it holds stays there
-            method, outcome, seconds = intake.popleft()
-            at = index.get(outcome)
-            if at is None or not 0.0 <= seconds < _INF:
-                continue
-            entry = methods.get(method)
+        `record()` would refuse (`finished()` trusts its caller) is dropped.
+
+        The samples are taken and counted in bulk, in C (`starmap`, `map`,
+        `Counter`): a fold's Python work is per method and outcome, and per
+        bucket hit, not per sample (one sample cost about 70 bytecode
+        instructions counted one by one, as much as a fifth of what a
+        whole plain call runs on its caller). Nothing is counted until every
+        group's counts are worked out: an interrupt before that puts the
+        samples back, in order, for the next fold."""
+        intake = self._intake
+        # Taken in one C call (no thread switch inside): what is appended
+        # meanwhile waits for the next fold.
+        batch = list(_starmap(intake.popleft, _repeat((), len(intake))))
+        if not batch:
+            return
+        try:
+            tallies = _tally(batch)
+        except BaseException:
+            intake.extendleft(reversed(batch))
+            raise
+        for method, at, count, buckets, low, high in tallies:
+            entry = self._methods.get(method)
             if entry is None:
                 entry = self._entry(method)
-            # Everything looked up first, then the two counts back to back:
-            # a KeyboardInterrupt landing in a fold can leave at most that
-            # one sample half counted.
-            bucket = _BUCKET0 + _bisect_left(bounds, seconds)
-            entry[at] += 1
-            entry[bucket] += 1
-            if seconds > entry[_MAX]:
-                entry[_MAX] = seconds
-            if seconds < entry[_MIN]:
-                entry[_MIN] = seconds
+            entry[at] += count
+            for bucket, hits in buckets.items():
+                entry[_BUCKET0 + bucket] += hits
+            if high > entry[_MAX]:
+                entry[_MAX] = high
+            if low < entry[_MIN]:
+                entry[_MIN] = low
 
     def _entry(self, method: str) -> list[Any]:
         """The record `method` is counted in (lock held), made now if need

@@ -31,7 +31,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, cast
 
-import attrs
 
 from . import forking, multiround, tracing
 from ._version import __version__
@@ -90,12 +89,12 @@ _SELF_DECLARED = frozenset(DECLARATION["extensions"])
 _UNDECLARED_HINTS = {TASKS_EXTENSION: "pass tasks=True to connect() to use tasks"}
 
 
-@attrs.frozen
-class Call:
+class Call(NamedTuple):
     """One round of a request as the retry loop sends it: what the caller
     asked, with the options and handlers of this call. `headers()` gives
     each attempt's transport headers (they may change when
-    `refresh_headers()` learned the tool again)."""
+    `refresh_headers()` learned the tool again). A tuple: every plain
+    `call_tool` makes one, in one C call (`_new_call`)."""
 
     method: str
     params: Mapping[str, Any] | None
@@ -106,26 +105,9 @@ class Call:
     extensions: Mapping[str, Any] | None = None
 
 
-# `Call(method, params, NO_OPTIONS, handlers)` without attrs' generated
-# `__init__` (one `object.__setattr__` per field of a frozen class): every
-# plain `call_tool` makes one. The slots' own setters write the same fields;
-# tests/test_fast_lane.py checks that the two agree.
-_new_call = object.__new__
-(_set_method, _set_params, _set_options, _set_handlers, _set_headers, _set_refresh_headers,
- _set_extensions) = (Call.__dict__[field.name].__set__ for field in attrs.fields(Call))
-
-
-def _plain_call(method: str, params: Mapping[str, Any], handlers: Mapping[str, Any]) -> Call:
-    """The same `Call` as `Call(method, params, NO_OPTIONS, handlers)`, built faster."""
-    call: Call = _new_call(Call)
-    _set_method(call, method)
-    _set_params(call, params)
-    _set_options(call, NO_OPTIONS)
-    _set_handlers(call, handlers)
-    _set_headers(call, None)
-    _set_refresh_headers(call, None)
-    _set_extensions(call, None)
-    return call
+# `Call(...)` and `Plan(...)` without their generated `__new__` (a Python
+# frame): the plain call's, every field given, defaults included.
+_new_call = _new_plan = tuple.__new__
 
 
 class Plan(NamedTuple):
@@ -483,7 +465,7 @@ class Pipeline:
                                                                self.limits.max_pages)
             call = Call("tools/call", params, NO_OPTIONS, self.input_handlers, headers, refresh)
         else:
-            call = _plain_call("tools/call", params, self.input_handlers)
+            call = _new_call(Call, ("tools/call", params, NO_OPTIONS, self.input_handlers, None, None, None))
         started = time.monotonic()
         try:
             raw = self.send(call)
@@ -493,7 +475,7 @@ class Pipeline:
                                                           max_total_timeout=self.timeouts.max_total)
         if raw.get("resultType") == "input_required":
             raw = multiround.answer_rounds(
-                lambda params: self.send(attrs.evolve(call, params=params)), call.method, dict(call.params or {}),
+                lambda params: self.send(call._replace(params=params)), call.method, dict(call.params or {}),
                 handlers=call.handlers, answer_input=True, max_rounds=self.limits.max_input_rounds,
                 input_responses=None, request_state=None, schemas=catalog.schemas,
                 max_total_timeout=self.timeouts.max_total, started=started, first=raw)
@@ -546,7 +528,7 @@ class Pipeline:
                     raise RequestTimeout(f"{call.method} timed out after {timeout:g} s",
                                          method=call.method, timeout=timeout)
                 if left < timeout:
-                    own = attrs.evolve(call, options=cast(RequestOptions, {**options, limit_name: left}))
+                    own = call._replace(options=cast(RequestOptions, {**options, limit_name: left}))
             return self.send(own)
 
         result = cache.fetch(self.cache_server, key, self._auth_context(), load,
@@ -573,8 +555,8 @@ class Pipeline:
         if not options and call.extensions is None and (call.params is None or "_meta" not in call.params):
             # The shortcut's case: no option to read or check.
             timeout = self.timeouts.request
-            plan = Plan(timeout, None if timeout is None else time.monotonic() + timeout,
-                        self.timeouts.max_total)
+            plan = _new_plan(Plan, (timeout, None if timeout is None else time.monotonic() + timeout,
+                                    self.timeouts.max_total, False, None, False, None))
         else:
             plan = self._plan(call)
         supervisor = self.supervisor
@@ -619,10 +601,10 @@ class Pipeline:
                 self.metrics.count("shed")  # refused before anything was sent: not a request
             else:
                 self.metrics.finished(call.method, outcome, time.monotonic() - started)
-                settled = supervisor.settled
-                if (outcome in ("timeout", "interrupted") and settled is not None
-                        and settled.dialect.may_cancel(call.method)):
-                    self.metrics.count("cancellations")  # the engine told the server it gave up
+                if outcome in ("timeout", "interrupted"):
+                    settled = supervisor.settled
+                    if settled is not None and settled.dialect.may_cancel(call.method):
+                        self.metrics.count("cancellations")  # the engine told the server it gave up
 
     def _plan(self, call: Call) -> Plan:
         """A call's options, each checked, as the retry loop reads them."""

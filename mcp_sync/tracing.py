@@ -37,7 +37,6 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-import attrs
 
 from .errors import ServerError
 
@@ -307,7 +306,7 @@ class _Traced:
         context = {key: carrier[key] for key in _W3C_KEYS if key in carrier}
         if "traceparent" not in context:
             return call
-        return attrs.evolve(call, options={**options, "trace_context": context})
+        return call._replace(options={**options, "trace_context": context})
 
     def sent(self, request_id: int) -> None:
         if self.span is not None:

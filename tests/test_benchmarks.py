@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -128,8 +130,30 @@ def test_the_side_by_side_case_reports_every_ratio(tmp_path: Path) -> None:
         assert "error" not in row, row
         assert row["rounds"] == 5
         assert all(row[f"{kind}_ratio_{threads}"] > 0 for kind in ("calls", "cpu") for threads in (1, 8, 32))
+        assert row["p50_ratio"] > 0
     targets = {line["target"] for line in report["targets"]}
     assert "stdio 32 threads calls/s / raw reader, side by side" in targets
+    assert "stdio p50 / raw reader, side by side" in targets
+
+
+def test_the_instructions_case_counts_each_clients_work_per_call() -> None:
+    # Counted by valgrind: the whole client process's work per call
+    # (Python and C), for mcp_sync and the hand-written floor. Counts vary
+    # by a few percent from run to run (which of a call's waits find their
+    # answer already there), so no budget is asserted on them here; the
+    # case is for comparing two versions of the code.
+    if shutil.which("valgrind") is None:
+        if os.environ.get("CI"):  # .ci/system installs it: missing there is a failure
+            pytest.fail("valgrind is not installed; .ci/system installs it")
+        pytest.skip("valgrind is not installed (Debian's valgrind package)")
+    from benchmarks.instructions import measure
+
+    result = measure(300)
+    counts = result["instructions_per_call"]
+    # The floor does less than any client with a reader thread, routing and
+    # typing can; both do tens of thousands of instructions a call.
+    assert 20_000 < counts["raw_reader"] < counts["mcp_sync"], counts
+    assert result["ratio"] == counts["mcp_sync"] / counts["raw_reader"] and result["calls"] == 300
 
 
 def test_the_connect_case_runs_both_clients_against_real_servers() -> None:

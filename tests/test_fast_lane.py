@@ -254,22 +254,21 @@ def test_the_line_parser_accepts_and_refuses_what_json_loads_does(line, monkeypa
     assert fast == outcome(jsonrpc.parse, line)
 
 
-def test_the_fast_lanes_call_is_the_one_attrs_would_build():
-    # `_plain_call` writes the slots itself (no attrs `__init__`); it must
-    # make the very object `Call(...)` makes: every field, equality, repr,
-    # frozenness, `attrs.evolve`.
-    import attrs
-
-    from mcp_sync.pipeline import NO_OPTIONS, Call, _plain_call
+def test_the_fast_lanes_call_and_plan_are_the_ones_their_constructors_build():
+    # The plain call builds its `Call` and `Plan` with `tuple.__new__`,
+    # every field given: they must be the very tuples `Call(...)` and
+    # `Plan(...)` make with their defaults (equal, same type and repr,
+    # read-only), so that a default added later cannot be missed here.
+    from mcp_sync.pipeline import NO_OPTIONS, Call, Plan, _new_call, _new_plan
 
     handlers = {"elicitation": object()}
-    fast = _plain_call("tools/call", {"name": "echo", "arguments": {"text": "x"}}, handlers)
-    slow = Call("tools/call", {"name": "echo", "arguments": {"text": "x"}}, NO_OPTIONS, handlers)
-    assert attrs.asdict(fast, recurse=False) == attrs.asdict(slow, recurse=False)
-    assert fast == slow and repr(fast) == repr(slow) and fast.options is NO_OPTIONS and fast.handlers is handlers
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+    params = {"name": "echo", "arguments": {"text": "x"}}
+    fast = _new_call(Call, ("tools/call", params, NO_OPTIONS, handlers, None, None, None))
+    slow = Call("tools/call", params, NO_OPTIONS, handlers)
+    assert type(fast) is Call and fast == slow and repr(fast) == repr(slow)
+    assert fast.options is NO_OPTIONS and fast.handlers is handlers and fast._fields == slow._fields
+    with pytest.raises(AttributeError):
         fast.method = "tools/list"  # type: ignore[misc]
-    assert attrs.evolve(fast, params={"name": "other"}) == attrs.evolve(slow, params={"name": "other"})
-    # Nothing attrs' `__init__` would run is skipped: no validator, converter or hook.
-    assert not any(field.validator or field.converter for field in attrs.fields(Call))
-    assert not hasattr(Call, "__attrs_post_init__") and not hasattr(Call, "__attrs_pre_init__")
+    assert fast._replace(params={"name": "other"}) == slow._replace(params={"name": "other"})
+    plan = _new_plan(Plan, (30.0, 123.0, None, False, None, False, None))
+    assert type(plan) is Plan and plan == Plan(30.0, 123.0, None) and repr(plan) == repr(Plan(30.0, 123.0, None))

@@ -186,6 +186,77 @@ def test_distinct_methods_are_bounded_and_the_rest_counted_as_other() -> None:
     assert metrics.snapshot().requests["custom/0"].outcomes["error"] == 1
 
 
+def _counted_one_at_a_time(samples, max_methods, folds):
+    """What `Metrics` should count: each sample `finished()` took, in
+    order, by the rules `record()` states (an unknown outcome or a duration
+    outside [0, inf) is left out; a method past `max_methods` names counts
+    as OTHER), one at a time: method -> (outcomes, histogram)."""
+    names: list[str] = []
+    counted: dict[str, tuple[dict[str, int], Histogram]] = {}
+    for method, outcome, seconds in samples:
+        if outcome not in OUTCOMES or not 0.0 <= seconds < math.inf:
+            continue
+        if method not in names and len(names) < max_methods:
+            names.append(method)
+        name = method if method in names else OTHER
+        outcomes, histogram = counted.setdefault(name, (dict.fromkeys(OUTCOMES, 0), Histogram()))
+        outcomes[outcome] += 1
+        histogram.add(seconds)
+    return counted
+
+
+_SECONDS = st.one_of(st.floats(min_value=0.0, max_value=2000.0), st.sampled_from([0.0, 10e-6, -1.0, math.inf,
+                                                                                   -math.inf, math.nan, 1e308]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(samples=st.lists(st.tuples(st.sampled_from(["tools/call", "a", "b", "c", "d"]),
+                                  st.sampled_from([*OUTCOMES, "bogus"]), _SECONDS), max_size=80),
+       cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=4), max_methods=st.integers(1, 4))
+def test_a_fold_counts_what_one_sample_at_a_time_counts(samples, cuts, max_methods) -> None:
+    """`finished()` trusts its caller and folds in bulk, in snapshots taken
+    anywhere in between (`cuts`): the counts, the percentiles and which
+    methods have names of their own are those of counting each sample as
+    it came."""
+    metrics = Metrics(max_methods=max_methods)
+    for index, (method, outcome, seconds) in enumerate(samples):
+        if index in cuts:
+            metrics.snapshot()
+        metrics.finished(method, outcome, seconds)
+    stats = metrics.snapshot()
+    expected = _counted_one_at_a_time(samples, max_methods, cuts)
+    assert set(stats.requests) == set(expected)
+    for name, (outcomes, histogram) in expected.items():
+        got = stats.requests[name]
+        assert dict(got.outcomes) == outcomes and got.count == histogram.count
+        assert (got.p50, got.p90, got.p99, got.max) == (histogram.percentile(50), histogram.percentile(90),
+                                                         histogram.percentile(99), histogram.max)
+
+
+def test_an_interrupt_in_a_fold_puts_its_samples_back(monkeypatch) -> None:
+    """Nothing is counted until a fold has worked everything out: a
+    KeyboardInterrupt before that leaves the samples in the intake, in
+    order, and the next fold counts each once."""
+    from mcp_sync import metrics as metrics_module
+
+    metrics = Metrics()
+    for i in range(10):
+        metrics.finished("tools/call", OUTCOMES[i % 2], (i + 1) * 1e-3)
+    real = metrics_module._tally
+
+    def interrupted(batch):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(metrics_module, "_tally", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        metrics.snapshot()
+    assert [seconds for _, _, seconds in metrics._intake] == [(i + 1) * 1e-3 for i in range(10)]
+    monkeypatch.setattr(metrics_module, "_tally", real)
+    stats = metrics.snapshot().requests["tools/call"]
+    assert stats.count == 10 and stats.outcomes["ok"] == 5 and stats.outcomes["error"] == 5
+    assert stats.max == 10e-3 and len(metrics._intake) == 0
+
+
 def test_default_bound_keeps_memory_flat_for_arbitrary_method_names() -> None:
     metrics = Metrics()
     for i in range(300):
