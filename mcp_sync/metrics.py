@@ -26,9 +26,9 @@ it waits for the lock and folds, which bounds the queue whatever the
 scheduling. `snapshot()` folds everything first, so it counts every request
 finished before it. `reset()` and `after_fork()` replace the whole state
 under the lock; a record racing them lands in the old state and is
-forgotten with it. A KeyboardInterrupt landing in a fold before its counts
-are applied puts its samples back in the intake; one landing while they
-are applied can leave one method's counts half applied.
+forgotten with it. A KeyboardInterrupt landing in a fold puts back the
+samples it has not counted yet; those of the one method and outcome being
+counted when it lands may be lost or half counted.
 
 Memory is bounded whatever the caller does: the intake holds at most
 `4 * _FOLD_AT` items plus one per thread appending, a histogram is a fixed
@@ -330,10 +330,11 @@ _method_outcome, _duration = operator.itemgetter(0, 1), operator.itemgetter(2)
 _bucket_of = functools.partial(_bisect_left, _BOUNDS)
 
 
-def _tally(batch: list[tuple[str, str, float]]) -> list[tuple[str, int, int, collections.Counter[int], float, float]]:
-    """What `batch`'s samples add, per method and outcome: (method, outcome
-    index, samples, bucket -> hits, smallest, largest). Samples with an
-    unknown outcome or a duration outside [0, inf) are left out. Changes
+def _tally(batch: list[tuple[str, str, float]]) -> list[tuple[str, str, int, int, collections.Counter[int], float,
+                                                               float]]:
+    """What `batch`'s samples add, per method and outcome: (method, outcome,
+    outcome index, samples, bucket -> hits, smallest, largest). Samples with
+    an unknown outcome or a duration outside [0, inf) are left out. Changes
     nothing: `Metrics._fold` applies it."""
     keys = collections.Counter(map(_method_outcome, batch))
     if len(keys) == 1:  # the usual fold: one method, every call ok
@@ -352,13 +353,19 @@ def _tally(batch: list[tuple[str, str, float]]) -> list[tuple[str, int, int, col
             continue
         low = min(durations)
         # A NaN or an infinity makes the sum NaN or infinite (a NaN that
-        # `min` passed over included); a negative one is the least.
-        if not (low >= 0.0 and math.isfinite(sum(durations))):
+        # `min` passed over included); a negative one is the least. An int
+        # beyond a float, or a Decimal among floats, which `record()` takes
+        # too, is checked one by one.
+        try:
+            valid = low >= 0.0 and math.isfinite(sum(durations))
+        except (OverflowError, TypeError):
+            valid = False
+        if not valid:
             durations = [seconds for seconds in durations if 0.0 <= seconds < _INF]
             if not durations:
                 continue
             low = min(durations)
-        tallies.append((method, at, len(durations), collections.Counter(map(_bucket_of, durations)), low,
+        tallies.append((method, outcome, at, len(durations), collections.Counter(map(_bucket_of, durations)), low,
                         max(durations)))
     return tallies
 
@@ -415,8 +422,10 @@ class Metrics:
     def record(self, method: str, outcome: str, seconds: float) -> None:
         """Count one finished request: its method, its outcome (one of
         `OUTCOMES`) and how long it took in seconds. ValueError for an
-        unknown outcome or a negative, NaN or infinite duration (nothing is
-        counted then)."""
+        unknown outcome or a negative, NaN or infinite duration, TypeError
+        for a method that is not a string (nothing is counted then)."""
+        if not isinstance(method, str):
+            raise TypeError(f"method must be a string, not {type(method).__name__}")
         if outcome not in _OUTCOME_INDEX:
             raise ValueError(f"unknown outcome {outcome!r}; expected one of {OUTCOMES}")
         _check_duration(seconds)
@@ -449,31 +458,46 @@ class Metrics:
         `Counter`): a fold's Python work is per method and outcome, and per
         bucket hit, not per sample (one sample cost about 70 bytecode
         instructions counted one by one, as much as a fifth of what a
-        whole plain call runs on its caller). Nothing is counted until every
-        group's counts are worked out: an interrupt before that puts the
-        samples back, in order, for the next fold."""
+        whole plain call runs on its caller).
+
+        An interrupt (KeyboardInterrupt) puts back, in order, the samples
+        not counted yet; those of the one method and outcome being counted
+        when it lands may be lost or half counted. An error (a caller of
+        `finished()` passing what `record()` refuses, such as a method
+        that is not a string) drops the fold's samples and propagates: the
+        same error cannot come back at every fold."""
         intake = self._intake
-        # Taken in one C call (no thread switch inside): what is appended
-        # meanwhile waits for the next fold.
-        batch = list(_starmap(intake.popleft, _repeat((), len(intake))))
-        if not batch:
+        if not intake:
             return
+        batch: list[tuple[str, str, float]] = []
         try:
+            # Taken in one C call (no thread switch inside; what is
+            # appended meanwhile waits for the next fold), into a list made
+            # before: an interrupt raised as the call returns finds the
+            # samples there, and puts them back.
+            batch.extend(_starmap(intake.popleft, _repeat((), len(intake))))
             tallies = _tally(batch)
-        except BaseException:
-            intake.extendleft(reversed(batch))
+            # Every record looked up (or made) first, then the counts.
+            entries = [self._methods.get(tally[0]) or self._entry(tally[0]) for tally in tallies]
+        except Exception:
             raise
-        for method, at, count, buckets, low, high in tallies:
-            entry = self._methods.get(method)
-            if entry is None:
-                entry = self._entry(method)
-            entry[at] += count
-            for bucket, hits in buckets.items():
-                entry[_BUCKET0 + bucket] += hits
-            if high > entry[_MAX]:
-                entry[_MAX] = high
-            if low < entry[_MIN]:
-                entry[_MIN] = low
+        except BaseException:
+            intake.extendleft(batch[::-1])  # (no call before the put-back: a second interrupt waits for it)
+            raise
+        counting = 0
+        try:
+            for counting, (entry, (_, _, at, count, buckets, low, high)) in enumerate(zip(entries, tallies)):
+                entry[at] += count
+                for bucket, hits in buckets.items():
+                    entry[_BUCKET0 + bucket] += hits
+                if high > entry[_MAX]:
+                    entry[_MAX] = high
+                if low < entry[_MIN]:
+                    entry[_MIN] = low
+        except BaseException:
+            left = {(method, outcome) for method, outcome, *_ in tallies[counting + 1:]}
+            intake.extendleft([sample for sample in batch if sample[:2] in left][::-1])
+            raise
 
     def _entry(self, method: str) -> list[Any]:
         """The record `method` is counted in (lock held), made now if need

@@ -272,3 +272,26 @@ def test_the_fast_lanes_call_and_plan_are_the_ones_their_constructors_build():
     assert fast._replace(params={"name": "other"}) == slow._replace(params={"name": "other"})
     plan = _new_plan(Plan, (30.0, 123.0, None, False, None, False, None))
     assert type(plan) is Plan and plan == Plan(30.0, 123.0, None) and repr(plan) == repr(Plan(30.0, 123.0, None))
+
+def test_the_plain_calls_plan_is_the_one_the_general_path_would_make(monkeypatch):
+    # The plain call spells out every field of its `Plan`, defaults
+    # included: each must be what `Plan(timeout, deadline, max_total)` and
+    # `_plan()` make for a call with no options (no progress, no reset of
+    # the timeout on progress, no `_meta` layers).
+    from mcp_sync.pipeline import Call, Plan
+
+    with mcp_sync.connect(meta_server(), timeout=12.5, max_total_timeout=40.0) as client:
+        pipeline = client._pipeline
+        plans = []
+        real = pipeline._send_mending
+
+        def recording(call, plan):
+            plans.append(plan)
+            return real(call, plan)
+
+        monkeypatch.setattr(pipeline, "_send_mending", recording)
+        assert client.call_tool("show", {"a": 1}).text
+        general = pipeline._plan(Call("tools/call", {"name": "show"}, {}, {}))
+    fast = plans[0]
+    assert type(fast) is Plan and fast == Plan(12.5, fast.deadline, 40.0)
+    assert fast._replace(deadline=None) == general._replace(deadline=None)
