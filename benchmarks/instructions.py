@@ -1,9 +1,11 @@
 """Machine instructions per call, counted by valgrind's callgrind.
 
 Timings on a shared two-core machine move by 10 % from run to run, which
-hides a change of a few percent. Counted instructions do not: the same
-code runs the same instructions, whatever else the machine does (two
-runs agree to about 0.3 %). This counts, for mcp_sync and for its floor
+hides a change of a few percent. Counted instructions move less: on a
+quiet machine runs agree within about 3 %. Not under load: valgrind then
+runs slower and the interpreter's timed waits (the GIL's 5 ms) wake more
+often, which inflates a count; compare versions on a quiet machine, in
+turns. This counts, for mcp_sync and for its floor
 (`raw_reader`), the instructions of the client's whole process per
 sequential `tools/call` over stdio: the calling and reader threads, the
 interpreter and the C libraries; not the server (a process of its own)

@@ -138,10 +138,13 @@ def test_the_side_by_side_case_reports_every_ratio(tmp_path: Path) -> None:
 
 def test_the_instructions_case_counts_each_clients_work_per_call() -> None:
     # Counted by valgrind: the whole client process's work per call
-    # (Python and C), for mcp_sync and the hand-written floor. Counts vary
-    # by a few percent from run to run (which of a call's waits find their
-    # answer already there), so no budget is asserted on them here; the
-    # case is for comparing two versions of the code.
+    # (Python and C), for mcp_sync and the hand-written floor. On an idle
+    # machine counts agree within a few percent from run to run; on a busy
+    # one valgrind runs slower and the interpreter's timed waits (the GIL's
+    # 5 ms) wake more often, which one CI run showed as a floor of 180,000
+    # instructions a call instead of 100,000. So nothing is compared here
+    # but the case's own arithmetic: it is for comparing two versions of
+    # the code, run by hand on a quiet machine.
     if shutil.which("valgrind") is None:
         if os.environ.get("CI"):  # .ci/system installs it: missing there is a failure
             pytest.fail("valgrind is not installed; .ci/system installs it")
@@ -150,9 +153,9 @@ def test_the_instructions_case_counts_each_clients_work_per_call() -> None:
 
     result = measure(300)
     counts = result["instructions_per_call"]
-    # The floor does less than any client with a reader thread, routing and
-    # typing can; both do tens of thousands of instructions a call.
-    assert 20_000 < counts["raw_reader"] < counts["mcp_sync"], counts
+    # Both clients do tens of thousands of instructions a call (JSON, the
+    # pipe, two threads): far more than nothing, whatever the machine.
+    assert counts["raw_reader"] > 20_000 and counts["mcp_sync"] > 20_000, counts
     assert result["ratio"] == counts["mcp_sync"] / counts["raw_reader"] and result["calls"] == 300
 
 
