@@ -1,11 +1,13 @@
 """Machine instructions per call, counted by valgrind's callgrind.
 
 Timings on a shared two-core machine move by 10 % from run to run, which
-hides a change of a few percent. Counted instructions move less: on a
-quiet machine runs agree within about 3 %. Not under load: valgrind then
-runs slower and the interpreter's timed waits (the GIL's 5 ms) wake more
-often, which inflates a count; compare versions on a quiet machine, in
-turns. This counts, for mcp_sync and for its floor
+hides a change of a few percent. Counted instructions move less: most
+runs agree within about 3 %. Now and then one is far off (once, in a CI
+run, the floor's read 180,000 instead of 100,000: under valgrind a call
+takes milliseconds, and the interpreter's timed waits, such as the GIL's
+5 ms, then wake more or less often with the machine's moods), so each
+client is measured `--repeat` times and the median kept. This counts, for
+mcp_sync and for its floor
 (`raw_reader`), the instructions of the client's whole process per
 sequential `tools/call` over stdio: the calling and reader threads, the
 interpreter and the C libraries; not the server (a process of its own)
@@ -15,10 +17,10 @@ same start and warm-up; the difference of the two totals, over `calls`,
 is what one call costs. Valgrind runs one thread at a time, so this is
 the work a call does, not how long it waits.
 
-    python -m benchmarks.instructions [--calls N]
+    python -m benchmarks.instructions [--calls N] [--repeat R]
 
-Needs `valgrind` on PATH (Debian's package); about half a minute per
-client for the default 1,000 calls.
+Needs `valgrind` on PATH (Debian's package); about 20 seconds per
+measurement for the default 1,000 calls, three measurements per client.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,30 +79,39 @@ def per_call(client: str, calls: int) -> float:
     return (total(client, FEW + calls) - total(client, FEW)) / calls
 
 
-def measure(calls: int) -> dict[str, Any]:
-    """Instructions per call of each client and mcp_sync's ratio to the floor."""
-    counts = {client: per_call(client, calls) for client in CLIENTS}
-    return {"instructions_per_call": counts, "ratio": counts["mcp_sync"] / counts["raw_reader"], "calls": calls}
+def measure(calls: int, repeat: int = 3) -> dict[str, Any]:
+    """Instructions per call of each client (the median of `repeat`
+    measurements, the clients taking turns) and mcp_sync's ratio to the
+    floor; each measurement in `runs`."""
+    runs: dict[str, list[float]] = {client: [] for client in CLIENTS}
+    for _ in range(repeat):
+        for client in CLIENTS:
+            runs[client].append(per_call(client, calls))
+    counts = {client: statistics.median(values) for client, values in runs.items()}
+    return {"instructions_per_call": counts, "ratio": counts["mcp_sync"] / counts["raw_reader"], "calls": calls,
+            "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=1000, help="calls measured per client (default 1000)")
+    parser.add_argument("--repeat", type=int, default=3, help="measurements per client, median kept (default 3)")
     parser.add_argument("--json", help="write the result to this file too")
     parser.add_argument("--child", nargs=2, metavar=("CLIENT", "CALLS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child[0], int(args.child[1]))
         return 0
-    if args.calls < 1:
-        parser.error("--calls must be at least 1")
+    if args.calls < 1 or args.repeat < 1:
+        parser.error("--calls and --repeat must be at least 1")
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: install Debian's valgrind package (apt-get install valgrind)",
               file=sys.stderr)
         return 2
-    result = measure(args.calls)
+    result = measure(args.calls, args.repeat)
     for client, count in result["instructions_per_call"].items():
-        print(f"{client:12} {count:12,.0f} instructions per call")
+        each = ", ".join(f"{value:,.0f}" for value in result["runs"][client])
+        print(f"{client:12} {count:12,.0f} instructions per call (median of {each})")
     print(f"mcp_sync / floor: {result['ratio']:.3f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
