@@ -26,9 +26,8 @@ it waits for the lock and folds, which bounds the queue whatever the
 scheduling. `snapshot()` folds everything first, so it counts every request
 finished before it. `reset()` and `after_fork()` replace the whole state
 under the lock; a record racing them lands in the old state and is
-forgotten with it. A KeyboardInterrupt landing in a fold puts back the
-samples it has not counted yet; those of the one method and outcome being
-counted when it lands may be lost or half counted.
+forgotten with it. A KeyboardInterrupt landing in a fold can leave the one
+sample being folded half counted (in its outcome but not its latency).
 
 Memory is bounded whatever the caller does: the intake holds at most
 `4 * _FOLD_AT` items plus one per thread appending, a histogram is a fixed
@@ -52,10 +51,7 @@ from __future__ import annotations
 
 import bisect
 import collections
-import functools
-import itertools
 import math
-import operator
 import threading
 import time
 import types
@@ -325,51 +321,6 @@ _MIN = _BUCKET0 + len(_BOUNDS)
 _MAX = _MIN + 1
 
 
-_starmap, _repeat = itertools.starmap, itertools.repeat
-_method_outcome, _duration = operator.itemgetter(0, 1), operator.itemgetter(2)
-_bucket_of = functools.partial(_bisect_left, _BOUNDS)
-
-
-def _tally(batch: list[tuple[str, str, float]]) -> list[tuple[str, str, int, int, collections.Counter[int], float,
-                                                               float]]:
-    """What `batch`'s samples add, per method and outcome: (method, outcome,
-    outcome index, samples, bucket -> hits, smallest, largest). Samples with
-    an unknown outcome or a duration outside [0, inf) are left out. Changes
-    nothing: `Metrics._fold` applies it."""
-    keys = collections.Counter(map(_method_outcome, batch))
-    if len(keys) == 1:  # the usual fold: one method, every call ok
-        groups: dict[tuple[str, str], list[float]] = {next(iter(keys)): list(map(_duration, batch))}
-    else:
-        # Method names are given records in the order of their first
-        # valid sample, as one sample at a time would give them.
-        groups = {}
-        for method, outcome, seconds in batch:
-            if 0.0 <= seconds < _INF:
-                groups.setdefault((method, outcome), []).append(seconds)
-    tallies = []
-    for (method, outcome), durations in groups.items():
-        at = _OUTCOME_INDEX.get(outcome)
-        if at is None:
-            continue
-        low = min(durations)
-        # A NaN or an infinity makes the sum NaN or infinite (a NaN that
-        # `min` passed over included); a negative one is the least. An int
-        # beyond a float, or a Decimal among floats, which `record()` takes
-        # too, is checked one by one.
-        try:
-            valid = low >= 0.0 and math.isfinite(sum(durations))
-        except (OverflowError, TypeError):
-            valid = False
-        if not valid:
-            durations = [seconds for seconds in durations if 0.0 <= seconds < _INF]
-            if not durations:
-                continue
-            low = min(durations)
-        tallies.append((method, outcome, at, len(durations), collections.Counter(map(_bucket_of, durations)), low,
-                        max(durations)))
-    return tallies
-
-
 def _new_record() -> list[Any]:
     return [0] * _MIN + [math.inf, 0.0]
 
@@ -452,52 +403,26 @@ class Metrics:
 
     def _fold(self) -> None:
         """Count what waits in the intake (lock held). A sample that
-        `record()` would refuse (`finished()` trusts its caller) is dropped.
-
-        The samples are taken and counted in bulk, in C (`starmap`, `map`,
-        `Counter`): a fold's Python work is per method and outcome, and per
-        bucket hit, not per sample (one sample cost about 70 bytecode
-        instructions counted one by one, as much as a fifth of what a
-        whole plain call runs on its caller).
-
-        An interrupt (KeyboardInterrupt) puts back, in order, the samples
-        not counted yet; those of the one method and outcome being counted
-        when it lands may be lost or half counted. An error (a caller of
-        `finished()` passing what `record()` refuses, such as a method
-        that is not a string) drops the fold's samples and propagates: the
-        same error cannot come back at every fold."""
-        intake = self._intake
-        if not intake:
-            return
-        batch: list[tuple[str, str, float]] = []
-        try:
-            # Taken in one C call (no thread switch inside; what is
-            # appended meanwhile waits for the next fold), into a list made
-            # before: an interrupt raised as the call returns finds the
-            # samples there, and puts them back.
-            batch.extend(_starmap(intake.popleft, _repeat((), len(intake))))
-            tallies = _tally(batch)
-            # Every record looked up (or made) first, then the counts.
-            entries = [self._methods.get(tally[0]) or self._entry(tally[0]) for tally in tallies]
-        except Exception:
-            raise
-        except BaseException:
-            intake.extendleft(batch[::-1])  # (no call before the put-back: a second interrupt waits for it)
-            raise
-        counting = 0
-        try:
-            for counting, (entry, (_, _, at, count, buckets, low, high)) in enumerate(zip(entries, tallies)):
-                entry[at] += count
-                for bucket, hits in buckets.items():
-                    entry[_BUCKET0 + bucket] += hits
-                if high > entry[_MAX]:
-                    entry[_MAX] = high
-                if low < entry[_MIN]:
-                    entry[_MIN] = low
-        except BaseException:
-            left = {(method, outcome) for method, outcome, *_ in tallies[counting + 1:]}
-            intake.extendleft([sample for sample in batch if sample[:2] in left][::-1])
-            raise
+        `record()` would refuse (`finished()` trusts its caller) is dropped."""
+        intake, methods, index, bounds = self._intake, self._methods, _OUTCOME_INDEX, _BOUNDS
+        while intake:  # popped under the lock only: what it holds stays there
+            method, outcome, seconds = intake.popleft()
+            at = index.get(outcome)
+            if at is None or not 0.0 <= seconds < _INF:
+                continue
+            entry = methods.get(method)
+            if entry is None:
+                entry = self._entry(method)
+            # Everything looked up first, then the two counts back to back:
+            # a KeyboardInterrupt landing in a fold can leave at most that
+            # one sample half counted.
+            bucket = _BUCKET0 + _bisect_left(bounds, seconds)
+            entry[at] += 1
+            entry[bucket] += 1
+            if seconds > entry[_MAX]:
+                entry[_MAX] = seconds
+            if seconds < entry[_MIN]:
+                entry[_MIN] = seconds
 
     def _entry(self, method: str) -> list[Any]:
         """The record `method` is counted in (lock held), made now if need
