@@ -3,13 +3,12 @@
 Timings on a shared two-core machine move by 10 % from run to run, which
 hides a change of a few percent. Counted instructions move less: most
 runs agree within about 3 %. Now and then one is far off (once, in a CI
-run, the floor's read 180,000 instead of 100,000: under valgrind a call
+run, the floor read 180,000 instead of 100,000: under valgrind a call
 takes milliseconds, and the interpreter's timed waits, such as the GIL's
 5 ms, then wake more or less often with the machine's moods), so each
 client is measured `--repeat` times and the median kept. This counts, for
-mcp_sync and for its floor
-(`raw_reader`), the instructions of the client's whole process per
-sequential `tools/call` over stdio: the calling and reader threads, the
+mcp_sync and for its floor (`raw_reader`), the instructions of the
+client's whole process per sequential `tools/call` over stdio: the calling and reader threads, the
 interpreter and the C libraries; not the server (a process of its own)
 nor the kernel. Each client runs twice in a child under
 `valgrind --tool=callgrind`, with `FEW` and `FEW + calls` calls after the

@@ -31,7 +31,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, cast
 
-
 from . import forking, multiround, tracing
 from ._version import __version__
 from .admission import Admission, Slot

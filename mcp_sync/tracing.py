@@ -37,7 +37,6 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-
 from .errors import ServerError
 
 if TYPE_CHECKING:

@@ -273,6 +273,7 @@ def test_the_fast_lanes_call_and_plan_are_the_ones_their_constructors_build():
     plan = _new_plan(Plan, (30.0, 123.0, None, False, None, False, None))
     assert type(plan) is Plan and plan == Plan(30.0, 123.0, None) and repr(plan) == repr(Plan(30.0, 123.0, None))
 
+
 def test_the_plain_calls_plan_is_the_one_the_general_path_would_make(monkeypatch):
     # The plain call spells out every field of its `Plan`, defaults
     # included: each must be what `Plan(timeout, deadline, max_total)` and

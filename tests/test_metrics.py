@@ -186,7 +186,7 @@ def test_distinct_methods_are_bounded_and_the_rest_counted_as_other() -> None:
     assert metrics.snapshot().requests["custom/0"].outcomes["error"] == 1
 
 
-def _counted_one_at_a_time(samples, max_methods, folds):
+def _counted_one_at_a_time(samples, max_methods):
     """What `Metrics` should count: each sample `finished()` took, in
     order, by the rules `record()` states (an unknown outcome or a duration
     outside [0, inf) is left out; a method past `max_methods` names counts
@@ -232,7 +232,7 @@ def test_a_fold_counts_what_one_sample_at_a_time_counts(samples, cuts, max_metho
             metrics.snapshot()
         metrics.finished(method, outcome, seconds)
     stats = metrics.snapshot()
-    expected = _counted_one_at_a_time(samples, max_methods, cuts)
+    expected = _counted_one_at_a_time(samples, max_methods)
     assert set(stats.requests) == set(expected)
     for name, (outcomes, histogram) in expected.items():
         got = stats.requests[name]
