@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -37,13 +36,10 @@ from .admission import Admission, Slot
 from .cache import ResultCache, cache_key
 from .calls import HeadersFn, ToolCatalog, TypedCalls
 from .connection import Connection, State, new_id_counter
-from .engine_threads import ENGINE_THREAD_PREFIX
 from .errors import (
-    ConnectError,
     ConnectionClosed,
     HeaderMismatch,
     InvalidResult,
-    Overloaded,
     RequestTimeout,
     ServerError,
     SessionExpired,
@@ -55,7 +51,8 @@ from .errors import (
 )
 from .metrics import Metrics
 from .negotiation import DECLARATION, TASKS_EXTENSION, Identity, Settled, Terms, offers_core_tasks
-from .options import ClientOptions, RequestOptions, check_input_handlers, check_positive_int, check_timeout
+from .options import ClientOptions, RequestOptions, Timeouts, check_input_handlers, check_positive_int, check_timeout
+from .plain_lane import MENDABLE, Attempt, PlainLane, account, adopts, calling, outcome_of
 from .protocol import inputs
 from .protocol.meta import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, merge_meta, validate_trace_context
 from .protocol.methods import SAFE_TO_RETRY
@@ -75,12 +72,7 @@ log = logging.getLogger("mcp_sync.client")
 
 #: The options of a call made with none (the fast lane's): read only.
 NO_OPTIONS = cast("RequestOptions", {})
-
-#: Per thread: whether its call holds an admission slot (`held`, set by
-#: `Pipeline.send`), and whether its calls adopt a server request that names
-#: no call (`adopts`: a thread not the engine's; worked out at its first call,
-#: since an engine thread's name is given when it starts and never changes).
-_this_thread = threading.local()
+_OPEN = State.OPEN
 
 #: The extensions the client declares itself at `initialize` (see `negotiation`).
 _SELF_DECLARED = frozenset(DECLARATION["extensions"])
@@ -201,6 +193,7 @@ class Pipeline:
         self.cache: ResultCache | None = cache if isinstance(cache, ResultCache) else (ResultCache() if cache else None)
         self.cache_server = server_identity(target) or f"client:{id(self)}"
         self._meta_cache: tuple[tuple[Any, ...], Mapping[str, Any]] | None = None
+        self._lane: PlainLane | None = None  # swapped whole, like the `_meta` cache
         ids: Iterator[int] = new_id_counter()
         # None unless OpenTelemetry is installed and set up: then the only
         # cost of tracing is the test of this attribute in `request`.
@@ -459,15 +452,22 @@ class Pipeline:
         definition = catalog.tools.get(name)
         params: dict[str, Any] = {"name": name} if arguments is None else {"name": name, "arguments": dict(arguments)}
         known: list[Tool | None] | None = None
+        lane = None
         if catalog.mirrors_headers:  # Streamable HTTP: the `Mcp-Param-*` headers, as the general path makes them
             known, headers, refresh = self.calls.header_hooks(name, definition, arguments, self.timeouts.request,
                                                                self.limits.max_pages)
             call = Call("tools/call", params, NO_OPTIONS, self.input_handlers, headers, refresh)
         else:
             call = _new_call(Call, ("tools/call", params, NO_OPTIONS, self.input_handlers, None, None, None))
+            lane, supervisor = self._lane, self.supervisor
+            if (lane is None or lane.conn is not supervisor.conn or lane.settled is not supervisor.settled
+                    or lane.conn.state is not _OPEN or supervisor.closed):
+                lane = self._new_lane()
+            if getattr(calling, "held", False):
+                lane = None  # a call made for one that holds a slot: `send()` knows it
         started = time.monotonic()
         try:
-            raw = self.send(call)
+            raw = self.send(call) if lane is None else lane.call_tool(call, started)
         except UrlElicitationRequired as refused:
             raw = multiround.retry_after_url_elicitations(refused, lambda: self.send(call), call.handlers,
                                                           catalog.schemas, answer_input=True, started=started,
@@ -487,6 +487,28 @@ class Pipeline:
             return CallToolResult.from_wire(raw)  # all `finish_call` would do: nothing to check
         timeout = self.timeouts.request
         return catalog.finish_call(name, definition, raw, deadline=None if timeout is None else started + timeout)
+
+    def _new_lane(self) -> PlainLane | None:
+        """A lane for the connection as it is now (see `plain_lane`), or
+        None when a plain call must take the general path to it: no
+        connection yet or not open, a client closed or just forked, a
+        version without `tools/call`."""
+        supervisor = self.supervisor
+        settled, conn = supervisor.settled, supervisor.conn
+        if (settled is None or conn is None or conn.state is not State.OPEN or supervisor.closed
+                or supervisor.reopen_after_fork or "tools/call" in settled.dialect.undefined):
+            return None
+        handlers = self.input_handlers
+        answer = functools.partial(self.server_requests.answer, handlers=handlers, conn=conn)
+        lane = PlainLane(conn, settled, self._meta_for(settled.dialect, handlers), answer, supervisor, self.metrics,
+                         self.timeouts.request, self.timeouts.max_total, self.server_log, self._resume)
+        self._lane = lane
+        return lane
+
+    def _resume(self, call: Call, attempt: Attempt, deadline: float | None) -> dict[str, Any]:
+        """The retry loop, going on from the plain lane's attempt at `call`
+        (in the lane's admission slot), with the plan `send()` makes."""
+        return self._send_mending(call, Plan(self.timeouts.request, deadline, self.timeouts.max_total), attempt)
 
     # -- step 2: the cache ------------------------------------------------------------------------
 
@@ -557,7 +579,7 @@ class Pipeline:
             plan = _new_plan(Plan, (timeout, None if timeout is None else time.monotonic() + timeout,
                                     self.timeouts.max_total, False, None, False, None))
         else:
-            plan = self._plan(call)
+            plan = _plan(call, self.timeouts)
         supervisor = self.supervisor
         if supervisor.closed:
             # Nothing to admit: the connection (or its absence) says why.
@@ -568,78 +590,36 @@ class Pipeline:
         started = time.monotonic()
         outcome = "error"
         try:
-            if getattr(_this_thread, "held", False):
+            if getattr(calling, "held", False):
                 # A request made on behalf of a call that holds a slot (the
                 # setLevel after a reconnect, a header refresh): it must not
                 # wait for a second slot, which could be its own.
                 result = self._send_mending(call, plan)
             else:
                 with Slot(supervisor.admission, plan.deadline):  # `admission.slot()`, one call less
-                    _this_thread.held = True
+                    calling.held = True
                     try:
                         result = self._send_mending(call, plan)
                     finally:
-                        _this_thread.held = False
+                        calling.held = False
             outcome = "ok"
             if keepalive is not None:
                 keepalive.touch()
             return result
-        except RequestTimeout:
-            outcome = "timeout"
-            raise
-        except Overloaded:
-            outcome = "shed"
-            raise
-        except KeyboardInterrupt:
-            outcome = "interrupted"
+        except BaseException as failure:
+            outcome = outcome_of(failure)
             raise
         finally:
             if keepalive is not None:
                 keepalive.idle()
-            if outcome == "shed":
-                self.metrics.count("shed")  # refused before anything was sent: not a request
+            if outcome == "ok":  # `account()`'s usual case, without the call
+                self.metrics.finished(call.method, "ok", time.monotonic() - started)
             else:
-                self.metrics.finished(call.method, outcome, time.monotonic() - started)
-                if outcome in ("timeout", "interrupted"):
-                    settled = supervisor.settled
-                    if settled is not None and settled.dialect.may_cancel(call.method):
-                        self.metrics.count("cancellations")  # the engine told the server it gave up
-
-    def _plan(self, call: Call) -> Plan:
-        """A call's options, each checked, as the retry loop reads them."""
-        options = call.options
-        timeout = options.get("timeout", self.timeouts.request)
-        check_timeout("timeout", timeout)
-        progress = options.get("progress")
-        if progress is not None and not callable(progress):
-            raise TypeError("progress must be a callable")
-        option_meta = options.get("meta")
-        if option_meta is not None and not isinstance(option_meta, Mapping):
-            raise TypeError("meta must be a mapping")
-        params_meta = (call.params or {}).get("_meta")
-        if params_meta is not None and not isinstance(params_meta, Mapping):
-            raise TypeError("params['_meta'] must be a mapping")
-        for layer in (option_meta, params_meta):
-            if layer and "progressToken" in layer:
-                raise ValueError("set progress= instead of a progressToken in _meta; the client routes by its own token")
-            if layer and META_PROTOCOL_VERSION in layer:
-                raise ValueError("the protocol version is the client's to set: use protocol= on connect()")
-        trace = options.get("trace_context")
-        trace_meta = validate_trace_context(trace) if trace is not None else None
-        max_total = options.get("max_total_timeout", self.timeouts.max_total)
-        check_timeout("max_total_timeout", max_total)
-        reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
-        on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
-        layers = (params_meta, option_meta, trace_meta)
-        return Plan(timeout, deadline_in(timeout), max_total,
-                    # A progress token is asked for when progress resets the
-                    # timeout, even with no callback to show it.
-                    wants_progress=progress is not None or reset_on_progress, on_progress=on_progress,
-                    reset_on_progress=reset_on_progress, layers=layers if any(layers) else None)
+                account(self.metrics, supervisor, call.method, outcome, started)
 
     # -- step 4: the one retry loop, and the engine ---------------------------------------------------
 
-    def _send_mending(self, call: Call, plan: Plan) -> dict[str, Any]:
+    def _send_mending(self, call: Call, plan: Plan, attempt: Attempt | None = None) -> dict[str, Any]:
         """Send, and mend each failure the client can mend at most once per
         call, then send again:
 
@@ -653,83 +633,94 @@ class Pipeline:
           pooled socket the server had just closed): once more.
 
         A server that went away is restarted by the supervisor when the era
-        allows it; other calls in flight then fail, they are not resent."""
+        allows it; other calls in flight then fail, they are not resent.
+
+        With `attempt` (the plain lane's first sending of `call`), the loop
+        goes on from that attempt's outcome as if it had made it."""
         method = call.method
         supervisor = self.supervisor
         mended: set[str] = set()
         while True:
-            settled = supervisor.settled  # again after a re-discovery
-            if settled is None:
-                raise ConnectionClosed("the client is not connected")
-            dialect = settled.dialect
-            if method in dialect.undefined:
-                raise UnsupportedMethod(method, dialect.version, "use discover()" if method == "ping" else "")
-            params = dict(call.params or {})
-            cached = self._meta_cache  # `_meta_for`'s usual answer, without the call
-            if cached is not None and cached[0][0] is dialect and cached[0][1] is call.handlers:
-                meta = cached[1]
+            outcome: dict[str, Any] | BaseException
+            if attempt is not None:
+                conn, generation, pending, dialect, params, outcome = attempt
+                attempt = None
             else:
-                meta = self._meta_for(dialect, call.handlers)
-            if call.extensions:
-                meta = {**meta, META_CLIENT_CAPABILITIES: inputs.merge_capabilities(
-                    meta.get(META_CLIENT_CAPABILITIES) or {}, {"extensions": dict(call.extensions)})}
-            if plan.layers is not None:
-                meta = merge_meta(meta, *plan.layers, None)
-            if meta:
-                params["_meta"] = meta
-            # A request without params sends none, as the schemas allow.
-            wire_params = params if (params or call.params is not None) else None
-            conn = supervisor.conn
-            if conn is None or conn.state is not State.OPEN or supervisor.closed or supervisor.reopen_after_fork:
-                conn = supervisor.live(plan.deadline)  # `live()`'s usual answer is `conn` as it is
-            generation = supervisor.session_generation
-            pending = None
-            # Made before the request goes out: from `send_request` to
-            # `wait()`, which abandons the call on any exception, nothing runs.
-            timeout, deadline = plan.timeout, plan.deadline
-            if timeout is not None and deadline is not None:
-                # What is left of the call's time once part of it went to
-                # waiting for a slot or a reconnect (over 10 ms: the deadline
-                # is the call's, absolute).
-                left = deadline - time.monotonic()
-                if left <= timeout - 0.01:
-                    timeout = max(left, 0.001)
-            # (`server_requests.on_call()`, made without a call of ours)
-            answer = functools.partial(self.server_requests.answer, handlers=call.handlers, conn=conn)
-            adopts = getattr(_this_thread, "adopts", None)
-            if adopts is None:
-                adopts = _this_thread.adopts = not threading.current_thread().name.startswith(ENGINE_THREAD_PREFIX)
-            try:
-                # A task-augmented request (2025-11-25 `params.task`) may be
-                # cancelled only by `tasks/cancel`, which needs the task id
-                # its answer would have carried: it is not cancelled at all.
-                pending = conn.send_request(method, wire_params, progress=plan.wants_progress,
-                                            cancellable=method not in dialect.uncancellable and "task" not in params,
-                                            headers=call.headers() if call.headers is not None else None,
-                                            adopts=adopts)
-                response = conn.wait(
-                    pending, timeout=timeout, on_progress=plan.on_progress,
-                    reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,
-                    on_log=self.server_log, on_server_request=answer,
-                )
-            except SessionExpired:
-                if "session" in mended or dialect.stateless:
-                    raise
-                mended.add("session")
-                supervisor.renew_session(conn, generation)
-                continue
-            except ConnectionClosed as closed:
-                if self._may_resend(closed, conn, pending, method, mended):
+                settled = supervisor.settled  # again after a re-discovery
+                if settled is None:
+                    raise ConnectionClosed("the client is not connected")
+                dialect = settled.dialect
+                if method in dialect.undefined:
+                    raise UnsupportedMethod(method, dialect.version, "use discover()" if method == "ping" else "")
+                params = dict(call.params or {})
+                cached = self._meta_cache  # `_meta_for`'s usual answer, without the call
+                if cached is not None and cached[0][0] is dialect and cached[0][1] is call.handlers:
+                    meta = cached[1]
+                else:
+                    meta = self._meta_for(dialect, call.handlers)
+                if call.extensions:
+                    meta = {**meta, META_CLIENT_CAPABILITIES: inputs.merge_capabilities(
+                        meta.get(META_CLIENT_CAPABILITIES) or {}, {"extensions": dict(call.extensions)})}
+                if plan.layers is not None:
+                    meta = merge_meta(meta, *plan.layers, None)
+                if meta:
+                    params["_meta"] = meta
+                # A request without params sends none, as the schemas allow.
+                wire_params = params if (params or call.params is not None) else None
+                current = supervisor.conn  # `live()`'s usual answer, without the call
+                conn = (current if current is not None and current.state is State.OPEN and not supervisor.closed
+                        and not supervisor.reopen_after_fork else supervisor.live(plan.deadline))
+                generation = supervisor.session_generation
+                pending = None
+                # Made before the request goes out: from `send_request` to
+                # `wait()`, which abandons the call on any exception, nothing runs.
+                timeout, deadline = plan.timeout, plan.deadline
+                if timeout is not None and deadline is not None:
+                    # What is left of the call's time once part of it went to
+                    # waiting for a slot or a reconnect (over 10 ms: the deadline
+                    # is the call's, absolute).
+                    left = deadline - time.monotonic()
+                    if left <= timeout - 0.01:
+                        timeout = max(left, 0.001)
+                # (`server_requests.on_call()`, made without a call of ours)
+                answer = functools.partial(self.server_requests.answer, handlers=call.handlers, conn=conn)
+                adopting = getattr(calling, "adopts", None)
+                if adopting is None:
+                    adopting = adopts()
+                try:
+                    # A task-augmented request (2025-11-25 `params.task`) may be
+                    # cancelled only by `tasks/cancel`, which needs the task id
+                    # its answer would have carried: it is not cancelled at all.
+                    pending = conn.send_request(
+                        method, wire_params, progress=plan.wants_progress,
+                        cancellable=method not in dialect.uncancellable and "task" not in params,
+                        headers=call.headers() if call.headers is not None else None, adopts=adopting)
+                    outcome = conn.wait(
+                        pending, timeout=timeout, on_progress=plan.on_progress,
+                        reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,
+                        on_log=self.server_log, on_server_request=answer,
+                    )
+                except MENDABLE as failure:
+                    outcome = failure
+                else:
+                    if supervisor.attempts:
+                        supervisor.alive()
+            if not isinstance(outcome, dict):  # one of MENDABLE, raised by `send_request` or `wait`
+                if isinstance(outcome, SessionExpired):
+                    if "session" in mended or dialect.stateless:
+                        raise outcome
+                    mended.add("session")
+                    supervisor.renew_session(conn, generation)
                     continue
-                raise
-            except ConnectError:
+                if isinstance(outcome, ConnectionClosed):
+                    if _may_resend(supervisor, outcome, conn, pending, method, mended):
+                        continue
+                    raise outcome
                 if method not in SAFE_TO_RETRY or "resend" in mended or supervisor.closed:
-                    raise
+                    raise outcome  # a ConnectError
                 mended.add("resend")
                 continue
-            if supervisor.attempts:
-                supervisor.alive()
-            error = response.get("error")
+            error = outcome.get("error")
             if error is not None:
                 exc = server_error_from_wire(error, method=method, params=params,
                                              invalid_params_means_not_found=dialect.stateless)
@@ -742,7 +733,7 @@ class Pipeline:
                     call.refresh_headers()
                     continue
                 raise exc
-            result = response.get("result")
+            result = outcome.get("result")
             if not isinstance(result, dict):
                 raise InvalidResult(f"{method}: the result is not an object")
             kind = result.get("resultType", "complete")
@@ -750,36 +741,69 @@ class Pipeline:
                 dialect.result_type(result)  # an unknown resultType is invalid
             return result
 
-    def _may_resend(self, closed: ConnectionClosed, conn: Connection, pending: Any, method: str,
-                    mended: set[str]) -> bool:
-        """Whether a call whose connection closed under it is sent again on
-        a new one; else `closed` is marked with whether it may have run."""
-        supervisor = self.supervisor
-        if supervisor.closed:
-            return False
-        if closed.may_have_executed is False and "reconnect" not in mended and supervisor.may_restart(conn):
-            # Nothing of this request reached the server (its pipe was
-            # gone): it may be sent on a new connection. The connection's
-            # failure is a copy without the flag, so that the other callers'
-            # errors never carry it.
-            failure = copy_error(closed)
-            failure.__dict__.pop("may_have_executed", None)
-            conn.transport_failed(failure)
-            mended.add("reconnect")
-            return True
-        if conn.failure is None:
-            return False  # the call was refused before it was sent
-        if method in SAFE_TO_RETRY and "reconnect" not in mended and supervisor.may_restart(conn):
-            mended.add("reconnect")
-            log.info("%s: the connection failed; sending it again on a new one", method)
-            return True
-        sent = pending is not None and pending.unsent is None
-        closed.may_have_executed = sent
-        if sent and closed.args:
-            closed.args = (f"{closed.args[0]} (the request had been sent: it may have run on the server; "
-                           f"it is not sent again)", *closed.args[1:])
-        return False
 
+def _plan(call: Call, timeouts: Timeouts) -> Plan:
+    """A call's options, each checked, as the retry loop reads them
+    (`timeouts`: the client's, for what the call does not set)."""
+    options = call.options
+    timeout = options.get("timeout", timeouts.request)
+    check_timeout("timeout", timeout)
+    progress = options.get("progress")
+    if progress is not None and not callable(progress):
+        raise TypeError("progress must be a callable")
+    option_meta = options.get("meta")
+    if option_meta is not None and not isinstance(option_meta, Mapping):
+        raise TypeError("meta must be a mapping")
+    params_meta = (call.params or {}).get("_meta")
+    if params_meta is not None and not isinstance(params_meta, Mapping):
+        raise TypeError("params['_meta'] must be a mapping")
+    for layer in (option_meta, params_meta):
+        if layer and "progressToken" in layer:
+            raise ValueError("set progress= instead of a progressToken in _meta; the client routes by its own token")
+        if layer and META_PROTOCOL_VERSION in layer:
+            raise ValueError("the protocol version is the client's to set: use protocol= on connect()")
+    trace = options.get("trace_context")
+    trace_meta = validate_trace_context(trace) if trace is not None else None
+    max_total = options.get("max_total_timeout", timeouts.max_total)
+    check_timeout("max_total_timeout", max_total)
+    reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
+    on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
+    layers = (params_meta, option_meta, trace_meta)
+    return Plan(timeout, deadline_in(timeout), max_total,
+                # A progress token is asked for when progress resets the
+                # timeout, even with no callback to show it.
+                wants_progress=progress is not None or reset_on_progress, on_progress=on_progress,
+                reset_on_progress=reset_on_progress, layers=layers if any(layers) else None)
+
+
+def _may_resend(supervisor: Supervisor, closed: ConnectionClosed, conn: Connection, pending: Any, method: str,
+                mended: set[str]) -> bool:
+    """Whether a call whose connection closed under it is sent again on
+    a new one; else `closed` is marked with whether it may have run."""
+    if supervisor.closed:
+        return False
+    if closed.may_have_executed is False and "reconnect" not in mended and supervisor.may_restart(conn):
+        # Nothing of this request reached the server (its pipe was
+        # gone): it may be sent on a new connection. The connection's
+        # failure is a copy without the flag, so that the other callers'
+        # errors never carry it.
+        failure = copy_error(closed)
+        failure.__dict__.pop("may_have_executed", None)
+        conn.transport_failed(failure)
+        mended.add("reconnect")
+        return True
+    if conn.failure is None:
+        return False  # the call was refused before it was sent
+    if method in SAFE_TO_RETRY and "reconnect" not in mended and supervisor.may_restart(conn):
+        mended.add("reconnect")
+        log.info("%s: the connection failed; sending it again on a new one", method)
+        return True
+    sent = pending is not None and pending.unsent is None
+    closed.may_have_executed = sent
+    if sent and closed.args:
+        closed.args = (f"{closed.args[0]} (the request had been sent: it may have run on the server; "
+                       f"it is not sent again)", *closed.args[1:])
+    return False
 
 
 def _check_declarable(settled: Settled | None, handlers: Mapping[str, Any], extensions: Mapping[str, Any] | None) -> None:

@@ -274,25 +274,33 @@ def test_the_fast_lanes_call_and_plan_are_the_ones_their_constructors_build():
     assert type(plan) is Plan and plan == Plan(30.0, 123.0, None) and repr(plan) == repr(Plan(30.0, 123.0, None))
 
 
-def test_the_plain_calls_plan_is_the_one_the_general_path_would_make(monkeypatch):
+@pytest.mark.parametrize("route", ["send", "resumed"])
+def test_the_plain_calls_plan_is_the_one_the_general_path_would_make(route, monkeypatch):
     # The plain call spells out every field of its `Plan`, defaults
-    # included: each must be what `Plan(timeout, deadline, max_total)` and
+    # included, both where it goes through `send()` (here: no lane) and
+    # where the retry loop goes on from the lane's attempt (here: an error
+    # answer): each must be what `Plan(timeout, deadline, max_total)` and
     # `_plan()` make for a call with no options (no progress, no reset of
     # the timeout on progress, no `_meta` layers).
-    from mcp_sync.pipeline import Call, Plan
+    from mcp_sync.pipeline import Call, Plan, _plan
 
     with mcp_sync.connect(meta_server(), timeout=12.5, max_total_timeout=40.0) as client:
         pipeline = client._pipeline
         plans = []
         real = pipeline._send_mending
 
-        def recording(call, plan):
+        def recording(call, plan, attempt=None):
             plans.append(plan)
-            return real(call, plan)
+            return real(call, plan, attempt)
 
         monkeypatch.setattr(pipeline, "_send_mending", recording)
-        assert client.call_tool("show", {"a": 1}).text
-        general = pipeline._plan(Call("tools/call", {"name": "show"}, {}, {}))
+        if route == "send":
+            monkeypatch.setattr(pipeline, "_new_lane", lambda: None)
+            assert client.call_tool("show", {"a": 1}).text
+        else:
+            with pytest.raises(mcp_sync.ServerError):
+                client.call_tool("no-such-tool", {"a": 1})
+        general = _plan(Call("tools/call", {"name": "show"}, {}, {}), pipeline.timeouts)
     fast = plans[0]
     assert type(fast) is Plan and fast == Plan(12.5, fast.deadline, 40.0)
     assert fast._replace(deadline=None) == general._replace(deadline=None)

@@ -1,0 +1,239 @@
+"""The plain call's lane (`mcp_sync.plain_lane`): what it does not finish
+itself goes, with its attempt, to the one retry loop; it follows the
+connection; a call whose thread holds a slot takes the general path; and
+its calls are counted as the general path counts them."""
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import mcp_sync
+from mcp_sync.options import Reconnect
+from mcp_sync.status import Status
+from mcp_sync.testing import RpcError, Server
+from tests.helpers import demo_command, wait_until
+
+FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
+
+
+def lane_server(gate: threading.Event) -> Server:
+    server = Server(name="lane")
+    server.cancelled_calls = []
+
+    @server.tool(input_schema={"type": "object"})
+    def echo(args, ctx):
+        return str(args.get("text", ""))
+
+    @server.tool(input_schema={"type": "object"})
+    def refuse(args, ctx):
+        raise RpcError(-32001, "refused on purpose")
+
+    @server.tool(input_schema={"type": "object"})
+    def stuck(args, ctx):
+        if ctx.cancelled.wait(30):  # the client gave up on it and said so
+            server.cancelled_calls.append(args)
+        gate.wait(30)
+        return "late"
+
+    @server.tool(input_schema={"type": "object"})
+    def hold(args, ctx):
+        gate.wait(30)
+        return "held"
+
+    @server.tool(input_schema={"type": "object"})
+    def ask(args, ctx):
+        answer = ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        return f"asked {answer['content']['name']}"
+
+    return server
+
+
+def recording_attempts(pipeline, monkeypatch):
+    """Record what reaches the retry loop: (method, the attempt's outcome or None)."""
+    seen = []
+    real = pipeline._send_mending
+
+    def recording(call, plan, attempt=None):
+        seen.append((call.method, None if attempt is None else attempt.outcome))
+        return real(call, plan, attempt)
+
+    monkeypatch.setattr(pipeline, "_send_mending", recording)
+    return seen
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_an_answer_the_lane_does_not_finish_goes_to_the_retry_loop_with_its_attempt(protocol, monkeypatch):
+    gate = threading.Event()
+    with mcp_sync.connect(lane_server(gate), protocol=protocol) as client:
+        seen = recording_attempts(client._pipeline, monkeypatch)
+        assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        assert seen == []  # finished on the lane: the retry loop never ran
+        with pytest.raises(mcp_sync.ServerError) as plain:
+            client.call_tool("refuse", {})
+        ((method, outcome),) = seen
+        assert method == "tools/call" and outcome["error"]["code"] == -32001
+        with pytest.raises(mcp_sync.ServerError) as general:
+            client.call_tool("refuse", {}, timeout=30)  # an option: the general path
+        assert type(plain.value) is type(general.value) and str(plain.value) == str(general.value)
+        assert seen[1] == ("tools/call", None)  # the general path's own attempt
+
+
+def test_a_write_that_finds_the_pipe_gone_is_mended_by_the_retry_loop_on_a_new_connection(tmp_path, monkeypatch):
+    # `hold` makes the server close its stdin: the lane's next write fails
+    # with EPIPE before anything of it was sent, so the retry loop, given
+    # the lane's attempt, sends it again on a new connection.
+    record = tmp_path / "record"
+    server = [sys.executable, str(Path(__file__).parent / "servers" / "stops_reading.py"), str(record)]
+    # (The server answers nothing but `tools/call`: the reconnect's probe
+    # waits out `probe_timeout`, then trusts the pinned version.)
+    with mcp_sync.connect(server, protocol="2026-07-28", reconnect=FAST, timeout=10, probe_timeout=0.5) as client:
+        pipeline = client._pipeline
+        assert client.call_tool("echo", {"text": "one"}).text == "one"
+        first = client._conn
+        assert pipeline._lane.conn is first
+        seen = recording_attempts(pipeline, monkeypatch)
+        holding = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectionClosed, client.call_tool,
+                                                                "hold", {"seconds": 1}, timeout=10))
+        holding.start()
+        assert wait_until(lambda: record.exists() and "hold ran" in record.read_text(), 10)
+        assert client.call_tool("echo", {"text": "two"}).text == "two"
+        holding.join(15)
+        assert not holding.is_alive()
+        lanes = [outcome for _, outcome in seen if outcome is not None]
+        assert len(lanes) == 1 and isinstance(lanes[0], mcp_sync.ConnectionClosed)
+        assert client._conn is not first
+        before = len(seen)
+        assert client.call_tool("echo", {"text": "three"}).text == "three"
+        assert len(seen) == before  # finished on the lane of the new connection
+        assert pipeline._lane.conn is client._conn
+
+
+def test_a_plain_call_from_a_handler_whose_call_holds_the_only_slot_does_not_wait_for_one():
+    # An input handler runs on the calling thread while its call holds an
+    # admission slot; a call it makes must not wait for a second slot (with
+    # max_in_flight=1, its own), as `send()` never does.
+    gate = threading.Event()
+    clients = []
+
+    def name(params):
+        return {"action": "accept", "content": {"name": clients[0].call_tool("echo", {"text": "Ada"}).text}}
+
+    with mcp_sync.connect(lane_server(gate), protocol="2025-11-25", max_in_flight=1, max_queued=0, timeout=10,
+                          input_handlers={"form": name}) as client:
+        clients.append(client)
+        assert client.call_tool("ask", {}).text == "asked Ada"
+        assert client.stats().requests["tools/call"].outcomes["ok"] == 2
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_the_lane_counts_and_cancels_its_calls_as_the_general_path_does(plain):
+    gate = threading.Event()
+    options = {} if plain else {"timeout": 0.3}
+    server = lane_server(gate)
+    with mcp_sync.connect(server, timeout=0.3) as client:
+        for _ in range(3):
+            client.call_tool("echo", {"text": "x"}, **options)
+        with pytest.raises(mcp_sync.ServerError):
+            client.call_tool("refuse", {}, **options)
+        try:
+            with pytest.raises(mcp_sync.RequestTimeout):
+                client.call_tool("stuck", {}, **options)
+            assert wait_until(lambda: server.cancelled_calls, 10), "the server was not told the call was cancelled"
+        finally:
+            gate.set()  # the tool ends, and with it the server's thread
+        stats = client.stats()
+    calls = stats.requests["tools/call"]
+    assert calls.count == 5
+    assert {k: v for k, v in calls.outcomes.items() if v} == {"ok": 3, "error": 1, "timeout": 1}
+    assert stats.timeouts == 1 and stats.cancellations == 1
+
+
+BOTH = r'''
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "tools/call":
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []},
+                          "error": {"code": -32001, "message": "an error with a result"}}), flush=True)
+'''
+
+
+def test_a_response_with_an_error_and_a_result_is_an_error_on_the_lane_too():
+    # A broken server's answer carrying both: the general path reads the
+    # error, and so must the lane, which takes only an answer without one.
+    with mcp_sync.connect([sys.executable, "-c", BOTH], protocol="2026-07-28", timeout=10, probe_timeout=0.5) as client:
+        for options in ({}, {"timeout": 10}):
+            with pytest.raises(mcp_sync.ServerError, match="an error with a result"):
+                client.call_tool("anything", {}, **options)
+
+
+def test_the_lane_marks_the_keepalive_as_the_general_path_does(monkeypatch):
+    # A call in flight holds off the probe (`busy`/`idle`), and one that got
+    # its answer says the connection works (`touch`): in the same order on
+    # both paths, for an answer and for an error.
+    gate = threading.Event()
+    with mcp_sync.connect(lane_server(gate), keepalive=30) as client:
+        keepalive = client._supervisor.keepalive
+        marks = []
+        for name in ("busy", "touch", "idle"):
+            monkeypatch.setattr(keepalive, name, lambda name=name: marks.append(name))
+        by_path = {}
+        for path, options in (("plain", {}), ("general", {"timeout": 30})):
+            marks.clear()
+            client.call_tool("echo", {"text": "x"}, **options)
+            with pytest.raises(mcp_sync.ServerError):
+                client.call_tool("refuse", {}, **options)
+            by_path[path] = list(marks)
+    assert by_path["plain"] == by_path["general"] == ["busy", "touch", "idle", "busy", "idle"]
+
+
+def test_an_answer_on_the_lane_starts_a_fresh_run_of_the_reconnect_policy():
+    # The server died and the healer connected again (one attempt of the
+    # policy): the first answer, here on the new connection's lane, says
+    # the connection works, so the next failure starts from the first delay.
+    with mcp_sync.connect(demo_command(), reconnect=FAST) as client:
+        old = client._conn
+        os.kill(old.transport.pid, signal.SIGKILL)
+        assert wait_until(lambda: client._conn not in (old, None) and client.status is Status.READY, 10)
+        assert client._supervisor.attempts == 1
+        assert client.call_tool("echo", {"text": "x"}).text == "x"
+        assert client._pipeline._lane.conn is client._conn  # the lane took it
+        assert client._supervisor.attempts == 0
+
+
+def test_a_plain_call_that_waited_for_its_slot_keeps_its_own_deadline(monkeypatch):
+    # With max_in_flight=1 the call waits for the slot another call holds;
+    # what it then waits for its answer is what is left of its own timeout.
+    gate = threading.Event()
+    with mcp_sync.connect(lane_server(gate), max_in_flight=1, timeout=20) as client:
+        holder = threading.Thread(target=client.call_tool, args=("hold", {}), kwargs={"timeout": 30})
+        holder.start()
+        assert wait_until(lambda: client._supervisor.admission.in_flight == 1, 10)
+        conn, waits = client._conn, []
+        real_wait = conn.wait
+
+        def wait(pending, **options):
+            waits.append(options["timeout"])
+            return real_wait(pending, **options)
+
+        monkeypatch.setattr(conn, "wait", wait)
+        released = []
+
+        def release():
+            time.sleep(0.5)  # how long the call waits for the slot: measured, not assumed
+            released.append(time.monotonic())
+            gate.set()
+
+        started = time.monotonic()
+        releaser = threading.Thread(target=release)
+        releaser.start()
+        assert client.call_tool("echo", {"text": "x"}).text == "x"
+        releaser.join(10)
+        holder.join(10)
+    waited = released[0] - started
+    assert len(waits) == 1 and waits[0] <= 20 - waited + 0.05
