@@ -268,6 +268,9 @@ class ClientRequests:
         pipeline = self._pipeline
         try:
             catalog = pipeline.catalog
+            if (not options and pipeline.plain_calls and type(tool) is str and tool and not task and not wait
+                    and not catalog.list_before_calling and not catalog.task_required):
+                return pipeline.call_tool_plain(tool, arguments)  # the usual call: nothing below applies to it
             if catalog.list_before_calling and type(tool) is str and catalog.get(tool) is None:
                 from . import tasks as _tasks
 

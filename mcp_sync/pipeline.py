@@ -201,6 +201,9 @@ class Pipeline:
                                          options.tracer_provider, options.meter_provider)
         if self.tracer is not None:
             ids = self.tracer.noting_ids(ids)
+        #: Whether a call with no options may take `call_tool_plain`: no
+        #: cache, no tracing hook and no tasks by default, all fixed here.
+        self.plain_calls = self.cache is None and self.tracer is None and not options.tasks
         self.server_requests = ServerRequests(self.input_handlers, self.catalog.schemas)
         self.server_log = ServerLog()  # named once the server has said its name
         timeouts, limits = options.timeouts, options.limits

@@ -83,10 +83,11 @@ def test_a_tool_that_runs_only_as_a_task_is_run_as_one_even_before_it_was_listed
     with mcp_sync.connect(core_tasks(record=record)) as client:
         assert client.call_tool("must").text == "done task-1"
         assert client.call_tool("must", timeout=10).text == "done task-2"
+        assert client.call_tool("must").text == "done task-3"  # known now: still not a plain call
     methods = [m.get("method") for m in sent(record)]
     assert methods.count("tools/list") == 1  # listed once, to learn it runs only as a task
     calls = [m for m in sent(record) if m.get("method") == "tools/call"]
-    assert [c["params"].get("task") for c in calls] == [{}, {}]
+    assert [c["params"].get("task") for c in calls] == [{}, {}, {}]
 
 
 def test_wait_true_returns_the_result_and_list_tasks_lists_them():
