@@ -40,6 +40,7 @@ from .errors import (
     ConnectionClosed,
     HeaderMismatch,
     InvalidResult,
+    Overloaded,
     RequestTimeout,
     ServerError,
     SessionExpired,
@@ -52,7 +53,7 @@ from .errors import (
 from .metrics import Metrics
 from .negotiation import DECLARATION, TASKS_EXTENSION, Identity, Settled, Terms, offers_core_tasks
 from .options import ClientOptions, RequestOptions, Timeouts, check_input_handlers, check_positive_int, check_timeout
-from .plain_lane import MENDABLE, Attempt, PlainLane, account, adopts, calling, outcome_of
+from .plain_lane import MENDABLE, Attempt, PlainLane, adopts, calling
 from .protocol import inputs
 from .protocol.meta import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, merge_meta, validate_trace_context
 from .protocol.methods import SAFE_TO_RETRY
@@ -72,7 +73,6 @@ log = logging.getLogger("mcp_sync.client")
 
 #: The options of a call made with none (the fast lane's): read only.
 NO_OPTIONS = cast("RequestOptions", {})
-_OPEN = State.OPEN
 
 #: The extensions the client declares itself at `initialize` (see `negotiation`).
 _SELF_DECLARED = frozenset(DECLARATION["extensions"])
@@ -441,12 +441,13 @@ class Pipeline:
 
     def call_tool_plain(self, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
         """`call_tool`'s shortcut: a tool called by name with no options, on
-        a client with no cache and no tracer, which is most calls. The same
-        retry loop (`send`) sends it, and an `input_required` answer goes on
-        to the multi-round loop; only the steps that would find nothing to
-        do (option checks, the cache, the tracing hook) are skipped. What it
+        a client with no cache and no tracer, which is most calls. `send()`
+        sends it, its first attempt made by the connection's lane (see
+        `plain_lane`), and an `input_required` answer goes on to the
+        multi-round loop; only the steps that would find nothing to do
+        (option checks, the cache, the tracing hook) are skipped. What it
         sends and returns is what the general path sends and returns for
-        the same call (tests/test_fast_lane.py)."""
+        the same call (tests/test_fast_lane.py, tests/test_plain_lane.py)."""
         if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
         if os.getpid() != forking.pid:  # `forking.check()`'s test, without the call when nothing forked
@@ -463,14 +464,11 @@ class Pipeline:
         else:
             call = _new_call(Call, ("tools/call", params, NO_OPTIONS, self.input_handlers, None, None, None))
             lane, supervisor = self._lane, self.supervisor
-            if (lane is None or lane.conn is not supervisor.conn or lane.settled is not supervisor.settled
-                    or lane.conn.state is not _OPEN or supervisor.closed):
-                lane = self._new_lane()
-            if getattr(calling, "held", False):
-                lane = None  # a call made for one that holds a slot: `send()` knows it
+            if lane is None or lane.conn is not supervisor.conn or lane.settled is not supervisor.settled:
+                lane = self._new_lane()  # (the lane checks again once its call holds a slot)
         started = time.monotonic()
         try:
-            raw = self.send(call) if lane is None else lane.call_tool(call, started)
+            raw = self.send(call, lane)
         except UrlElicitationRequired as refused:
             raw = multiround.retry_after_url_elicitations(refused, lambda: self.send(call), call.handlers,
                                                           catalog.schemas, answer_input=True, started=started,
@@ -503,15 +501,18 @@ class Pipeline:
             return None
         handlers = self.input_handlers
         answer = functools.partial(self.server_requests.answer, handlers=handlers, conn=conn)
-        lane = PlainLane(conn, settled, self._meta_for(settled.dialect, handlers), answer, supervisor, self.metrics,
-                         self.timeouts.request, self.timeouts.max_total, self.server_log, self._resume)
+        lane = PlainLane(conn, settled, self._meta_for(settled.dialect, handlers), answer, supervisor,
+                         self.server_log, self._resume)
         self._lane = lane
         return lane
 
-    def _resume(self, call: Call, attempt: Attempt, deadline: float | None) -> dict[str, Any]:
-        """The retry loop, going on from the plain lane's attempt at `call`
-        (in the lane's admission slot), with the plan `send()` makes."""
-        return self._send_mending(call, Plan(self.timeouts.request, deadline, self.timeouts.max_total), attempt)
+    def _resume(self, call: Call, plan: Plan, attempt: Attempt | None) -> dict[str, Any]:
+        """The retry loop, going on from the plain lane's `attempt` at
+        `call` (from scratch with None), in the slot `send()` holds."""
+        try:
+            return self._send_mending(call, plan, attempt)
+        finally:
+            del attempt  # (no reference cycle through a failure raised again: see `_send_mending`)
 
     # -- step 2: the cache ------------------------------------------------------------------------
 
@@ -572,14 +573,18 @@ class Pipeline:
 
     # -- step 3: admission, metrics, keepalive ------------------------------------------------------
 
-    def send(self, call: Call) -> dict[str, Any]:
+    def send(self, call: Call, lane: PlainLane | None = None) -> dict[str, Any]:
         """One round's result (which may be `input_required`), through the
-        one retry loop (`_send_mending`), holding an admission slot."""
+        one retry loop (`_send_mending`), holding an admission slot; with
+        `lane` (a plain call's, see `plain_lane`), its first attempt made
+        by the lane."""
+        started = time.monotonic()
         options = call.options
-        if not options and call.extensions is None and (call.params is None or "_meta" not in call.params):
-            # The shortcut's case: no option to read or check.
+        if lane is not None or (not options and call.extensions is None
+                                and (call.params is None or "_meta" not in call.params)):
+            # The shortcut's case (a lane's call is one): no option to read or check.
             timeout = self.timeouts.request
-            plan = _new_plan(Plan, (timeout, None if timeout is None else time.monotonic() + timeout,
+            plan = _new_plan(Plan, (timeout, None if timeout is None else started + timeout,
                                     self.timeouts.max_total, False, None, False, None))
         else:
             plan = _plan(call, self.timeouts)
@@ -590,7 +595,6 @@ class Pipeline:
         keepalive = supervisor.keepalive
         if keepalive is not None:
             keepalive.busy()
-        started = time.monotonic()
         outcome = "error"
         try:
             if getattr(calling, "held", False):
@@ -602,23 +606,33 @@ class Pipeline:
                 with Slot(supervisor.admission, plan.deadline):  # `admission.slot()`, one call less
                     calling.held = True
                     try:
-                        result = self._send_mending(call, plan)
+                        result = self._send_mending(call, plan) if lane is None else lane.send(call, plan)
                     finally:
                         calling.held = False
             outcome = "ok"
             if keepalive is not None:
                 keepalive.touch()
             return result
-        except BaseException as failure:
-            outcome = outcome_of(failure)
+        except RequestTimeout:
+            outcome = "timeout"
+            raise
+        except Overloaded:
+            outcome = "shed"
+            raise
+        except KeyboardInterrupt:
+            outcome = "interrupted"
             raise
         finally:
             if keepalive is not None:
                 keepalive.idle()
-            if outcome == "ok":  # `account()`'s usual case, without the call
-                self.metrics.finished(call.method, "ok", time.monotonic() - started)
+            if outcome == "shed":
+                self.metrics.count("shed")  # refused before anything was sent: not a request
             else:
-                account(self.metrics, supervisor, call.method, outcome, started)
+                self.metrics.finished(call.method, outcome, time.monotonic() - started)
+                if outcome in ("timeout", "interrupted"):
+                    settled = supervisor.settled
+                    if settled is not None and settled.dialect.may_cancel(call.method):
+                        self.metrics.count("cancellations")  # the engine told the server it gave up
 
     # -- step 4: the one retry loop, and the engine ---------------------------------------------------
 
@@ -644,7 +658,7 @@ class Pipeline:
         supervisor = self.supervisor
         mended: set[str] = set()
         while True:
-            outcome: dict[str, Any] | BaseException
+            outcome: dict[str, Any] | BaseException | None
             if attempt is not None:
                 conn, generation, pending, dialect, params, outcome = attempt
                 attempt = None
@@ -710,19 +724,22 @@ class Pipeline:
                         supervisor.alive()
             if not isinstance(outcome, dict):  # one of MENDABLE, raised by `send_request` or `wait`
                 if isinstance(outcome, SessionExpired):
-                    if "session" in mended or dialect.stateless:
-                        raise outcome
-                    mended.add("session")
-                    supervisor.renew_session(conn, generation)
-                    continue
-                if isinstance(outcome, ConnectionClosed):
+                    if "session" not in mended and not dialect.stateless:
+                        mended.add("session")
+                        supervisor.renew_session(conn, generation)
+                        continue
+                elif isinstance(outcome, ConnectionClosed):
                     if _may_resend(supervisor, outcome, conn, pending, method, mended):
                         continue
+                elif method in SAFE_TO_RETRY and "resend" not in mended and not supervisor.closed:
+                    mended.add("resend")  # a ConnectError of a request safe to repeat
+                    continue
+                try:
                     raise outcome
-                if method not in SAFE_TO_RETRY or "resend" in mended or supervisor.closed:
-                    raise outcome  # a ConnectError
-                mended.add("resend")
-                continue
+                finally:
+                    # The traceback holds this frame: it must not hold the
+                    # failure in turn (a reference cycle per failed call).
+                    outcome = None
             error = outcome.get("error")
             if error is not None:
                 exc = server_error_from_wire(error, method=method, params=params,

@@ -37,7 +37,7 @@ from tests.helpers import wait_until
 #: (transport, what) -> {thread: most calls of mcp_sync functions}.
 #: `list` is one `list_tools()` page of the demo server (16 tools).
 BUDGETS: dict[tuple[str, str], dict[str, int]] = {
-    ("stdio", "call"): {"caller": 19, "reader": 3},
+    ("stdio", "call"): {"caller": 20, "reader": 3},
     ("stdio", "list"): {"caller": 43, "reader": 3},
     ("http", "call"): {"caller": 82, "reader": 0},
     ("http", "list"): {"caller": 101, "reader": 0},

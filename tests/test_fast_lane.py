@@ -294,13 +294,16 @@ def test_the_plain_calls_plan_is_the_one_the_general_path_would_make(route, monk
             return real(call, plan, attempt)
 
         monkeypatch.setattr(pipeline, "_send_mending", recording)
+        before = time.monotonic()
         if route == "send":
             monkeypatch.setattr(pipeline, "_new_lane", lambda: None)
             assert client.call_tool("show", {"a": 1}).text
         else:
             with pytest.raises(mcp_sync.ServerError):
                 client.call_tool("no-such-tool", {"a": 1})
+        after = time.monotonic()
         general = _plan(Call("tools/call", {"name": "show"}, {}, {}), pipeline.timeouts)
     fast = plans[0]
     assert type(fast) is Plan and fast == Plan(12.5, fast.deadline, 40.0)
+    assert before + 12.5 <= fast.deadline <= after + 12.5  # the call's own deadline, set when it began
     assert fast._replace(deadline=None) == general._replace(deadline=None)

@@ -3,6 +3,7 @@ itself goes, with its attempt, to the one retry loop; it follows the
 connection; a call whose thread holds a slot takes the general path; and
 its calls are counted as the general path counts them."""
 
+import gc
 import os
 import signal
 import sys
@@ -153,23 +154,37 @@ def test_the_lane_counts_and_cancels_its_calls_as_the_general_path_does(plain):
     assert stats.timeouts == 1 and stats.cancellations == 1
 
 
-BOTH = r'''
+BROKEN = r'''
 import json, sys
+ANSWERS = {
+    "both": {"result": {"content": []}, "error": {"code": -32001, "message": "an error with a result"}},
+    "number": {"result": 5},
+    "unknown": {"result": {"resultType": "unheard-of", "content": []}},
+}
 for line in sys.stdin:
     message = json.loads(line)
     if message.get("method") == "tools/call":
-        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []},
-                          "error": {"code": -32001, "message": "an error with a result"}}), flush=True)
+        answer = ANSWERS[message["params"]["name"]]
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], **answer}), flush=True)
 '''
 
 
-def test_a_response_with_an_error_and_a_result_is_an_error_on_the_lane_too():
-    # A broken server's answer carrying both: the general path reads the
-    # error, and so must the lane, which takes only an answer without one.
-    with mcp_sync.connect([sys.executable, "-c", BOTH], protocol="2026-07-28", timeout=10, probe_timeout=0.5) as client:
+@pytest.mark.parametrize("tool, error, words", [
+    ("both", mcp_sync.ServerError, "an error with a result"),
+    ("number", mcp_sync.InvalidResult, "not an object"),
+    ("unknown", mcp_sync.InvalidResult, "unheard-of"),
+])
+def test_a_broken_answer_is_refused_on_the_lane_as_on_the_general_path(tool, error, words):
+    # The lane finishes only an answer without an error whose result is an
+    # object of resultType "complete"; the retry loop refuses the others.
+    with mcp_sync.connect([sys.executable, "-c", BROKEN], protocol="2026-07-28", timeout=10,
+                          probe_timeout=0.5) as client:
+        raised = []
         for options in ({}, {"timeout": 10}):
-            with pytest.raises(mcp_sync.ServerError, match="an error with a result"):
-                client.call_tool("anything", {}, **options)
+            with pytest.raises(error, match=words) as info:
+                client.call_tool(tool, {}, **options)
+            raised.append((type(info.value), str(info.value)))
+        assert raised[0] == raised[1]
 
 
 def test_the_lane_marks_the_keepalive_as_the_general_path_does(monkeypatch):
@@ -237,3 +252,141 @@ def test_a_plain_call_that_waited_for_its_slot_keeps_its_own_deadline(monkeypatc
         holder.join(10)
     waited = released[0] - started
     assert len(waits) == 1 and waits[0] <= 20 - waited + 0.05
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_a_call_queued_for_its_slot_when_the_server_dies_is_sent_on_the_new_connection(plain):
+    # The lane is looked at before the call waits for its slot: once it holds
+    # it, a lane whose connection failed meanwhile hands the call, whole, to
+    # the retry loop, which sends it on the new connection (as it does for
+    # the general path), instead of on the dead one.
+    options = {} if plain else {"timeout": 10}
+    with mcp_sync.connect(demo_command(), reconnect=FAST, max_in_flight=1, timeout=10) as client:
+        assert client.call_tool("echo", {"text": "warm"}).text == "warm"  # the lane is made
+        admission = client._supervisor.admission
+        holding = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectionClosed, client.call_tool,
+                                                                "sleep", {"seconds": 30}, timeout=20))
+        holding.start()
+        assert wait_until(lambda: admission.in_flight == 1, 10)
+        outcome = {}
+
+        def queued():
+            try:
+                outcome["text"] = client.call_tool("echo", {"text": "queued"}, **options).text
+            except mcp_sync.McpError as exc:
+                outcome["error"] = exc
+
+        waiting = threading.Thread(target=queued)
+        waiting.start()
+        assert wait_until(lambda: admission.queued == 1, 10)
+        old = client._conn
+        os.kill(old.transport.pid, signal.SIGKILL)
+        waiting.join(15)
+        holding.join(15)
+        assert outcome == {"text": "queued"}
+        assert client._conn is not old
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_an_interrupt_once_the_answer_is_in_leaves_the_keepalive_idle_and_is_counted(plain):
+    gate = threading.Event()
+    with mcp_sync.connect(lane_server(gate), keepalive=30) as client:
+        keepalive = client._supervisor.keepalive
+        real = keepalive.touch
+
+        def touch():  # the first thing after the answer, on both paths
+            keepalive.touch = real
+            raise KeyboardInterrupt
+
+        keepalive.touch = touch
+        with pytest.raises(KeyboardInterrupt):
+            client.call_tool("echo", {"text": "x"}, **({} if plain else {"timeout": 30}))
+        assert keepalive.in_flight == 0  # else no probe would ever run again
+        outcomes = client.stats().requests["tools/call"].outcomes
+        assert {k: v for k, v in outcomes.items() if v} == {"interrupted": 1}
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_a_mended_calls_error_does_not_carry_the_mended_failure(plain):
+    # The first sending fails before anything was written and is mended (sent
+    # again on a new connection); the error answer to the second is raised
+    # as it is, not "during the handling" of the first failure.
+    options = {} if plain else {"timeout": 10}
+    with mcp_sync.connect(demo_command(), reconnect=FAST, timeout=10) as client:
+        client.call_tool("echo", {"text": "warm"})
+        conn = client._conn
+        real = conn.send_request
+
+        def send_request(*args, **kwargs):
+            conn.send_request = real
+            failure = mcp_sync.ConnectionClosed("the pipe is gone (a test)")
+            failure.may_have_executed = False
+            raise failure
+
+        conn.send_request = send_request
+        with pytest.raises(mcp_sync.ServerError) as info:
+            client.call_tool("no-such-tool", {}, **options)
+        assert client._conn is not conn
+        assert info.value.__context__ is None and info.value.__cause__ is None
+
+
+@pytest.mark.parametrize("how", ["dead server, plain", "dead server, general", "refused send, plain",
+                                 "refused send, general"])
+def test_a_failed_call_leaves_no_reference_cycle(how, monkeypatch):
+    # A failure the retry loop kept as a value and raised again must not hold
+    # the frames that hold it: each failed call would leave a cycle for the
+    # garbage collector (a count, not a timing). A dead server fails the
+    # call in the retry loop; a refused send fails the lane's own attempt.
+    options = {} if how.endswith("plain") else {"timeout": 10}
+    with mcp_sync.connect(demo_command(), reconnect=False, restart=False, timeout=10) as client:
+        client.call_tool("echo", {"text": "warm"})
+        conn = client._conn
+        if how.startswith("dead"):
+            os.kill(conn.transport.pid, signal.SIGKILL)
+            assert wait_until(lambda: conn.failure is not None, 10)
+        else:
+            def refuse(*args, **kwargs):
+                raise mcp_sync.ConnectionClosed("refused (a test)")
+
+            monkeypatch.setattr(conn, "send_request", refuse)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(50):
+                with pytest.raises(mcp_sync.ConnectionClosed):
+                    client.call_tool("echo", {"text": "x"}, **options)
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+
+
+def test_a_queued_plain_call_keeps_its_deadline_while_it_waits_for_a_slot():
+    gate = threading.Event()
+    with mcp_sync.connect(lane_server(gate), max_in_flight=1, timeout=0.3) as client:
+        holder = threading.Thread(target=client.call_tool, args=("hold", {}), kwargs={"timeout": 30})
+        holder.start()
+        try:
+            assert wait_until(lambda: client._supervisor.admission.in_flight == 1, 10)
+            with pytest.raises(mcp_sync.RequestTimeout, match="free slot") as info:
+                client.call_tool("echo", {"text": "x"})
+            assert "nothing was sent" in str(info.value)
+        finally:
+            gate.set()
+            holder.join(10)
+
+
+def test_the_servers_log_messages_during_a_plain_call_go_to_its_logger(caplog):
+    server = Server(name="logs")
+
+    @server.tool(input_schema={"type": "object"})
+    def talk(args, ctx):
+        ctx.log("warning", "said during the call")
+        return "done"
+
+    with caplog.at_level("DEBUG"), mcp_sync.connect(server, log_level="debug") as client:
+        for options in ({}, {"timeout": 10}):
+            caplog.clear()
+            assert client.call_tool("talk", {}, **options).text == "done"
+            assert wait_until(lambda: any("said during the call" in r.getMessage() for r in caplog.records), 10)
+            names = {r.name for r in caplog.records if "said during the call" in r.getMessage()}
+            assert names == {"mcp_sync.server.logs"}, names
