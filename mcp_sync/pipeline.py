@@ -752,7 +752,10 @@ class Pipeline:
                     mended.add("headers")
                     call.refresh_headers()
                     continue
-                raise exc
+                try:
+                    raise exc
+                finally:
+                    del exc  # (as for `outcome` above)
             result = outcome.get("result")
             if not isinstance(result, dict):
                 raise InvalidResult(f"{method}: the result is not an object")

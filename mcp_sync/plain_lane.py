@@ -106,9 +106,11 @@ class PlainLane:
         holding the call's admission slot (`Pipeline.send()`): complete
         from this attempt, else whatever the retry loop made of it."""
         conn, supervisor = self.conn, self._supervisor
-        if conn is not supervisor.conn or self.settled is not supervisor.settled or conn.state is not _OPEN:
-            # Stale since the caller looked (a reconnect or a re-discovery
-            # while the call waited for its slot): the retry loop, whole.
+        if (conn is not supervisor.conn or self.settled is not supervisor.settled or conn.state is not _OPEN
+                or supervisor.closed):
+            # Stale since the caller looked (a reconnect, a re-discovery or
+            # a close() begun while the call waited for its slot): the retry
+            # loop, whole, which knows what to do about it.
             return self._resume(call, plan, None)
         generation = supervisor.session_generation
         timeout, deadline = plan.timeout, plan.deadline

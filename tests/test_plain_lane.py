@@ -25,6 +25,7 @@ FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
 def lane_server(gate: threading.Event) -> Server:
     server = Server(name="lane")
     server.cancelled_calls = []
+    server.holding = threading.Event()
 
     @server.tool(input_schema={"type": "object"})
     def echo(args, ctx):
@@ -43,6 +44,7 @@ def lane_server(gate: threading.Event) -> Server:
 
     @server.tool(input_schema={"type": "object"})
     def hold(args, ctx):
+        server.holding.set()  # its caller is in `wait()` by now
         gate.wait(30)
         return "held"
 
@@ -225,10 +227,11 @@ def test_a_plain_call_that_waited_for_its_slot_keeps_its_own_deadline(monkeypatc
     # With max_in_flight=1 the call waits for the slot another call holds;
     # what it then waits for its answer is what is left of its own timeout.
     gate = threading.Event()
-    with mcp_sync.connect(lane_server(gate), max_in_flight=1, timeout=20) as client:
+    server = lane_server(gate)
+    with mcp_sync.connect(server, max_in_flight=1, timeout=20) as client:
         holder = threading.Thread(target=client.call_tool, args=("hold", {}), kwargs={"timeout": 30})
         holder.start()
-        assert wait_until(lambda: client._supervisor.admission.in_flight == 1, 10)
+        assert server.holding.wait(10)  # the holder has its slot and waits in `conn.wait`
         conn, waits = client._conn, []
         real_wait = conn.wait
 
@@ -244,9 +247,9 @@ def test_a_plain_call_that_waited_for_its_slot_keeps_its_own_deadline(monkeypatc
             released.append(time.monotonic())
             gate.set()
 
-        started = time.monotonic()
         releaser = threading.Thread(target=release)
         releaser.start()
+        started = time.monotonic()
         assert client.call_tool("echo", {"text": "x"}).text == "x"
         releaser.join(10)
         holder.join(10)
@@ -264,10 +267,12 @@ def test_a_call_queued_for_its_slot_when_the_server_dies_is_sent_on_the_new_conn
     with mcp_sync.connect(demo_command(), reconnect=FAST, max_in_flight=1, timeout=10) as client:
         assert client.call_tool("echo", {"text": "warm"}).text == "warm"  # the lane is made
         admission = client._supervisor.admission
-        holding = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectionClosed, client.call_tool,
-                                                                "sleep", {"seconds": 30}, timeout=20))
+        received = threading.Event()  # its first progress: the server has the holder's request
+        holding = threading.Thread(target=lambda: pytest.raises(
+            mcp_sync.ConnectionClosed, client.call_tool, "countdown", {"steps": 300, "delay": 0.1}, timeout=20,
+            progress=lambda p: received.set()))
         holding.start()
-        assert wait_until(lambda: admission.in_flight == 1, 10)
+        assert received.wait(10) and admission.in_flight == 1
         outcome = {}
 
         def queued():
@@ -331,20 +336,23 @@ def test_a_mended_calls_error_does_not_carry_the_mended_failure(plain):
 
 
 @pytest.mark.parametrize("how", ["dead server, plain", "dead server, general", "refused send, plain",
-                                 "refused send, general"])
+                                 "refused send, general", "error answer, plain", "error answer, general"])
 def test_a_failed_call_leaves_no_reference_cycle(how, monkeypatch):
     # A failure the retry loop kept as a value and raised again must not hold
     # the frames that hold it: each failed call would leave a cycle for the
     # garbage collector (a count, not a timing). A dead server fails the
-    # call in the retry loop; a refused send fails the lane's own attempt.
+    # call in the retry loop; a refused send fails the lane's own attempt;
+    # an error answer is raised by the retry loop.
     options = {} if how.endswith("plain") else {"timeout": 10}
+    erring = how.startswith("error")
+    tool, expected = ("no-such-tool", mcp_sync.ServerError) if erring else ("echo", mcp_sync.ConnectionClosed)
     with mcp_sync.connect(demo_command(), reconnect=False, restart=False, timeout=10) as client:
         client.call_tool("echo", {"text": "warm"})
         conn = client._conn
         if how.startswith("dead"):
             os.kill(conn.transport.pid, signal.SIGKILL)
             assert wait_until(lambda: conn.failure is not None, 10)
-        else:
+        elif how.startswith("refused"):
             def refuse(*args, **kwargs):
                 raise mcp_sync.ConnectionClosed("refused (a test)")
 
@@ -353,8 +361,8 @@ def test_a_failed_call_leaves_no_reference_cycle(how, monkeypatch):
         gc.disable()
         try:
             for _ in range(50):
-                with pytest.raises(mcp_sync.ConnectionClosed):
-                    client.call_tool("echo", {"text": "x"}, **options)
+                with pytest.raises(expected):
+                    client.call_tool(tool, {"text": "x"}, **options)
             assert gc.collect() == 0
         finally:
             gc.enable()
@@ -362,11 +370,12 @@ def test_a_failed_call_leaves_no_reference_cycle(how, monkeypatch):
 
 def test_a_queued_plain_call_keeps_its_deadline_while_it_waits_for_a_slot():
     gate = threading.Event()
-    with mcp_sync.connect(lane_server(gate), max_in_flight=1, timeout=0.3) as client:
+    server = lane_server(gate)
+    with mcp_sync.connect(server, max_in_flight=1, timeout=0.3) as client:
         holder = threading.Thread(target=client.call_tool, args=("hold", {}), kwargs={"timeout": 30})
         holder.start()
         try:
-            assert wait_until(lambda: client._supervisor.admission.in_flight == 1, 10)
+            assert server.holding.wait(10)
             with pytest.raises(mcp_sync.RequestTimeout, match="free slot") as info:
                 client.call_tool("echo", {"text": "x"})
             assert "nothing was sent" in str(info.value)
@@ -390,3 +399,78 @@ def test_the_servers_log_messages_during_a_plain_call_go_to_its_logger(caplog):
             assert wait_until(lambda: any("said during the call" in r.getMessage() for r in caplog.records), 10)
             names = {r.name for r in caplog.records if "said during the call" in r.getMessage()}
             assert names == {"mcp_sync.server.logs"}, names
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_a_call_waiting_for_its_slot_when_close_begins_is_not_sent(plain):
+    # close() marks the client closed, then closes admission, then the
+    # connection. A call that passed `send()`'s look at `closed` and then got
+    # its slot must not be sent in between: the lane looks again.
+    ran = []
+    server = Server(name="closing")
+
+    @server.tool(input_schema={"type": "object"})
+    def work(args, ctx):
+        ran.append(args)
+        return "done"
+
+    with mcp_sync.connect(server, keepalive=30, timeout=30) as client:
+        assert client.call_tool("work", {}).text == "done"  # the lane is made
+        ran.clear()
+        supervisor = client._supervisor
+        keepalive, admission = supervisor.keepalive, supervisor.admission
+        at_busy, may_go = threading.Event(), threading.Event()
+        real_busy, real_close = keepalive.busy, admission.close
+
+        def busy():  # after `send()` looked at `closed`, before its slot
+            real_busy()
+            at_busy.set()
+            assert may_go.wait(10)
+
+        def close_admission(error):  # `closed` is set by now: let the call take its slot
+            may_go.set()
+            caller.join(10)
+            real_close(error)
+
+        keepalive.busy, admission.close = busy, close_admission
+        outcome = {}
+
+        def call():
+            try:
+                outcome["text"] = client.call_tool("work", {}, **({} if plain else {"timeout": 30})).text
+            except mcp_sync.McpError as exc:
+                outcome["error"] = exc
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        assert at_busy.wait(10)
+        client.close()
+    caller.join(10)
+    assert ran == [] and isinstance(outcome.get("error"), mcp_sync.ConnectionClosed), outcome
+
+
+def test_a_call_waiting_for_its_slot_while_the_version_is_settled_again_takes_the_retry_loop(monkeypatch):
+    # A lane belongs to one settled version: when the version was settled
+    # again while its call waited for a slot, the retry loop sends the call,
+    # with the new version's `_meta`.
+    gate = threading.Event()
+    server = lane_server(gate)
+    with mcp_sync.connect(server, max_in_flight=1, timeout=20) as client:
+        pipeline, supervisor = client._pipeline, client._supervisor
+        assert client.call_tool("echo", {"text": "warm"}).text == "warm"  # the lane is made
+        holder = threading.Thread(target=client.call_tool, args=("hold", {}), kwargs={"timeout": 30})
+        holder.start()
+        assert server.holding.wait(10)
+        seen = recording_attempts(pipeline, monkeypatch)
+        outcome = {}
+        waiting = threading.Thread(target=lambda: outcome.update(text=client.call_tool("echo", {"text": "x"}).text))
+        waiting.start()
+        assert wait_until(lambda: supervisor.admission.queued == 1, 10)
+        supervisor.settled = supervisor.settled._replace()  # settled again: equal terms, another value
+        gate.set()
+        waiting.join(10)
+        holder.join(10)
+        assert outcome == {"text": "x"}
+        assert seen == [("tools/call", None)]  # the retry loop, from scratch
+        assert client.call_tool("echo", {"text": "y"}).text == "y"
+        assert pipeline._lane.settled is supervisor.settled and len(seen) == 1  # a new lane for the new terms
