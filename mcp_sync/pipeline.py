@@ -695,7 +695,7 @@ class Pipeline:
                 if timeout is not None and deadline is not None:
                     # What is left of the call's time once part of it went to
                     # waiting for a slot or a reconnect (over 10 ms: the deadline
-                    # is the call's, absolute).
+                    # is the call's, absolute). `PlainLane.send` has the same lines.
                     left = deadline - time.monotonic()
                     if left <= timeout - 0.01:
                         timeout = max(left, 0.001)
