@@ -294,18 +294,20 @@ class Connection:
             deadline = started + timeout if timeout is not None else None
             hard_deadline = (started + max_total_timeout if reset_timeout_on_progress and max_total_timeout is not None
                              and deadline is not None else None)
-            # The main thread wakes now and then (`slice_of`), so a simulated
-            # Ctrl-C (`_thread.interrupt_main()`) is raised while it waits.
-            # (These few lines run on every call: the helpers' bodies are
-            # written out here, to keep the per-call budget.)
-            main = threading.current_thread() is threading.main_thread()
-            get = pending.inbox.get
             if pending.unsent is not None:
                 unsent, pending.unsent = pending.unsent, None  # see `send_deferred()`
                 limit = deadline if hard_deadline is None or deadline is None else min(deadline, hard_deadline)
                 paused = self.transport.exchange(unsent[0], unsent[1], limit)
                 if paused and deadline is not None:
                     deadline += paused  # time spent authorizing is not the call's
+            # The main thread wakes now and then (`slice_of`), so a simulated
+            # Ctrl-C (`_thread.interrupt_main()`) is raised while it waits.
+            # (These few lines run on every call: the helpers' bodies are
+            # written out here, to keep the per-call budget; after the
+            # exchange above, which over stdio writes the request, so that
+            # they run while the server works on it.)
+            main = threading.current_thread() is threading.main_thread()
+            get = pending.inbox.get
             while True:
                 if deadline is None:
                     wait_for = MAIN_THREAD_SLICE if main else None

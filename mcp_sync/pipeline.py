@@ -473,13 +473,15 @@ class Pipeline:
             raw = multiround.retry_after_url_elicitations(refused, lambda: self.send(call), call.handlers,
                                                           catalog.schemas, answer_input=True, started=started,
                                                           max_total_timeout=self.timeouts.max_total)
-        if raw.get("resultType") == "input_required":
+        kind = raw.get("resultType")
+        if kind == "input_required":
             raw = multiround.answer_rounds(
                 lambda params: self.send(call._replace(params=params)), call.method, dict(call.params or {}),
                 handlers=call.handlers, answer_input=True, max_rounds=self.limits.max_input_rounds,
                 input_responses=None, request_state=None, schemas=catalog.schemas,
                 max_total_timeout=self.timeouts.max_total, started=started, first=raw)
-        if raw.get("resultType") == "task":
+            kind = raw.get("resultType")
+        if kind == "task":
             raise InvalidResult("tools/call: the server answered with a task, which the call did not ask for")
         # The call's deadline bounds its output check (see SchemaCache.errors).
         if known is not None:

@@ -773,7 +773,15 @@ class CallToolResult(WireModel):
     @property
     def text(self) -> str:
         """All text content blocks joined by newlines."""
-        return _text_of(self.content)
+        content = self.content
+        if len(content) == 1 and type(content[0]) is TextContent:
+            # The usual result, one text block: its text, without the join
+            # (what the join gives; anything but a `str` takes the join,
+            # which says what is wrong).
+            text = content[0].text
+            if type(text) is str:
+                return text
+        return _text_of(content)
 
     def raise_for_error(self) -> CallToolResult:
         """Raise `ToolError` if the tool reported failure; else return self."""

@@ -234,3 +234,34 @@ def test_call_tool_results_blocks_are_copied_as_the_generic_build_copies_them():
     result = CallToolResult.from_wire({"content": [block]})
     block["text"] = "changed"
     assert result.text == "hi" and result.content[0].raw == {"type": "text", "text": "hi"}
+
+
+@pytest.mark.parametrize("content", [
+    [],
+    [{"type": "text", "text": "one"}],
+    [{"type": "text", "text": ""}],
+    [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+    [{"type": "image", "data": "AA==", "mimeType": "image/png"}],
+    [{"type": "image", "data": "AA==", "mimeType": "image/png"}, {"type": "text", "text": "after"}],
+    [{"type": "text", "text": "a"}, {"type": "resource_link", "uri": "file:///x", "name": "x"}],
+])
+def test_text_is_the_text_blocks_joined_whatever_the_shortcut(content):
+    # `text` takes a single text block's text without the join: the same
+    # string the join gives, for one block and for any other shape.
+    from mcp_sync.types import CallToolResult, TextContent
+
+    result = CallToolResult.from_wire({"content": content})
+    assert result.text == "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+    assert result.text == "\n".join(b["text"] for b in content if b["type"] == "text")
+
+
+def test_text_of_a_block_without_a_string_fails_as_the_join_does():
+    # A text block whose text is null (built by the generic path, which
+    # keeps None) is no string to return: the shortcut leaves it to the
+    # join, which raises, rather than hand back None as the text.
+    from mcp_sync.types import CallToolResult
+
+    result = CallToolResult.from_wire({"content": [{"type": "text", "text": None}]})
+    assert result.content[0].text is None
+    with pytest.raises(TypeError):
+        result.text
