@@ -168,8 +168,9 @@ class Inbox:
         self._held: tuple[Any, ...] | None = None  # taken from the queue, waiting for older events
         # Lane events taken, in order, not yet returned: the consumer takes
         # every lane event that is next in one go (one lock, not one per
-        # event), then returns them one by one. The consumer's alone.
-        self._ready: collections.deque[tuple[str, Any]] = collections.deque()
+        # event), then returns them one by one. The consumer's alone; made
+        # with its first lane event (most calls have none).
+        self._ready: collections.deque[tuple[str, Any]] | None = None
 
     # -- producers (under the connection's lock) ------------------------------------
 
@@ -333,6 +334,8 @@ class Inbox:
         # before any lane event.
         bound = seen if held is None else (held[2] if len(held) == 3 else 0)
         ready = self._ready
+        if ready is None:
+            ready = self._ready = collections.deque()
         ended = 0
         with lanes.lock:
             progress, logs = lanes.progress, lanes.logs
@@ -366,7 +369,7 @@ class Inbox:
     def qsize(self) -> int:
         """Events waiting now (approximate while events arrive)."""
         lanes = self._lanes
-        waiting = self._queue.qsize() + (self._held is not None) + len(self._ready)
+        waiting = self._queue.qsize() + (self._held is not None) + len(self._ready or ())
         if lanes is None:
             return waiting
         with lanes.lock:
