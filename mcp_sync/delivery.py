@@ -37,7 +37,7 @@ from operator import itemgetter
 from typing import Any, Callable
 
 from . import router as routes
-from .engine_threads import EngineThreads
+from .engine_threads import MAX_QUEUED_LOGS, EngineThreads
 from .errors import InvalidMessage, TransportError
 from .inbox import CROWDED, FIRST_DROP, REFUSED, Drops
 from .protocol import codes, jsonrpc
@@ -46,8 +46,13 @@ from .router import ADOPTED, LOG, NOTIFIED, PROGRESS, RESPONSE, Router
 log = logging.getLogger("mcp_sync.connection")
 
 _CALL = routes.CALL
+_CLIENT_LOG = routes.CLIENT_LOG
 _params = itemgetter("params")
 _SUBSCRIPTION = routes.SUBSCRIPTION
+#: The most log messages (for no call) a read hands on at once: a quarter
+#: of the log queue's bound, so a hand-off that finds it half full lets the
+#: log thread run before the next part, well before anything is dropped.
+_LOG_RUN = MAX_QUEUED_LOGS // 4
 
 
 class Delivery:
@@ -75,7 +80,7 @@ class Delivery:
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None, *,
                 held: list[Any] | None = None, invalid: list[str] | None = None,
-                gathered: list[Any] | None = None) -> None:
+                gathered: list[Any] | None = None, logs: list[dict[str, Any]] | None = None) -> None:
         """Route one message (a dict, or a list for a batch) and carry the
         route out. `related_to`: see `MessageSink.deliver`.
 
@@ -86,20 +91,31 @@ class Delivery:
         channel (the items of a batch). With `gathered` (`deliver_all`, who
         hands on what is left there at the end), a notification for a
         subscription that takes them many at a time waits there, after its
-        owner, to be handed on with the others of the read (`_hand_on`)."""
+        owner, to be handed on with the others of the read (`_hand_on`).
+        With `logs` (`deliver_all` too), a log message for no call waits
+        there, to go to the log thread with the others of the read."""
         if type(message) is not dict:
             if gathered:
                 self._hand_on(gathered)  # (see below)
+            if logs:
+                self._hand_on_logs(logs)
             if type(message) is list:
                 self._deliver_batch(message, related_to, held)
                 return
-        elif gathered and "id" in message:
+        elif "id" in message and (gathered or logs):
             # A response or a request comes after what was gathered before
-            # it: whoever it wakes finds those notifications queued already.
-            self._hand_on(gathered)
+            # it: whoever it wakes finds those notifications queued already
+            # (and a close() it leads to flushes those log messages).
+            if gathered:
+                self._hand_on(gathered)
+            if logs:
+                self._hand_on_logs(logs)
         overflow = None
         with self._lock:  # once per message: this is the hot path
             route = self._router.receive(message, related_to)
+            if route[0] is _CLIENT_LOG and logs is not None:
+                logs.append(route[3])
+                return
             if route[0] is _CALL:
                 # Under the lock: once `abandon()` has forgotten a call,
                 # nothing more can land in its inbox unseen.
@@ -153,13 +169,21 @@ class Delivery:
         for other threads, go into its inbox as they are routed)."""
         held: list[Any] = []  # the calls whose wake-up is held
         gathered: list[Any] = []
+        logs: list[dict[str, Any]] = []  # log messages for no call, for the log thread
+        log_run = _LOG_RUN
         deliver, lock, run_for = self.deliver, self._lock, self._router.run_for
         index, count = 0, len(messages)
         while index < count:
             size = len(gathered)
             message = messages[index]
-            deliver(message, None, held=held, gathered=gathered)
+            deliver(message, None, held=held, gathered=gathered, logs=logs)
             index += 1
+            if len(logs) >= log_run:
+                # Handed on in parts, and one at a time while the log queue
+                # is half full or more: each such hand-off lets the log
+                # thread run (`log_all`), so a handler that keeps up on
+                # average loses none of a long read's.
+                log_run = 1 if self._hand_on_logs(logs) else _LOG_RUN
             if index == count:
                 break
             # A flood comes in runs: the events for one subscription or one
@@ -184,8 +208,17 @@ class Delivery:
                         index += owner.inbox.put_run(PROGRESS, map(_params, messages[index:end]))
         if gathered:
             self._hand_on(gathered)
+        if logs:
+            self._hand_on_logs(logs)
         for owner in held:
             owner.inbox.wake()
+
+    def _hand_on_logs(self, logs: list[dict[str, Any]]) -> bool:
+        """Hand the log messages gathered for the log thread on, in order;
+        `logs` is left empty. True when the log queue is half full or more."""
+        crowded = self._threads.log_all(logs)
+        logs.clear()
+        return crowded
 
     @staticmethod
     def _hand_on(gathered: list[Any]) -> None:

@@ -25,10 +25,11 @@ engine's lock held, since `settle` and `owes` take that lock. Only
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 from .server_request_pool import HandlerPool, Job
@@ -159,7 +160,10 @@ class EngineThreads:
         # people would otherwise leave none for ping or roots/list.
         self._tasks = HandlerPool(max_workers=MAX_TASK_THREADS, max_pending=max_server_requests,
                                   name="mcp-sync-handler-task")
-        self._logs = HandlerPool(max_workers=1, max_pending=MAX_QUEUED_LOGS, name="mcp-sync-log")
+        # The log thread runs one job at a time, `LogQueue`'s drain: room
+        # for two, the one ending and the next (see `LogQueue.put_all`).
+        self._logs = HandlerPool(max_workers=1, max_pending=2, name="mcp-sync-log")
+        self._log_queue = LogQueue(self._logs, on_log or log_message, MAX_QUEUED_LOGS)
 
     # -- what the engine hands on ------------------------------------------------------
 
@@ -265,15 +269,24 @@ class EngineThreads:
     def log(self, params: dict[str, Any]) -> None:
         """A log message for no call, to the log handler's queue; when the
         handler is behind, the oldest waiting message makes room."""
-        handler = self._on_log or log_message
-        if self._logs.submit_dropping_oldest(lambda: handler(params)):
-            self._drops.add("logs")
-            if self._log_burst.drop():
+        self.log_all((params,))
+
+    def log_all(self, messages: Sequence[dict[str, Any]]) -> bool:
+        """Log messages for no call, in order, to the log handler's queue
+        in one go (the ones of one read: one wake-up of the log thread, not
+        one per message); when the handler is behind, the oldest waiting
+        messages make room. True when half the queue's bound or more waits
+        (the reader then hands on one message at a time, see
+        `Delivery.deliver_all`)."""
+        dropped, waiting = self._log_queue.put_all(messages)
+        crowded = 2 * waiting >= MAX_QUEUED_LOGS
+        if dropped:
+            self._drops.add("logs", dropped)
+            if self._log_burst.drop(dropped):
                 log.warning("the server's log messages come faster than the log handler takes them; the oldest "
                             "are dropped beyond %d until it catches up", MAX_QUEUED_LOGS)
-            return
-        active = self._logs.active
-        if 2 * active >= MAX_QUEUED_LOGS:
+            return crowded
+        if crowded:
             # Half full: the reader (who calls this) lets go of the GIL so
             # that a handler that keeps up on average takes its messages
             # before the bound drops any (as for a call's progress, see
@@ -282,10 +295,11 @@ class EngineThreads:
         # The burst ends when the handler has caught up (nothing else
         # waits), not at the first message that finds room: that would
         # warn again and again while the handler keeps up only just.
-        if self._log_burst.dropping and active <= 1:
+        if self._log_burst.dropping and waiting <= 1:
             ended = self._log_burst.end()
             if ended:
                 log.warning("%d server log messages were dropped while the log handler was behind", ended)
+        return crowded
 
     # -- on the pool and the sender ------------------------------------------------------
 
@@ -337,6 +351,7 @@ class EngineThreads:
         self._sender.close(timeout=0)
         self._handlers.close(timeout=0)
         self._tasks.close(timeout=0)
+        self._log_queue.stop()
         self._logs.close(timeout=0)
 
     def join(self, timeout: float) -> None:
@@ -358,6 +373,8 @@ class EngineThreads:
         self._handlers = HandlerPool(max_workers=1, max_pending=1)
         self._handlers.close(timeout=0)
         self._logs = self._tasks = self._handlers
+        self._log_queue = LogQueue(self._logs, log_message, MAX_QUEUED_LOGS)
+        self._log_queue.stop()
 
 
 class Burst:
@@ -376,11 +393,13 @@ class Burst:
         self._last = 0.0
         self.quiet = quiet
 
-    def drop(self) -> bool:
+    def drop(self, count: int = 1) -> bool:
+        """Count `count` drops; True when they begin a burst."""
         with self._lock:
-            self._count += 1
+            begins = not self._count
+            self._count += count
             self._last = time.monotonic()
-            return self._count == 1
+            return begins
 
     @property
     def dropping(self) -> bool:
@@ -395,6 +414,82 @@ class Burst:
                 return 0
             count, self._count = self._count, 0
             return count
+
+
+class LogQueue:
+    """The log messages that came for no call, on their way to the log
+    handler, which runs on the log thread (a job of `pool`, a pool of one
+    worker): at most `limit` wait; beyond, the oldest waiting make room.
+
+    Producers (the stdio reader, an HTTP exchange thread) put the messages
+    of one read together (`put_all`): one lock pass, and the log thread is
+    woken only when it is not already draining the queue, so a flood costs
+    a wake-up per read at most, not one per message. The drain takes them
+    one at a time, so at most `limit` wait while one is in the handler.
+    `stop()` (at close, or in a fork child) drops what waits and ends the
+    drain after the message in hand.
+
+    Lock discipline: `_lock` guards `_waiting`, `_draining` and `_stopped`,
+    only for a moment; the handler is never called under it, and nothing
+    here waits.
+    """
+
+    __slots__ = ("_pool", "_handler", "_limit", "_lock", "_waiting", "_draining", "_stopped")
+
+    def __init__(self, pool: HandlerPool, handler: Callable[[dict[str, Any]], None], limit: int) -> None:
+        self._pool = pool
+        self._handler = handler
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._waiting: collections.deque[dict[str, Any]] = collections.deque()
+        self._draining = False  # a drain job is queued or running, and will see what is put
+        self._stopped = False
+
+    def put_all(self, messages: Sequence[dict[str, Any]]) -> tuple[int, int]:
+        """Queue `messages` in order: (how many of the oldest were dropped
+        to make room, how many wait now)."""
+        with self._lock:
+            if self._stopped:
+                return 0, 0
+            waiting = self._waiting
+            waiting.extend(messages)
+            dropped = len(waiting) - self._limit
+            for _ in range(dropped):
+                waiting.popleft()
+            start = not self._draining
+            self._draining = True
+            size = len(waiting)
+        # The pool holds two jobs: a drain that has just said it is done
+        # (it is still running) and this new one, which runs after it.
+        if start and not self._pool.submit(self._drain):
+            with self._lock:  # a closed pool: nothing drains; the next put tries again
+                self._draining = False
+        return max(dropped, 0), size
+
+    def stop(self) -> None:
+        """Drop what waits; the drain ends after the message in hand."""
+        with self._lock:
+            self._stopped = True
+            self._waiting.clear()
+
+    def _drain(self) -> None:
+        """The log thread's job: hand each waiting message to the handler,
+        oldest first, until none waits."""
+        handler, lock, waiting = self._handler, self._lock, self._waiting
+        while True:
+            with lock:
+                if not waiting or self._stopped:
+                    self._draining = False
+                    return
+                params = waiting.popleft()
+            try:
+                handler(params)
+            except Exception:  # a handler bug must not end the drain, or lose the rest
+                log.exception("the log handler raised")
+            except BaseException:
+                with lock:  # (SystemExit, say) the thread ends: the next put starts a drain
+                    self._draining = False
+                raise
 
 
 def log_message(params: dict[str, Any]) -> None:

@@ -12,8 +12,8 @@ handler called); with one serial thread that nested request would wait
 behind the handler that is waiting for it. Why a bound: a server that
 floods requests must cost bounded memory; `submit()` says no at once and
 the engine refuses the request (through the sender, never from the reader).
-Log messages are not refused but replace the oldest one still waiting
-(`submit_dropping_oldest()`): the latest say the most.
+Log messages have a bounded queue of their own (`engine_threads.LogQueue`),
+drained by one job on a pool of one worker.
 """
 
 from __future__ import annotations
@@ -87,28 +87,6 @@ class HandlerPool:
             else:
                 self._cond.notify()
         return True
-
-    def submit_dropping_oldest(self, job: Job) -> bool:
-        """Queue `job`, never refusing it for the newest: when full, the
-        oldest job still waiting is dropped to make room (for work where the
-        latest matters most, such as log messages). True when a job was
-        dropped (that one, or `job` itself when every slot is running);
-        False when `job` was simply queued, or the pool is closed.
-
-        Example::
-
-            if pool.submit_dropping_oldest(lambda: handle(message)):
-                dropped += 1
-        """
-        with self._cond:
-            if self._closed:
-                return False
-            if self._active >= self._max_pending and self._jobs:
-                self._jobs.popleft()  # its slot goes to the new job: `_active` stays
-                self._jobs.append(job)
-                self._cond.notify()
-                return True
-        return not self.submit(job) and not self._closed
 
     def _run(self) -> None:
         me = threading.current_thread()  # counted by whoever started it

@@ -52,8 +52,9 @@ EVENT_BUDGETS: dict[str, dict[str, int]] = {
     "progress": {"caller": 3, "reader": 4},
     "updates": {"caller": 1, "reader": 10},
     # A log message for no call goes from the reader to the client's log
-    # thread, which hands it to `logging` (not counted: not ours).
-    "log": {"caller": 0, "reader": 8, "log": 3},
+    # thread, which hands it to `logging` (not counted: not ours); the
+    # reader hands a read's log messages on together (`LogQueue.put_all`).
+    "log": {"caller": 0, "reader": 2, "log": 2},
 }
 #: Fewer than half of what a call's inbox holds for progress (256): past
 #: half, each event also wakes the caller at once (`inbox.CROWDED`), two

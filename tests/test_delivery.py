@@ -341,10 +341,13 @@ def test_a_read_is_delivered_as_each_of_its_messages_would_be(messages, limit):
         else:
             held: list[Any] = []
             gathered: list[Any] = []
+            logs: list[Any] = []
             for message in messages:
-                delivery.deliver(message, None, held=held, gathered=gathered)
+                delivery.deliver(message, None, held=held, gathered=gathered, logs=logs)
             if gathered:
                 delivery._hand_on(gathered)
+            if logs:
+                threads.log_all(logs)
             for call in held:
                 call.inbox.wake()
         results.append(({i: drain(call.inbox) for i, call in calls.items()}, log, delivery._drops.as_dict(),
@@ -361,6 +364,9 @@ class _NoThreads:
 
     def log(self, params: Any) -> None:
         self.given.append(("log", params))
+
+    def log_all(self, messages: Any) -> None:
+        self.given.extend(("log", params) for params in messages)
 
     def take(self, message: Any) -> None:
         self.given.append(("request", message["id"]))
