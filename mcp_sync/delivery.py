@@ -65,7 +65,7 @@ class Delivery:
     adopted server request was handed on).
     """
 
-    __slots__ = ("_lock", "_router", "_threads", "_on_notification", "_drops", "_failed", "_unadopt")
+    __slots__ = ("_lock", "_router", "_threads", "_on_notification", "_drops", "_failed", "_unadopt", "_log_run")
 
     def __init__(self, lock: threading.Lock, router: Router[Any], threads: EngineThreads, *,
                  on_notification: Callable[[dict[str, Any]], None] | None, drops: Drops,
@@ -77,6 +77,7 @@ class Delivery:
         self._drops = drops
         self._failed = failed
         self._unadopt = unadopt
+        self._log_run = _LOG_RUN  # one at a time while the last hand-off found the log queue half full
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None, *,
                 held: list[Any] | None = None, invalid: list[str] | None = None,
@@ -147,6 +148,8 @@ class Delivery:
             # (An owner that takes them one at a time: `_carry` hands it this one.)
         elif gathered:
             self._hand_on(gathered)
+        if logs and route[0] is not routes.DROP:
+            self._hand_on_logs(logs)  # whoever this wakes (a failure, an ended subscription) finds them queued
         reason = self._carry(route, overflow)
         if reason is None:
             return
@@ -170,7 +173,7 @@ class Delivery:
         held: list[Any] = []  # the calls whose wake-up is held
         gathered: list[Any] = []
         logs: list[dict[str, Any]] = []  # log messages for no call, for the log thread
-        log_run = _LOG_RUN
+        log_run = self._log_run
         deliver, lock, run_for = self.deliver, self._lock, self._router.run_for
         index, count = 0, len(messages)
         while index < count:
@@ -183,7 +186,7 @@ class Delivery:
                 # is half full or more: each such hand-off lets the log
                 # thread run (`log_all`), so a handler that keeps up on
                 # average loses none of a long read's.
-                log_run = 1 if self._hand_on_logs(logs) else _LOG_RUN
+                log_run = self._log_run = 1 if self._hand_on_logs(logs) else _LOG_RUN
             if index == count:
                 break
             # A flood comes in runs: the events for one subscription or one
@@ -209,7 +212,7 @@ class Delivery:
         if gathered:
             self._hand_on(gathered)
         if logs:
-            self._hand_on_logs(logs)
+            self._log_run = 1 if self._hand_on_logs(logs) else _LOG_RUN
         for owner in held:
             owner.inbox.wake()
 

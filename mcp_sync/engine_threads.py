@@ -295,7 +295,7 @@ class EngineThreads:
         # The burst ends when the handler has caught up (nothing else
         # waits), not at the first message that finds room: that would
         # warn again and again while the handler keeps up only just.
-        if self._log_burst.dropping and waiting <= 1:
+        if self._log_burst.dropping and waiting <= len(messages):
             ended = self._log_burst.end()
             if ended:
                 log.warning("%d server log messages were dropped while the log handler was behind", ended)
@@ -446,8 +446,9 @@ class LogQueue:
         self._stopped = False
 
     def put_all(self, messages: Sequence[dict[str, Any]]) -> tuple[int, int]:
-        """Queue `messages` in order: (how many of the oldest were dropped
-        to make room, how many wait now)."""
+        """Queue `messages` in order: (how many were dropped: the oldest,
+        to make room, or every one waiting when no thread can be had to
+        hand them on; how many wait now)."""
         with self._lock:
             if self._stopped:
                 return 0, 0
@@ -462,8 +463,13 @@ class LogQueue:
         # The pool holds two jobs: a drain that has just said it is done
         # (it is still running) and this new one, which runs after it.
         if start and not self._pool.submit(self._drain):
-            with self._lock:  # a closed pool: nothing drains; the next put tries again
+            # No thread to be had (a stopped queue returned above): what
+            # waits cannot be handed on, and is counted as dropped.
+            with self._lock:
                 self._draining = False
+                lost = len(self._waiting)
+                self._waiting.clear()
+            return max(dropped, 0) + lost, 0
         return max(dropped, 0), size
 
     def stop(self) -> None:
@@ -487,8 +493,15 @@ class LogQueue:
             except Exception:  # a handler bug must not end the drain, or lose the rest
                 log.exception("the log handler raised")
             except BaseException:
-                with lock:  # (SystemExit, say) the thread ends: the next put starts a drain
-                    self._draining = False
+                # (SystemExit, say) the thread ends: what waits gets a drain
+                # of its own (the pool gives the queued job a new worker).
+                with lock:
+                    again = bool(waiting) and not self._stopped
+                    if not again:
+                        self._draining = False
+                if again and not self._pool.submit(self._drain):
+                    with lock:
+                        self._draining = False
                 raise
 
 
