@@ -356,7 +356,11 @@ def parse_lines(data: bytes) -> list[dict[str, Any]] | None:
             # Lines ended by CRLF: the CR is blank space after the value to
             # `parse`; here it would end the scan before the line's end.
             text = text.replace("\r\n", "\n")
-        lines = text[:-1].split("\n")
+        # (Split whole, the empty end after the last newline taken off: a
+        # slice of `text` would copy it, and one read may hold a 10 MB line.)
+        lines = text.split("\n")
+        lines.pop()
+        del text  # the lines hold it all now: not a third copy while values are built
         # Each line scanned from its start. A line that does not start with
         # a value raises StopIteration, which ends `map` early: fewer
         # values than lines (below); a malformed one raises an error.

@@ -593,42 +593,30 @@ class StdioTransport(Transport):
                             sink.deliver(message)
                             continue
                     elif data:
-                        start = 0
                         # The messages of this read, handed over together
-                        # (`deliver_all`: one wake-up per caller), after
-                        # the loop, before any error it found.
+                        # (`deliver_all`: one wake-up per caller), before
+                        # any error found after them.
                         batch: list[Any] = []
-                        last = data.rfind(b"\n")
-                        if last >= 0:
-                            # A flood's read: hundreds of whole lines, parsed
-                            # in one pass when each is one JSON object and the
-                            # read fits one line's limit, so no line can be too
-                            # long (else line by line, below).
-                            whole = b"".join((*parts, data[:last + 1])) if parts else data[:last + 1]
-                            if len(whole) <= limit + 1:
-                                parsed = jsonrpc.parse_lines(whole)
-                                if parsed is not None:
-                                    batch, start, parts, size = parsed, last + 1, [], 0
-                        while True:
-                            end = data.find(b"\n", start)
-                            if end < 0:
-                                break
-                            if parts:
-                                parts.append(data[start:end + 1])
-                                line, parts, size = b"".join(parts), [], 0
+                        start = data.rfind(b"\n") + 1  # what follows the last whole line begins the next
+                        if start:
+                            # The read's whole lines, the first with what earlier
+                            # reads began of it; joined, the pieces go, so a long
+                            # line is not held twice while it is parsed.
+                            whole = b"".join((*parts, data[:start])) if parts else data[:start]
+                            # One line, begun in earlier reads (a long one): `parse`
+                            # takes it as it is, where a pass over lines splits a copy.
+                            alone = bool(parts) and data.find(b"\n") == start - 1
+                            parts, size = [], 0
+                            # A flood's read: hundreds of lines, parsed in one
+                            # pass when each is one JSON object and the read fits
+                            # one line's limit, so no line can be too long (else
+                            # line by line, which finds what is wrong).
+                            parsed = None if alone or len(whole) > limit + 1 else jsonrpc.parse_lines(whole)
+                            if parsed is not None:
+                                batch = parsed
                             else:
-                                line = data[start:end + 1]
-                            start = end + 1
-                            if len(line) > limit + 1:
-                                error = MessageTooLarge(
-                                    f"the server sent a line longer than max_line_bytes={limit}", limit=limit)
-                                break
-                            if not line.isspace():
-                                try:
-                                    batch.append(jsonrpc.parse(line))
-                                except InvalidMessage as exc:
-                                    error = self._not_jsonrpc(exc)
-                                    break
+                                error = self._parse_each(whole, batch)
+                            del whole
                         if batch:
                             if deliver_all is not None:
                                 deliver_all(batch)
@@ -691,6 +679,26 @@ class StdioTransport(Transport):
                             report_at = 0.0  # nothing more to wait for
             if not watched and ended is None:
                 return
+
+    def _parse_each(self, lines: bytes, into: list[Any]) -> TransportError | None:
+        """Parse whole `lines` one by one into `into`, up to the first that
+        is too long or not a JSON-RPC message: its error (None when all were
+        parsed)."""
+        limit = self._target.max_line_bytes
+        start = 0
+        while True:
+            end = lines.find(b"\n", start)
+            if end < 0:
+                return None
+            line = lines[start:end + 1]
+            start = end + 1
+            if len(line) > limit + 1:
+                return MessageTooLarge(f"the server sent a line longer than max_line_bytes={limit}", limit=limit)
+            if not line.isspace():
+                try:
+                    into.append(jsonrpc.parse(line))
+                except InvalidMessage as exc:
+                    return self._not_jsonrpc(exc)
 
     def _report(self, sink: MessageSink, error: TransportError) -> None:
         if not self._closing:

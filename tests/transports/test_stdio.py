@@ -149,6 +149,27 @@ def test_a_line_over_the_limit_fails_the_call(no_leaks):
     assert "4096" in str(info.value)
 
 
+def test_a_long_line_is_held_whole_once_while_it_is_parsed():
+    # An 8 MB answer comes in 64 KiB reads: the pieces are joined once and
+    # let go, and the line is parsed as it is. At its peak the client holds
+    # the line's bytes, its text and the result made of it: three times the
+    # line (tracemalloc counts every Python allocation, the reader's too).
+    # Before: the pieces and a copy of the text too, over four times.
+    import tracemalloc
+
+    size = 8_000_000
+    target = Stdio(sys.executable, scripted("--mode", "oversize-on-call", "--size", str(size))[1:])
+    with mcp_sync.connect(target, protocol=STATELESS) as client:
+        tracemalloc.start()
+        try:
+            result = client.call_tool("echo", {"text": "x"}, timeout=60)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert result.text == "x" * size
+    assert peak < 3.5 * size, f"peak {peak / size:.2f} times the line"
+
+
 def test_a_line_just_under_the_limit_is_fine():
     target = Stdio(sys.executable, scripted()[1:], max_line_bytes=2000)
     with mcp_sync.connect(target, protocol=STATELESS) as client:
