@@ -103,7 +103,7 @@ class Delivery:
             if type(message) is list:
                 self._deliver_batch(message, related_to, held)
                 return
-        elif "id" in message and (gathered or logs):
+        elif (gathered or logs) and "id" in message:
             # A response or a request comes after what was gathered before
             # it: whoever it wakes finds those notifications queued already
             # (and a close() it leads to flushes those log messages).
@@ -114,9 +114,6 @@ class Delivery:
         overflow = None
         with self._lock:  # once per message: this is the hot path
             route = self._router.receive(message, related_to)
-            if route[0] is _CLIENT_LOG and logs is not None:
-                logs.append(route[3])
-                return
             if route[0] is _CALL:
                 # Under the lock: once `abandon()` has forgotten a call,
                 # nothing more can land in its inbox unseen.
@@ -136,6 +133,10 @@ class Delivery:
                 # One more for the subscription whose notifications this
                 # read gathers (the likeliest message in a flood of them).
                 gathered.append(message)
+                return
+            elif route[0] is _CLIENT_LOG and logs is not None:
+                # (After a call's routes: the answer's path pays nothing for it.)
+                logs.append(route[3])
                 return
         if overflow is CROWDED and held is not None:
             route[1].inbox.wake()  # then `_carry` lets the caller run
