@@ -284,9 +284,8 @@ class Admission:
                 self._note_peak_locked()
                 return
             if self._max_queued is not None and len(self._waiters) >= self._max_queued:
-                error = self._overloaded()
                 self._shed += 1
-                raise error
+                raise self._overloaded()  # (not kept in a local: the traceback holds this frame)
             ticket.gate = _closed_gate()
             self._waiters[ticket] = None
         self._wait(ticket, deadline)

@@ -293,9 +293,13 @@ class ClientRequests:
             from . import tasks as _tasks
 
             better = _tasks.explained(exc)  # a tool that only runs as a task says so
-            if better is exc:
-                raise
-            raise better from None
+            if better is not exc:
+                try:
+                    raise better from None
+                finally:
+                    del better  # the traceback holds this frame: no reference cycle through it
+            del better  # (as above)
+            raise
 
     def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:
         """Re-attach to a task by its id (`tasks/get`): from another client,

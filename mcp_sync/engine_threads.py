@@ -147,7 +147,6 @@ class EngineThreads:
         self._settle = settle
         self._owes = owes
         self._on_server_request = on_server_request
-        self._on_log = on_log
         self._at_once = at_once
         self._handler_timeout = handler_timeout
         self._drops = drops

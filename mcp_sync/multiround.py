@@ -184,14 +184,19 @@ def retry_after_url_elicitations(
     calling thread, like every handler the client runs for a call."""
     handler = handlers.get("url")
     elicitations = refused.elicitations
-    if handler is None or not answer_input or not elicitations:
-        raise refused
-    for elicitation in elicitations:
-        answer = run_handler("url", handler, elicitation, schemas, {})
-        if answer.get("action") != "accept":
+    if (handler is None or not answer_input or not elicitations
+            or not all(run_handler("url", handler, elicitation, schemas, {}).get("action") == "accept"
+                       for elicitation in elicitations)):  # (the first that is not accepted ends it)
+        try:
             raise refused
+        finally:
+            # The traceback holds this frame: it must not hold the refusal
+            # in turn (a reference cycle per refused call).
+            del refused
+    method = refused.method
+    del refused  # (as above, for whatever `send()` raises)
     if max_total_timeout is not None and time.monotonic() - started > max_total_timeout:
-        raise RequestTimeout(f"{refused.method or 'the request'}: maximum total timeout exceeded "
+        raise RequestTimeout(f"{method or 'the request'}: maximum total timeout exceeded "
                              f"({max_total_timeout:g} s) before it could be sent again",
-                             method=refused.method, max_total_timeout=max_total_timeout)
+                             method=method, max_total_timeout=max_total_timeout)
     return send()

@@ -39,7 +39,7 @@ import attrs
 
 from . import forking
 from .connection import SUBSCRIPTION_ID
-from .errors import ConnectionClosed, McpError, RequestTimeout, server_error_from_wire
+from .errors import ConnectionClosed, McpError, RequestTimeout, copy_error, server_error_from_wire
 from .notifications import OVERFLOW_POLICIES, Notification, notification_of
 from .negotiation import TASKS_EXTENSION
 from .options import check_timeout
@@ -315,9 +315,10 @@ class Subscription:
         Returns:
             Whether the request to open it again was sent.
         """
-        if self._reopen is None:
+        reopen = self._reopen  # (read once: `close()` may let it go meanwhile)
+        if reopen is None:
             return False
-        self._reopen(conn)
+        reopen(conn)
         return True
 
     def fail(self, error: McpError) -> None:
@@ -408,7 +409,11 @@ class Subscription:
             if self._end is None:
                 self._end = SubscriptionBroken(ConnectionClosed("the subscription was closed by the client"))
                 self._cond.notify_all()
-        self._cancel(self)
+            # Cancelled once, and never opened again: the two closures hold
+            # this subscription, so letting them go here frees it without
+            # the cyclic collector.
+            cancel, self._cancel, self._reopen = self._cancel, _cancelled, None
+        cancel(self)
 
     def __enter__(self) -> Subscription:
         return self
@@ -462,6 +467,10 @@ class _StreamEvents:
 
 
 _ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+
+
+def _cancelled(subscription: Subscription) -> None:
+    """A subscription's cancel once it ran: nothing more to do."""
 
 
 def _still_current() -> bool:
@@ -556,7 +565,9 @@ def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | No
             raise server_error_from_wire(subscription.error_response.get("error"), method="subscriptions/listen")
         end = subscription.next(timeout=0)
         if isinstance(end, SubscriptionBroken):
-            raise end.error
+            # A copy: the one the subscription keeps would hold this frame
+            # (its traceback), which holds the subscription (a cycle).
+            raise copy_error(end.error)
         raise ConnectionClosed("the subscriptions/listen stream ended before the acknowledgement")
     return subscription
 

@@ -61,6 +61,7 @@ from .errors import (
     MissingClientCapability,
     RequestTimeout,
     ServerError,
+    copy_error,
     server_error_from_wire,
 )
 from .errors import TaskCancelled as TaskCancelled
@@ -396,7 +397,10 @@ class Task:
                 if self._outcome is not None:
                     return self._outcome
                 if self._error is not None:
-                    raise self._error
+                    # A copy each time: the kept one raised again would
+                    # gather every raise's frames in its traceback, and
+                    # hand one traceback to every thread that waits.
+                    raise copy_error(self._error)
                 if not self._polling:
                     self._polling = True
                     break
@@ -517,8 +521,11 @@ class Task:
                 return None
             error: McpError = exc if self.status != "cancelled" else self._cancelled()
             with self._cond:
-                self._error = error
-            raise error from None
+                self._error = copy_error(error)  # kept without this raise's traceback (see `wait()`)
+            try:
+                raise error from None
+            finally:
+                del error  # the traceback holds this frame: no reference cycle through it
         outcome = self._finish(raw)
         with self._cond:
             self._outcome = outcome
@@ -609,7 +616,7 @@ class Task:
             raise self._cancelled()
         except McpError as exc:
             with self._cond:
-                self._error = exc
+                self._error = copy_error(exc)  # kept without this raise's traceback (see `wait()`)
             raise
 
     def _cancelled(self) -> TaskCancelled:

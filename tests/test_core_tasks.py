@@ -72,6 +72,26 @@ def test_a_task_that_failed_with_an_error_raises_it_for_every_waiter():
         assert task.status == "failed"
 
 
+def test_waiting_again_on_a_failed_task_raises_a_fresh_error_each_time():
+    # One instance raised again and again would gather every raise's frames
+    # in its traceback (and hand one traceback to many threads).
+    with mcp_sync.connect(core_tasks()) as client:
+        task = client.call_tool("work", {"outcome": "rpc-error"}, task=True)
+        raised, depths = [], []
+        for _ in range(50):
+            with pytest.raises(mcp_sync.ServerError) as info:
+                task.wait(timeout=10)
+            raised.append(info.value)
+            tb, depth = info.value.__traceback__, 0
+            while tb is not None:
+                tb, depth = tb.tb_next, depth + 1
+            depths.append(depth)
+    assert len(set(depths[1:])) == 1  # (the first is the one from the request) none gathered since
+    assert len({id(error) for error in raised}) == 50
+    assert {(type(e), e.code, e.message, e.method) for e in raised} == {
+        (mcp_sync.ServerError, raised[0].code, "the work failed", "tasks/result")}
+
+
 def test_a_task_whose_tool_failed_returns_the_error_result():
     with mcp_sync.connect(core_tasks()) as client:
         result = client.call_tool("work", {"outcome": "tool-error"}, task=True).wait(timeout=10)

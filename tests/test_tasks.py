@@ -178,7 +178,7 @@ def test_two_threads_on_one_task_get_the_same_result(connect):
     assert len(got) == 2 and got[0] is got[1] and got[0].text == "shared"
 
 
-def test_two_threads_on_a_failing_task_get_the_same_error(connect):
+def test_two_threads_on_a_failing_task_get_the_same_error_each_their_own(connect):
     client = connect()
     task = client.call_tool("protocol_error_job", {}, task=True)
     got = []
@@ -194,7 +194,10 @@ def test_two_threads_on_a_failing_task_get_the_same_error(connect):
         thread.start()
     for thread in threads:
         thread.join(15)
-    assert len(got) == 2 and got[0] is got[1]
+    # The same error for both, each its own copy (one traceback each).
+    assert len(got) == 2 and got[0] is not got[1]
+    assert [(type(e), e.code, e.message, e.data) for e in got] == [(type(got[0]), -32603, got[0].message, got[0].data)] * 2
+    assert "the job crashed" in got[0].message
 
 
 def test_wait_true_is_bounded_by_the_calls_timeout(connect):

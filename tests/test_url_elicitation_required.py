@@ -3,6 +3,7 @@ one retry after the "url" handler accepted every elicitation it lists."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -153,3 +154,27 @@ def test_the_retry_is_not_sent_once_the_calls_total_time_is_spent():
         with pytest.raises(mcp_sync.RequestTimeout, match="maximum total timeout"):
             client.call_tool("open", {"door": "front"}, max_total_timeout=0.2)
     assert gate.calls == ["front"]
+
+
+@pytest.mark.parametrize("path", CALLS)
+@pytest.mark.parametrize("handler", ["none", "declines", "accepts"])
+def test_a_refusal_raised_again_leaves_no_reference_cycle(path, handler):
+    # The refusal is kept while the handlers run and raised again (or the
+    # second one raised): the frames in its traceback must not hold it in
+    # turn, or every refused call leaves its frames for the cyclic collector.
+    gate = Gatekeeper()
+    handlers = {"url": lambda params: {"action": handler[:-1]}} if handler != "none" else {}
+    tool, args = ("always", {}) if handler == "accepts" else ("open", {"door": "front"})
+    with connect(gate, **handlers) as client:
+        for _ in range(3):  # warm: first-call caches
+            with pytest.raises(mcp_sync.UrlElicitationRequired):
+                CALLS[path](client, tool, args)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(20):
+                with pytest.raises(mcp_sync.UrlElicitationRequired):
+                    CALLS[path](client, tool, args)
+            assert gc.collect() == 0
+        finally:
+            gc.enable()

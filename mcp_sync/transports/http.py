@@ -63,12 +63,11 @@ a second close() returns only once the first is done.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConnectError, ConnectionClosed, HTTPStatusError, InvalidMessage, TransportError
@@ -355,43 +354,41 @@ class HTTPTransport(Transport):
         sent_session = "Mcp-Session-Id" in headers
         handed_off = False
         try:
-            with self._reporting(exchange):
-                response = self._request(exchange, "POST", headers, body)
-                handed_off = self._handle(exchange, message, response, sent_session)
+            response = self._request(exchange, "POST", headers, body)
+            handed_off = self._handle(exchange, message, response, sent_session)
+        except Exception as exc:
+            self._report(exchange, exc)
         finally:
             if not handed_off:
                 self._forget(exchange)
 
-    @contextlib.contextmanager
-    def _reporting(self, exchange: Exchange) -> Iterator[None]:
-        """Report an exchange's failure to its caller: through the sink, or,
-        for a caller's own exchange that `close()` stopped, as
+    def _report(self, exchange: Exchange, exc: Exception) -> None:
+        """Report an exchange's failure `exc` to its caller: through the
+        sink, or, for a caller's own exchange that `close()` stopped, as
         `ConnectionClosed` (nothing was delivered for it). Nobody is told of
-        an exchange that was cancelled."""
-        try:
-            yield
-        except NoFreeSlot:
+        an exchange that was cancelled. (Called in the `except` block, not
+        a context manager: one keeps the failure in a frame that its own
+        traceback holds, a reference cycle per failed request.)"""
+        if isinstance(exc, NoFreeSlot):
             exchange.stop.set()  # the caller's deadline passed: it reports the timeout
-        except TransportError as exc:
-            if exchange.on_caller and self._closing:
-                raise ConnectionClosed("the connection was closed") from None
+            return
+        if not isinstance(exc, (TransportError, OSError, ValueError)):
+            log.warning("request %r failed unexpectedly", exchange.request_id, exc_info=exc)
+        if exchange.on_caller and self._closing:
+            raise ConnectionClosed("the connection was closed") from None
+        if isinstance(exc, TransportError):
             self._fail(exchange, exc)
-        except (OSError, ValueError) as exc:
-            if exchange.on_caller and self._closing:
-                raise ConnectionClosed("the connection was closed") from None
+        elif isinstance(exc, (OSError, ValueError)):
             if (exchange.deadline is not None and isinstance(exc, socket.timeout)
                     and time.monotonic() >= exchange.deadline - 0.01):
                 # The caller's deadline passed during a read on its own
                 # thread: it reports the timeout itself; deliver nothing.
                 exchange.stop.set()
             self._fail(exchange, ConnectError(f"POST to {self._target.url} failed: {exc}"))
-        except Exception as exc:
+        else:
             # Anything else (RecursionError from a pathological answer, a
             # bug) fails this request, never the thread silently: a caller
             # with no timeout would otherwise wait forever.
-            log.warning("request %r failed unexpectedly", exchange.request_id, exc_info=True)
-            if exchange.on_caller and self._closing:
-                raise ConnectionClosed("the connection was closed") from None
             self._fail(exchange, InvalidMessage(
                 f"the answer to request {exchange.request_id!r} could not be read: {type(exc).__name__}: {exc}"))
 
@@ -486,8 +483,9 @@ class HTTPTransport(Transport):
         """The rest of an SSE answer, read on an exchange thread, which owns
         the exchange from the hand-off on."""
         try:
-            with self._reporting(stream.exchange):
-                stream.finish()
+            stream.finish()
+        except Exception as exc:
+            self._report(stream.exchange, exc)
         finally:
             self._forget(stream.exchange)
 

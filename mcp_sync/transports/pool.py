@@ -274,9 +274,12 @@ class Dialer:
             except BaseException:
                 sock.close()
                 raise
-        if error is not None and self.via is not None and not isinstance(error, (socket.timeout, TLSError)):
-            raise OSError(error.errno, f"cannot reach the proxy {host}:{port}: {error.strerror or error}") from error
-        raise error if error is not None else OSError(f"no address for {what}{host!r}")
+        try:
+            if error is not None and self.via is not None and not isinstance(error, (socket.timeout, TLSError)):
+                raise OSError(error.errno, f"cannot reach the proxy {host}:{port}: {error.strerror or error}") from error
+            raise error if error is not None else OSError(f"no address for {what}{host!r}")
+        finally:
+            error = None  # the traceback holds this frame: no reference cycle through it
 
     def _open_tunnel(self, sock: socket.socket, exchange: Exchange, limit: float) -> None:
         """The tunnel through the proxy, bounded like the connect; an abort

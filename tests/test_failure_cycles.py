@@ -1,0 +1,162 @@
+"""A failed call leaves no reference cycle: whatever it raises, its frames,
+its error and what they hold are freed when the caller lets the error go,
+not at the cyclic collector's next pass. A long-running process that keeps
+calling a failing server would otherwise pile them up between passes (and
+each pass costs more with every object the process holds).
+
+Each case makes the failing call a few times first (caches, specialised
+code), then 20 times with the collector off, and counts what it finds."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import mcp_sync
+from mcp_sync.testing import HTTPServer, RpcError, Server
+from tests.helpers import demo_command
+
+ERAS = ["2026-07-28", "2025-11-25"]
+
+# The shortcut (`call_tool` with no options) and the general path (any option).
+CALLS = {
+    "plain": lambda client, name, args: client.call_tool(name, args),
+    "with_options": lambda client, name, args: client.call_tool(name, args, timeout=30),
+}
+
+
+def cyclic_garbage(call: Callable[[], Any], expected: type[BaseException], times: int = 20) -> int:
+    """Objects the collector finds after `times` failing calls (each must
+    raise `expected`)."""
+    for _ in range(3):
+        with pytest.raises(expected):
+            call()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(times):
+            with pytest.raises(expected):
+                call()
+        return gc.collect()
+    finally:
+        gc.enable()
+
+
+def failing_server() -> Server:
+    server = Server("fails", versions=ERAS)
+    done = threading.Event()
+
+    @server.tool()
+    def refuse(args, ctx):
+        raise RpcError(-32001, "refused on purpose")
+
+    @server.tool()
+    def slow(args, ctx):
+        done.wait(0.2)
+        return "late"
+
+    @server.tool()
+    def reports_failure(args, ctx):
+        return {"content": [{"type": "text", "text": "it failed"}], "isError": True}
+
+    @server.tool()
+    def asks(args, ctx):
+        return str(ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}))
+
+    return server
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    yield failing_server()
+
+
+@pytest.mark.parametrize("path", CALLS)
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("case", ["error_answer", "unknown_tool", "timeout", "tool_error", "handler_fails"])
+def test_a_failed_call_leaves_no_cycle(server, era, path, case):
+    handlers = {"form": lambda params: 1 / 0} if case == "handler_fails" else None
+    tool, args, expected = {
+        "error_answer": ("refuse", {}, mcp_sync.ServerError),
+        "unknown_tool": ("no_such_tool", {}, mcp_sync.McpError),
+        "timeout": ("slow", {}, mcp_sync.RequestTimeout),
+        "tool_error": ("reports_failure", {}, mcp_sync.ToolError),
+        # (In the initialize era the in-memory server's question relates to
+        # no call: a handler thread answers it, and the tool reports it.)
+        "handler_fails": ("asks", {}, mcp_sync.InputHandlerError if era == "2026-07-28" else mcp_sync.ToolError),
+    }[case]
+    with mcp_sync.connect(server, protocol=era, input_handlers=handlers) as client:
+        if case == "timeout":
+            call = lambda: client.call_tool(tool, args, timeout=0.01)  # noqa: E731
+        else:
+            call = lambda: CALLS[path](client, tool, args).raise_for_error()  # noqa: E731
+        assert cyclic_garbage(call, expected, times=5 if case == "timeout" else 20) == 0
+
+
+@pytest.mark.parametrize("path", CALLS)
+def test_a_missing_capability_explained_again_leaves_no_cycle(server, path):
+    # `call_tool` looks at a MissingClientCapability (a tool that runs only
+    # as a task says so) and raises it again.
+    with mcp_sync.connect(server, protocol="2026-07-28") as client:
+        call = lambda: CALLS[path](client, "asks", {})  # noqa: E731
+        assert cyclic_garbage(call, mcp_sync.MissingClientCapability) == 0
+
+
+@pytest.mark.parametrize("path", CALLS)
+def test_a_server_that_cannot_be_reached_leaves_no_cycle(server, path):
+    # The connect error is kept while the addresses are tried, and handed to
+    # the caller through its inbox: neither may hold the frames that raised it.
+    http = HTTPServer(server).start()
+    with mcp_sync.connect(http.url) as client:
+        http.close()
+        call = lambda: CALLS[path](client, "refuse", {})  # noqa: E731
+        assert cyclic_garbage(call, mcp_sync.ConnectError, times=5) == 0
+
+
+@pytest.mark.parametrize("path", CALLS)
+def test_a_call_shed_by_admission_leaves_no_cycle(path):
+    server = Server("holds")
+    holding, release = threading.Event(), threading.Event()
+
+    @server.tool()
+    def hold(args, ctx):
+        holding.set()
+        release.wait(30)
+        return "released"
+
+    with mcp_sync.connect(server, max_in_flight=1, max_queued=0) as client:
+        holder = threading.Thread(target=client.call_tool, args=("hold", {}))
+        holder.start()
+        try:
+            assert holding.wait(10)
+            call = lambda: CALLS[path](client, "hold", {})  # noqa: E731
+            assert cyclic_garbage(call, mcp_sync.Overloaded) == 0
+        finally:
+            release.set()
+            holder.join(10)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_closed_subscription_leaves_no_cycle(era):
+    # Its cancel and reopen closures hold it; `close()` lets them go. (Over
+    # stdio: the in-process test server keeps cycles of its own.)
+    with mcp_sync.connect(demo_command(), protocol=era) as client:
+        def listen_and_close() -> None:
+            client.listen(resources_list_changed=True, timeout=10).close()
+            raise LookupError  # (what `cyclic_garbage` counts calls by)
+
+        assert cyclic_garbage(listen_and_close, LookupError) == 0
+
+
+def test_a_listen_that_cannot_reach_the_server_leaves_no_cycle(server):
+    # The subscription keeps the error its stream broke with; `listen()`
+    # raises a copy of it.
+    http = HTTPServer(server).start()
+    with mcp_sync.connect(http.url, protocol="2026-07-28") as client:
+        http.close()
+        call = lambda: client.listen(tools_list_changed=True, timeout=10)  # noqa: E731
+        assert cyclic_garbage(call, mcp_sync.ConnectError, times=5) == 0
