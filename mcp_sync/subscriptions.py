@@ -409,11 +409,10 @@ class Subscription:
             if self._end is None:
                 self._end = SubscriptionBroken(ConnectionClosed("the subscription was closed by the client"))
                 self._cond.notify_all()
-            # Cancelled once, and never opened again: the two closures hold
-            # this subscription, so letting them go here frees it without
-            # the cyclic collector.
-            cancel, self._cancel, self._reopen = self._cancel, _cancelled, None
-        cancel(self)
+            # Never opened again; and the closure that would holds this
+            # subscription: let go, nothing but its readers keeps it alive.
+            self._reopen = None
+        self._cancel(self)  # (each time: a cancel cut short is tried again)
 
     def __enter__(self) -> Subscription:
         return self
@@ -467,10 +466,6 @@ class _StreamEvents:
 
 
 _ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-
-
-def _cancelled(subscription: Subscription) -> None:
-    """A subscription's cancel once it ran: nothing more to do."""
 
 
 def _still_current() -> bool:
@@ -596,7 +591,11 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
     supervisor = host.supervisor
 
     def cancel(sub: Subscription) -> None:
-        for remove in stop:
+        while True:  # each remover once, whoever cancels (the callback holds the subscription)
+            try:
+                remove = stop.pop()
+            except IndexError:
+                break
             remove()
         with supervisor.lock:
             supervisor.initialize_era_subscriptions.discard(sub)
@@ -630,6 +629,11 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
         # A new session has no subscriptions: ask for the resources again.
         for uri in uris:
             host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
+        if subscription.ended:
+            # Closed by its user meanwhile, maybe before some of these were
+            # asked for: none may stay subscribed with nobody to cancel it.
+            cancel(subscription)
+            return
         subscription._resumed()
 
     subscription._reopen = reopen

@@ -176,3 +176,55 @@ def test_the_routing_thread_lets_a_reader_run_once_the_buffer_is_half_full(monke
     assert yields == [0] * (20 - 3)  # the 4th update fills half of 8
     assert sub.dropped == 12
     assert [type(event) for event in events] == [mcp_sync.Notification] * 8 + [mcp_sync.SubscriptionEnded]
+
+
+class _RecordingHost:
+    """A `ListenHost` for the initialize era whose server side is a set of
+    subscribed URIs; the healer's `resources/subscribe` of the first URI is
+    answered only once `resume` is set."""
+
+    def __init__(self) -> None:
+        import threading
+        import types
+
+        self.subscribed: set[str] = set()
+        self.in_reopen, self.resume = threading.Event(), threading.Event()
+        self.reopening = False
+        self.supervisor = types.SimpleNamespace(
+            lock=threading.Lock(), closed=False, initialize_era_subscriptions=set(),
+            dispatcher=types.SimpleNamespace(add_callback=lambda callback, methods: (lambda: None)),
+            register=lambda sub, initialize_era=False: None)
+        self.server_capabilities = {"resources": {"subscribe": True}}
+
+    def request(self, method, params, options, *, extensions=None):
+        uri = params["uri"]
+        (self.subscribed.add if method == "resources/subscribe" else self.subscribed.discard)(uri)
+        if self.reopening and method == "resources/subscribe" and uri == "a://1":
+            self.in_reopen.set()
+            assert self.resume.wait(10)
+        return {}
+
+
+def test_initialize_era_a_close_during_a_reopen_leaves_nothing_subscribed():
+    # The healer asks for the URIs again on a new session while the user
+    # closes the subscription: whatever the order, none stays subscribed.
+    import threading
+
+    from mcp_sync.subscriptions import listen
+
+    host = _RecordingHost()
+    host.dialect = mcp_sync.protocol.versions.dialect_for("2025-11-25")
+    host.default_timeout = 5.0
+    sub = listen(host, resource_subscriptions=["a://1", "a://2"])
+    assert host.subscribed == {"a://1", "a://2"}
+    host.subscribed.clear()  # a new session: nothing subscribed there yet
+    sub.interrupt()
+    host.reopening = True
+    healer = threading.Thread(target=sub.reopen_on, args=(object(),))
+    healer.start()
+    assert host.in_reopen.wait(10)
+    sub.close()  # while "a://1" is being asked for again ("a://2" is next)
+    host.resume.set()
+    healer.join(10)
+    assert sub.ended and host.subscribed == set()
+    assert sub.reopen_on(object()) is False  # closed: never opened again

@@ -254,32 +254,34 @@ class Dialer:
         except OSError as exc:
             raise OSError(f"cannot resolve {what}{host!r}: {exc}") from exc
         error: OSError | None = None
-        for family, kind, proto, _, address in infos:
-            sock = socket.socket(family, kind, proto)
-            try:
-                exchange.track(sock)
-                self._connect(sock, address, exchange, limit)
-                if family in (socket.AF_INET, socket.AF_INET6):
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if self.tunnel is not None:
-                    self._open_tunnel(sock, exchange, limit)
-                if self.tls is not None:
-                    sock = self._handshake(sock, exchange, limit)
-                return sock
-            except OSError as exc:
-                sock.close()
-                if exchange.stop.is_set():
-                    raise Stopped("the request was cancelled while connecting") from None
-                error = exc
-            except BaseException:
-                sock.close()
-                raise
         try:
+            for family, kind, proto, _, address in infos:
+                sock = socket.socket(family, kind, proto)
+                try:
+                    exchange.track(sock)
+                    self._connect(sock, address, exchange, limit)
+                    if family in (socket.AF_INET, socket.AF_INET6):
+                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    if self.tunnel is not None:
+                        self._open_tunnel(sock, exchange, limit)
+                    if self.tls is not None:
+                        sock = self._handshake(sock, exchange, limit)
+                    return sock
+                except OSError as exc:
+                    sock.close()
+                    if exchange.stop.is_set():
+                        raise Stopped("the request was cancelled while connecting") from None
+                    error = exc
+                except BaseException:
+                    sock.close()
+                    raise
             if error is not None and self.via is not None and not isinstance(error, (socket.timeout, TLSError)):
                 raise OSError(error.errno, f"cannot reach the proxy {host}:{port}: {error.strerror or error}") from error
             raise error if error is not None else OSError(f"no address for {what}{host!r}")
         finally:
-            error = None  # the traceback holds this frame: no reference cycle through it
+            # A failure kept from an earlier address: its traceback holds this
+            # frame, whichever way out (a later address connects, a stop).
+            error = None
 
     def _open_tunnel(self, sock: socket.socket, exchange: Exchange, limit: float) -> None:
         """The tunnel through the proxy, bounded like the connect; an abort

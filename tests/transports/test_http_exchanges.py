@@ -586,3 +586,38 @@ def test_a_connect_the_kernel_has_not_finished_is_stopped_by_an_abort(monkeypatc
         listener.close()
     assert len(outcome) == 1 and isinstance(outcome[0], Stopped)
     assert pool.in_use == 0
+
+
+def test_a_connect_that_succeeds_at_a_later_address_leaves_no_cycle(monkeypatch):
+    """The dialer keeps the failure of each address it tried (to raise the
+    last one when none connects): when a later address connects (`::1`
+    refused, `127.0.0.1` taken, say), the failure it kept must not hold the
+    dialer's frame through its traceback."""
+    import gc
+
+    from mcp_sync.transports.pool import Dialer, Exchange, Pool
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    closed = socket.create_server(("127.0.0.1", 0))
+    refused = closed.getsockname()
+    closed.close()
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", refused),
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", listener.getsockname())])
+    dial = Dialer("localhost", listener.getsockname()[1], None, 30.0).dial
+    pool = Pool(dial, 1)
+    try:
+        def connect_once() -> None:
+            dial(Exchange(1, pool), time.monotonic() + 30).close()
+
+        connect_once()
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(20):
+                connect_once()
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+    finally:
+        listener.close()
