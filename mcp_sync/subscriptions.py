@@ -409,8 +409,9 @@ class Subscription:
             if self._end is None:
                 self._end = SubscriptionBroken(ConnectionClosed("the subscription was closed by the client"))
                 self._cond.notify_all()
-            # Never opened again; and the closure that would holds this
-            # subscription: let go, nothing but its readers keeps it alive.
+            # Never opened again. (The reopen closure holds this
+            # subscription: without it, a closed one is freed with its last
+            # reference, not by the cyclic collector.)
             self._reopen = None
         self._cancel(self)  # (each time: a cancel cut short is tried again)
 
@@ -608,11 +609,11 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
                 log.debug("resources/unsubscribe %s failed: %s", uri, exc)
 
     subscription = Subscription(cancel, max_buffer, overflow)
-    subscribed: list[str] = []
+    subscribed: list[str] = []  # asked for: one whose request failed may still have been applied
     try:
         for uri in uris:
-            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
             subscribed.append(uri)
+            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
     except BaseException:
         uris[:] = subscribed
         subscription.close()
@@ -627,14 +628,17 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
 
     def reopen(new: Any) -> None:
         # A new session has no subscriptions: ask for the resources again.
-        for uri in uris:
-            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
-        if subscription.ended:
-            # Closed by its user meanwhile, maybe before some of these were
-            # asked for: none may stay subscribed with nobody to cancel it.
-            cancel(subscription)
-            return
-        subscription._resumed()
+        try:
+            for uri in uris:
+                host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
+        finally:
+            if subscription.ended:
+                # Closed by its user meanwhile, maybe before some of these
+                # were asked for (or answered: one that failed may still
+                # have been applied): none may stay subscribed with nobody
+                # to cancel it.
+                cancel(subscription)
+        subscription._resumed()  # (nothing, once it ended)
 
     subscription._reopen = reopen
     subscription.accepted = accepted

@@ -180,51 +180,82 @@ def test_the_routing_thread_lets_a_reader_run_once_the_buffer_is_half_full(monke
 
 class _RecordingHost:
     """A `ListenHost` for the initialize era whose server side is a set of
-    subscribed URIs; the healer's `resources/subscribe` of the first URI is
-    answered only once `resume` is set."""
+    subscribed URIs. While `reopening`, the `resources/subscribe` of
+    `held_uri` is answered only once `resume` is set; with `fails_late`,
+    the server applies it and the client gets a timeout instead."""
 
-    def __init__(self) -> None:
+    def __init__(self, held_uri: str = "a://1", fails_late: bool = False) -> None:
         import threading
         import types
 
         self.subscribed: set[str] = set()
         self.in_reopen, self.resume = threading.Event(), threading.Event()
-        self.reopening = False
+        self.reopening, self.held_uri, self.fails_late = False, held_uri, fails_late
         self.supervisor = types.SimpleNamespace(
             lock=threading.Lock(), closed=False, initialize_era_subscriptions=set(),
             dispatcher=types.SimpleNamespace(add_callback=lambda callback, methods: (lambda: None)),
             register=lambda sub, initialize_era=False: None)
         self.server_capabilities = {"resources": {"subscribe": True}}
+        self.dialect = mcp_sync.protocol.versions.dialect_for("2025-11-25")
+        self.default_timeout = 5.0
 
     def request(self, method, params, options, *, extensions=None):
         uri = params["uri"]
-        (self.subscribed.add if method == "resources/subscribe" else self.subscribed.discard)(uri)
-        if self.reopening and method == "resources/subscribe" and uri == "a://1":
+        held = self.reopening and method == "resources/subscribe" and uri == self.held_uri
+        if held:
             self.in_reopen.set()
             assert self.resume.wait(10)
+        (self.subscribed.add if method == "resources/subscribe" else self.subscribed.discard)(uri)
+        if held and self.fails_late:
+            raise mcp_sync.RequestTimeout("applied by the server after the client gave up")
         return {}
 
 
-def test_initialize_era_a_close_during_a_reopen_leaves_nothing_subscribed():
+@pytest.mark.parametrize("held_uri, fails_late", [("a://1", False), ("a://2", True)])
+def test_initialize_era_a_close_during_a_reopen_leaves_nothing_subscribed(held_uri, fails_late):
     # The healer asks for the URIs again on a new session while the user
-    # closes the subscription: whatever the order, none stays subscribed.
+    # closes the subscription: before all were asked for, or while the last
+    # one's request times out (the server applied it): none stays subscribed.
     import threading
 
     from mcp_sync.subscriptions import listen
 
-    host = _RecordingHost()
-    host.dialect = mcp_sync.protocol.versions.dialect_for("2025-11-25")
-    host.default_timeout = 5.0
+    host = _RecordingHost(held_uri, fails_late)
     sub = listen(host, resource_subscriptions=["a://1", "a://2"])
     assert host.subscribed == {"a://1", "a://2"}
     host.subscribed.clear()  # a new session: nothing subscribed there yet
     sub.interrupt()
     host.reopening = True
-    healer = threading.Thread(target=sub.reopen_on, args=(object(),))
+    raised = []
+
+    def heal() -> None:
+        try:
+            sub.reopen_on(object())
+        except mcp_sync.McpError as exc:  # (the healer logs it and fails the subscription)
+            raised.append(exc)
+
+    healer = threading.Thread(target=heal)
     healer.start()
-    assert host.in_reopen.wait(10)
-    sub.close()  # while "a://1" is being asked for again ("a://2" is next)
-    host.resume.set()
-    healer.join(10)
+    try:
+        assert host.in_reopen.wait(10)
+        sub.close()  # while held_uri is being asked for again
+    finally:
+        host.resume.set()
+        healer.join(10)
+    assert not healer.is_alive()
+    assert [type(exc) for exc in raised] == ([mcp_sync.RequestTimeout] if fails_late else [])
     assert sub.ended and host.subscribed == set()
     assert sub.reopen_on(object()) is False  # closed: never opened again
+
+
+def test_initialize_era_a_listen_that_fails_partway_leaves_nothing_subscribed():
+    # The second subscribe times out but the server applied it: listen()
+    # raises, and cancels it with the first.
+    from mcp_sync.subscriptions import listen
+
+    host = _RecordingHost("a://2", fails_late=True)
+    host.reopening = True  # (the held request is listen()'s own here)
+    host.resume.set()
+    with pytest.raises(mcp_sync.RequestTimeout):
+        listen(host, resource_subscriptions=["a://1", "a://2"])
+    assert host.subscribed == set()

@@ -598,13 +598,22 @@ def test_a_connect_that_succeeds_at_a_later_address_leaves_no_cycle(monkeypatch)
     from mcp_sync.transports.pool import Dialer, Exchange, Pool
 
     listener = socket.create_server(("127.0.0.1", 0))
-    closed = socket.create_server(("127.0.0.1", 0))
-    refused = closed.getsockname()
-    closed.close()
-    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", refused),
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", listener.getsockname())])
-    dial = Dialer("localhost", listener.getsockname()[1], None, 30.0).dial
+    # Bound and kept, never listening: a connect to it is refused, and no
+    # other process can take its port meanwhile.
+    refusing = socket.socket()
+    refusing.bind(("127.0.0.1", 0))
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host != "later.invalid":
+            return real_getaddrinfo(host, *args, **kwargs)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", refusing.getsockname()),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", listener.getsockname())]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(refusing.getsockname(), timeout=5)
+    dial = Dialer("later.invalid", listener.getsockname()[1], None, 30.0).dial
     pool = Pool(dial, 1)
     try:
         def connect_once() -> None:
@@ -621,3 +630,4 @@ def test_a_connect_that_succeeds_at_a_later_address_leaves_no_cycle(monkeypatch)
             gc.enable()
     finally:
         listener.close()
+        refusing.close()
