@@ -1,11 +1,12 @@
-"""A failed call leaves no reference cycle: whatever it raises, its frames,
-its error and what they hold are freed when the caller lets the error go,
-not at the cyclic collector's next pass. A long-running process that keeps
-calling a failing server would otherwise pile them up between passes (and
-each pass costs more with every object the process holds).
+"""A call leaves no reference cycle, whether it succeeds or fails: its
+frames, its result or error and what they hold are freed when the caller
+lets them go, not at the cyclic collector's next pass. A long-running
+process would otherwise pile them up between passes (and each pass costs
+more with every object the process holds), on its hot path or while a
+server keeps failing.
 
-Each case makes the failing call a few times first (caches, specialised
-code), then 20 times with the collector off, and counts what it finds."""
+Each case makes the call a few times first (caches, specialised code),
+then 20 times with the collector off, and counts what it finds."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 import mcp_sync
-from mcp_sync.testing import HTTPServer, RpcError, Server
+from mcp_sync.testing import HTTPServer, RpcError, Server, demo_server
 from tests.helpers import demo_command
 
 ERAS = ["2026-07-28", "2025-11-25"]
@@ -29,21 +30,57 @@ CALLS = {
 }
 
 
-def cyclic_garbage(call: Callable[[], Any], expected: type[BaseException], times: int = 20) -> int:
-    """Objects the collector finds after `times` failing calls (each must
-    raise `expected`)."""
-    for _ in range(3):
-        with pytest.raises(expected):
+def cyclic_garbage(call: Callable[[], Any], expected: type[BaseException] | None, times: int = 20) -> int:
+    """Objects the collector finds after `times` calls (each must raise
+    `expected`, or return when it is None)."""
+    def once() -> None:
+        if expected is None:
             call()
+        else:
+            with pytest.raises(expected):
+                call()
+
+    for _ in range(3):
+        once()
     gc.collect()
     gc.disable()
     try:
         for _ in range(times):
-            with pytest.raises(expected):
-                call()
+            once()
         return gc.collect()
     finally:
         gc.enable()
+
+
+@pytest.fixture(scope="module")
+def demo_http() -> Iterator[HTTPServer]:
+    with HTTPServer(demo_server()) as http:
+        yield http
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("transport", ["memory", "stdio", "http"])
+def test_a_call_that_succeeds_leaves_no_cycle(transport, era, demo_http):
+    target = {"memory": demo_server(), "stdio": demo_command(), "http": demo_http.url}[transport]
+    seen: list[Any] = []
+
+    def progressed(result: Any) -> None:
+        assert result.text == "liftoff" and len(seen) == 3
+        seen.clear()
+
+    with mcp_sync.connect(target, protocol=era) as client:
+        requests: dict[str, Callable[[], Any]] = {
+            "plain call_tool": lambda: client.call_tool("echo", {"text": "x"}).text,
+            "call_tool with options": lambda: client.call_tool("echo", {"text": "x"}, timeout=30).text,
+            "call_tool with progress": lambda: progressed(client.call_tool("countdown", {"steps": 3, "delay": 0},
+                                                                           progress=seen.append)),
+            "list_tools": client.list_tools,
+            "read_resource": lambda: client.read_resource("demo://readme"),
+            "get_prompt": lambda: client.get_prompt("greet", {"name": "Ada"}),
+            "discover or ping": client.discover if era == "2026-07-28" else client.ping,
+        }
+        found = {name: cyclic_garbage(request, None) for name, request in requests.items()}
+    assert found == dict.fromkeys(requests, 0)
 
 
 def failing_server() -> Server:
