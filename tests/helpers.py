@@ -84,6 +84,34 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01) -> bool
     return True
 
 
+def cyclic_garbage(call, expected=None, times: int = 20, warm: int = 3) -> int:
+    """Objects the cyclic collector finds after `times` calls of `call`
+    made with it off (each must raise `expected`, or return when it is
+    None), after `warm` calls that fill first-call caches. 0: nothing the
+    calls left waits for the collector."""
+    import gc
+
+    import pytest
+
+    def once() -> None:
+        if expected is None:
+            call()
+        else:
+            with pytest.raises(expected):
+                call()
+
+    for _ in range(warm):
+        once()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(times):
+            once()
+        return gc.collect()
+    finally:
+        gc.enable()
+
+
 class NoThread(threading.Thread):
     """A thread that cannot start, as when the process is out of threads:
     patched in for `threading.Thread` where a module makes its threads."""

@@ -3,13 +3,13 @@ one retry after the "url" handler accepted every elicitation it lists."""
 
 from __future__ import annotations
 
-import gc
 import threading
 
 import pytest
 
 import mcp_sync
 from mcp_sync.testing import RpcError, Server
+from tests.helpers import cyclic_garbage
 
 PREREQUISITES = [
     {"mode": "url", "elicitationId": "e-1", "url": "https://auth.example/one", "message": "Sign in"},
@@ -166,15 +166,5 @@ def test_a_refusal_raised_again_leaves_no_reference_cycle(path, handler):
     handlers = {"url": lambda params: {"action": handler[:-1]}} if handler != "none" else {}
     tool, args = ("always", {}) if handler == "accepts" else ("open", {"door": "front"})
     with connect(gate, **handlers) as client:
-        for _ in range(3):  # warm: first-call caches
-            with pytest.raises(mcp_sync.UrlElicitationRequired):
-                CALLS[path](client, tool, args)
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(20):
-                with pytest.raises(mcp_sync.UrlElicitationRequired):
-                    CALLS[path](client, tool, args)
-            assert gc.collect() == 0
-        finally:
-            gc.enable()
+        call = lambda: CALLS[path](client, tool, args)  # noqa: E731
+        assert cyclic_garbage(call, mcp_sync.UrlElicitationRequired) == 0

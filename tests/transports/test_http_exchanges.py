@@ -26,7 +26,7 @@ import pytest
 import mcp_sync
 from mcp_sync import HTTP
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.helpers import NoThread, wait_until
+from tests.helpers import NoThread, cyclic_garbage, wait_until
 
 LEGACY = "2025-11-25"
 
@@ -593,8 +593,6 @@ def test_a_connect_that_succeeds_at_a_later_address_leaves_no_cycle(monkeypatch)
     last one when none connects): when a later address connects (`::1`
     refused, `127.0.0.1` taken, say), the failure it kept must not hold the
     dialer's frame through its traceback."""
-    import gc
-
     from mcp_sync.transports.pool import Dialer, Exchange, Pool
 
     listener = socket.create_server(("127.0.0.1", 0))
@@ -619,15 +617,7 @@ def test_a_connect_that_succeeds_at_a_later_address_leaves_no_cycle(monkeypatch)
         def connect_once() -> None:
             dial(Exchange(1, pool), time.monotonic() + 30).close()
 
-        connect_once()
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(20):
-                connect_once()
-            assert gc.collect() == 0
-        finally:
-            gc.enable()
+        assert cyclic_garbage(connect_once, warm=1) == 0
     finally:
         listener.close()
         refusing.close()
