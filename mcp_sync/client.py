@@ -490,6 +490,9 @@ class Client(ClientRequests):
             The open `Subscription`; close it (or use `with`) when done.
 
         Raises:
+            TypeError: a `*_list_changed` flag is not True or False, or a
+                resource URI is not a string (nothing is sent).
+            ValueError: a bad `timeout`, `max_buffer` or `overflow`.
             MethodNotFound: the server has no subscriptions.
             ConnectionClosed: the stream ended before the acknowledgement.
             RequestTimeout: no acknowledgement within `timeout`.

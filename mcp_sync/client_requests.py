@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .errors import MissingClientCapability
-from .options import ClientOptions, RequestOptions, check_option_names
+from .options import ClientOptions, RequestOptions, check_flag, check_option_names
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -244,7 +244,8 @@ class ClientRequests:
 
         Raises:
             TypeError: `arguments` is not a mapping, tool arguments were
-                given as keywords, or an option is misspelt (nothing is sent).
+                given as keywords, an option is misspelt, or `task` or
+                `wait` is not True or False (nothing is sent).
             RequestTimeout: no result within `timeout` (the request is
                 cancelled on the server).
             OutputValidationError: `structured_content` does not match the
@@ -268,9 +269,11 @@ class ClientRequests:
         pipeline = self._pipeline
         try:
             catalog = pipeline.catalog
-            if (not options and pipeline.plain_calls and type(tool) is str and tool and not task and not wait
-                    and not catalog.list_before_calling and not catalog.task_required):
+            if (not options and pipeline.plain_calls and type(tool) is str and tool and task is False
+                    and wait is False and not catalog.list_before_calling and not catalog.task_required):
                 return pipeline.call_tool_plain(tool, arguments)  # the usual call: nothing below applies to it
+            check_flag("task", task)
+            check_flag("wait", wait)
             if catalog.list_before_calling and type(tool) is str and catalog.get(tool) is None:
                 from . import tasks as _tasks
 

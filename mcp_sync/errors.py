@@ -796,6 +796,9 @@ def copy_error(exc: _E) -> _E:
     which `copy.copy` cannot rebuild."""
     new = exc.__class__.__new__(exc.__class__, *exc.args)
     new.__dict__.update(exc.__dict__)
+    notes = exc.__dict__.get("__notes__")
+    if isinstance(notes, list):  # a note one thread adds must not show on another's copy
+        new.__dict__["__notes__"] = list(notes)
     new.args = exc.args
     new.__cause__ = exc.__cause__
     new.__suppress_context__ = exc.__suppress_context__

@@ -656,11 +656,12 @@ def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVers
     """After a -32022 on a ready stateless connection: settle the version
     again among those the server offered; raises `refusal` when none fits."""
     choice = next((v for v in terms.allowed if versions.dialect_for(v).stateless and v in refusal.supported), None)
-    if choice is None:
-        raise refusal
-    verdict = _probe(conn, choice, terms, _restarts_server(settled.target, conn))
-    if not isinstance(verdict, UseStateless):
-        raise refusal
+    if choice is not None:
+        verdict = _probe(conn, choice, terms, _restarts_server(settled.target, conn))
+    if choice is None or not isinstance(verdict, UseStateless):
+        # A copy: the frames its traceback will hold (this one and the
+        # callers') hold `refusal`, which must not hold them in turn.
+        raise copy_error(refusal)
     fresh = _stateless(conn, settled.target, verdict)
     return fresh if fresh.discovered is not None else fresh._replace(discovered=settled.discovered)
 

@@ -534,8 +534,8 @@ class ClientOptions:
             tracer_provider, meter_provider)
 
     def __attrs_post_init__(self) -> None:
-        if not isinstance(self.restart, bool):
-            raise TypeError("restart must be True or False")
+        for name in ("restart", "stale_if_error", "era_cache", "tasks"):
+            check_flag(name, getattr(self, name))
         if self.log_level is not None and self.log_level not in versions.LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(versions.LOG_LEVELS)}, not {self.log_level!r}")
         info = self.client_info
@@ -545,14 +545,18 @@ class ClientOptions:
         if self.client_capabilities is not None and not isinstance(self.client_capabilities, Mapping):
             raise TypeError("client_capabilities must be a mapping")
         check_input_handlers(self.input_handlers)
-        if not isinstance(self.tasks, bool):
-            raise TypeError("tasks must be True or False")
-        if not isinstance(self.era_cache, bool):
-            raise TypeError("era_cache must be True or False")
         if not isinstance(self.cache, (bool, ResultCache)):
             raise TypeError("cache must be True, False or a ResultCache")
         # A one-shot iterable would be used up by the check: keep the tuple.
         object.__setattr__(self, "allowed_versions", versions.allowed_versions(self.protocol))
+
+
+def check_flag(name: str, value: Any) -> None:
+    """Refuse anything but True or False for the switch `name`: a string
+    such as ``"false"`` is truthy, and `None` or ``0`` may stand for "not
+    given", so a look-alike would silently turn the switch the wrong way."""
+    if value is not True and value is not False:
+        raise TypeError(f"{name} must be True or False, not {value!r}")
 
 
 def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:

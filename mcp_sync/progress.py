@@ -75,6 +75,8 @@ class ProgressBar:
 
     def __init__(self, description: str | None = None, *, plain: bool | None = None,
                  file: IO[str] | None = None) -> None:
+        if plain is not None and not isinstance(plain, bool):
+            raise TypeError(f"plain must be True, False or None, not {plain!r}")
         self.description = description
         self._file = file
         self._tqdm: Any = None if plain else _tqdm_class()

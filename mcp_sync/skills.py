@@ -376,7 +376,10 @@ class Skills:
                 data, mime_type = _content(result, file_uri)
                 failure = _mismatch(skill, listed, data)
             if failure is not None:
-                raise failure
+                try:
+                    raise failure
+                finally:
+                    del failure  # its traceback holds this frame: no reference cycle through it
         else:
             self._count_dynamic(skill, file_uri, len(data))
         if yaml is not None:

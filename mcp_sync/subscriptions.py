@@ -42,7 +42,7 @@ from .connection import SUBSCRIPTION_ID
 from .errors import ConnectionClosed, McpError, RequestTimeout, copy_error, server_error_from_wire
 from .notifications import OVERFLOW_POLICIES, Notification, notification_of
 from .negotiation import TASKS_EXTENSION
-from .options import check_timeout
+from .options import check_flag, check_timeout
 from .waiting import deadline_in, remaining
 
 if TYPE_CHECKING:
@@ -506,6 +506,9 @@ def listen(host: ListenHost, *, tools_list_changed: bool = False, prompts_list_c
            overflow: str = "drop_oldest") -> Subscription:
     """`Client.listen()`: see there."""
     dialect = host.dialect
+    check_flag("tools_list_changed", tools_list_changed)
+    check_flag("prompts_list_changed", prompts_list_changed)
+    check_flag("resources_list_changed", resources_list_changed)
     wait = host.default_timeout if timeout is None else timeout
     check_timeout("timeout", wait)
     uris = list(resource_subscriptions or [])

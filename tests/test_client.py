@@ -397,6 +397,42 @@ def test_bad_arguments_raise_type_error_before_sending(call):
         assert client.call_tool("echo", {"text": "still fine"}).text == "still fine"
 
 
+#: Look-alikes of a switch: a string that reads false but is truthy, and
+#: values that may stand for "not given" or a count.
+NOT_A_SWITCH = ["", "false", "no", 0, 1, None, [], 2.0]
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("value", NOT_A_SWITCH)
+@pytest.mark.parametrize("call", [
+    lambda c, v: c.call_tool("echo", {"text": "x"}, task=v),
+    lambda c, v: c.call_tool("echo", {"text": "x"}, wait=v),
+    lambda c, v: c.listen(tools_list_changed=v),
+    lambda c, v: c.listen(prompts_list_changed=v),
+    lambda c, v: c.listen(resources_list_changed=v, resource_subscriptions=["demo://readme"]),
+], ids=["task", "wait", "tools_list_changed", "prompts_list_changed", "resources_list_changed"])
+def test_a_switch_is_true_or_false_and_anything_else_is_refused_before_sending(protocol, value, call):
+    """`listen(tools_list_changed="no")` subscribed, and `call_tool(task="")`
+    called without a task: each switch now takes True or False only."""
+    server = demo_server()
+    with mcp_sync.connect(server, protocol=protocol) as client:
+        before = server.served()
+        with pytest.raises(TypeError, match=r"must be True or False, not "):
+            call(client, value)
+        assert server.served() == before
+        # The same switch off is still a call, and on is still taken.
+        assert client.call_tool("echo", {"text": "fine"}, task=False, wait=False).text == "fine"
+    with mcp_sync.connect(server, protocol=protocol) as client, client.listen(tools_list_changed=True) as sub:
+        assert sub.accepted is not None
+
+
+@pytest.mark.parametrize("option", ["restart", "stale_if_error", "era_cache", "tasks"])
+@pytest.mark.parametrize("value", NOT_A_SWITCH)
+def test_a_connect_switch_is_true_or_false(option, value):
+    with pytest.raises(TypeError, match=rf"{option} must be True or False, not "):
+        mcp_sync.connect(demo_server(), **{option: value})
+
+
 @pytest.mark.parametrize(
     "call",
     [

@@ -121,3 +121,15 @@ def test_the_servers_uri_wins_over_the_one_asked_for():
     exc = server_error_from_wire({"code": -32002, "message": "gone", "data": {"uri": "demo://canonical"}},
                                  method="resources/read", params={"uri": "demo://alias"})
     assert exc.uri == "demo://canonical"
+
+
+def test_a_copy_has_notes_of_its_own():
+    """Copies go to different threads: a note one adds stays off the others
+    and off the kept original (they shared one list)."""
+    kept = errors.RequestTimeout("no answer", timeout=1.0)
+    kept.__notes__ = ["while reading demo://x"]  # what add_note() (3.11+) makes
+    first, second = errors.copy_error(kept), errors.copy_error(kept)
+    first.__notes__.append("in thread 1")
+    assert first.__notes__ == ["while reading demo://x", "in thread 1"]
+    assert second.__notes__ == kept.__notes__ == ["while reading demo://x"]
+    assert errors.copy_error(errors.RequestTimeout("plain", timeout=1.0)).__dict__.get("__notes__") is None

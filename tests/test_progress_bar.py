@@ -213,3 +213,10 @@ def test_elsewhere_it_writes_a_line_at_most_once_a_second(clock):
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue()
     assert [line.split()[1] for line in lines] == ["1/3000", "1025/3000", "2049/3000", "3000/3000"]
+
+
+@pytest.mark.parametrize("value", ["yes", "", 0, 1])
+def test_plain_is_true_false_or_none(value):
+    """`plain="no"` drew the plain bar (a truthy string)."""
+    with pytest.raises(TypeError, match="plain must be True, False or None"):
+        mcp_sync.progress_bar(plain=value)

@@ -10,6 +10,7 @@ then 20 times with the collector off, and counts what it finds."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -174,3 +175,77 @@ def test_a_listen_that_cannot_reach_the_server_leaves_no_cycle(server):
         http.close()
         call = lambda: client.listen(tools_list_changed=True, timeout=10)  # noqa: E731
         assert cyclic_garbage(call, mcp_sync.ConnectError, times=5) == 0
+
+
+@pytest.mark.parametrize("size", ["one_write", "in_pieces"])
+def test_a_write_to_a_server_that_is_gone_leaves_no_cycle(size):
+    # The writer to a stdio server's stdin: a message of at most PIPE_BUF
+    # bytes goes in one write without the lock, a larger one in pieces.
+    from mcp_sync.transports.stdio_writer import StdinWriter
+
+    data = b"x" * (100 if size == "one_write" else 200_000)
+
+    def write() -> None:
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        os.close(read_end)
+        with open(write_end, "wb", buffering=0) as stdin:
+            StdinWriter(stdin, explain=mcp_sync.ConnectionClosed, on_broken=lambda error: None).write(data, None)
+
+    assert cyclic_garbage(write, mcp_sync.ConnectionClosed) == 0
+
+
+def test_a_message_cut_off_by_a_server_that_went_away_leaves_no_cycle(monkeypatch):
+    # The writer keeps the failure (every later write raises a copy of it):
+    # what it keeps must not hold the frames that hold the writer.
+    from mcp_sync.transports import stdio_writer
+
+    broken: list[str] = []  # (the errors themselves would keep any cycle alive)
+    ends: list[int] = []
+
+    def server_goes_away(fd: int, seconds: float) -> None:  # the pipe is full: part of the message went out
+        os.close(ends.pop())
+
+    monkeypatch.setattr(stdio_writer, "_wait_writable", server_goes_away)
+
+    def write() -> None:
+        read_end, write_end = os.pipe()
+        ends.append(read_end)
+        os.set_blocking(write_end, False)
+        with open(write_end, "wb", buffering=0) as stdin:
+            writer = stdio_writer.StdinWriter(stdin, explain=mcp_sync.ConnectionClosed,
+                                              on_broken=lambda error: broken.append(str(error)))
+            try:
+                writer.write(b"x" * 1_000_000, None)
+            finally:
+                assert not ends, "the message fitted in the pipe: nothing was cut off"
+                with pytest.raises(mcp_sync.ConnectionClosed, match="cut off|cannot write"):
+                    writer.write(b"next", None)  # a copy of the kept failure
+
+    assert cyclic_garbage(write, mcp_sync.ConnectionClosed, times=5) == 0
+    assert len(broken) == 8 and all("cannot write to the server" in error for error in broken)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_skill_file_that_fails_its_check_leaves_no_cycle(era):
+    from tests.servers.skills import DIGEST_BAD, skills_server
+
+    with mcp_sync.connect(skills_server(), protocol=era) as client:
+        client.skills.list()
+        call = lambda: client.skills.read(DIGEST_BAD, "SKILL.md")  # noqa: E731
+        assert cyclic_garbage(call, mcp_sync.SkillVerificationError) == 0
+
+
+@pytest.mark.parametrize("path", CALLS)
+def test_a_version_the_server_stopped_speaking_leaves_no_cycle(path):
+    # A -32022 on a ready connection: the version is settled again, and the
+    # server's refusal raised when none of its versions is allowed.
+    server = Server("upgraded")
+
+    @server.tool()
+    def gone(args, ctx):
+        raise RpcError(-32022, "Unsupported protocol version", {"supported": ["2099-01-01"]})
+
+    with mcp_sync.connect(server, protocol="2026-07-28") as client:
+        call = lambda: CALLS[path](client, "gone", {})  # noqa: E731
+        assert cyclic_garbage(call, mcp_sync.UnsupportedProtocolVersion) == 0

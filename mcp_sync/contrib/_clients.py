@@ -30,6 +30,7 @@ from .. import forking
 from ..client import Client, ClientOptions, connect
 from ..config import ServerConfig, load_config
 from ..errors import ConfigError
+from ..options import check_flag
 
 log = logging.getLogger("mcp_sync.contrib")
 
@@ -289,6 +290,7 @@ def health(clients: Clients, *, start: bool = False) -> tuple[dict[str, Any], in
     type only: messages may quote a server's output). A config that cannot
     be read answers 503 with the error.
     """
+    check_flag("start", start)  # a mistake in the site's code, not the servers' health: raised
     try:
         names = clients.names()
     except (ConfigError, TypeError, ValueError) as exc:

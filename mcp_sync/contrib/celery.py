@@ -47,6 +47,7 @@ from celery import Celery, signals  # type: ignore[import-untyped,unused-ignore]
 
 from ..client import Client
 from ..config import ServerConfig
+from ..options import check_flag
 from . import _clients
 
 __all__ = ["MCP"]
@@ -94,6 +95,7 @@ class MCP:
                  options: Mapping[str, Any] | None = None, connect_at_start: bool = True) -> None:
         if not isinstance(app, Celery):
             raise TypeError(f"MCP() takes a Celery app, not {type(app).__name__}")
+        check_flag("connect_at_start", connect_at_start)
         self.app = app
         self._given = (servers, config, options)
         self._connect_at_start = connect_at_start

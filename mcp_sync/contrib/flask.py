@@ -23,6 +23,7 @@ from flask import Blueprint, Flask, current_app, has_app_context, jsonify
 from flask.typing import ResponseReturnValue
 
 from ..client import Client
+from ..options import check_flag
 from . import _clients
 
 __all__ = ["MCP"]
@@ -151,6 +152,7 @@ class MCP:
 
             app.register_blueprint(mcp.health_blueprint(), url_prefix="/health")   # GET /health/mcp
         """
+        check_flag("start", start)
         blueprint = Blueprint(name, __name__)
 
         @blueprint.get(path)

@@ -21,6 +21,7 @@ import attrs
 from ..client import Client
 from ..errors import McpError, RequestTimeout
 from ..group import ClientGroup, GroupItem
+from ..options import check_flag
 from ..types import CallToolResult, Tool
 from . import _results
 from ._schema import (
@@ -164,8 +165,9 @@ class ToolSet:
             listing failed (their tools are not exposed).
 
     Raises:
-        TypeError: `source` is neither a `Client` nor a `ClientGroup`, or
-            `tools` is neither names nor a callable.
+        TypeError: `source` is neither a `Client` nor a `ClientGroup`,
+            `tools` is neither names nor a callable, or `strict` is not a
+            bool.
         ValueError: A name in `tools` is not a tool of `source`, or
             `timeout` or `max_workers` is not positive.
         McpError: Listing the tools failed (a `Client`'s).
@@ -186,10 +188,11 @@ class ToolSet:
             raise ValueError("timeout must be a positive number of seconds")
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError("max_workers must be a positive integer")
+        check_flag("strict", strict)
         self.source = source
         self.timeout = float(timeout)
         self.max_workers = max_workers
-        self.strict = bool(strict)
+        self.strict = strict
         self.errors: dict[str, McpError] = {}
         self._selection: Selection = tools if callable(tools) or tools is None else list(tools)
         #: The exposed tools by name, and the API names of each name limit (filled on first use), as one
@@ -287,6 +290,13 @@ class ToolSet:
 
     # -- definitions -------------------------------------------------------------------
 
+    def _strict(self, strict: bool | None) -> bool:
+        """The strict mode asked for a listing: the set's when None."""
+        if strict is None:
+            return self.strict
+        check_flag("strict", strict)
+        return strict
+
     def _schema(self, entry: ExposedTool, strict: bool) -> tuple[dict[str, Any], bool]:
         if strict:
             try:
@@ -310,9 +320,10 @@ class ToolSet:
             completion = openai_client.chat.completions.create(
                 model="gpt-4.1-mini", messages=messages, tools=tools.openai_chat_tools())
         """
+        strict = self._strict(strict)
         out = []
         for api_name, entry in self.names("openai-chat").items():
-            schema, is_strict = self._schema(entry, self.strict if strict is None else strict)
+            schema, is_strict = self._schema(entry, strict)
             function: dict[str, Any] = {"name": api_name, "description": _description(entry),
                                         "parameters": schema}
             if is_strict:
@@ -335,9 +346,10 @@ class ToolSet:
             response = openai_client.responses.create(
                 model="gpt-4.1-mini", input="Add 2 and 3", tools=tools.openai_responses_tools())
         """
+        strict = self._strict(strict)
         out = []
         for api_name, entry in self.names("openai-responses").items():
-            schema, is_strict = self._schema(entry, self.strict if strict is None else strict)
+            schema, is_strict = self._schema(entry, strict)
             # The Responses API takes strict as true unless told: always said.
             out.append({"type": "function", "name": api_name, "description": _description(entry),
                         "parameters": schema, "strict": is_strict})

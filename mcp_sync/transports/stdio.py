@@ -169,9 +169,12 @@ class Stdio(Target):
 
     Raises:
         TypeError: `command` is not a non-empty string, `args` is a string
-            or holds something that is not, or `stderr` is none of the above.
-        ValueError: `max_line_bytes` is not a positive integer, or `stderr`
-            is a string other than ``"log"`` and ``"print"``.
+            or holds something that is not, `env` is not a mapping of
+            strings, `inherit_env` is not a bool, `cwd` is not a path, or
+            `stderr` is none of the above.
+        ValueError: `max_line_bytes` is not a positive integer,
+            `shutdown_timeout` is negative or not a finite number, or
+            `stderr` is a string other than ``"log"`` and ``"print"``.
     """
 
     kind = "stdio"
@@ -193,8 +196,19 @@ class Stdio(Target):
             raise TypeError("Stdio() needs a command string")
         if isinstance(args, str) or not all(isinstance(a, str) for a in args):
             raise TypeError("Stdio() args must be a sequence of strings")
-        if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
+        if env is not None and not (isinstance(env, Mapping)
+                                    and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+            raise TypeError("Stdio() env must be a mapping of strings to strings")
+        if not isinstance(inherit_env, bool):
+            raise TypeError(f"inherit_env must be True or False, not {inherit_env!r}")
+        if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
+            raise TypeError(f"Stdio() cwd must be a path, not {cwd!r}")
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
             raise ValueError("max_line_bytes must be a positive integer")
+        # Finite: `close()` promises to return within three of these steps.
+        if (isinstance(shutdown_timeout, bool) or not isinstance(shutdown_timeout, (int, float))
+                or not 0 <= shutdown_timeout < float("inf")):
+            raise ValueError(f"shutdown_timeout must be a finite number of seconds, 0 or more, not {shutdown_timeout!r}")
         check_option(stderr)
         self.command = command
         self.args = list(args)

@@ -178,7 +178,10 @@ class StdinWriter:
             error = self._explain(f"cannot write to the server: {failure}")
             if isinstance(error, ConnectionClosed):
                 error.may_have_executed = False  # nothing of it left: the client may send it elsewhere
-            raise error from failure
+            try:
+                raise error from failure
+            finally:
+                del error, failure  # their tracebacks hold this frame: no reference cycle through it
         if written != len(data):  # pragma: no cover - a pipe never splits such a write
             cut = ConnectionClosed(f"a message to the server was cut off after {written} of {len(data)} bytes; "
                                    "the connection cannot be used any more")
@@ -241,7 +244,10 @@ class StdinWriter:
                     if written == 0 and isinstance(error, ConnectionClosed):
                         # Nothing of it left: the client may send it elsewhere.
                         error.may_have_executed = False
-                    raise error from exc
+                    try:
+                        raise error from exc
+                    finally:
+                        del error  # (as in `_write_alone`)
                 if self._closing:
                     raise ConnectionClosed("the connection is closed")
                 wait = WRITE_SLICE
@@ -265,9 +271,13 @@ class StdinWriter:
 
     def _break(self, error: TransportError) -> None:
         """Half a message went out: nothing may follow it. Fail the
-        connection (`on_broken`: unless it is closing anyway)."""
-        self._broken = error
-        self._on_broken(error)
+        connection (`on_broken`: unless it is closing anyway). What is kept
+        is a copy without a cause: `error` is raised, and its traceback (or
+        its cause's) holds the frames that hold this writer."""
+        kept = copy_error(error)
+        kept.__cause__, kept.__suppress_context__ = None, True
+        self._broken = kept
+        self._on_broken(kept)
 
 
 def _wait_writable(fd: int, seconds: float) -> None:

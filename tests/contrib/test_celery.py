@@ -226,6 +226,8 @@ def test_wrong_settings_are_problems_and_config_errors(tmp_path: Path) -> None:
     assert len(bad.problems()) == 1 and "timout" in bad.problems()[0]
     with pytest.raises(TypeError, match="Celery app"):
         MCP("app")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="connect_at_start must be True or False, not 'no'"):
+        MCP(app, connect_at_start="no")  # type: ignore[arg-type]
 
 
 def test_the_worker_signals_connect_at_process_start_and_close_at_its_end(marker: str) -> None:

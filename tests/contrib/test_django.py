@@ -147,6 +147,18 @@ def test_health_starts_servers_only_when_asked(app: None, marker: str) -> None:
         assert body["servers"]["broken"]["status"] == "failed" and body["servers"]["broken"]["error"]
 
 
+def test_a_start_that_is_not_a_bool_is_a_mistake_in_the_url_pattern(app: None, marker: str) -> None:
+    """`{"start": "false"}` would have started every server on each check."""
+    from django.test import RequestFactory
+
+    from mcp_sync.contrib.django.views import health
+
+    with override_settings(MCP_SERVERS={"demo": demo(marker)}):
+        with pytest.raises(TypeError, match="start must be True or False, not 'false'"):
+            health(RequestFactory().get("/health/mcp"), start="false")  # type: ignore[arg-type]
+        assert server_processes(marker) == {}
+
+
 def test_changing_the_settings_closes_the_clients(app: None, marker: str) -> None:
     from mcp_sync.contrib.django import get_client
 

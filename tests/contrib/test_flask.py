@@ -61,6 +61,9 @@ def test_wrong_settings_fail_at_init_app(tmp_path: Any) -> None:
         MCP(_app(MCP_CONFIG=str(tmp_path / "missing.json")))
     with pytest.raises(TypeError, match="timout"):
         MCP(_app(MCP_SERVERS={}, MCP_CLIENT_OPTIONS={"timout": 3}))
+    # A truthy string would have started every server on each health check.
+    with pytest.raises(TypeError, match="start must be True or False, not 'false'"):
+        MCP().health_blueprint(start="false")  # type: ignore[arg-type]
 
 
 def _app(**config: Any) -> Flask:

@@ -174,6 +174,19 @@ def test_bad_arguments_are_refused(client):
         tools.loop("openai-chat", [])
 
 
+@pytest.mark.parametrize("value", ["false", "", 0, 1, []])
+def test_strict_is_true_or_false(client, value):
+    """`strict="false"` made every definition strict (it was `bool()`-ed)."""
+    with pytest.raises(TypeError, match="strict must be True or False"):
+        ToolSet(client, strict=value)
+    tools = ToolSet(client, tools=["echo"])
+    with pytest.raises(TypeError, match="strict must be True or False"):
+        tools.openai_chat_tools(strict=value)
+    with pytest.raises(TypeError, match="strict must be True or False"):
+        tools.openai_responses_tools(strict=value)
+    assert tools.openai_responses_tools(strict=None)[0]["strict"] is False  # None: the set's own
+
+
 def test_a_group_server_that_fails_to_list_is_reported_not_raised():
     broken = [sys.executable, "-c", "import sys; sys.exit(1)"]
     with mcp_sync.ClientGroup({"ok": demo_server(), "down": broken}, timeout=10) as group:

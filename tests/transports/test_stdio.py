@@ -28,6 +28,34 @@ def test_env_without_inheriting(tmp_path, monkeypatch):
         assert json.loads(client.call_tool("echo", {"env": "MCP_SYNC_LEAK"}).text)["env"] is None
 
 
+@pytest.mark.parametrize("options,exc,says", [
+    ({"env": {"A": 1}}, TypeError, "env must be a mapping of strings"),
+    ({"env": "A=1"}, TypeError, "env must be a mapping of strings"),
+    ({"inherit_env": "no"}, TypeError, "inherit_env must be True or False, not 'no'"),
+    ({"inherit_env": None}, TypeError, "inherit_env must be True or False"),
+    ({"cwd": 3}, TypeError, "cwd must be a path"),
+    ({"max_line_bytes": True}, ValueError, "max_line_bytes"),
+    ({"shutdown_timeout": "2"}, ValueError, "shutdown_timeout must be a finite number"),
+    ({"shutdown_timeout": -1}, ValueError, "shutdown_timeout"),
+    ({"shutdown_timeout": float("inf")}, ValueError, "shutdown_timeout"),
+    ({"shutdown_timeout": float("nan")}, ValueError, "shutdown_timeout"),
+    ({"shutdown_timeout": True}, ValueError, "shutdown_timeout"),
+])
+def test_bad_options_are_refused_when_the_target_is_made(options, exc, says):
+    """Before, these were taken: a bad `env` or `cwd` failed at connect, a
+    `shutdown_timeout` of "2" at `close()` (which then raised TypeError),
+    and `max_line_bytes=True` was a limit of one byte."""
+    with pytest.raises(exc, match=says):
+        Stdio(sys.executable, scripted()[1:], **options)
+
+
+def test_a_shutdown_timeout_of_zero_stops_the_server_at_once(no_leaks):
+    target = Stdio(sys.executable, scripted()[1:], shutdown_timeout=0)
+    client = mcp_sync.connect(target)
+    assert client.call_tool("echo", {"text": "x"}).text == "x"
+    client.close()  # no_leaks checks the process was reaped and its pipes closed
+
+
 def test_a_command_that_cannot_start_is_a_connect_error():
     with pytest.raises(mcp_sync.ConnectError) as info:
         mcp_sync.connect(["/nonexistent/mcp-server-binary"])

@@ -27,8 +27,9 @@ def health(request: Any, start: bool = False) -> Any:
     Returns:
         A `JsonResponse`, status 200 or 503.
 
-    It raises nothing: settings that cannot be read, or a server that
-    cannot be started, answer 503.
+    Settings that cannot be read, or a server that cannot be started,
+    answer 503. It raises `TypeError` only for a `start` other than True
+    or False: a mistake in the URL pattern, not in the servers.
 
     Example::
 
