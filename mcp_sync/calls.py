@@ -29,7 +29,7 @@ from .errors import (
     InvalidResult,
     OutputValidationError,
 )
-from .options import RequestOptions, check_option_names
+from .options import RequestOptions, check_options
 from .protocol.headers import (
     HeaderParam,
     InvalidHeaderAnnotation,
@@ -241,7 +241,7 @@ class TypedCalls:
         self.catalog = catalog
 
     def request(self, method: str, params: Mapping[str, Any] | None, options: RequestOptions) -> dict[str, Any]:
-        check_option_names(options)
+        check_options(options)
         return self._send(method, params, options)
 
     def discover(self, options: RequestOptions) -> DiscoverResult:
@@ -322,7 +322,7 @@ class TypedCalls:
             raise TypeError("tool must be a tool name, a Tool, or a tool definition mapping")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
-        check_option_names(options)
+        check_options(options)
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)

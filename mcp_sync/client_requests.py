@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .errors import MissingClientCapability
-from .options import ClientOptions, RequestOptions, check_flag, check_option_names
+from .options import ClientOptions, RequestOptions, check_flag, check_options
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -83,7 +83,7 @@ class ClientRequests:
             raise TypeError("method must be a non-empty string")
         if params is not None and not isinstance(params, Mapping):
             raise TypeError("params must be a mapping")
-        check_option_names(options)
+        check_options(options)
         return self._pipeline.request(method, params, options)
 
     def roots_changed(self) -> bool:
@@ -265,7 +265,7 @@ class ClientRequests:
             print(result.text)
         """
         if options:  # checked first, so that tool arguments given as keywords are told so
-            check_option_names(options, tool=tool if isinstance(tool, str) else getattr(tool, "name", None))
+            check_options(options, tool=tool if isinstance(tool, str) else getattr(tool, "name", None))
         pipeline = self._pipeline
         try:
             catalog = pipeline.catalog
@@ -325,7 +325,7 @@ class ClientRequests:
             task = client.get_task(saved_id)
             result = task.wait(timeout=60)
         """
-        check_option_names(options)
+        check_options(options)
         from . import tasks as _tasks
 
         return _tasks.get_task(self._pipeline, task_id, options)
@@ -347,7 +347,7 @@ class ClientRequests:
             for task in client.list_tasks():
                 print(task.id, task.status)
         """
-        check_option_names(options)
+        check_options(options)
         from . import tasks as _tasks
 
         return _tasks.list_tasks(self._pipeline, options)

@@ -87,12 +87,21 @@ def unknown_names(names: Iterable[str], known: Iterable[str]) -> str:
     return ", ".join(listed)
 
 
-def check_option_names(options: Mapping[str, Any], *, tool: str | None = None) -> None:
+#: The request options that are switches: True or False only (`check_flag`).
+SWITCH_OPTIONS = ("reset_timeout_on_progress", "answer_input", "bypass_cache")
+
+
+def check_options(options: Mapping[str, Any], *, tool: str | None = None) -> None:
     """A misspelt option is a TypeError, as for any keyword argument,
     naming the option meant. For `call_tool(tool, ...)`, names that are
-    close to no option are taken for tool arguments given as keywords."""
+    close to no option are taken for tool arguments given as keywords.
+    A switch (`SWITCH_OPTIONS`) that is not True or False is a TypeError
+    too; the other values are checked where they are used."""
     unknown = set(options) - OPTION_NAMES
     if not unknown:
+        for name in SWITCH_OPTIONS:
+            if name in options:
+                check_flag(name, options[name])
         return
     message = f"unknown request option(s): {unknown_names(unknown, OPTION_NAMES)}"
     if tool is not None and any(unknown_names([name], OPTION_NAMES) == repr(name) for name in unknown):

@@ -45,7 +45,7 @@ from .errors import (
 )
 # The identifier lives with the handshake, which declares it (see negotiation.py).
 from .negotiation import SKILLS_EXTENSION
-from .options import check_option_names
+from .options import check_options
 from .protocol import pagination
 from .types import Resource
 
@@ -510,7 +510,7 @@ _DECLARE: Mapping[str, Any] = {EXTENSION: {}}
 
 def _request(client: Requester, method: str, params: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     """A request of the extension, declaring it."""
-    check_option_names(options)
+    check_options(options)
     return client.request(method, params, cast("RequestOptions", options), extensions=_DECLARE)
 
 

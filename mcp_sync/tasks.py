@@ -67,7 +67,7 @@ from .errors import (
 from .errors import TaskCancelled as TaskCancelled
 from .negotiation import TASKS_EXTENSION, offers_core_tasks
 from .notifications import Notification
-from .options import RequestOptions, check_input_handlers, check_option_names, check_timeout
+from .options import RequestOptions, check_input_handlers, check_options, check_timeout
 from .protocol import codes, pagination
 from .protocol.headers import encode_header_value
 from .types import CallToolResult, Tool
@@ -154,7 +154,7 @@ def learn_before_calling(client: Requester, arguments: Any, options: RequestOpti
     after the call's own checks, within its timeout (what is left of it
     goes to the call), and at most once per connection: a failed listing
     is logged and the call goes ahead plainly."""
-    check_option_names(options)
+    check_options(options)
     if arguments is not None and not isinstance(arguments, Mapping):
         raise TypeError("arguments must be a mapping")
     timeout = options.get("timeout", client.options.timeouts.request)

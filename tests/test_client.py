@@ -430,7 +430,29 @@ def test_a_switch_is_true_or_false_and_anything_else_is_refused_before_sending(p
 @pytest.mark.parametrize("value", NOT_A_SWITCH)
 def test_a_connect_switch_is_true_or_false(option, value):
     with pytest.raises(TypeError, match=rf"{option} must be True or False, not "):
-        mcp_sync.connect(demo_server(), **{option: value})
+        mcp_sync.connect(demo_server(), **{option: value}).close()
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("option", ["answer_input", "bypass_cache", "reset_timeout_on_progress"])
+@pytest.mark.parametrize("call", [
+    lambda c, o: c.call_tool("echo", {"text": "x"}, **o),
+    lambda c, o: c.read_resource("demo://readme", **o),
+    lambda c, o: c.list_tools(**o),
+    lambda c, o: c.get_prompt("greet", {"name": "x"}, **o),
+    lambda c, o: c.request("tools/list", {}, **o),
+], ids=["call_tool", "read_resource", "list_tools", "get_prompt", "request"])
+def test_a_request_option_that_is_a_switch_is_true_or_false(protocol, option, call):
+    """`answer_input="no"` still answered the server's questions: the
+    option was taken for its truth value."""
+    server = demo_server()
+    with mcp_sync.connect(server, protocol=protocol, cache=True) as client:
+        before = server.served()
+        with pytest.raises(TypeError, match=rf"{option} must be True or False, not 'no'"):
+            call(client, {option: "no"})
+        assert server.served() == before
+        call(client, {option: False})  # the same switch, off
+        assert server.served() == before + 1
 
 
 @pytest.mark.parametrize(

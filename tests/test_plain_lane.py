@@ -3,7 +3,6 @@ itself goes, with its attempt, to the one retry loop; it follows the
 connection; a call whose thread holds a slot takes the general path; and
 its calls are counted as the general path counts them."""
 
-import gc
 import os
 import signal
 import sys
@@ -17,7 +16,7 @@ import mcp_sync
 from mcp_sync.options import Reconnect
 from mcp_sync.status import Status
 from mcp_sync.testing import RpcError, Server
-from tests.helpers import demo_command, wait_until
+from tests.helpers import cyclic_garbage, demo_command, wait_until
 
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
 
@@ -357,15 +356,8 @@ def test_a_failed_call_leaves_no_reference_cycle(how, monkeypatch):
                 raise mcp_sync.ConnectionClosed("refused (a test)")
 
             monkeypatch.setattr(conn, "send_request", refuse)
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(50):
-                with pytest.raises(expected):
-                    client.call_tool(tool, {"text": "x"}, **options)
-            assert gc.collect() == 0
-        finally:
-            gc.enable()
+        call = lambda: client.call_tool(tool, {"text": "x"}, **options)  # noqa: E731
+        assert cyclic_garbage(call, expected, times=50) == 0
 
 
 def test_a_queued_plain_call_keeps_its_deadline_while_it_waits_for_a_slot():

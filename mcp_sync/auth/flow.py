@@ -37,6 +37,7 @@ from urllib.parse import quote, urlsplit
 import attrs
 
 from ..errors import AuthorizationError, OAuthError
+from ..options import check_flag
 from ..transports.http_network import NetworkSettings, check_tls_options
 from . import discovery
 from ._http import DEFAULT_MAX_BYTES, Answer, AuthHTTP
@@ -170,6 +171,10 @@ class TokenFlow:
                 raise ValueError(f"{name} must be a positive number of seconds")
         if storage is not None and not isinstance(storage, TokenStorage):
             raise TypeError("storage must have load(), save() and delete() (see mcp_sync.auth.TokenStorage)")
+        # A look-alike ("no") must not turn the private-network check off.
+        check_flag("allow_private_network", allow_private_network)
+        if not isinstance(dpop, (bool, DPoP)):
+            raise TypeError(f"dpop must be True, False or a mcp_sync.auth.DPoP, not {dpop!r}")
         if authorization_server is not None:
             discovery.check_endpoint_url(authorization_server, "authorization_server")
         self._server_url: str | None = None

@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import attrs
 
 from ..errors import AuthorizationError, AuthorizationRequired, OAuthError
+from ..options import check_flag
 from ..transports.http_network import NetworkSettings
 from . import discovery
 from .flow import Discovery, FlowOptions, TokenFlow
@@ -188,6 +189,7 @@ class OAuth(TokenFlow):
         self._client_metadata_url = client_metadata_url
         self._client_name = client_name
         self._application_type = application_type
+        check_flag("offline_access", offline_access)
         self._offline_access = offline_access
         self._last_challenge: discovery.Challenge | None = None
 

@@ -43,6 +43,7 @@ import attrs
 import requests
 
 from ..errors import AuthorizationError, AuthorizationRequired
+from ..options import check_flag
 from ..transports.http_network import NetworkSettings
 from ..waiting import remaining
 from ._http import fetch
@@ -151,6 +152,7 @@ class LoopbackRedirect:
             raise ValueError(f"the loopback listener needs a loopback host, not {host!r}")
         if not path.startswith("/"):
             raise ValueError("path must start with '/'")
+        check_flag("open_browser", open_browser)
         self.host = host
         self.path = path
         self.open_browser = open_browser

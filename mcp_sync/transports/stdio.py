@@ -201,7 +201,7 @@ class Stdio(Target):
             raise TypeError("Stdio() env must be a mapping of strings to strings")
         if not isinstance(inherit_env, bool):
             raise TypeError(f"inherit_env must be True or False, not {inherit_env!r}")
-        if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
+        if cwd is not None and not isinstance(cwd, (str, bytes, os.PathLike)):
             raise TypeError(f"Stdio() cwd must be a path, not {cwd!r}")
         if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
             raise ValueError("max_line_bytes must be a positive integer")

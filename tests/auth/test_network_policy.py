@@ -162,6 +162,16 @@ def test_which_server_may_name_which_address(server, endpoint, allowed):
         assert error.address_class in str(error) and "allow_private_network=True" in str(error)
 
 
+@pytest.mark.parametrize("value", ["no", "false", "", 0, 1, None])
+def test_the_opt_in_is_true_or_false_and_a_look_alike_is_refused(value):
+    """`allow_private_network="no"` turned the check off (a truthy string)."""
+    with pytest.raises(TypeError, match="allow_private_network must be True or False"):
+        OAuth("https://mcp.example.com/mcp", allow_private_network=value)
+    with pytest.raises(TypeError, match="allow_private_network must be True or False"):
+        ClientCredentials("c", "s", server_url="https://mcp.example.com/mcp",
+                          allow_private_network=value)
+
+
 def test_the_opt_in_skips_the_check_and_resolves_nothing():
     def refuse(host, port):
         raise AssertionError("resolved although the user opted in")

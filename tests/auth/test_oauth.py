@@ -456,3 +456,18 @@ def test_repeated_parameters_in_the_callback_are_refused(serve):
     with pytest.raises(mcp_sync.AuthorizationError, match="repeats 'code'"):
         use(mcp, OAuth(redirect=redirect))
     assert auth.token_requests == 0
+
+
+@pytest.mark.parametrize("value", ["no", "", 0, 1, None])
+def test_the_providers_switches_are_true_or_false(value):
+    """A look-alike was taken for its truth value: `offline_access="no"`
+    asked for a refresh token, `open_browser="no"` opened the browser, and
+    `dpop="no"` was kept as the provider's DPoP key."""
+    from mcp_sync.auth import LoopbackRedirect
+
+    with pytest.raises(TypeError, match="offline_access must be True or False"):
+        OAuth("https://mcp.example.com/mcp", offline_access=value)
+    with pytest.raises(TypeError, match="open_browser must be True or False"):
+        LoopbackRedirect(open_browser=value)
+    with pytest.raises(TypeError, match="dpop must be True, False or a mcp_sync.auth.DPoP"):
+        OAuth("https://mcp.example.com/mcp", dpop=value)
