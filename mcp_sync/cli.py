@@ -49,6 +49,7 @@ from .client import Client
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
 from .errors import ConfigError, McpError
 from .handlers import console_form, defaults_form
+from .options import Reconnect
 from .progress import ProgressBar
 from .transports import HTTP, Target
 from .types import (
@@ -807,8 +808,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 raise _UsageError(f"unrecognized arguments: {args.name} (tools takes a tool's name at most)")
             target, options = _target(args, command, err, config)
             handlers = _input_handlers(args.answer, err)
+            # Reconnecting waits for a request that needs it: a command is
+            # over once its requests are, so a server that dies under the
+            # last one is not started again (nor its attempt logged) while
+            # the command exits. An open `listen` stream still reconnects.
             with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
-                            **options) as client:
+                            reconnect=Reconnect(eager=False), **options) as client:
                 # Each request waits as long as the client was made to: a
                 # `connect_fn` may have its own timeout (an integration's settings).
                 args.timeout = client.options.timeouts.request

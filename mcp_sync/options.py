@@ -571,7 +571,8 @@ def check_flag(name: str, value: Any) -> None:
 def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    # `not value > 0`: NaN too, which every comparison with a deadline gets wrong.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import mcp_sync
 from mcp_sync.cli import _parse_pairs, main
 from tests.helpers import scripted
 
@@ -648,3 +649,20 @@ def test_an_abbreviated_option_is_not_taken_for_another():
     assert code == 2 and "unrecognized arguments: --ur" in err, err
     code, _, err = run("--time", "5", "tools")
     assert code == 2 and "--time" in err, err
+
+
+def test_a_command_reconnects_only_for_a_request_that_needs_it():
+    """A server that dies under the command's last request was set up again
+    at once (eager reconnecting), racing the command's exit: now and then
+    `-v` showed a "reconnecting (attempt 1)" warning, and a stdio server was
+    started for nothing."""
+    made = []
+
+    def connect_fn(target, **options):
+        made.append(options)
+        return mcp_sync.connect(target, **options)
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["call", "crash"], stdout=out, stderr=err, connect_fn=connect_fn)
+    assert code != 0 and "exited with code 3" in err.getvalue()
+    assert [options["reconnect"].eager for options in made] == [False]

@@ -460,6 +460,8 @@ def test_a_request_option_that_is_a_switch_is_true_or_false(protocol, option, ca
     [
         lambda c: c.call_tool("echo", {}, timeout=-1),
         lambda c: c.call_tool("echo", {}, timeout=0),
+        lambda c: c.call_tool("echo", {}, timeout=float("nan")),  # before: as if no timeout
+        lambda c: c.listen(tools_list_changed=True, timeout=float("nan")),
         lambda c: c.list_page("widgets"),
         lambda c: c.call_tool("echo", {}, max_total_timeout=-5),
         lambda c: c.call_tool({"inputSchema": {}}, {}),
@@ -479,6 +481,7 @@ def test_bad_values_raise_value_error(call):
         ({"protocol": "1999-01-01"}, ValueError),
         ({"protocol": []}, ValueError),
         ({"timeout": "soon"}, ValueError),
+        ({"timeout": float("nan")}, ValueError),
         ({"probe_timeout": 0}, ValueError),
         ({"log_level": "loud"}, ValueError),
         ({"max_pages": 0}, ValueError),

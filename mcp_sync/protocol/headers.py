@@ -515,6 +515,8 @@ def check_user_headers(headers: Mapping[str, str]) -> dict[str, str]:
     Transfer-Encoding, Connection, MCP-Protocol-Version, Mcp-Method,
     Mcp-Name, Mcp-Session-Id, Last-Event-ID, and every `Mcp-Param-*`.
     """
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"headers must be a mapping of names to values, not {type(headers).__name__}")
     out: dict[str, str] = {}
     seen: set[str] = set()
     for name, value in headers.items():

@@ -151,9 +151,12 @@ class HTTP(Target):
             raise ValueError("max_response_bytes must be a positive integer")
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise ValueError("pool_size must be a positive integer")
+        if not isinstance(max_resume_attempts, int) or isinstance(max_resume_attempts, bool) or max_resume_attempts < 0:
+            raise ValueError(f"max_resume_attempts must be an integer, 0 or more, not {max_resume_attempts!r}")
         for name, value in (("connect_timeout", connect_timeout), ("session_close_timeout", session_close_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be a positive number of seconds")
+            # Finite (a socket's timeout cannot be infinite) and not NaN.
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
         verify, cert = check_tls_options(verify, cert)
         if not isinstance(trust_env, bool):
             raise TypeError("trust_env must be True or False")
@@ -165,7 +168,7 @@ class HTTP(Target):
         self.host = parsed.host
         self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self.path = parsed.request_uri or "/"
-        self.headers = check_user_headers(headers or {})
+        self.headers = check_user_headers({} if headers is None else headers)
         self.auth: TokenProvider | None = as_token_provider(auth)
         attach = getattr(self.auth, "attach", None)
         if attach is not None:

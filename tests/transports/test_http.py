@@ -228,6 +228,29 @@ def test_http_options_only_for_url_targets():
         HTTP("http://127.0.0.1/mcp", pool_size=0)
 
 
+@pytest.mark.parametrize("target", [HTTP, mcp_sync.SSE])
+@pytest.mark.parametrize("options,exc,says", [
+    # Before: AttributeError ('str' object has no attribute 'items').
+    ({"headers": "X-A: b"}, TypeError, "headers must be a mapping"),
+    ({"headers": [("X-A", "b")]}, TypeError, "headers must be a mapping"),  # before: taken as no headers
+    ({"headers": 0}, TypeError, "headers must be a mapping"),
+    # Before: anything, found out when a stream broke.
+    ({"max_resume_attempts": "3"}, ValueError, "max_resume_attempts must be an integer"),
+    ({"max_resume_attempts": -1}, ValueError, "max_resume_attempts"),
+    ({"max_resume_attempts": True}, ValueError, "max_resume_attempts"),
+    ({"connect_timeout": float("nan")}, ValueError, "connect_timeout must be a positive, finite number"),
+    ({"connect_timeout": float("inf")}, ValueError, "connect_timeout"),
+    ({"session_close_timeout": float("nan")}, ValueError, "session_close_timeout"),
+])
+def test_bad_http_options_are_refused_when_the_target_is_made(target, options, exc, says):
+    with pytest.raises(exc, match=says):
+        target("http://127.0.0.1/mcp", **options)
+
+
+def test_zero_resume_attempts_is_a_setting():
+    assert HTTP("http://127.0.0.1/mcp", max_resume_attempts=0).max_resume_attempts == 0
+
+
 # -- x-mcp-header ------------------------------------------------------------------------------------
 
 
