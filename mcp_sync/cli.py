@@ -808,10 +808,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 raise _UsageError(f"unrecognized arguments: {args.name} (tools takes a tool's name at most)")
             target, options = _target(args, command, err, config)
             handlers = _input_handlers(args.answer, err)
-            # Reconnecting waits for a request that needs it: a command is
-            # over once its requests are, so a server that dies under the
+            # Reconnecting waits for a request that needs it: every command
+            # is over once its requests are, so a server that dies under the
             # last one is not started again (nor its attempt logged) while
-            # the command exits. An open `listen` stream still reconnects.
+            # the command exits.
             with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
                             reconnect=Reconnect(eager=False), **options) as client:
                 # Each request waits as long as the client was made to: a

@@ -41,6 +41,7 @@ import attrs
 from . import forking
 from .client import Client, RequestOptions, connect
 from .errors import ConnectionClosed, McpError, RoutingError
+from .options import ClientOptions
 from .transports import _http_options, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
 
@@ -182,6 +183,9 @@ class ClientGroup:
             raise TypeError(f"ClientGroup() got unexpected keyword argument(s): {unknown_names(unknown, known)}")
         http_options = {k: v for k, v in connect_options.items() if k in http_names}
         self._options = {k: v for k, v in connect_options.items() if k in _CLIENT_OPTIONS}
+        # Checked now, as `connect()` would check them: a bad value fails
+        # here, not at the first use of each server (in a listing's thread).
+        ClientOptions(**self._options)
         slots: dict[str, _Slot] = {}
         any_url = False
         for name in targets:  # a ServerConfig substitutes here: a missing variable fails now, named

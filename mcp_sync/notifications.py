@@ -182,7 +182,11 @@ class NotificationStream:
         Raises:
             RequestTimeout: None arrived within `timeout`.
             StopIteration: The stream is closed and its buffer read.
+            ValueError: `timeout` is negative or NaN (TypeError: not a
+                number).
         """
+        if timeout is not None and not timeout >= 0.0:  # NaN too; a string raises TypeError here
+            raise ValueError(f"timeout must be a number of seconds, 0 or more, not {timeout!r}")
         deadline = deadline_in(timeout)
         with self._cond:
             while not self._buffer:

@@ -366,7 +366,11 @@ class Subscription:
         Raises:
             RequestTimeout: No event within `timeout`.
             StopIteration: The end event was already taken.
+            ValueError: `timeout` is negative or NaN (TypeError: not a
+                number).
         """
+        if timeout is not None and not timeout >= 0.0:  # NaN too; a string raises TypeError here
+            raise ValueError(f"timeout must be a number of seconds, 0 or more, not {timeout!r}")
         if os.getpid() != forking.pid:  # inherited by a child forked from C: it ends now, as after os.fork()
             forking.check()
         with self._lock:  # `_cond` is on it; the lock itself costs no Python frame per event

@@ -299,6 +299,17 @@ def test_bad_arguments():
         mcp_sync.ClientGroup(mcp_sync.load_config({"mcpServers": {"a": {"command": "${MISSING_VAR_X}"}}}))
 
 
+@pytest.mark.parametrize("options,exc", [
+    ({"timeout": -1}, ValueError), ({"stale_if_error": "no"}, TypeError), ({"log_level": "loud"}, ValueError),
+    ({"max_in_flight": 0}, ValueError),
+])
+def test_bad_client_options_are_refused_when_the_group_is_made(options, exc):
+    """They were kept as given and refused at the first use of each server
+    (a listing raised them from its pool's threads)."""
+    with pytest.raises(exc):
+        mcp_sync.ClientGroup({"a": named_server("a")}, **options)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
 def test_a_listing_in_a_forked_child_does_not_hang():
     """ClientGroup's thread pool is not fork-aware: after a listing in the

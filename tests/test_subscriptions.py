@@ -259,3 +259,19 @@ def test_initialize_era_a_listen_that_fails_partway_leaves_nothing_subscribed():
     with pytest.raises(mcp_sync.RequestTimeout):
         listen(host, resource_subscriptions=["a://1", "a://2"])
     assert host.subscribed == set()
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_a_wait_that_is_negative_or_nan_is_refused(protocol):
+    """`next(timeout=-1)` and `next(timeout=float("nan"))` raised
+    RequestTimeout at once, as if nothing had come in time."""
+    with mcp_sync.connect(demo_server(), protocol=protocol) as client:
+        with client.listen(tools_list_changed=True) as sub, client.notifications() as stream:
+            for wait in (sub.next, stream.next):
+                for bad in (-1, float("nan")):
+                    with pytest.raises(ValueError, match="timeout must be a number of seconds, 0 or more"):
+                        wait(timeout=bad)
+                with pytest.raises(TypeError):
+                    wait(timeout="1")
+                with pytest.raises(mcp_sync.RequestTimeout):
+                    wait(timeout=0)  # 0 looks without waiting
