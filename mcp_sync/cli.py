@@ -47,9 +47,9 @@ from .cli_completion import COMPLETE_TOOLS, TOOL_COMMANDS
 from ._version import __version__
 from .client import Client
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
-from .errors import ConfigError, McpError
+from .errors import ConfigError, McpError, MethodNotFound
 from .handlers import console_form, defaults_form
-from .options import Reconnect
+from .options import Reconnect, unknown_names
 from .progress import ProgressBar
 from .transports import HTTP, Target
 from .types import (
@@ -394,11 +394,60 @@ def _tool_table(tools: Sequence[Any], out: TextIO) -> None:
         out.write(f"{signature[len(name):].ljust(width - len(name))}  {first}".rstrip() + "\n")
 
 
-def _show_tool(tools: Sequence[Any], name: str, as_json: bool, out: TextIO) -> int:
-    """`tools NAME`: the tool's description and one line per parameter."""
+def _joined(words: Sequence[str], last: str) -> str:
+    """`a`, `a or b`, `a, b or c` (with `last` "or")."""
+    return f"{', '.join(words[:-1])} {last} {words[-1]}" if len(words) > 1 else "".join(words)
+
+
+def _find_tool(tools: Sequence[Any], name: str) -> Any:
+    """The tool `name` of the server's list; `_NotFound`, naming the
+    nearest listed name, when the server lists none of that name."""
     tool = next((each for each in tools if each.name == name), None)
     if tool is None:
-        raise _NotFound(f"no tool named {name!r} (mcp-sync tools lists them)")
+        import difflib  # here: only this error needs it
+
+        close = [repr(each) for each in difflib.get_close_matches(name, [each.name for each in tools], n=3, cutoff=0.6)]
+        meant = f"; did you mean {_joined(close, 'or')}?" if close else ""
+        raise _NotFound(f"no tool named {name!r}{meant} (mcp-sync tools lists them)")
+    return tool
+
+
+def _check_arguments(tool: Any, arguments: Mapping[str, Any]) -> None:
+    """A required parameter left out is a usage error, and so is one the
+    tool does not have when its inputSchema forbids others (a misspelling
+    the server would refuse, or, as pydantic-based servers do, ignore
+    before refusing the missing one); each unknown one named with the
+    nearest parameter."""
+    parameters = _parameters(tool)
+    names = [key for key, _, _ in parameters]
+    missing = [key for key, _, required in parameters if required and key not in arguments]
+    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+    unknown = [key for key in arguments if key not in names] if names else []
+    if not missing and not (unknown and schema.get("additionalProperties") is False):
+        return
+    said = []
+    if missing:
+        said.append(f"{tool.name} needs {_joined(missing, 'and')}")
+    if unknown:
+        said.append(f"{'it' if missing else tool.name} has no parameter {unknown_names(unknown, names)}")
+    raise _UsageError(f"{'; '.join(said)} (mcp-sync tools {tool.name} shows its parameters)")
+
+
+def _offered(listing: Callable[[], Any], empty: Any) -> tuple[Any, bool]:
+    """`listing()`, and True; `empty` and False when the server answers
+    that it has no such method because it does not declare the capability
+    (a tools-only server asked for its prompts: it has none)."""
+    try:
+        return listing(), True
+    except MethodNotFound as exc:
+        if exc.capability is None:
+            raise
+        return empty, False
+
+
+def _show_tool(tools: Sequence[Any], name: str, as_json: bool, out: TextIO) -> int:
+    """`tools NAME`: the tool's description and one line per parameter."""
+    tool = _find_tool(tools, name)
     if as_json:
         _dump(tool, out)
         return 0
@@ -487,20 +536,22 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             out.write(f"instructions: {client.instructions}\n")
         return 0
     if args.command == "tools":
-        tools = client.list_tools(timeout=args.timeout)
+        tools, offered = _offered(lambda: client.list_tools(timeout=args.timeout), [])
         if args.name is not None:
             return _show_tool(tools, args.name, as_json, out)
         if as_json:
             _dump(tools, out)
-        else:
+        elif offered:
             _tool_table(tools, out)
+        else:
+            out.write("(no tools: the server does not offer tools)\n")
         return 0
     if args.command == "call":
         # Listed first: the pairs are read by the tool's inputSchema, and the
         # result is checked against its outputSchema.
-        tools = client.list_tools(timeout=args.timeout)
-        definition = next((tool for tool in tools if tool.name == args.tool), None)
-        arguments = _arguments(args, sys.stdin, definition.input_schema if definition is not None else None)
+        definition = _find_tool(client.list_tools(timeout=args.timeout), args.tool)
+        arguments = _arguments(args, sys.stdin, definition.input_schema)
+        _check_arguments(definition, arguments)
         # The library's plain bar (not tqdm, even when installed: the same
         # look everywhere): it neutralises the server's message itself, and
         # draws on the raw stream, as its carriage return must reach a terminal.
@@ -514,13 +565,19 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             return EXIT_ERROR if result.is_error else 0
         return _print_call_result(result, out, err)
     if args.command == "resources":
-        resources = client.list_resources(timeout=args.timeout)
-        templates = client.list_resource_templates(timeout=args.timeout)
+        resources, offered = _offered(lambda: client.list_resources(timeout=args.timeout), [])
+        templates = []
+        if offered:
+            try:
+                templates = client.list_resource_templates(timeout=args.timeout)
+            except MethodNotFound:
+                pass  # the part of resources many servers leave out: none
         if as_json:
             _dump({"resources": [r.to_wire() for r in resources],
                    "resourceTemplates": [t.to_wire() for t in templates]}, out)
             return 0
-        _table([(r.uri, r.description or r.name or "") for r in resources], out, "(no resources)")
+        _table([(r.uri, r.description or r.name or "") for r in resources], out,
+               "(no resources)" if offered else "(no resources: the server does not offer resources)")
         if templates:
             out.write("\ntemplates:\n")
             _table([(t.uri_template, t.description or t.name or "") for t in templates], out, "")
@@ -538,11 +595,12 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
                 out.write(f"<{contents.mime_type or 'binary'} blob, {len(contents.bytes)} bytes>\n")  # type: ignore[union-attr]
         return 0
     if args.command == "prompts":
-        prompts = client.list_prompts(timeout=args.timeout)
+        prompts, offered = _offered(lambda: client.list_prompts(timeout=args.timeout), [])
         if as_json:
             _dump(prompts, out)
         else:
-            _table([(p.name, p.description or "") for p in prompts], out, "(no prompts)")
+            _table([(p.name, p.description or "") for p in prompts], out,
+                   "(no prompts)" if offered else "(no prompts: the server does not offer prompts)")
         return 0
     if args.command == "prompt":
         arguments = {k: v if isinstance(v, str) else json.dumps(v) for k, v in args.parsed_arguments.items()}

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from .errors import MissingClientCapability
-from .options import ClientOptions, RequestOptions, check_flag, check_options
+from .errors import InvalidParams, MissingClientCapability, ResourceNotFound
+from .options import ClientOptions, RequestOptions, check_flag, check_options, unknown_names
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -302,6 +302,14 @@ class ClientRequests:
                 finally:
                     del better  # the traceback holds this frame: no reference cycle through it
             del better  # (as above)
+            raise
+        except InvalidParams as exc:
+            # A name the server's list (as last seen) does not hold: most
+            # likely misspelt. The error is this call's own, so it is
+            # amended in place.
+            known = pipeline.catalog.tools
+            if type(tool) is str and known and tool not in known and not isinstance(exc, ResourceNotFound):
+                exc.args = (f"{exc.args[0]}; the server lists no tool {unknown_names([tool], known)}",)
             raise
 
     def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:

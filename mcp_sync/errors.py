@@ -57,6 +57,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from .protocol import codes
+from .protocol.methods import SERVER_CAPABILITY_OF
 
 __all__ = [
     "McpError",
@@ -167,7 +168,23 @@ class ServerError(McpError):
 
 
 class MethodNotFound(ServerError):
-    """-32601: the server does not offer this method."""
+    """-32601: the server does not offer this method.
+
+    When the method belongs to a capability the server did not declare
+    (`prompts/list` from a server that offers tools only), `capability`
+    names it and the message says so: check `client.server_capabilities`
+    before asking::
+
+        if "prompts" in (client.server_capabilities or {}):
+            prompts = client.list_prompts()
+
+    Attributes:
+        capability (str | None): The server capability the method belongs
+            to, such as ``"prompts"``, when the server did not declare it;
+            None when it did, or the method belongs to none.
+    """
+
+    capability: str | None = None
 
 
 class InvalidParams(ServerError):
@@ -287,7 +304,7 @@ _NOT_FOUND_WORDING = re.compile(r"not\s+found|unknown\s+resource|no\s+such\s+res
 
 def server_error_from_wire(
     error: Any, *, method: str | None = None, params: Mapping[str, Any] | None = None,
-    invalid_params_means_not_found: bool = True,
+    invalid_params_means_not_found: bool = True, server_capabilities: Mapping[str, Any] | None = None,
 ) -> ServerError:
     """Build the precise `ServerError` subclass for a wire `error` object.
 
@@ -296,7 +313,9 @@ def server_error_from_wire(
     `invalid_params_means_not_found=False` for the initialize era) or where
     the error itself says so: its `data.uri` names a resource, or its
     message reads as not found. `params` are the request's, so that the
-    error knows the URI asked for.
+    error knows the URI asked for. With `server_capabilities` (what the
+    server declared), a -32601 for a method of a capability missing there
+    says which (`MethodNotFound.capability`).
 
     A malformed error object still becomes a `ServerError` (code -32603 when
     the code is not an integer) so that nothing the server said is lost.
@@ -319,6 +338,12 @@ def server_error_from_wire(
     exc = cls(code, text, data, method=method)
     if isinstance(exc, ResourceNotFound) and params is not None and isinstance(params.get("uri"), str):
         exc.requested_uri = params["uri"]
+    elif isinstance(exc, MethodNotFound) and server_capabilities is not None and method is not None:
+        capability = SERVER_CAPABILITY_OF.get(method)
+        if capability is not None and capability not in server_capabilities:
+            exc.capability = capability
+            exc.args = (f"{exc.args[0]}; the server does not declare the {capability!r} capability "
+                        f"(client.server_capabilities lists what it offers)",)
     return exc
 
 

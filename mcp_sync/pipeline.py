@@ -744,8 +744,10 @@ class Pipeline:
                     outcome = None
             error = outcome.get("error")
             if error is not None:
+                settled = supervisor.settled
                 exc = server_error_from_wire(error, method=method, params=params,
-                                             invalid_params_means_not_found=dialect.stateless)
+                                             invalid_params_means_not_found=dialect.stateless,
+                                             server_capabilities=settled.capabilities if settled else None)
                 if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and "version" not in mended:
                     mended.add("version")
                     supervisor.rediscover(exc)

@@ -58,7 +58,7 @@ def test_a_terminal_gets_colour_where_it_helps():
     assert f"{ESC}36madd{ESC}0m(a, b)" in printed  # tool names
     status, printed = in_terminal("tools", "add", env=environment())
     assert f"  a  number  {ESC}33mrequired{ESC}0m" in printed
-    status, printed = in_terminal("call", "nope", env=environment())
+    status, printed = in_terminal("read", "demo://missing", env=environment())
     assert status == 1 and printed.startswith(f"{ESC}1;31mmcp-sync: error:{ESC}0m server error")
     status, printed = in_terminal("call", "fail", "message=kaputt", env=environment())
     assert status == 1 and printed == f"{ESC}31mkaputt{ESC}0m\n"  # an isError result

@@ -64,10 +64,10 @@ def test_version():
 
 
 def test_errors_are_json_with_json():
-    code, _, err = run("--json", "call", "nope")
+    code, _, err = run("--json", "read", "nope://x")
     assert code == 1
-    assert json.loads(err) == {"error": "server error -32602 (tools/call): Unknown tool: nope",
-                               "type": "InvalidParams", "status": 1}
+    assert json.loads(err) == {"error": "server error -32602 (resources/read): Resource not found: nope://x",
+                               "type": "ResourceNotFound", "status": 1}
     code, _, err = run("--json", "call", "echo", "text")
     assert code == 2 and json.loads(err)["status"] == 2
 
@@ -112,3 +112,70 @@ def test_content_is_shown_by_what_it_is():
     assert code == 0, err
     assert out.splitlines() == ["<image/png, 8 bytes>", "<resource_link demo://report (text/csv, 42 bytes)>",
                                 "<resource demo://note>", "a note"]
+
+
+@pytest.mark.parametrize("versions", ["2026-07-28", "2025-11-25"])
+def test_a_list_the_server_does_not_offer_is_empty_and_says_so(versions):
+    # Most stdio servers offer tools only and answer -32601 to the other
+    # lists: that is "none", not an error.
+    from tests.helpers import scripted
+
+    server = ["--", *scripted("--versions", versions)]
+    assert run("prompts", *server) == (0, "(no prompts: the server does not offer prompts)\n", "")
+    assert run("resources", *server) == (0, "(no resources: the server does not offer resources)\n", "")
+    code, out, _ = run("--json", "prompts", *server)
+    assert code == 0 and json.loads(out) == []
+    code, out, _ = run("--json", "resources", *server)
+    assert code == 0 and json.loads(out) == {"resources": [], "resourceTemplates": []}
+
+
+def test_resources_without_templates_lists_the_resources():
+    # Templates are the part of resources many servers leave out (-32601):
+    # the resources are listed all the same.
+    from tests.helpers import scripted
+
+    server = ["--", *scripted("--capabilities", "tools,resources")]
+    assert run("resources", *server) == (0, "scripted://one  The only one.\n", "")
+    code, out, _ = run("--json", "resources", *server)
+    assert code == 0 and json.loads(out)["resourceTemplates"] == []
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("call", "nope"), "no tool named 'nope' (mcp-sync tools lists them)"),
+    (("call", "ad", "a=1", "b=2"), "no tool named 'ad'; did you mean 'add'? (mcp-sync tools lists them)"),
+    (("tools", "ehco"), "no tool named 'ehco'; did you mean 'echo'? (mcp-sync tools lists them)"),
+    (("call", "get_time"),
+     "no tool named 'get_time'; did you mean 'convert_time' or 'get_current_time'? (mcp-sync tools lists them)"),
+])
+def test_a_tool_the_server_does_not_list_is_named_before_anything_is_called(argv, said):
+    served = []
+    server = Server(name="counting")
+    for name in ("add", "echo", "get_current_time", "convert_time"):
+        server.tool(name=name, input_schema={"type": "object"})(lambda args, ctx: served.append(args) or "x")
+    code, out, err = run(*argv, connect_fn=lambda target, **kw: mcp_sync.connect(server, **kw))
+    assert (code, out, err) == (1, "", f"mcp-sync: error: {said}\n")
+    assert served == []
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("call", "add", "a=1"), "add needs b (mcp-sync tools add shows its parameters)"),
+    (("call", "add"), "add needs a and b (mcp-sync tools add shows its parameters)"),
+    (("call", "echo", "txt=hi"),
+     "echo needs text; it has no parameter 'txt' (did you mean 'text'?) (mcp-sync tools echo shows its parameters)"),
+])
+def test_a_required_parameter_left_out_is_a_usage_error(argv, said):
+    code, out, err = run(*argv)
+    assert (code, out, err) == (2, "", f"mcp-sync: error: {said}\n")
+
+
+def test_an_extra_parameter_is_sent_unless_the_schema_forbids_it():
+    strict = {"type": "object", "properties": {"amount": {"type": "number"}}, "additionalProperties": False}
+    server = Server(name="strict")
+    server.tool(name="loose", input_schema={"type": "object", "properties": {"a": {"type": "number"}}})(
+        lambda args, ctx: json.dumps(args, sort_keys=True))
+    server.tool(name="tight", input_schema=strict)(lambda args, ctx: "never")
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("call", "loose", "a=1", "b=2", connect_fn=connect_fn) == (0, '{"a": 1, "b": 2}\n', "")
+    assert run("call", "tight", "amonut=2", connect_fn=connect_fn) == (
+        2, "", "mcp-sync: error: tight has no parameter 'amonut' (did you mean 'amount'?) "
+               "(mcp-sync tools tight shows its parameters)\n")

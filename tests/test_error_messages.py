@@ -74,3 +74,53 @@ def test_repr_shows_transport_server_status_and_revision():
     with mcp_sync.connect([sys.executable, "-m", "mcp_sync.testing.server"], protocol="2025-11-25") as client:
         assert repr(client) == "<mcp_sync.Client stdio 'mcp-sync-demo' ready 2025-11-25>"
     assert repr(client) == "<mcp_sync.Client stdio 'mcp-sync-demo' closed 2025-11-25>"
+
+
+@pytest.mark.parametrize("versions", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("call, method, capability", [
+    (lambda c: c.list_prompts(), "prompts/list", "prompts"),
+    (lambda c: c.list_resources(), "resources/list", "resources"),
+    (lambda c: c.read_resource("file:///x"), "resources/read", "resources"),
+    (lambda c: c.get_prompt("p"), "prompts/get", "prompts"),
+])
+def test_a_method_the_server_never_declared_says_which_capability_it_lacks(versions, call, method, capability):
+    # A tools-only server (most stdio servers are) answers -32601 to a list
+    # it does not offer; the error says why, and what to look at.
+    from tests.helpers import scripted
+
+    with mcp_sync.connect(scripted("--versions", versions)) as client:
+        assert client.server_capabilities == {"tools": {}}
+        with pytest.raises(mcp_sync.MethodNotFound) as info:
+            call(client)
+    assert info.value.capability == capability
+    assert str(info.value) == (f"server error -32601 ({method}): Method not found: {method}; the server does not "
+                               f"declare the {capability!r} capability (client.server_capabilities lists what "
+                               f"it offers)")
+
+
+def test_method_not_found_for_a_declared_capability_names_none():
+    # The demo server declares prompts: a -32601 there is not about a capability.
+    from mcp_sync.testing import Server
+
+    server = Server(name="bare")
+    server.tool(input_schema={"type": "object"})(lambda args, ctx: "x")
+    with mcp_sync.connect(server) as client:
+        with pytest.raises(mcp_sync.MethodNotFound) as info:
+            client.request("nope/nothing")
+    assert info.value.capability is None
+    assert str(info.value) == "server error -32601 (nope/nothing): Method not found: nope/nothing"
+
+
+@pytest.mark.parametrize("options", [{}, {"timeout": 5}])
+def test_an_unknown_tool_is_named_with_the_listed_one_meant(client, options):
+    with pytest.raises(mcp_sync.InvalidParams) as info:
+        client.call_tool("ad", {"a": 1, "b": 2}, **options)
+    assert str(info.value) == "server error -32602 (tools/call): Unknown tool: ad"  # nothing listed yet: nothing to add
+    client.list_tools()
+    with pytest.raises(mcp_sync.InvalidParams) as info:
+        client.call_tool("ad", {"a": 1, "b": 2}, **options)
+    assert str(info.value) == ("server error -32602 (tools/call): Unknown tool: ad; "
+                               "the server lists no tool 'ad' (did you mean 'add'?)")
+    with pytest.raises(mcp_sync.InvalidParams) as info:
+        client.call_tool("add", {"a": "x", "b": 2}, **options)  # a listed tool's bad argument: as the server said
+    assert "lists no tool" not in str(info.value)

@@ -49,3 +49,19 @@ INVALIDATES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({
     "notifications/prompts/list_changed": ("prompts/list",),
     "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
 })
+
+#: The server capability a method belongs to: a server that does not
+#: declare it does not offer the method (and answers -32601 when asked).
+SERVER_CAPABILITY_OF: Final[Mapping[str, str]] = MappingProxyType({
+    "tools/list": "tools",
+    "tools/call": "tools",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "resources/subscribe": "resources",
+    "resources/unsubscribe": "resources",
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+    "completion/complete": "completions",
+    "logging/setLevel": "logging",
+})

@@ -28,8 +28,11 @@ def main():
     parser.add_argument("--size", type=int, default=0)
     parser.add_argument("--record", default=None, help="append every received line to this file")
     parser.add_argument("--marker", default=None, help="exit-once: exit on the first call if this file is absent")
+    parser.add_argument("--capabilities", default="tools",
+                        help="the capabilities declared; with resources, resources/list lists one (no templates)")
     args = parser.parse_args()
     versions = args.versions.split(",")
+    capabilities = {name: {} for name in args.capabilities.split(",") if name}
     out_lock = threading.Lock()
     state = {"initialized": False, "discover_count": 0}
     record = open(args.record, "a") if args.record else None
@@ -88,7 +91,7 @@ def main():
                 error(request_id, -32601, "Method not found")
                 continue
             result(request_id, {"resultType": "complete", "supportedVersions": stateless,
-                                "capabilities": {"tools": {}},
+                                "capabilities": capabilities,
                                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "scripted", "version": "1"}}})
             continue
         if method == "subscriptions/listen":
@@ -109,13 +112,13 @@ def main():
             error(request_id, -32600, "initialize is not a 2026-07-28 method")
             time.sleep(0.2)  # the probe's answer comes a moment later
             result(state["held_discover"], {"resultType": "complete", "supportedVersions": [STATELESS],
-                                            "capabilities": {"tools": {}}})
+                                            "capabilities": capabilities})
             continue
         if method == "initialize":
             asked = message["params"]["protocolVersion"]
             answer = args.answer_version or (asked if asked in versions else versions[-1])
             state["initialized"] = True
-            result(request_id, {"protocolVersion": answer, "capabilities": {"tools": {}},
+            result(request_id, {"protocolVersion": answer, "capabilities": capabilities,
                                 "serverInfo": {"name": "scripted", "version": "1"}})
             continue
         if method == "ping":
@@ -131,6 +134,12 @@ def main():
                 result(request_id, {"tools": [{"name": f"t{n}", "inputSchema": {"type": "object"}}], "nextCursor": str(n)})
                 continue
             result(request_id, {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+            continue
+        if method == "resources/list" and "resources" in capabilities:
+            body = {"resources": [{"uri": "scripted://one", "name": "one", "description": "The only one."}]}
+            if version:
+                body["resultType"] = "complete"
+            result(request_id, body)
             continue
         if method == "tools/call":
             params = message.get("params") or {}
