@@ -112,6 +112,10 @@ class ToolCatalog:
         # one that runs only as a task: `call_tool` lists the tools first,
         # once (cleared by any complete listing).
         self.list_before_calling = False
+        #: Whether `tools` holds a whole listing (every page), as last taken:
+        #: only then does a name missing from it say the server lists no
+        #: such tool. Set once, never cleared.
+        self.listed_whole = False
         # The Tool objects, by name, that passed the x-mcp-header check of a
         # mirroring transport: one listed again unchanged is the same object
         # (see `listed`) and needs no second walk of its schema. Only ever
@@ -141,6 +145,7 @@ class ToolCatalog:
                                             and tool.execution.get("taskSupport") == "required"])
             if replace:
                 self.list_before_calling = False
+                self.listed_whole = True
             self._headers_checked = {name: tool for name, tool in self._headers_checked.items()
                                      if known.get(name) is tool}
             # One compiled validator per known tool with an outputSchema.

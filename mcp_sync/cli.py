@@ -36,6 +36,7 @@ import io
 import json
 import logging
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator, Mapping
@@ -47,7 +48,7 @@ from .cli_completion import COMPLETE_TOOLS, TOOL_COMMANDS
 from ._version import __version__
 from .client import Client
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
-from .errors import ConfigError, McpError, MethodNotFound
+from .errors import ConfigError, InvalidParams, McpError, MethodNotFound
 from .handlers import console_form, defaults_form
 from .options import Reconnect, unknown_names
 from .progress import ProgressBar
@@ -236,7 +237,8 @@ def _build_parser() -> argparse.ArgumentParser:
     command("resources", "list the resources and resource templates")
     read = command("read", "read a resource: read URI")
     read.add_argument("uri")
-    command("prompts", "list the prompts")
+    prompts = command("prompts", "list the prompts; prompts NAME: one prompt's arguments")
+    prompts.add_argument("name", nargs="?", help="show this prompt's arguments: required, description")
     prompt = command("prompt", "render a prompt: prompt NAME [key=value ...] [--args JSON|@FILE]")
     prompt.add_argument("name")
     prompt.add_argument("arguments", nargs="*", metavar="key=value")
@@ -362,7 +364,8 @@ def _parameters(tool: Any) -> list[tuple[str, Mapping[str, Any], bool]]:
     schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
     found = schema.get("properties")
     properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+    listed = schema.get("required")
+    required = {key for key in listed if isinstance(key, str)} if isinstance(listed, list) else set()
     return [(str(key), spec if isinstance(spec, Mapping) else {}, key in required) for key, spec in properties.items()]
 
 
@@ -399,38 +402,64 @@ def _joined(words: Sequence[str], last: str) -> str:
     return f"{', '.join(words[:-1])} {last} {words[-1]}" if len(words) > 1 else "".join(words)
 
 
-def _find_tool(tools: Sequence[Any], name: str) -> Any:
-    """The tool `name` of the server's list; `_NotFound`, naming the
-    nearest listed name, when the server lists none of that name."""
-    tool = next((each for each in tools if each.name == name), None)
-    if tool is None:
+def _find(listed: Sequence[Any], name: str, kind: str) -> Any:
+    """The tool or prompt (`kind`) `name` of the server's list;
+    `_NotFound`, naming the nearest listed names, when the list holds none
+    of that name."""
+    found = next((each for each in listed if each.name == name), None)
+    if found is None:
         import difflib  # here: only this error needs it
 
-        close = [repr(each) for each in difflib.get_close_matches(name, [each.name for each in tools], n=3, cutoff=0.6)]
+        close = [repr(each) for each in difflib.get_close_matches(name, [each.name for each in listed], n=3, cutoff=0.6)]
         meant = f"; did you mean {_joined(close, 'or')}?" if close else ""
-        raise _NotFound(f"no tool named {name!r}{meant} (mcp-sync tools lists them)")
-    return tool
+        raise _NotFound(f"no {kind} named {name!r}{meant} (mcp-sync {kind}s lists them)")
+    return found
 
 
-def _check_arguments(tool: Any, arguments: Mapping[str, Any]) -> None:
-    """A required parameter left out is a usage error, and so is one the
-    tool does not have when its inputSchema forbids others (a misspelling
-    the server would refuse, or, as pydantic-based servers do, ignore
-    before refusing the missing one); each unknown one named with the
-    nearest parameter."""
-    parameters = _parameters(tool)
-    names = [key for key, _, _ in parameters]
-    missing = [key for key, _, required in parameters if required and key not in arguments]
-    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+def _closed(schema: Any) -> Callable[[str], bool] | None:
+    """For a tool's inputSchema that allows no parameters but those it
+    names (`additionalProperties: false`): whether a name is allowed by
+    its `patternProperties` (searched, as JSON Schema does; a pattern this
+    `re` cannot read allows every name). None when any name is allowed."""
+    if not isinstance(schema, Mapping) or schema.get("additionalProperties") is not False:
+        return None
+    patterns = schema.get("patternProperties")
+    patterns = list(patterns) if isinstance(patterns, Mapping) else []
+
+    def allowed(name: str) -> bool:
+        for pattern in patterns:
+            try:
+                if re.search(str(pattern), name):
+                    return True
+            except re.error:
+                return True
+        return False
+
+    return allowed
+
+
+def _check_arguments(name: str, parameters: Sequence[tuple[str, bool]], arguments: Mapping[str, Any], *,
+                     closed: Callable[[str], bool] | None = None, kind: str = "tool") -> None:
+    """A required parameter (`parameters`: name and whether required) left
+    out is a usage error, and so is one the tool or prompt (`kind`) does
+    not have when its definition allows no others (`closed`, from
+    `_closed`: whether another name is allowed all the same); each unknown
+    one is named with the nearest known name. Pydantic-based servers
+    ignore a misspelt argument and then refuse the missing one with a page
+    of validation errors."""
+    names = [key for key, _ in parameters]
+    missing = [key for key, required in parameters if required and key not in arguments]
     unknown = [key for key in arguments if key not in names] if names else []
-    if not missing and not (unknown and schema.get("additionalProperties") is False):
+    refused = [key for key in unknown if not closed(key)] if closed is not None else []
+    if not missing and not refused:
         return
+    word = "parameter" if kind == "tool" else "argument"
     said = []
     if missing:
-        said.append(f"{tool.name} needs {_joined(missing, 'and')}")
-    if unknown:
-        said.append(f"{'it' if missing else tool.name} has no parameter {unknown_names(unknown, names)}")
-    raise _UsageError(f"{'; '.join(said)} (mcp-sync tools {tool.name} shows its parameters)")
+        said.append(f"{name} needs {_joined(missing, 'and')}")
+    if unknown and (missing or refused):
+        said.append(f"{'it' if missing else name} has no {word} {unknown_names(refused or unknown, names)}")
+    raise _UsageError(f"{'; '.join(said)} (mcp-sync {kind}s {name} shows its {word}s)")
 
 
 def _offered(listing: Callable[[], Any], empty: Any) -> tuple[Any, bool]:
@@ -447,27 +476,48 @@ def _offered(listing: Callable[[], Any], empty: Any) -> tuple[Any, bool]:
 
 def _show_tool(tools: Sequence[Any], name: str, as_json: bool, out: TextIO) -> int:
     """`tools NAME`: the tool's description and one line per parameter."""
-    tool = _find_tool(tools, name)
-    if as_json:
-        _dump(tool, out)
-        return 0
-    _put(out, tool.name, "name")
-    out.write(f"  {(tool.description or '').strip()}".rstrip() + "\n")
+    tool = _find(tools, name, "tool")
     rows = []
     for key, spec, required in _parameters(tool):
         kind = spec.get("type")
         kind = "|".join(map(str, kind)) if isinstance(kind, list) else str(kind or "any")
         if isinstance(spec.get("enum"), list):
             kind += " (" + ", ".join(json.dumps(v) for v in spec["enum"][:8]) + ")"
-        mark = "required" if required else ""
-        rows.append((key, kind, mark, str(spec.get("description") or "").strip().splitlines()[:1]))
+        rows.append((key, kind, "required" if required else "", _first_line_of(spec.get("description"))))
+    return _show_definition(tool, rows, "(no parameters)", as_json, out)
+
+
+def _show_prompt(prompts: Sequence[Any], name: str, as_json: bool, out: TextIO) -> int:
+    """`prompts NAME`: the prompt's description and one line per argument."""
+    prompt = _find(prompts, name, "prompt")
+    rows = [(argument.name, "required" if argument.required else "", _first_line_of(argument.description))
+            for argument in prompt.arguments]
+    return _show_definition(prompt, rows, "(no arguments)", as_json, out)
+
+
+def _first_line_of(text: Any) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _show_definition(found: Any, rows: Sequence[tuple[str, ...]], empty: str, as_json: bool, out: TextIO) -> int:
+    """A tool's or prompt's name and description, then one line a
+    parameter: its columns aligned (the next to last, the "required" mark,
+    coloured), then the first line of its description; with `as_json`,
+    the definition as the server sent it."""
+    if as_json:
+        _dump(found, out)
+        return 0
+    _put(out, found.name, "name")
+    out.write(f"  {(found.description or '').strip()}".rstrip() + "\n")
     if not rows:
-        out.write("  (no parameters)\n")
-    width = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
-    for key, kind, mark, description in rows:
-        line = f"  {key.ljust(width[0])}  {kind.ljust(width[1])}  {mark.ljust(width[2])}  {''.join(description)}"
+        out.write(f"  {empty}\n")
+    width = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)] if rows else []
+    for *columns, description in rows:
+        line = "  " + "  ".join(column.ljust(size) for column, size in zip(columns, width)) + "  " + description
         line = line.rstrip()
-        at = 6 + width[0] + width[1]  # where the mark starts
+        mark = columns[-1]
+        at = 2 + sum(width[:-1]) + 2 * (len(width) - 1)  # where the mark starts
         out.write(line[:at])
         _put(out, line[at:at + len(mark)], "required")
         out.write(line[at + len(mark):] + "\n")
@@ -538,6 +588,8 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     if args.command == "tools":
         tools, offered = _offered(lambda: client.list_tools(timeout=args.timeout), [])
         if args.name is not None:
+            if not offered:
+                raise _NotFound(f"no tool named {args.name!r}: the server does not offer tools")
             return _show_tool(tools, args.name, as_json, out)
         if as_json:
             _dump(tools, out)
@@ -549,9 +601,14 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     if args.command == "call":
         # Listed first: the pairs are read by the tool's inputSchema, and the
         # result is checked against its outputSchema.
-        definition = _find_tool(client.list_tools(timeout=args.timeout), args.tool)
-        arguments = _arguments(args, sys.stdin, definition.input_schema)
-        _check_arguments(definition, arguments)
+        tools = client.list_tools(timeout=args.timeout)
+        # A tool the list does not hold is called all the same (a server
+        # may keep one out of it): its refusal names the listed one meant.
+        definition = next((tool for tool in tools if tool.name == args.tool), None)
+        arguments = _arguments(args, sys.stdin, definition.input_schema if definition is not None else None)
+        if definition is not None:
+            _check_arguments(definition.name, [(key, required) for key, _, required in _parameters(definition)],
+                             arguments, closed=_closed(definition.input_schema))
         # The library's plain bar (not tqdm, even when installed: the same
         # look everywhere): it neutralises the server's message itself, and
         # draws on the raw stream, as its carriage return must reach a terminal.
@@ -596,6 +653,10 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         return 0
     if args.command == "prompts":
         prompts, offered = _offered(lambda: client.list_prompts(timeout=args.timeout), [])
+        if args.name is not None:
+            if not offered:
+                raise _NotFound(f"no prompt named {args.name!r}: the server does not offer prompts")
+            return _show_prompt(prompts, args.name, as_json, out)
         if as_json:
             _dump(prompts, out)
         else:
@@ -603,8 +664,23 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
                    "(no prompts)" if offered else "(no prompts: the server does not offer prompts)")
         return 0
     if args.command == "prompt":
+        prompts, offered = _offered(lambda: client.list_prompts(timeout=args.timeout), [])
+        if not offered:
+            raise _NotFound(f"no prompt named {args.name!r}: the server does not offer prompts")
+        # As for `call`: a prompt the list does not hold is asked for all the same.
+        definition = next((prompt for prompt in prompts if prompt.name == args.name), None)
+        if definition is not None:
+            _check_arguments(definition.name, [(argument.name, argument.required)
+                                               for argument in definition.arguments],
+                             args.parsed_arguments, kind="prompt")
         arguments = {k: v if isinstance(v, str) else json.dumps(v) for k, v in args.parsed_arguments.items()}
-        rendered = client.get_prompt(args.name, arguments, timeout=args.timeout)
+        try:
+            rendered = client.get_prompt(args.name, arguments, timeout=args.timeout)
+        except InvalidParams as exc:
+            if definition is None:  # (the error is this command's own: amended in place)
+                exc.args = (f"{exc.args[0]}; the prompts the server listed do not include "
+                            f"{unknown_names([args.name], [prompt.name for prompt in prompts])}",)
+            raise
         if as_json:
             _dump(rendered, out)
             return 0
@@ -862,8 +938,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 args.args = json.dumps(_load_args(args.args, sys.stdin))
             if args.command == "call":
                 _parse_pairs_shape(args.arguments)
-            if args.command == "tools" and args.name is not None and "=" in args.name:
-                raise _UsageError(f"unrecognized arguments: {args.name} (tools takes a tool's name at most)")
+            if args.command in ("tools", "prompts") and args.name is not None and "=" in args.name:
+                raise _UsageError(f"unrecognized arguments: {args.name} "
+                                  f"({args.command} takes a {args.command[:-1]}'s name at most)")
             target, options = _target(args, command, err, config)
             handlers = _input_handlers(args.answer, err)
             # Reconnecting waits for a request that needs it: every command

@@ -304,12 +304,17 @@ class ClientRequests:
             del better  # (as above)
             raise
         except InvalidParams as exc:
-            # A name the server's list (as last seen) does not hold: most
-            # likely misspelt. The error is this call's own, so it is
-            # amended in place.
-            known = pipeline.catalog.tools
-            if type(tool) is str and known and tool not in known and not isinstance(exc, ResourceNotFound):
-                exc.args = (f"{exc.args[0]}; the server lists no tool {unknown_names([tool], known)}",)
+            # The server refused a call of a tool its last whole listing
+            # did not hold: most likely a misspelt name. Said as a fact about
+            # that listing (the tool may be one the server keeps out of it).
+            # The error is this call's own (each answer builds its own), so
+            # it is amended in place.
+            catalog = pipeline.catalog
+            known = catalog.tools
+            if (exc.method == "tools/call" and type(tool) is str and catalog.listed_whole and tool not in known
+                    and not isinstance(exc, ResourceNotFound)):
+                exc.args = (f"{exc.args[0]}; the tools the server listed do not include "
+                            f"{unknown_names([tool], known)}",)
             raise
 
     def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:

@@ -57,7 +57,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from .protocol import codes
-from .protocol.methods import SERVER_CAPABILITY_OF
+from .protocol.methods import SERVER_CAPABILITY_OF, SERVER_CAPABILITY_SINCE
 
 __all__ = [
     "McpError",
@@ -305,6 +305,7 @@ _NOT_FOUND_WORDING = re.compile(r"not\s+found|unknown\s+resource|no\s+such\s+res
 def server_error_from_wire(
     error: Any, *, method: str | None = None, params: Mapping[str, Any] | None = None,
     invalid_params_means_not_found: bool = True, server_capabilities: Mapping[str, Any] | None = None,
+    protocol_version: str | None = None,
 ) -> ServerError:
     """Build the precise `ServerError` subclass for a wire `error` object.
 
@@ -314,8 +315,9 @@ def server_error_from_wire(
     the error itself says so: its `data.uri` names a resource, or its
     message reads as not found. `params` are the request's, so that the
     error knows the URI asked for. With `server_capabilities` (what the
-    server declared), a -32601 for a method of a capability missing there
-    says which (`MethodNotFound.capability`).
+    server declared, in `protocol_version`), a -32601 for a method of a
+    capability missing there (or null) says which
+    (`MethodNotFound.capability`).
 
     A malformed error object still becomes a `ServerError` (code -32603 when
     the code is not an integer) so that nothing the server said is lost.
@@ -340,7 +342,9 @@ def server_error_from_wire(
         exc.requested_uri = params["uri"]
     elif isinstance(exc, MethodNotFound) and server_capabilities is not None and method is not None:
         capability = SERVER_CAPABILITY_OF.get(method)
-        if capability is not None and capability not in server_capabilities:
+        since = SERVER_CAPABILITY_SINCE.get(capability or "")
+        if (capability is not None and server_capabilities.get(capability) is None
+                and not (since and (protocol_version is None or protocol_version < since))):
             exc.capability = capability
             exc.args = (f"{exc.args[0]}; the server does not declare the {capability!r} capability "
                         f"(client.server_capabilities lists what it offers)",)

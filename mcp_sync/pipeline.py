@@ -747,7 +747,8 @@ class Pipeline:
                 settled = supervisor.settled
                 exc = server_error_from_wire(error, method=method, params=params,
                                              invalid_params_means_not_found=dialect.stateless,
-                                             server_capabilities=settled.capabilities if settled else None)
+                                             server_capabilities=settled.capabilities if settled else None,
+                                             protocol_version=dialect.version)
                 if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and "version" not in mended:
                     mended.add("version")
                     supervisor.rediscover(exc)

@@ -125,6 +125,10 @@ def test_a_list_the_server_does_not_offer_is_empty_and_says_so(versions):
     assert run("resources", *server) == (0, "(no resources: the server does not offer resources)\n", "")
     code, out, _ = run("--json", "prompts", *server)
     assert code == 0 and json.loads(out) == []
+    assert run("prompt", "greet", *server) == (
+        1, "", "mcp-sync: error: no prompt named 'greet': the server does not offer prompts\n")
+    assert run("prompts", "greet", *server) == (
+        1, "", "mcp-sync: error: no prompt named 'greet': the server does not offer prompts\n")
     code, out, _ = run("--json", "resources", *server)
     assert code == 0 and json.loads(out) == {"resources": [], "resourceTemplates": []}
 
@@ -141,13 +145,18 @@ def test_resources_without_templates_lists_the_resources():
 
 
 @pytest.mark.parametrize("argv, said", [
-    (("call", "nope"), "no tool named 'nope' (mcp-sync tools lists them)"),
-    (("call", "ad", "a=1", "b=2"), "no tool named 'ad'; did you mean 'add'? (mcp-sync tools lists them)"),
     (("tools", "ehco"), "no tool named 'ehco'; did you mean 'echo'? (mcp-sync tools lists them)"),
-    (("call", "get_time"),
+    (("tools", "get_time"),
      "no tool named 'get_time'; did you mean 'convert_time' or 'get_current_time'? (mcp-sync tools lists them)"),
+    (("call", "nope"), "server error -32602 (tools/call): Unknown tool: nope; "
+                       "the tools the server listed do not include 'nope'"),
+    (("call", "ad", "a=1", "b=2"), "server error -32602 (tools/call): Unknown tool: ad; "
+                                   "the tools the server listed do not include 'ad' (did you mean 'add'?)"),
 ])
-def test_a_tool_the_server_does_not_list_is_named_before_anything_is_called(argv, said):
+def test_a_tool_the_server_does_not_list_is_told_with_the_nearest_listed(argv, said):
+    # `tools NAME` looks in the list; `call` calls a name the list does not
+    # hold all the same (a server may keep a tool out of its list), and the
+    # refusal says what the list holds.
     served = []
     server = Server(name="counting")
     for name in ("add", "echo", "get_current_time", "convert_time"):
@@ -179,3 +188,52 @@ def test_an_extra_parameter_is_sent_unless_the_schema_forbids_it():
     assert run("call", "tight", "amonut=2", connect_fn=connect_fn) == (
         2, "", "mcp-sync: error: tight has no parameter 'amonut' (did you mean 'amount'?) "
                "(mcp-sync tools tight shows its parameters)\n")
+
+
+def test_a_parameter_a_pattern_allows_is_sent():
+    # additionalProperties false, but patternProperties allow more names
+    # (searched, as JSON Schema does).
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"^x-": {}},
+              "additionalProperties": False}
+    server = Server(name="patterned")
+    server.tool(name="t", input_schema=schema)(lambda args, ctx: json.dumps(args, sort_keys=True))
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("call", "t", "a=1", "x-trace=abc", connect_fn=connect_fn) == (0, '{"a": "1", "x-trace": "abc"}\n', "")
+    assert run("call", "t", "a=1", "trace=abc", connect_fn=connect_fn)[0] == 2
+
+
+def test_a_required_list_with_a_non_name_in_it_is_read_leniently():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", {"x": 1}]}
+    server = Server(name="odd")
+    server.tool(name="t", input_schema=schema)(lambda args, ctx: "ran")
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("call", "t", "a=1", connect_fn=connect_fn) == (0, "ran\n", "")
+    assert run("call", "t", connect_fn=connect_fn)[0] == 2
+
+
+def test_prompts_name_shows_the_arguments():
+    code, out, _ = run("prompts", "greet")
+    assert code == 0
+    assert out.splitlines() == ["greet  Greet someone.", "  name   required  Who to greet",
+                                "  style            formal, friendly or pirate"]
+    assert run("prompts", "personal_greeting")[:2] == (
+        0, "personal_greeting  A greeting for the user, who is asked for their name.\n  (no arguments)\n")
+    code, out, _ = run("--json", "prompts", "greet")
+    assert code == 0 and [a["name"] for a in json.loads(out)["arguments"]] == ["name", "style"]
+    assert run("prompts", "gret") == (
+        1, "", "mcp-sync: error: no prompt named 'gret'; did you mean 'greet'? (mcp-sync prompts lists them)\n")
+
+
+@pytest.mark.parametrize("argv, status, said", [
+    (("prompt", "gret", "name=Ada"), 1, "server error -32602 (prompts/get): Unknown prompt: gret; "
+                                        "the prompts the server listed do not include 'gret' (did you mean 'greet'?)"),
+    (("prompt", "greet"), 2, "greet needs name (mcp-sync prompts greet shows its arguments)"),
+    (("prompt", "greet", "nme=Ada"),
+     2, "greet needs name; it has no argument 'nme' (did you mean 'name'?) (mcp-sync prompts greet shows its arguments)"),
+])
+def test_a_prompt_is_checked_against_the_servers_list_before_it_is_got(argv, status, said):
+    assert run(*argv) == (status, "", f"mcp-sync: error: {said}\n")
+
+
+def test_a_prompt_argument_the_prompt_does_not_declare_is_still_sent():
+    assert run("prompt", "greet", "name=Ada", "mood=glad")[:2] == (0, "user: Please greet Ada in a friendly style.\n")

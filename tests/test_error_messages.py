@@ -120,7 +120,28 @@ def test_an_unknown_tool_is_named_with_the_listed_one_meant(client, options):
     with pytest.raises(mcp_sync.InvalidParams) as info:
         client.call_tool("ad", {"a": 1, "b": 2}, **options)
     assert str(info.value) == ("server error -32602 (tools/call): Unknown tool: ad; "
-                               "the server lists no tool 'ad' (did you mean 'add'?)")
+                               "the tools the server listed do not include 'ad' (did you mean 'add'?)")
     with pytest.raises(mcp_sync.InvalidParams) as info:
         client.call_tool("add", {"a": "x", "b": 2}, **options)  # a listed tool's bad argument: as the server said
-    assert "lists no tool" not in str(info.value)
+    assert "listed" not in str(info.value)
+
+
+def test_an_unknown_tool_is_not_said_missing_from_one_page_of_the_list():
+    # One page is not the whole list: the name may be on another.
+    with mcp_sync.connect(demo_server()) as client:
+        client.list_page("tools")
+        with pytest.raises(mcp_sync.InvalidParams) as info:
+            client.call_tool("ad", {"a": 1, "b": 2})
+    assert str(info.value) == "server error -32602 (tools/call): Unknown tool: ad"
+
+
+@pytest.mark.parametrize("version, capability", [("2025-11-25", "completions"), ("2024-11-05", None)])
+def test_completions_undeclared_before_they_were_a_capability_name_none(version, capability):
+    # 2024-11-05 has no completions capability: its absence says nothing.
+    from tests.helpers import scripted
+
+    with mcp_sync.connect(scripted("--versions", version)) as client:
+        assert client.protocol_version == version
+        with pytest.raises(mcp_sync.MethodNotFound) as info:
+            client.complete({"type": "ref/prompt", "name": "p"}, "a", "x")
+    assert info.value.capability == capability

@@ -133,3 +133,17 @@ def test_a_copy_has_notes_of_its_own():
     assert first.__notes__ == ["while reading demo://x", "in thread 1"]
     assert second.__notes__ == kept.__notes__ == ["while reading demo://x"]
     assert errors.copy_error(errors.RequestTimeout("plain", timeout=1.0)).__dict__.get("__notes__") is None
+
+
+@pytest.mark.parametrize("declared, version, capability", [
+    ({"tools": {}}, "2025-11-25", "prompts"),
+    ({"prompts": None}, "2025-11-25", "prompts"),   # null is not a declaration (the schema wants an object)
+    ({"prompts": {}}, "2025-11-25", None),
+    ({"prompts": {}}, None, None),
+    (None, "2025-11-25", None),                     # capabilities unknown: nothing to say
+])
+def test_method_not_found_names_the_capability_only_when_it_is_undeclared(declared, version, capability):
+    exc = server_error_from_wire({"code": -32601, "message": "Method not found"}, method="prompts/list",
+                                 server_capabilities=declared, protocol_version=version)
+    assert isinstance(exc, mcp_sync.MethodNotFound) and exc.capability == capability
+    assert ("does not declare the 'prompts' capability" in str(exc)) is (capability is not None)

@@ -65,3 +65,7 @@ SERVER_CAPABILITY_OF: Final[Mapping[str, str]] = MappingProxyType({
     "completion/complete": "completions",
     "logging/setLevel": "logging",
 })
+
+#: A server capability that a revision before this one does not have (a
+#: 2024-11-05 server offers completions without declaring them).
+SERVER_CAPABILITY_SINCE: Final[Mapping[str, str]] = MappingProxyType({"completions": "2025-03-26"})

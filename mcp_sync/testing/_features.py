@@ -72,7 +72,7 @@ class ToolDef:
             properties = {}
         required = schema.get("required")
         for key in required if isinstance(required, list) else []:
-            if key not in arguments:
+            if isinstance(key, str) and key not in arguments:  # (a name that is not a string names nothing)
                 raise ArgumentError(f"Missing required property '{key}'")
         checked = dict(arguments)
         for key, prop in properties.items():
@@ -92,7 +92,9 @@ class ToolDef:
                         f"got {_json_type(checked[key])}"
                     )
         if schema.get("additionalProperties") is False:
-            extra = sorted(set(checked) - set(properties))
+            patterns = schema.get("patternProperties")
+            extra = sorted(key for key in set(checked) - set(properties)
+                           if not (isinstance(patterns, dict) and any(_matches(p, key) for p in patterns)))
             if extra:
                 raise ArgumentError(f"Unexpected properties: {', '.join(extra)}")
         return checked
@@ -331,3 +333,12 @@ def _json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """Whether a `patternProperties` pattern allows `name` (searched, as
+    JSON Schema does); one this `re` cannot read allows nothing."""
+    try:
+        return re.search(pattern, name) is not None
+    except (re.error, TypeError):
+        return False

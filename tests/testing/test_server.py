@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mcp_sync
 from mcp_sync.testing import SUPPORTED_VERSIONS, Server, ToolContext, demo_server
 from tests.testing.peers import Conn, Proc, WAIT, modern_meta
 from tests.testing.schema_util import (
@@ -258,6 +259,27 @@ def test_invalid_tool_arguments(conn: Conn, name: str, arguments: dict[str, Any]
     assert error["code"] == -32602
     assert error["message"].startswith(f"Invalid arguments for tool {name}: ")
     assert fragment in error["message"]
+
+
+@pytest.mark.parametrize("arguments, accepted", [
+    ({"a": "1", "x-trace": "t"}, True),   # a name a pattern allows
+    ({"a": "1", "trace": "t"}, False),    # ... and one it does not
+    ({}, False),                          # the one required name that is a name
+])
+def test_arguments_are_checked_as_json_schema_reads_the_schema(arguments: dict[str, Any], accepted: bool) -> None:
+    # patternProperties widen additionalProperties: false (as jsonschema
+    # says), and a `required` entry that is not a string names nothing.
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"^x-": {}},
+              "additionalProperties": False, "required": ["a", {"not": "a name"}]}
+    server = Server(name="schema")
+    server.tool(name="t", input_schema=schema)(lambda args, ctx: "ran")
+    assert jsonschema.Draft202012Validator({**schema, "required": ["a"]}).is_valid(arguments) is accepted
+    with mcp_sync.connect(server) as client:
+        if accepted:
+            assert client.call_tool("t", arguments).text == "ran"
+        else:
+            with pytest.raises(mcp_sync.InvalidParams):
+                client.call_tool("t", arguments)
 
 
 def test_unknown_tool_and_bad_call_params(conn: Conn) -> None:
