@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from . import cli_completion, connect
-from .cli_completion import COMPLETE_TOOLS, TOOL_COMMANDS
+from .cli_completion import COMPLETE_TOOLS, PROMPT_COMMANDS, TOOL_COMMANDS
 from ._version import __version__
 from .client import Client
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
@@ -1018,8 +1018,9 @@ _COMPLETION_TIMEOUT = 3.0
 
 
 def _complete_tools(line: str, point: str, connect_fn: Callable[..., Client], out: TextIO) -> int:
-    """`__complete_tools LINE POINT`: the tool names of the server the line
-    names (its options and `-- program`), one a line; nothing on any failure
+    """`__complete_tools LINE POINT`: the tool names (the prompt names, for
+    `prompt` and `prompts`) of the server the line names (its options and
+    `-- program`), one a line; nothing on any failure
     (a Tab must never print an error), within `_COMPLETION_TIMEOUT`, and
     without asking anyone anything (no forms, no OAuth in a browser)."""
     try:
@@ -1035,12 +1036,13 @@ def _complete_tools(line: str, point: str, connect_fn: Callable[..., Client], ou
         quiet = io.StringIO()
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
             args = _parse(_build_parser(), argv)
-        if args.command not in TOOL_COMMANDS or args.oauth:
+        if args.command not in TOOL_COMMANDS + PROMPT_COMMANDS or args.oauth:
             return 0
         target, options = _target(args, command, cast(TextIO, quiet), None)
         timeout = min(args.timeout, _COMPLETION_TIMEOUT)
         with connect_fn(target, timeout=timeout, protocol=args.protocol, **options) as client:
-            names = [tool.name for tool in client.list_tools(timeout=timeout)]
+            listing = client.list_prompts if args.command in PROMPT_COMMANDS else client.list_tools
+            names = [each.name for each in listing(timeout=timeout)]
     except (Exception, SystemExit):
         return 0  # whatever went wrong: complete nothing
     for name in names:

@@ -17,11 +17,13 @@ import shlex
 from collections.abc import Sequence
 from typing import Callable
 
-__all__ = ["SCRIPTS", "line_words", "TOOL_COMMANDS", "COMPLETE_TOOLS"]
+__all__ = ["SCRIPTS", "line_words", "TOOL_COMMANDS", "PROMPT_COMMANDS", "COMPLETE_TOOLS"]
 
 #: Subcommands whose first argument is a tool name, completed by asking the server.
 TOOL_COMMANDS = ("call", "tools")
-#: The hidden subcommand the scripts run to list the tool names.
+#: Subcommands whose first argument is a prompt name, completed likewise.
+PROMPT_COMMANDS = ("prompt", "prompts")
+#: The hidden subcommand the scripts run to list the tool (or prompt) names.
 COMPLETE_TOOLS = "__complete_tools"
 
 
@@ -147,7 +149,7 @@ _mcp_sync() {{
         return
     fi
     case $cmd in
-        {'|'.join(TOOL_COMMANDS)})
+        {'|'.join(TOOL_COMMANDS + PROMPT_COMMANDS)})
             if (( npos == 0 )); then
                 local tools
                 tools=$("${{COMP_WORDS[0]}}" {COMPLETE_TOOLS} "$COMP_LINE" "$COMP_POINT" 2>/dev/null) || return
@@ -214,7 +216,7 @@ _mcp_sync() {{
     return
   fi
   case $cmd in
-    {'|'.join(TOOL_COMMANDS)})
+    {'|'.join(TOOL_COMMANDS + PROMPT_COMMANDS)})
       if (( npos == 0 )); then
         local line="${{(j: :)words}}" point="${{#${{(j: :)words[1,CURRENT]}}}}"
         local -a tools
@@ -288,7 +290,7 @@ def _completion_fish(parser: argparse.ArgumentParser) -> str:
         "    set -l state (__mcp_sync_state | string split ' ')",
         "    test \"$state[1]\" != -- ; and test \"$state[2]\" = 0; and contains -- \"$state[1]\" $argv",
         "end",
-        "function __mcp_sync_tools --description 'mcp-sync: the tool names the server on the line lists'",
+        "function __mcp_sync_tools --description 'mcp-sync: the tool (or prompt) names the server on the line lists'",
         "    set -l tokens (commandline -opc)",
         "    set -l before (commandline -cp | string collect)",
         f"    command $tokens[1] {COMPLETE_TOOLS} (commandline -p | string collect) (string length -- \"$before\") 2>/dev/null",
@@ -310,7 +312,7 @@ def _completion_fish(parser: argparse.ArgumentParser) -> str:
             spec += " -x"
         lines.append(spec + f" -d {_fish_quote(helps.get(flag, ''))}")
     lines += [
-        f"complete -c mcp-sync -n '__mcp_sync_wants {' '.join(TOOL_COMMANDS)}' -a '(__mcp_sync_tools)'",
+        f"complete -c mcp-sync -n '__mcp_sync_wants {' '.join(TOOL_COMMANDS + PROMPT_COMMANDS)}' -a '(__mcp_sync_tools)'",
         "complete -c mcp-sync -n '__mcp_sync_wants completion' -a 'bash zsh fish'",
     ]
     return "\n".join(lines) + "\n"

@@ -111,6 +111,12 @@ def test_bash_completes_tool_names_from_the_server(bash_script):
     assert bash_complete(bash_script, "mcp-sync call add ") == []
 
 
+def test_bash_completes_prompt_names_from_the_server(bash_script):
+    assert bash_complete(bash_script, "mcp-sync prompt ") == ["greet", "personal_greeting"]
+    assert bash_complete(bash_script, "mcp-sync prompts g") == ["greet"]
+    assert bash_complete(bash_script, "mcp-sync prompt greet ") == []
+
+
 def test_bash_asks_the_server_given_after_the_cursor(bash_script, tmp_path):
     server = tmp_path / "server.py"
     server.write_text(
@@ -211,5 +217,6 @@ def test_the_fish_script_parses_and_completes(tmp_path):
     assert fish_complete(path, "mcp-sync tools --ar") == []
     assert fish_complete(path, "mcp-sync call co") == ["countdown"]
     assert fish_complete(path, "mcp-sync --timeout 5 tools b") == ["bad_weather", "book_table"]
+    assert fish_complete(path, "mcp-sync prompt p") == ["personal_greeting"]
     (tmp_path / "servers.json").write_text("{}")
     assert fish_complete(path, f"mcp-sync --config {tmp_path}/ser") == [f"{tmp_path}/servers.json"]
