@@ -112,10 +112,11 @@ class ToolCatalog:
         # one that runs only as a task: `call_tool` lists the tools first,
         # once (cleared by any complete listing).
         self.list_before_calling = False
-        #: Whether `tools` holds a whole listing (every page), as last taken:
-        #: only then does a name missing from it say the server lists no
-        #: such tool. Set once, never cleared.
-        self.listed_whole = False
+        #: The names of every tool of the last whole listing (every page),
+        #: those left out as unusable included; None before one. Only a name
+        #: missing from it says the server lists no such tool. Replaced
+        #: whole (one read sees one listing), never changed in place.
+        self.listed_names: frozenset[str] | None = None
         # The Tool objects, by name, that passed the x-mcp-header check of a
         # mirroring transport: one listed again unchanged is the same object
         # (see `listed`) and needs no second walk of its schema. Only ever
@@ -134,7 +135,9 @@ class ToolCatalog:
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)
 
-    def remember(self, tools: Sequence[Tool], *, replace: bool) -> None:
+    def remember(self, tools: Sequence[Tool], *, replace: bool, names: frozenset[str] | None = None) -> None:
+        """Keep `tools` (over the known ones, or instead with `replace`:
+        a whole listing, whose `names` are all its items' names)."""
         with self._lock:
             known = {} if replace else dict(self.tools)
             known.update([(tool.name, tool) for tool in tools])
@@ -145,7 +148,7 @@ class ToolCatalog:
                                             and tool.execution.get("taskSupport") == "required"])
             if replace:
                 self.list_before_calling = False
-                self.listed_whole = True
+                self.listed_names = names if names is not None else frozenset(known)
             self._headers_checked = {name: tool for name, tool in self._headers_checked.items()
                                      if known.get(name) is tool}
             # One compiled validator per known tool with an outputSchema.
@@ -280,15 +283,21 @@ class TypedCalls:
 
     def list_all(self, kind: str, options: RequestOptions, max_pages: int) -> list[Any]:
         items: list[Any] = ItemList()  # a plain list that Jupyter shows as a table
+        names: set[str] = set()  # (tools) every listed name, those left out as unusable too
 
         def fetch(cursor: str | None) -> tuple[list[Any], str | None]:
             page = self.list_page(kind, cursor, options, remember=False)
+            if kind == "tools":
+                for item in page.raw["tools"]:  # (a loop: no Python call per item, see test_call_budget)
+                    name = item.get("name") if isinstance(item, dict) else None
+                    if isinstance(name, str):
+                        names.add(name)
             return page.items, page.next_cursor
 
         for page_items in pagination.pages(_LISTS[kind][0], fetch, max_pages):
             items.extend(page_items)
         if kind == "tools":
-            self.catalog.remember(items, replace=True)
+            self.catalog.remember(items, replace=True, names=frozenset(names))
         return items
 
     def call_tool(self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,

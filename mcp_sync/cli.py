@@ -48,7 +48,7 @@ from .cli_completion import COMPLETE_TOOLS, PROMPT_COMMANDS, TOOL_COMMANDS
 from ._version import __version__
 from .client import Client
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
-from .errors import ConfigError, InvalidParams, McpError, MethodNotFound
+from .errors import ConfigError, McpError, MethodNotFound
 from .handlers import console_form, defaults_form
 from .options import Reconnect, unknown_names
 from .progress import ProgressBar
@@ -402,17 +402,22 @@ def _joined(words: Sequence[str], last: str) -> str:
     return f"{', '.join(words[:-1])} {last} {words[-1]}" if len(words) > 1 else "".join(words)
 
 
+def _nearest(name: str, listed: Sequence[Any]) -> str:
+    """`; did you mean 'add'?` (or 'a' or 'b') for the listed names close
+    to `name`; empty when none is."""
+    import difflib  # here: only error messages need it
+
+    close = [repr(each) for each in difflib.get_close_matches(name, [each.name for each in listed], n=3, cutoff=0.6)]
+    return f"; did you mean {_joined(close, 'or')}?" if close else ""
+
+
 def _find(listed: Sequence[Any], name: str, kind: str) -> Any:
     """The tool or prompt (`kind`) `name` of the server's list;
     `_NotFound`, naming the nearest listed names, when the list holds none
     of that name."""
     found = next((each for each in listed if each.name == name), None)
     if found is None:
-        import difflib  # here: only this error needs it
-
-        close = [repr(each) for each in difflib.get_close_matches(name, [each.name for each in listed], n=3, cutoff=0.6)]
-        meant = f"; did you mean {_joined(close, 'or')}?" if close else ""
-        raise _NotFound(f"no {kind} named {name!r}{meant} (mcp-sync {kind}s lists them)")
+        raise _NotFound(f"no {kind} named {name!r}{_nearest(name, listed)} (mcp-sync {kind}s lists them)")
     return found
 
 
@@ -420,7 +425,8 @@ def _closed(schema: Any) -> Callable[[str], bool] | None:
     """For a tool's inputSchema that allows no parameters but those it
     names (`additionalProperties: false`): whether a name is allowed by
     its `patternProperties` (searched, as JSON Schema does; a pattern this
-    `re` cannot read allows every name). None when any name is allowed."""
+    `re` cannot read or run allows every name: the server judges). None
+    when any name is allowed."""
     if not isinstance(schema, Mapping) or schema.get("additionalProperties") is not False:
         return None
     patterns = schema.get("patternProperties")
@@ -431,7 +437,7 @@ def _closed(schema: Any) -> Callable[[str], bool] | None:
             try:
                 if re.search(str(pattern), name):
                     return True
-            except re.error:
+            except Exception:  # re.error, OverflowError ("x{4294967296}"), RecursionError...
                 return True
         return False
 
@@ -457,9 +463,26 @@ def _check_arguments(name: str, parameters: Sequence[tuple[str, bool]], argument
     said = []
     if missing:
         said.append(f"{name} needs {_joined(missing, 'and')}")
-    if unknown and (missing or refused):
-        said.append(f"{'it' if missing else name} has no {word} {unknown_names(refused or unknown, names)}")
+    shown = refused if closed is not None else unknown  # (names a pattern allows are not wrong)
+    if shown:
+        said.append(f"{'it' if missing else name} has no {word} {unknown_names(shown, names)}")
     raise _UsageError(f"{'; '.join(said)} (mcp-sync {kind}s {name} shows its {word}s)")
+
+
+def _listing_lacks(name: str, listed: Sequence[Any], kind: str) -> str:
+    """`no tool 'ad' in the list mcp-sync tools shows; did you mean 'add'?`
+    (the list the command shows: a definition the client could not use
+    is not in it either)."""
+    return f"no {kind} {name!r} in the list mcp-sync {kind}s shows{_nearest(name, listed)}"
+
+
+def _not_listed(exc: McpError, name: str, listed: Sequence[Any], kind: str) -> None:
+    """Amend the failure of a tool or prompt the list does not hold (the
+    error is this command's own: in place) to say so, unless the library
+    said it already (`call_tool` does after a -32602)."""
+    first = str(exc.args[0]) if exc.args else str(exc)
+    if "listed do not include" not in first:
+        exc.args = (f"{first}; {_listing_lacks(name, listed, kind)}",)
 
 
 def _offered(listing: Callable[[], Any], empty: Any) -> tuple[Any, bool]:
@@ -615,12 +638,21 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         bar = ProgressBar(plain=True, file=err.raw if isinstance(err, _Neutralised) else err)
         try:
             result = client.call_tool(args.tool, arguments, timeout=args.timeout, progress=bar)
+        except McpError as exc:
+            if definition is None:
+                _not_listed(exc, args.tool, tools, "tool")
+            raise
         finally:
             bar.close()
         if as_json:
             _dump(result, out)
             return EXIT_ERROR if result.is_error else 0
-        return _print_call_result(result, out, err)
+        status = _print_call_result(result, out, err)
+        if result.is_error and definition is None:
+            # How official-SDK servers refuse an unknown tool: an error result.
+            _put(err, "mcp-sync:", "error")
+            err.write(f" {_listing_lacks(args.tool, tools, 'tool')}\n")
+        return status
     if args.command == "resources":
         resources, offered = _offered(lambda: client.list_resources(timeout=args.timeout), [])
         templates = []
@@ -676,10 +708,9 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         arguments = {k: v if isinstance(v, str) else json.dumps(v) for k, v in args.parsed_arguments.items()}
         try:
             rendered = client.get_prompt(args.name, arguments, timeout=args.timeout)
-        except InvalidParams as exc:
-            if definition is None:  # (the error is this command's own: amended in place)
-                exc.args = (f"{exc.args[0]}; the prompts the server listed do not include "
-                            f"{unknown_names([args.name], [prompt.name for prompt in prompts])}",)
+        except McpError as exc:
+            if definition is None:
+                _not_listed(exc, args.name, prompts, "prompt")
             raise
         if as_json:
             _dump(rendered, out)

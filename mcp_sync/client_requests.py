@@ -309,12 +309,11 @@ class ClientRequests:
             # that listing (the tool may be one the server keeps out of it).
             # The error is this call's own (each answer builds its own), so
             # it is amended in place.
-            catalog = pipeline.catalog
-            known = catalog.tools
-            if (exc.method == "tools/call" and type(tool) is str and catalog.listed_whole and tool not in known
+            listed = pipeline.catalog.listed_names  # (one read: one listing)
+            if (exc.method == "tools/call" and type(tool) is str and listed is not None and tool not in listed
                     and not isinstance(exc, ResourceNotFound)):
                 exc.args = (f"{exc.args[0]}; the tools the server listed do not include "
-                            f"{unknown_names([tool], known)}",)
+                            f"{unknown_names([tool], listed)}",)
             raise
 
     def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:

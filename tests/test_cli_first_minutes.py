@@ -226,7 +226,7 @@ def test_prompts_name_shows_the_arguments():
 
 @pytest.mark.parametrize("argv, status, said", [
     (("prompt", "gret", "name=Ada"), 1, "server error -32602 (prompts/get): Unknown prompt: gret; "
-                                        "the prompts the server listed do not include 'gret' (did you mean 'greet'?)"),
+                                        "no prompt 'gret' in the list mcp-sync prompts shows; did you mean 'greet'?"),
     (("prompt", "greet"), 2, "greet needs name (mcp-sync prompts greet shows its arguments)"),
     (("prompt", "greet", "nme=Ada"),
      2, "greet needs name; it has no argument 'nme' (did you mean 'name'?) (mcp-sync prompts greet shows its arguments)"),
@@ -237,3 +237,38 @@ def test_a_prompt_is_checked_against_the_servers_list_before_it_is_got(argv, sta
 
 def test_a_prompt_argument_the_prompt_does_not_declare_is_still_sent():
     assert run("prompt", "greet", "name=Ada", "mood=glad")[:2] == (0, "user: Please greet Ada in a friendly style.\n")
+
+
+def test_a_refusal_of_a_name_the_list_does_not_hold_says_so_however_the_server_words_it():
+    # Official-SDK servers answer an unknown tool with an error result, and
+    # an unknown prompt with some error other than -32602.
+    from tests.helpers import scripted
+
+    server = ["--", *scripted("--mode", "unknown-tool-is-error-result", "--capabilities", "tools,prompts")]
+    assert run("call", "ech", *server) == (
+        1, "", "Unknown tool: ech\nmcp-sync: no tool 'ech' in the list mcp-sync tools shows; did you mean 'echo'?\n")
+    assert run("call", "echo", "text=hi", *server)[:2] == (0, "hi\n")
+    assert run("prompt", "gret", *server) == (
+        1, "", "mcp-sync: error: server error -32601 (prompts/get): Method not found: prompts/get; "
+               "no prompt 'gret' in the list mcp-sync prompts shows; did you mean 'greet'?\n")
+
+
+def test_a_pattern_that_cannot_run_leaves_the_name_to_the_server():
+    # re cannot run "x{4294967296}" (OverflowError): the client's check and
+    # the test server both let the name through instead of failing.
+    schema = {"type": "object", "properties": {"a": {}}, "patternProperties": {"^x{4294967296}": {}},
+              "additionalProperties": False}
+    server = Server(name="overflow")
+    server.tool(name="t", input_schema=schema)(lambda args, ctx: json.dumps(args, sort_keys=True))
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("call", "t", "a=1", "y=2", connect_fn=connect_fn) == (0, '{"a": 1, "y": 2}\n', "")
+
+
+def test_a_name_a_pattern_allows_is_not_named_beside_a_missing_one():
+    schema = {"type": "object", "properties": {"a": {}}, "patternProperties": {"^x-": {}},
+              "additionalProperties": False, "required": ["a"]}
+    server = Server(name="patterned")
+    server.tool(name="t", input_schema=schema)(lambda args, ctx: "ran")
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("call", "t", "x-trace=1", connect_fn=connect_fn) == (
+        2, "", "mcp-sync: error: t needs a (mcp-sync tools t shows its parameters)\n")

@@ -145,3 +145,22 @@ def test_completions_undeclared_before_they_were_a_capability_name_none(version,
         with pytest.raises(mcp_sync.MethodNotFound) as info:
             client.complete({"type": "ref/prompt", "name": "p"}, "a", "x")
     assert info.value.capability == capability
+
+
+def test_a_listed_tool_the_client_could_not_use_is_not_said_missing():
+    # A definition nested deeper than the client reads is left out of
+    # list_tools(), but the server did list it: its refusals stay as said.
+    from mcp_sync.protocol.schemas import MAX_SCHEMA_DEPTH
+    from mcp_sync.testing import Server
+
+    deep: dict = {"type": "object"}
+    for _ in range(MAX_SCHEMA_DEPTH + 2):
+        deep = {"type": "object", "properties": {"x": deep}}
+    server = Server(name="deep")
+    server.tool(name="deep", input_schema={**deep, "properties": {**deep["properties"], "a": {"type": "string"}},
+                                           "required": ["a"]})(lambda args, ctx: "ran")
+    with mcp_sync.connect(server) as client:
+        assert [tool.name for tool in client.list_tools()] == []
+        with pytest.raises(mcp_sync.InvalidParams) as info:
+            client.call_tool("deep", {})
+    assert str(info.value) == "server error -32602 (tools/call): Invalid arguments for tool deep: Missing required property 'a'"

@@ -337,8 +337,9 @@ def _json_type(value: Any) -> str:
 
 def _matches(pattern: str, name: str) -> bool:
     """Whether a `patternProperties` pattern allows `name` (searched, as
-    JSON Schema does); one this `re` cannot read allows nothing."""
+    JSON Schema does); one this `re` cannot read or run allows every name,
+    as the client's own check does (a schema's fault is not the caller's)."""
     try:
         return re.search(pattern, name) is not None
-    except (re.error, TypeError):
-        return False
+    except Exception:  # re.error, OverflowError ("x{4294967296}"), TypeError (not a string)...
+        return True

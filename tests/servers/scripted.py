@@ -29,7 +29,8 @@ def main():
     parser.add_argument("--record", default=None, help="append every received line to this file")
     parser.add_argument("--marker", default=None, help="exit-once: exit on the first call if this file is absent")
     parser.add_argument("--capabilities", default="tools",
-                        help="the capabilities declared; with resources, resources/list lists one (no templates)")
+                        help="the capabilities declared; with resources, resources/list lists one (no "
+                             "templates); with prompts, prompts/list lists greet (prompts/get: -32601)")
     args = parser.parse_args()
     versions = args.versions.split(",")
     capabilities = {name: {} for name in args.capabilities.split(",") if name}
@@ -137,6 +138,21 @@ def main():
             continue
         if method == "resources/list" and "resources" in capabilities:
             body = {"resources": [{"uri": "scripted://one", "name": "one", "description": "The only one."}]}
+            if version:
+                body["resultType"] = "complete"
+            result(request_id, body)
+            continue
+        if method == "prompts/list" and "prompts" in capabilities:
+            body = {"prompts": [{"name": "greet", "description": "Greet someone."}]}
+            if version:
+                body["resultType"] = "complete"
+            result(request_id, body)
+            continue
+        if method == "tools/call" and mode == "unknown-tool-is-error-result" \
+                and (message.get("params") or {}).get("name") != "echo":
+            # How official-SDK servers refuse a tool they do not have.
+            body = {"content": [{"type": "text", "text": f"Unknown tool: {message['params'].get('name')}"}],
+                    "isError": True}
             if version:
                 body["resultType"] = "complete"
             result(request_id, body)
