@@ -45,7 +45,8 @@ from .admission import Admission
 from .closers import Closers
 from .connection import Connection
 from .healing import Healer
-from .errors import ConnectionClosed, McpError, RequestTimeout, SessionExpired, TransportError, UnsupportedProtocolVersion
+from .errors import (ConnectionClosed, HTTPStatusError, McpError, RequestTimeout, SessionExpired, TransportError,
+                     UnsupportedProtocolVersion)
 from .keepalive import Keepalive
 from .metrics import Metrics
 from .negotiation import Settled, Terms
@@ -257,7 +258,15 @@ class Supervisor:
             if self.opened:
                 return
             self.opened = True
-            conn = self._connect(None)
+            try:
+                conn = self._connect(None)
+            except HTTPStatusError as exc:
+                from .transports.http_target import explain_not_found  # (an HTTP target's error: loaded)
+
+                better = explain_not_found(self.target, exc)
+                if better is exc:
+                    raise
+                raise better from exc.__cause__  # (it says all `exc` said)
         self.hooks.after_connect(conn, self.require_settled(), None)
         self.status.set(Status.READY)
         checks = self.policy.keepalive

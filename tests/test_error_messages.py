@@ -5,7 +5,7 @@ import sys
 import pytest
 
 import mcp_sync
-from mcp_sync.testing import demo_server
+from mcp_sync.testing import HTTPServer, demo_server
 
 
 @pytest.fixture
@@ -164,3 +164,85 @@ def test_a_listed_tool_the_client_could_not_use_is_not_said_missing():
         with pytest.raises(mcp_sync.InvalidParams) as info:
             client.call_tool("deep", {})
     assert str(info.value) == "server error -32602 (tools/call): Invalid arguments for tool deep: Missing required property 'a'"
+
+
+@pytest.mark.parametrize("path, options", [
+    ("/nowhere", {}),                       # POST 404, then the HTTP+SSE fallback's GET 404
+    ("/nowhere", {"sse_fallback": False}),  # POST 404 alone
+    ("/", {}),
+])
+def test_a_url_path_nothing_serves_names_the_usual_endpoints(path, options):
+    with HTTPServer(demo_server()) as http:
+        base = http.url.removesuffix("/mcp")
+        with pytest.raises(mcp_sync.HTTPStatusError) as info:
+            mcp_sync.connect(base + path, **options)
+        methods = [r.method for r in http.requests]
+    assert info.value.status == 404
+    assert str(info.value).endswith(f"; nothing serves MCP at that path: servers usually serve Streamable HTTP at "
+                                    f"{base}/mcp and HTTP+SSE at {base}/sse (the server's documentation or start-up "
+                                    f"log says which)")
+    assert methods == (["POST", "POST"] if options else ["POST", "POST", "GET"])  # no other path was tried
+
+
+def test_the_sse_path_of_a_streamable_http_server_names_the_mcp_path_beside_it():
+    with HTTPServer(demo_server()) as http:
+        base = http.url.removesuffix("/mcp")
+        with pytest.raises(mcp_sync.HTTPStatusError) as info:
+            mcp_sync.connect(base + "/sse")
+    assert f"servers usually serve Streamable HTTP at {base}/mcp and HTTP+SSE at {base}/sse" in str(info.value)
+    assert "fallback failed too" in str(info.value)
+
+
+@pytest.mark.parametrize("url, usual", [
+    ("http://h:8/api/mcp", ("http://h:8/api/mcp", "http://h:8/api/sse")),
+    ("http://h:8/api/sse?key=1", ("http://h:8/api/mcp", "http://h:8/api/sse")),  # the query is not repeated
+    ("https://h/v1/tools", ("https://h/mcp", "https://h/sse")),
+    ("http://[::1]:8/", ("http://[::1]:8/mcp", "http://[::1]:8/sse")),
+])
+def test_the_usual_endpoints_sit_beside_an_mcp_or_sse_path_else_at_the_root(url, usual):
+    from mcp_sync.transports.http_target import usual_endpoints
+
+    assert usual_endpoints(url) == usual
+
+
+
+def test_an_http_sse_target_at_a_path_nothing_serves_names_the_usual_endpoints():
+    with HTTPServer(demo_server()) as http:
+        base = http.url.removesuffix("/mcp")
+        with pytest.raises(mcp_sync.HTTPStatusError) as info:
+            mcp_sync.connect(mcp_sync.SSE(base + "/events"))
+        methods = [r.method for r in http.requests]
+    assert info.value.status == 404
+    assert f"servers usually serve Streamable HTTP at {base}/mcp and HTTP+SSE at {base}/sse" in str(info.value)
+    assert methods == ["GET"]
+
+
+
+@pytest.mark.parametrize("status", [500, 405])
+def test_another_refusal_is_not_told_the_path_is_wrong(status):
+    import http.server
+    import threading
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def refuse(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = do_DELETE = refuse
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        with pytest.raises(mcp_sync.HTTPStatusError) as info:
+            mcp_sync.connect(f"http://127.0.0.1:{server.server_port}/mcp", sse_fallback=False, reconnect=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert info.value.status == status
+    assert "nothing serves MCP" not in str(info.value)

@@ -19,7 +19,7 @@ from typing import Any
 from urllib3.util import parse_url
 
 from ..auth import TokenProvider, as_token_provider
-from ..errors import McpError
+from ..errors import HTTPStatusError, McpError
 from .http_network import NetworkSettings, check_tls_options, parse_proxy
 from ..protocol.headers import check_user_headers
 from .base import Target, Transport
@@ -28,6 +28,54 @@ from .sse import SSETransport
 
 #: The default of `max_response_bytes`.
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+
+
+def usual_endpoints(url: str) -> tuple[str, str]:
+    """Where servers usually serve Streamable HTTP and HTTP+SSE, for a
+    user who gave `url`: beside its last path segment when that is `mcp`
+    or `sse` (a server mounted under a prefix), else at the root. Neither
+    the query nor any user name and password of `url` is repeated.
+
+    Example::
+
+        >>> usual_endpoints("http://127.0.0.1:8000/api/sse")
+        ('http://127.0.0.1:8000/api/mcp', 'http://127.0.0.1:8000/api/sse')
+
+    Args:
+        url: An `http://` or `https://` URL.
+
+    Returns:
+        The (Streamable HTTP, HTTP+SSE) URLs.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    parent, _, last = parts.path.rstrip("/").rpartition("/")
+    prefix = parent if last in ("mcp", "sse") else ""
+    origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{prefix}"
+    return f"{origin}/mcp", f"{origin}/sse"
+
+
+def explain_not_found(target: object, error: BaseException) -> BaseException:
+    """`error`, or a copy that says where servers usually listen when it is
+    an HTTP target's 404 before any session (the first POST and, when it
+    falls back, the HTTP+SSE GET too): nothing serves that path, most
+    often a mistyped or missing `/mcp`. The copy is new, so an error
+    object another thread holds is never changed.
+
+    Args:
+        target: The target the client was connecting to.
+        error: What its first connection failed with.
+
+    Returns:
+        The error to raise.
+    """
+    if type(error) is not HTTPStatusError or error.status != 404 or not isinstance(target, HTTP):
+        return error
+    streamable, sse = usual_endpoints(target.url)
+    return HTTPStatusError(f"{error}; nothing serves MCP at that path: servers usually serve Streamable HTTP "
+                           f"at {streamable} and HTTP+SSE at {sse} (the server's documentation or start-up "
+                           "log says which)", status=error.status, body=error.body, headers=error.headers)
 
 
 class HTTP(Target):
