@@ -135,9 +135,11 @@ class ToolCatalog:
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)
 
-    def remember(self, tools: Sequence[Tool], *, replace: bool, names: frozenset[str] | None = None) -> None:
-        """Keep `tools` (over the known ones, or instead with `replace`:
-        a whole listing, whose `names` are all its items' names)."""
+    def remember(self, tools: Sequence[Tool], *, listed_names: frozenset[str] | None = None) -> None:
+        """Keep `tools` over the known ones; or, for a whole listing
+        (`listed_names`: the names of all its items, those the client
+        could not use included), instead of them."""
+        replace = listed_names is not None
         with self._lock:
             known = {} if replace else dict(self.tools)
             known.update([(tool.name, tool) for tool in tools])
@@ -146,9 +148,9 @@ class ToolCatalog:
             # runs on every listing, once per tool.)
             self.task_required = frozenset([name for name, tool in known.items() if tool.execution is not None
                                             and tool.execution.get("taskSupport") == "required"])
-            if replace:
+            if listed_names is not None:
                 self.list_before_calling = False
-                self.listed_names = names if names is not None else frozenset(known)
+                self.listed_names = listed_names
             self._headers_checked = {name: tool for name, tool in self._headers_checked.items()
                                      if known.get(name) is tool}
             # One compiled validator per known tool with an outputSchema.
@@ -278,7 +280,7 @@ class TypedCalls:
         if next_cursor is not None and not isinstance(next_cursor, str):
             raise InvalidResult(f"{method}: nextCursor is not a string")
         if kind == "tools" and remember:
-            self.catalog.remember(typed, replace=False)
+            self.catalog.remember(typed)
         return Page(items=typed, next_cursor=next_cursor, raw=result)
 
     def list_all(self, kind: str, options: RequestOptions, max_pages: int) -> list[Any]:
@@ -297,7 +299,7 @@ class TypedCalls:
         for page_items in pagination.pages(_LISTS[kind][0], fetch, max_pages):
             items.extend(page_items)
         if kind == "tools":
-            self.catalog.remember(items, replace=True, names=frozenset(names))
+            self.catalog.remember(items, listed_names=frozenset(names))
         return items
 
     def call_tool(self, tool: str | Tool | Mapping[str, Any], arguments: Mapping[str, Any] | None,

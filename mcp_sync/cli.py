@@ -36,7 +36,6 @@ import io
 import json
 import logging
 import os
-import re
 import shlex
 import sys
 from collections.abc import Iterator, Mapping
@@ -47,10 +46,11 @@ from . import cli_completion, connect
 from .cli_completion import COMPLETE_TOOLS, PROMPT_COMMANDS, TOOL_COMMANDS
 from ._version import __version__
 from .client import Client
+from .client_requests import UNLISTED_TOOL
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
 from .errors import ConfigError, McpError, MethodNotFound
 from .handlers import console_form, defaults_form
-from .options import Reconnect, unknown_names
+from .options import Reconnect, close_names, unknown_names
 from .progress import ProgressBar
 from .transports import HTTP, Target
 from .types import (
@@ -62,6 +62,7 @@ from .types import (
     TextContent,
     WireModel,
 )
+from .waiting import deadline_in, remaining
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -405,9 +406,7 @@ def _joined(words: Sequence[str], last: str) -> str:
 def _nearest(name: str, listed: Sequence[Any]) -> str:
     """`; did you mean 'add'?` (or 'a' or 'b') for the listed names close
     to `name`; empty when none is."""
-    import difflib  # here: only error messages need it
-
-    close = [repr(each) for each in difflib.get_close_matches(name, [each.name for each in listed], n=3, cutoff=0.6)]
+    close = [repr(each) for each in close_names(name, [each.name for each in listed], count=3, cutoff=0.6)]
     return f"; did you mean {_joined(close, 'or')}?" if close else ""
 
 
@@ -424,20 +423,22 @@ def _find(listed: Sequence[Any], name: str, kind: str) -> Any:
 def _closed(schema: Any) -> Callable[[str], bool] | None:
     """For a tool's inputSchema that allows no parameters but those it
     names (`additionalProperties: false`): whether a name is allowed by
-    its `patternProperties` (searched, as JSON Schema does; a pattern this
-    `re` cannot read or run allows every name: the server judges). None
-    when any name is allowed."""
+    its `patternProperties` (searched, as JSON Schema does, and bounded in
+    time as the library's checks of a tool's output are: the patterns are
+    the server's; one that cannot be used or does not finish in time
+    allows every name: the server judges). None when any name is allowed."""
     if not isinstance(schema, Mapping) or schema.get("additionalProperties") is not False:
         return None
     patterns = schema.get("patternProperties")
     patterns = list(patterns) if isinstance(patterns, Mapping) else []
 
     def allowed(name: str) -> bool:
+        from .protocol.schemas import PATTERN_SECONDS, search_within  # (here: only a closed schema needs them)
+
+        deadline = deadline_in(PATTERN_SECONDS)  # for all the patterns together (a schema may hold many)
         for pattern in patterns:
-            try:
-                if re.search(str(pattern), name):
-                    return True
-            except Exception:  # re.error, OverflowError ("x{4294967296}"), RecursionError...
+            left = remaining(deadline)
+            if left <= 0 or search_within(str(pattern), name, left) is not False:
                 return True
         return False
 
@@ -481,7 +482,7 @@ def _not_listed(exc: McpError, name: str, listed: Sequence[Any], kind: str) -> N
     error is this command's own: in place) to say so, unless the library
     said it already (`call_tool` does after a -32602)."""
     first = str(exc.args[0]) if exc.args else str(exc)
-    if "listed do not include" not in first:
+    if UNLISTED_TOOL not in first:
         exc.args = (f"{first}; {_listing_lacks(name, listed, kind)}",)
 
 

@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 __all__ = ["ClientRequests"]
 
 
+#: How `call_tool()` says its whole listing lacks a tool the server
+#: refused: `mcp-sync` looks for it, so as not to say the same twice.
+UNLISTED_TOOL = "the tools the server listed do not include"
+
 class ClientRequests:
     """The request methods of `Client` (see there); not made on its own."""
 
@@ -312,8 +316,7 @@ class ClientRequests:
             listed = pipeline.catalog.listed_names  # (one read: one listing)
             if (exc.method == "tools/call" and type(tool) is str and listed is not None and tool not in listed
                     and not isinstance(exc, ResourceNotFound)):
-                exc.args = (f"{exc.args[0]}; the tools the server listed do not include "
-                            f"{unknown_names([tool], listed)}",)
+                exc.args = (f"{exc.args[0]}; {UNLISTED_TOOL} {unknown_names([tool], listed)}",)
             raise
 
     def get_task(self, task_id: str, **options: Unpack[RequestOptions]) -> Task:

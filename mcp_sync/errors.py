@@ -57,7 +57,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from .protocol import codes
-from .protocol.methods import SERVER_CAPABILITY_OF, SERVER_CAPABILITY_SINCE
+from .protocol.methods import undeclared_capability
 
 __all__ = [
     "McpError",
@@ -341,10 +341,8 @@ def server_error_from_wire(
     if isinstance(exc, ResourceNotFound) and params is not None and isinstance(params.get("uri"), str):
         exc.requested_uri = params["uri"]
     elif isinstance(exc, MethodNotFound) and server_capabilities is not None and method is not None:
-        capability = SERVER_CAPABILITY_OF.get(method)
-        since = SERVER_CAPABILITY_SINCE.get(capability or "")
-        if (capability is not None and server_capabilities.get(capability) is None
-                and not (since and (protocol_version is None or protocol_version < since))):
+        capability = undeclared_capability(method, server_capabilities, protocol_version)
+        if capability is not None:
             exc.capability = capability
             exc.args = (f"{exc.args[0]}; the server does not declare the {capability!r} capability "
                         f"(client.server_capabilities lists what it offers)",)

@@ -70,6 +70,19 @@ class RequestOptions(TypedDict, total=False):
 OPTION_NAMES = frozenset(RequestOptions.__annotations__)
 
 
+def close_names(name: str, known: Iterable[str], *, count: int = 1, cutoff: float = 0.75) -> list[str]:
+    """The `count` names of `known` closest to `name`, closest first, of
+    those at least `cutoff` alike (`difflib`'s ratio): what a misspelling
+    of `name` most likely meant. Only error messages call it.
+
+        >>> close_names("ech", ["echo", "each", "add"], count=3, cutoff=0.6)
+        ['echo', 'each']
+    """
+    import difflib  # here: only error messages need it
+
+    return difflib.get_close_matches(name, sorted(known), n=count, cutoff=cutoff)
+
+
 def unknown_names(names: Iterable[str], known: Iterable[str]) -> str:
     """`names` listed for an error message, each with the nearest of
     `known` when one is close (a misspelling):
@@ -77,12 +90,10 @@ def unknown_names(names: Iterable[str], known: Iterable[str]) -> str:
         >>> unknown_names(["timout", "zzz"], ["timeout", "progress"])
         "'timout' (did you mean 'timeout'?), 'zzz'"
     """
-    import difflib  # here: only error messages need it
-
     choices = sorted(known)
     listed = []
     for name in sorted(names):
-        close = difflib.get_close_matches(name, choices, n=1, cutoff=0.75)
+        close = close_names(name, choices)
         listed.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
     return ", ".join(listed)
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import mcp_sync
-from mcp_sync.cli import _parse_pairs, main
+from mcp_sync.cli import _closed, _parse_pairs, main
 from mcp_sync.testing import Server
 
 
@@ -272,3 +272,19 @@ def test_a_name_a_pattern_allows_is_not_named_beside_a_missing_one():
     connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
     assert run("call", "t", "x-trace=1", connect_fn=connect_fn) == (
         2, "", "mcp-sync: error: t needs a (mcp-sync tools t shows its parameters)\n")
+
+
+@pytest.mark.timeout(60)
+def test_a_pattern_that_backtracks_is_given_up_and_leaves_the_name_to_the_server():
+    # A server's patternProperties are matched against the user's argument
+    # names; Python's re takes hours on this one ("(x+x+)+y" against 40 x:
+    # it doubles with each x; `regex` minutes against 3,000) and cannot be
+    # interrupted. The check matches as the library checks a tool's output
+    # (`regex`, bounded) and lets the name through when the match does not
+    # finish in time.
+    allowed = _closed({"type": "object", "additionalProperties": False, "patternProperties": {"(x+x+)+y": {}}})
+    assert allowed is not None
+    assert allowed("x" * 40) is False  # checked: `regex` sees at once that no "y" follows
+    assert allowed("x" * 3000) is True  # not checked in time: the server judges
+    assert allowed("xxy") is True  # matched
+    assert allowed("z") is False  # checked: no pattern allows it

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 #: Methods safe to send again after a reconnect when their first attempt may
 #: have reached the server: they only read, or (the task requests) are
@@ -69,3 +69,23 @@ SERVER_CAPABILITY_OF: Final[Mapping[str, str]] = MappingProxyType({
 #: A server capability that a revision before this one does not have (a
 #: 2024-11-05 server offers completions without declaring them).
 SERVER_CAPABILITY_SINCE: Final[Mapping[str, str]] = MappingProxyType({"completions": "2025-03-26"})
+
+
+def undeclared_capability(method: str, capabilities: Mapping[str, Any], protocol_version: str | None) -> str | None:
+    """The server capability `method` belongs to when `capabilities` (a
+    server's, on a connection of `protocol_version`; None: not known) do
+    not declare it and its revision has it: then the server does not offer
+    the method. None otherwise (a `null` capability is not declared).
+
+        >>> undeclared_capability("prompts/list", {"tools": {}}, "2025-11-25")
+        'prompts'
+        >>> undeclared_capability("completion/complete", {}, "2024-11-05") is None  # no such capability then
+        True
+    """
+    capability = SERVER_CAPABILITY_OF.get(method)
+    if capability is None or capabilities.get(capability) is not None:
+        return None
+    since = SERVER_CAPABILITY_SINCE.get(capability)
+    if since is not None and (protocol_version is None or protocol_version < since):
+        return None  # its revision may predate the capability
+    return capability

@@ -303,6 +303,28 @@ def _compiled(pattern: str) -> regex.Pattern[str] | str:
         return f"the regex module cannot compile it ({exc})"
 
 
+def search_within(pattern: str, text: str, seconds: float = PATTERN_SECONDS) -> bool | None:
+    """Whether a server's `pattern` matches somewhere in `text`, as JSON
+    Schema's `pattern` and `patternProperties` read it, matched as this
+    module matches them (`regex`, never `re`): None when the pattern cannot
+    be used (see `_compiled`) or the match did not end within `seconds` of
+    CPU time (a pattern that backtracks).
+
+        >>> search_within("^x-", "x-trace"), search_within("(x+x+)+y", "x" * 3000, 0.05)
+        (True, None)
+    """
+    try:
+        compiled = _compiled(pattern)
+    except Exception:  # noqa: BLE001 - re's parser: OverflowError ("x{4294967296}"), RecursionError...
+        return None
+    if isinstance(compiled, str):
+        return None
+    try:
+        return compiled.search(text, timeout=seconds) is not None
+    except TimeoutError:
+        return None
+
+
 def _search(pattern: str, text: str, target: Any, key: str | None) -> bool:
     """Whether `pattern` matches somewhere in `text` (`re.search`), within
     the budget of the running `errors()` call (see `_budget`); a validator
