@@ -44,6 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from . import cli_completion, connect
 from .cli_completion import COMPLETE_TOOLS, PROMPT_COMMANDS, TOOL_COMMANDS
+from .cli_usage import CommandLineParser, is_url, looks_like_program
 from ._version import __version__
 from .client import Client
 from .client_requests import UNLISTED_TOOL
@@ -207,10 +208,10 @@ def _add_common_options(parser: argparse.ArgumentParser, *, after: bool) -> None
         help="show the server's stderr and debug logs on stderr")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser() -> CommandLineParser:
     # No abbreviated options: `--ur` taken as `--url` would send a
     # configured server's credentials wherever a typo points.
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         allow_abbrev=False,
         prog="mcp-sync",
         description="Talk to an MCP server. Without a target, uses the bundled demo server.",
@@ -255,6 +256,7 @@ def _build_parser() -> argparse.ArgumentParser:
     complete_tools = sub.add_parser(COMPLETE_TOOLS)
     complete_tools.add_argument("line")
     complete_tools.add_argument("point")
+    parser.commands = [name for name in sub.choices if name != COMPLETE_TOOLS]
     return parser
 
 
@@ -319,10 +321,19 @@ def _load_args(spec: str, stdin: TextIO) -> dict[str, Any]:
     return value
 
 
-def _parse_pairs_shape(pairs: Sequence[str]) -> None:
-    """A usage error for a pair without `=` (before anything is started)."""
+def _parse_pairs_shape(pairs: Sequence[str], command: str, name: str) -> None:
+    """A usage error for a pair without `=` (before anything is started);
+    a bare value (`mcp-sync call add 2 3`) is told to take its name, the
+    tool's or prompt's (`command`'s `name`'s) list of names being one
+    command away."""
     for pair in pairs:
-        if "=" not in pair or pair.startswith(("=", ":=")):
+        if "=" not in pair:
+            word, kind = ("argument", "prompts") if command == "prompt" else ("parameter", "tools")
+            sign = ":=" if pair.lstrip().startswith(("{", "[")) else "="  # (JSON as JSON, not as a string)
+            raise _UsageError(f"expected key=value or key:=json, got {pair!r}: each value goes with its {word}'s "
+                              f"name, as in {shlex.quote('NAME' + sign + pair)} "
+                              f"(mcp-sync {kind} {shlex.quote(name)} shows the names)")
+        if pair.startswith(("=", ":=")):
             raise _UsageError(f"expected key=value or key:=json, got {pair!r}")
 
 
@@ -420,6 +431,26 @@ def _find(listed: Sequence[Any], name: str, kind: str) -> Any:
     return found
 
 
+def _server_given_as_name(args: argparse.Namespace) -> None:
+    """With no server given (the demo server is used), a tool or prompt
+    name that reads as a server program or URL (`mcp-sync tools
+    ./server.py`) was meant as the server: a usage error saying where it
+    goes, before anything is started."""
+    name = args.tool if args.command == "call" else getattr(args, "name", None)
+    if name is None or not (looks_like_program(name) or is_url(name)):
+        return
+    kind = "tool" if args.command in ("call", "tools") else "prompt"
+    where = ["--url", name] if is_url(name) else ["--", name]
+    if args.command in ("tools", "prompts"):
+        line = shlex.join(["mcp-sync", args.command, *where])
+    else:  # (what follows the name may be the program's arguments or the call's: not guessed)
+        line = f"mcp-sync {args.command} {kind.upper()} key=value {shlex.join(where)}"
+    what = "URL" if is_url(name) else "program"
+    raise _UsageError(f"{name!r} reads as a server {what}, not a {kind} name (no server was given, so the demo "
+                      f"server is used): a server {what} goes {'with --url' if is_url(name) else 'last, after --'}, "
+                      f"as in {line}")
+
+
 def _closed(schema: Any) -> Callable[[str], bool] | None:
     """For a tool's inputSchema that allows no parameters but those it
     names (`additionalProperties: false`): whether a name is allowed by
@@ -432,12 +463,17 @@ def _closed(schema: Any) -> Callable[[str], bool] | None:
     patterns = schema.get("patternProperties")
     patterns = list(patterns) if isinstance(patterns, Mapping) else []
 
+    # One budget for every name and pattern matched (a schema may hold
+    # many patterns, a command line many names), from the first match on.
+    deadline: list[float] = []
+
     def allowed(name: str) -> bool:
         from .protocol.schemas import PATTERN_SECONDS, search_within  # (here: only a closed schema needs them)
 
-        deadline = deadline_in(PATTERN_SECONDS)  # for all the patterns together (a schema may hold many)
+        if not deadline:
+            deadline.append(deadline_in(PATTERN_SECONDS))
         for pattern in patterns:
-            left = remaining(deadline)
+            left = remaining(deadline[0])
             if left <= 0 or search_within(str(pattern), name, left) is not False:
                 return True
         return False
@@ -830,8 +866,14 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO,
     elif command:
         target = command
     else:
+        assert _uses_demo(args, command, config)
         target = [sys.executable, "-m", "mcp_sync.testing.server"]
     return target, options
+
+
+def _uses_demo(args: argparse.Namespace, command: list[str], config: ServerConfig | None) -> bool:
+    """Whether the command line gives no server, so `_target` starts the bundled demo server."""
+    return not (args.url or args.server or args.config or command) and config is None
 
 
 def _redact_url(url: str) -> str:
@@ -951,7 +993,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         # argparse prints usage, errors and help on sys.stdout and sys.stderr:
         # the streams given here instead.
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            args = _parse(_build_parser(), argv)
+            parser = _build_parser()
+            parser.expect(argv, command)
+            args = _parse(parser, argv)
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.command == "completion":
@@ -963,13 +1007,16 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         with _verbose(args.verbose, err):
             if args.command == "servers":
                 return _servers(args, command, out, err, config)
+            if connect_fn is connect and _uses_demo(args, command, config):
+                _server_given_as_name(args)
             if args.command == "prompt":
+                _parse_pairs_shape(args.arguments, "prompt", args.name)
                 args.parsed_arguments = _arguments(args, sys.stdin)
             elif args.command == "call" and args.args is not None:
                 # Read before connecting: bad JSON or a file that cannot be read is a usage error.
                 args.args = json.dumps(_load_args(args.args, sys.stdin))
             if args.command == "call":
-                _parse_pairs_shape(args.arguments)
+                _parse_pairs_shape(args.arguments, "call", args.tool)
             if args.command in ("tools", "prompts") and args.name is not None and "=" in args.name:
                 raise _UsageError(f"unrecognized arguments: {args.name} "
                                   f"({args.command} takes a {args.command[:-1]}'s name at most)")

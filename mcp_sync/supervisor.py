@@ -266,7 +266,7 @@ class Supervisor:
                 better = explain_not_found(self.target, exc)
                 if better is exc:
                     raise
-                raise better from exc.__cause__  # (it says all `exc` said)
+                raise better.with_traceback(exc.__traceback__) from exc.__cause__  # (it says all `exc` said)
         self.hooks.after_connect(conn, self.require_settled(), None)
         self.status.set(Status.READY)
         checks = self.policy.keepalive

@@ -285,6 +285,130 @@ def test_a_pattern_that_backtracks_is_given_up_and_leaves_the_name_to_the_server
     allowed = _closed({"type": "object", "additionalProperties": False, "patternProperties": {"(x+x+)+y": {}}})
     assert allowed is not None
     assert allowed("x" * 40) is False  # checked: `regex` sees at once that no "y" follows
-    assert allowed("x" * 3000) is True  # not checked in time: the server judges
     assert allowed("xxy") is True  # matched
     assert allowed("z") is False  # checked: no pattern allows it
+    assert allowed("x" * 3000) is True  # not checked in time: the server judges
+    # The time is for the whole command line: once spent, every name is left to the server.
+    assert allowed("z") is True
+
+
+@pytest.mark.parametrize("argv, said", [
+    # A misspelt command: the nearest one, and the hidden completion command never offered.
+    (["tolls"], "unknown command 'tolls'; did you mean 'tools'? (mcp-sync --help lists the commands)"),
+    (["--json", "cal", "add"], "unknown command 'cal'; did you mean 'call'? (mcp-sync --help lists the commands)"),
+    (["zzz"], "unknown command 'zzz' (mcp-sync --help lists the commands)"),
+    # A server program given first: where it goes, with the command found after it.
+    (["/srv/bin/my-server", "tools"], "unknown command '/srv/bin/my-server': a server program goes last, after --: "
+                                      "mcp-sync tools -- /srv/bin/my-server"),
+    (["--json", "./server.py", "--port", "1", "call", "add", "a=1"],
+     "unknown command './server.py': a server program goes last, after --: "
+     "mcp-sync call add a=1 --json -- ./server.py --port 1"),
+    (["server.py"], "unknown command 'server.py': a server program goes last, after --: "
+                    "mcp-sync tools -- server.py"),
+    (["python", "-m", "my_server", "tools"], "unknown command 'python': a server program goes last, after --: "
+                                             "mcp-sync tools -- python -m my_server"),
+    # The first command word after the program is the command (a tool may be named like one).
+    (["./srv.py", "call", "read", "path=x"], "unknown command './srv.py': a server program goes last, after --: "
+                                             "mcp-sync call read path=x -- ./srv.py"),
+    # A `--` after the program: what follows it is the program's too.
+    (["./srv.py", "--", "call", "add", "a=1"], "unknown command './srv.py': a server program goes last, after --: "
+                                               "mcp-sync call add a=1 -- ./srv.py"),
+    (["node", "server.js", "--", "--stdio"], "unknown command 'node': a server program goes last, after --: "
+                                             "mcp-sync tools -- node server.js --stdio"),
+    # A URL goes with --url (after --, it would be started as a program).
+    (["http://127.0.0.1:8000/mcp", "tools"], "unknown command 'http://127.0.0.1:8000/mcp': a server URL goes with "
+                                             "--url: mcp-sync tools --url http://127.0.0.1:8000/mcp"),
+    # A tool called without `call`, whether or not a program of that name is on PATH.
+    (["echo", "text=hi"], "unknown command 'echo'; to call the tool 'echo': mcp-sync call echo text=hi"),
+    (["--json", "add", "a=1", "b=2"], "unknown command 'add'; to call the tool 'add': mcp-sync --json call add a=1 b=2"),
+])
+def test_an_unknown_command_says_what_to_type_instead(argv, said):
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == f"mcp-sync: error: {said}"
+    assert "__complete" not in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--", "/srv/bin/my-server", "tools"],
+     "the command goes before --, the server program after it: mcp-sync tools -- /srv/bin/my-server"),
+    (["--json", "--", "npx", "-y", "some-server", "call", "add", "a=1"],
+     "the command goes before --, the server program after it: mcp-sync call add a=1 --json -- npx -y some-server"),
+    (["--", "https://example.com/mcp", "tools"],
+     "the command goes first, and a server URL goes with --url: mcp-sync tools --url https://example.com/mcp"),
+])
+def test_a_command_after_the_server_program_is_told_to_go_first(argv, said):
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == f"mcp-sync: error: {said}"
+
+
+def test_a_program_on_path_is_taken_for_one_only_before_a_command(tmp_path, monkeypatch):
+    # `cal` is a program on many machines, and one letter from `call`: the
+    # command meant wins. A program on PATH is one when a command follows it.
+    for name in ("cal", "acme-mcp"):
+        program = tmp_path / name
+        program.write_text("#!/bin/sh\n")
+        program.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert run("cal", "add")[2].splitlines()[-1] == (
+        "mcp-sync: error: unknown command 'cal'; did you mean 'call'? (mcp-sync --help lists the commands)")
+    assert run("acme-mcp", "tools")[2].splitlines()[-1] == (
+        "mcp-sync: error: unknown command 'acme-mcp': a server program goes last, after --: "
+        "mcp-sync tools -- acme-mcp")
+    assert run("acme-mcp")[2].splitlines()[-1] == (
+        "mcp-sync: error: unknown command 'acme-mcp' (mcp-sync --help lists the commands)")
+
+
+def test_no_command_at_all_is_still_argparses_error():
+    code, _, err = run("--json")
+    assert code == 2 and err.splitlines()[-1] == "mcp-sync: error: the following arguments are required: COMMAND"
+
+
+_DEMO = "(no server was given, so the demo server is used)"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["tools", "/srv/bin/my-server"], f"'/srv/bin/my-server' reads as a server program, not a tool name {_DEMO}: "
+                                      f"a server program goes last, after --, as in mcp-sync tools -- /srv/bin/my-server"),
+    (["prompts", "server.py"], f"'server.py' reads as a server program, not a prompt name {_DEMO}: a server "
+                               f"program goes last, after --, as in mcp-sync prompts -- server.py"),
+    (["call", "python", "server.py"], f"'python' reads as a server program, not a tool name {_DEMO}: a server "
+                                      f"program goes last, after --, as in mcp-sync call TOOL key=value -- python"),
+    (["prompt", "./x.py", "a=1"], f"'./x.py' reads as a server program, not a prompt name {_DEMO}: a server "
+                                  f"program goes last, after --, as in mcp-sync prompt PROMPT key=value -- ./x.py"),
+    (["tools", "http://127.0.0.1:8000/mcp"], f"'http://127.0.0.1:8000/mcp' reads as a server URL, not a tool name "
+                                             f"{_DEMO}: a server URL goes with --url, as in mcp-sync tools --url "
+                                             f"http://127.0.0.1:8000/mcp"),
+])
+def test_a_server_program_taken_for_a_name_of_the_demo_server_is_told_where_it_goes(argv, said):
+    # A usage error, before anything is started.
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+    assert err == f"mcp-sync: error: {said}\n"
+
+
+def test_a_program_name_is_a_name_when_a_server_is_given():
+    # connect_fn stands for a server of its own here (as an integration's does).
+    server = Server(name="mine")
+    server.tool(name="run.sh", input_schema={"type": "object"})(lambda args, ctx: "ran")
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("call", "run.sh", connect_fn=connect_fn) == (0, "ran\n", "")
+
+
+def test_a_name_that_is_no_program_gets_no_program_hint():
+    code, _, err = run("tools", "nope")
+    assert code == 1 and err == "mcp-sync: error: no tool named 'nope' (mcp-sync tools lists them)\n"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["call", "add", "2", "3"], "expected key=value or key:=json, got '2': each value goes with its parameter's "
+                                "name, as in NAME=2 (mcp-sync tools add shows the names)"),
+    (["prompt", "greet", "Ada"], "expected key=value or key:=json, got 'Ada': each value goes with its argument's "
+                                 "name, as in NAME=Ada (mcp-sync prompts greet shows the names)"),
+    (["call", "echo", "=hi"], "expected key=value or key:=json, got '=hi'"),
+    (["call", "add", '{"a": 1}'], "expected key=value or key:=json, got '{\"a\": 1}': each value goes with its "
+                                  "parameter's name, as in 'NAME:={\"a\": 1}' (mcp-sync tools add shows the names)"),
+])
+def test_a_value_without_its_name_is_told_to_take_one(argv, said):
+    assert run(*argv) == (2, "", f"mcp-sync: error: {said}\n")

@@ -184,12 +184,19 @@ def test_a_url_path_nothing_serves_names_the_usual_endpoints(path, options):
     assert methods == (["POST", "POST"] if options else ["POST", "POST", "GET"])  # no other path was tried
 
 
-def test_the_sse_path_of_a_streamable_http_server_names_the_mcp_path_beside_it():
+@pytest.mark.parametrize("path, meant, other", [
+    ("/sse", "HTTP+SSE", "/mcp for Streamable HTTP"),
+    ("/api/mcp", "Streamable HTTP", "/api/sse for HTTP+SSE"),
+])
+def test_a_usual_path_nothing_serves_is_said_to_be_one(path, meant, other):
     with HTTPServer(demo_server()) as http:
         base = http.url.removesuffix("/mcp")
         with pytest.raises(mcp_sync.HTTPStatusError) as info:
-            mcp_sync.connect(base + "/sse")
-    assert f"servers usually serve Streamable HTTP at {base}/mcp and HTTP+SSE at {base}/sse" in str(info.value)
+            mcp_sync.connect(base + path)
+    assert str(info.value).endswith(
+        f"; nothing serves MCP there, although it is the usual path for {meant} (and {base}{other}): the server "
+        f"may be mounted elsewhere, or another part of the URL may be wrong (its documentation or start-up log "
+        f"says where it listens)")
     assert "fallback failed too" in str(info.value)
 
 
@@ -218,18 +225,27 @@ def test_an_http_sse_target_at_a_path_nothing_serves_names_the_usual_endpoints()
 
 
 
-@pytest.mark.parametrize("status", [500, 405])
-def test_another_refusal_is_not_told_the_path_is_wrong(status):
+@pytest.mark.parametrize("post, get, options", [
+    (500, 500, {"sse_fallback": False}),
+    (405, 405, {"sse_fallback": False}),
+    (404, 401, {}),  # the fallback's GET found something there: it wants credentials
+    (404, 500, {}),
+])
+def test_another_refusal_is_not_told_the_path_is_wrong(post, get, options):
     import http.server
     import threading
 
     class Refusing(http.server.BaseHTTPRequestHandler):
-        def refuse(self) -> None:
+        def refuse(self, status: int) -> None:
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_GET = do_POST = do_DELETE = refuse
+        def do_POST(self):
+            self.refuse(post)
+
+        def do_GET(self):
+            self.refuse(get)
 
         def log_message(self, *args):
             pass
@@ -238,11 +254,11 @@ def test_another_refusal_is_not_told_the_path_is_wrong(status):
     thread = threading.Thread(target=server.serve_forever)
     thread.start()
     try:
-        with pytest.raises(mcp_sync.HTTPStatusError) as info:
-            mcp_sync.connect(f"http://127.0.0.1:{server.server_port}/mcp", sse_fallback=False, reconnect=False)
+        with pytest.raises(mcp_sync.McpError) as info:
+            mcp_sync.connect(f"http://127.0.0.1:{server.server_port}/mcp", reconnect=False, **options)
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
-    assert info.value.status == status
     assert "nothing serves MCP" not in str(info.value)
+    assert f"HTTP {get}" in str(info.value)

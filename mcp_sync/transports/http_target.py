@@ -19,7 +19,7 @@ from typing import Any
 from urllib3.util import parse_url
 
 from ..auth import TokenProvider, as_token_provider
-from ..errors import HTTPStatusError, McpError
+from ..errors import HTTPStatusError, McpError, copy_error
 from .http_network import NetworkSettings, check_tls_options, parse_proxy
 from ..protocol.headers import check_user_headers
 from .base import Target, Transport
@@ -58,9 +58,11 @@ def usual_endpoints(url: str) -> tuple[str, str]:
 
 def explain_not_found(target: object, error: BaseException) -> BaseException:
     """`error`, or a copy that says where servers usually listen when it is
-    an HTTP target's 404 before any session (the first POST and, when it
-    falls back, the HTTP+SSE GET too): nothing serves that path, most
-    often a mistyped or missing `/mcp`. The copy is new, so an error
+    an HTTP target's 404 before any session and nothing else answered
+    either (the POST, and the HTTP+SSE fallback's GET when it tried one, or
+    an `SSE` target's GET): nothing serves that path, most often a mistyped
+    or missing `/mcp`. A fallback that failed otherwise (a 401: something
+    is there) keeps its error as it is. The copy is new, so an error
     object another thread holds is never changed.
 
     Args:
@@ -72,10 +74,25 @@ def explain_not_found(target: object, error: BaseException) -> BaseException:
     """
     if type(error) is not HTTPStatusError or error.status != 404 or not isinstance(target, HTTP):
         return error
+    fallback = error.__cause__  # (set when the HTTP+SSE fallback was tried and failed)
+    if fallback is not None and not (type(fallback) is HTTPStatusError and fallback.status == 404):
+        return error
     streamable, sse = usual_endpoints(target.url)
-    return HTTPStatusError(f"{error}; nothing serves MCP at that path: servers usually serve Streamable HTTP "
-                           f"at {streamable} and HTTP+SSE at {sse} (the server's documentation or start-up "
-                           "log says which)", status=error.status, body=error.body, headers=error.headers)
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(target.url)  # (as `usual_endpoints` writes them: no query, no user name or password)
+    given = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path.rstrip('/')}"
+    if given in (streamable, sse):
+        said = (f"; nothing serves MCP there, although it is the usual path for "
+                f"{'Streamable HTTP' if given == streamable else 'HTTP+SSE'} (and {sse if given == streamable else streamable} "
+                f"for {'HTTP+SSE' if given == streamable else 'Streamable HTTP'}): the server may be mounted elsewhere, "
+                "or another part of the URL may be wrong (its documentation or start-up log says where it listens)")
+    else:
+        said = (f"; nothing serves MCP at that path: servers usually serve Streamable HTTP at {streamable} and "
+                f"HTTP+SSE at {sse} (the server's documentation or start-up log says which)")
+    better = copy_error(error)
+    better.args = (f"{error}{said}",)
+    return better
 
 
 class HTTP(Target):

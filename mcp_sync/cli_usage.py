@@ -1,0 +1,140 @@
+"""What a mistyped `mcp-sync` command line meant, said in its usage error.
+
+The usual first mistakes are a misspelt command (`mcp-sync tolls`), a
+server program or URL put where the command goes (`mcp-sync ./server.py
+tools`, `mcp-sync -- npx -y some-server tools`), and a tool called without
+`call` (`mcp-sync echo text=hi`): argparse says "invalid choice" and lists
+every command (the hidden completion one too), or that the command is
+missing, without the line that would work. `CommandLineParser` says it
+instead; everything else is argparse's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from .options import close_names
+
+#: Launchers a server program is usually started with: a program whatever
+#: PATH holds on this machine.
+_LAUNCHERS = frozenset({"python", "python3", "node", "npx", "uv", "uvx", "pipx", "docker", "podman", "deno",
+                        "bun", "bunx", "java"})
+#: Files that are server programs, or scripts of one.
+_SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".exe", ".bat", ".cmd", ".jar")
+#: argparse's words for an unknown command (the same from 3.10 to 3.13; the
+#: value is the `repr` of what was typed).
+_INVALID_COMMAND = re.compile(r"argument COMMAND: invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+_MISSING_COMMAND = "the following arguments are required: COMMAND"
+
+
+def is_url(word: str) -> bool:
+    """Whether `word` is an `http://` or `https://` URL (any case)."""
+    return word.lower().startswith(("http://", "https://"))
+
+
+def looks_like_program(word: str) -> bool:
+    """Whether `word` reads as a server program whatever this machine has:
+    a path, a script or a usual launcher (a URL is none of them). A bare
+    word on PATH (`echo`, `cal`) may as well be a tool or a misspelt
+    command, so PATH is not asked here.
+
+        >>> looks_like_program("./server.py"), looks_like_program("npx"), looks_like_program("echo")
+        (True, True, False)
+    """
+    if is_url(word) or "://" in word:
+        return False
+    return "/" in word or os.sep in word or word.endswith(_SCRIPT_SUFFIXES) or word in _LAUNCHERS
+
+
+def where_it_goes(words: Sequence[str], options: Sequence[str], commands: Sequence[str]) -> str:
+    """What a server program or URL put first is told: the command line
+    that uses `words` (the program and its arguments, or a URL, then maybe
+    the command meant and its arguments) as the server, with `options`
+    (those typed before it) after the command. The first command name in
+    `words` after the program and what follows it go first; else `tools`,
+    as an example.
+
+        >>> where_it_goes(["npx", "-y", "srv", "call", "add", "a=1"], ["--json"], ["tools", "call"])
+        'a server program goes last, after --: mcp-sync call add a=1 --json -- npx -y srv'
+        >>> where_it_goes(["http://127.0.0.1:8000/mcp", "tools"], [], ["tools", "call"])
+        'a server URL goes with --url: mcp-sync tools --url http://127.0.0.1:8000/mcp'
+    """
+    at = next((i for i in range(1, len(words)) if words[i] in commands), len(words))
+    command = list(words[at:]) or ["tools"]
+    if is_url(words[0]):
+        return f"a server URL goes with --url: {shlex.join(['mcp-sync', *command, *options, '--url', words[0]])}"
+    return f"a server program goes last, after --: {shlex.join(['mcp-sync', *command, *options, '--', *words[:at]])}"
+
+
+class CommandLineParser(argparse.ArgumentParser):
+    """argparse's parser, whose errors about the command say what to type
+    instead (see the module's docstring). The top-level parser is given
+    its `commands` once built, and the line (`expect`) before parsing it.
+
+    Attributes:
+        commands (list[str]): The command names a user may type (the
+            hidden ones left out); empty on a subcommand's parser.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: list[str] = []
+        self._argv: list[str] = []
+        self._after_dashes: list[str] = []
+
+    def expect(self, argv: Sequence[str], after_dashes: Sequence[str]) -> None:
+        """The line about to be parsed: `argv` (the words before `--`) and
+        `after_dashes` (a server program and its arguments).
+
+        Args:
+            argv: The words before `--`.
+            after_dashes: The words after it.
+        """
+        self._argv = list(argv)
+        self._after_dashes = list(after_dashes)
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and `message`, or a better one, and exit with 2."""
+        super().error(self._better(message))
+
+    def _better(self, message: str) -> str:
+        commands = self.commands
+        if not commands:  # a subcommand's parser
+            return message
+        if message == _MISSING_COMMAND:
+            words = self._after_dashes
+            if words and any(word in commands for word in words[1:]):
+                said = where_it_goes(words, self._argv, commands)
+                if is_url(words[0]):
+                    return f"the command goes first, and {said}"
+                return f"the command goes before --, the server program after it: {said.partition(': ')[2]}"
+            return message
+        found = _INVALID_COMMAND.search(message)
+        if found is None:
+            return message
+        import ast
+
+        typed = ast.literal_eval(found.group(1))
+        if not isinstance(typed, str) or typed not in self._argv:
+            return message
+        at = self._argv.index(typed)
+        rest = self._argv[at + 1:] + self._after_dashes  # (a `--` after the program: its words are the program's too)
+        if looks_like_program(typed) or is_url(typed):
+            return f"unknown command {typed!r}: {where_it_goes([typed, *rest], self._argv[:at], commands)}"
+        close = close_names(typed, commands, cutoff=0.6)
+        if close:
+            return f"unknown command {typed!r}; did you mean {close[0]!r}? (mcp-sync --help lists the commands)"
+        if rest and all("=" in word and not word.startswith(("-", "=")) for word in rest):
+            # Pairs after it: a tool called without `call`.
+            line = shlex.join(["mcp-sync", *self._argv[:at], "call", typed, *rest])
+            return f"unknown command {typed!r}; to call the tool {typed!r}: {line}"
+        if any(word in commands for word in rest) and shutil.which(typed) is not None:
+            # A program on PATH, with the command after it.
+            return f"unknown command {typed!r}: {where_it_goes([typed, *rest], self._argv[:at], commands)}"
+        return f"unknown command {typed!r} (mcp-sync --help lists the commands)"
