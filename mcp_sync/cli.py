@@ -49,7 +49,7 @@ from ._version import __version__
 from .client import Client
 from .client_requests import UNLISTED_TOOL
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
-from .errors import ConfigError, McpError, MethodNotFound
+from .errors import ConfigError, McpError, MethodNotFound, ResourceNotFound
 from .handlers import console_form, defaults_form
 from .options import Reconnect, close_names, unknown_names
 from .progress import ProgressBar
@@ -522,6 +522,26 @@ def _not_listed(exc: McpError, name: str, listed: Sequence[Any], kind: str) -> N
         exc.args = (f"{first}; {_listing_lacks(name, listed, kind)}",)
 
 
+def _unknown_resource(client: Client, exc: McpError, uri: str, timeout: float | None) -> None:
+    """Amend a resource the server does not have (the error is this
+    command's own: in place) with the listed URIs nearest `uri`: a
+    misspelt one, or one without its scheme (`readme` for
+    `demo://readme`, compared with what follows the listed ones'). Nothing
+    when the list cannot be had, holds `uri` (the server may not serve it
+    all the same), or holds none close."""
+    try:
+        listed = [resource.uri for resource in client.list_resources(timeout=timeout)]
+    except McpError:
+        return
+    if uri in listed:
+        return
+    keys = {(each if "://" in uri else each.partition("://")[2] or each): each for each in listed}
+    close = [repr(keys[key]) for key in close_names(uri, keys, count=3, cutoff=0.75)]
+    if close:
+        exc.args = (f"{exc}; no resource {uri!r} in the list mcp-sync resources shows; "
+                    f"did you mean {_joined(close, 'or')}?",)
+
+
 def _offered(listing: Callable[[], Any], empty: Any) -> tuple[Any, bool]:
     """`listing()`, and True; `empty` and False when the server answers
     that it has no such method because it does not declare the capability
@@ -709,7 +729,11 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             _table([(t.uri_template, t.description or t.name or "") for t in templates], out, "")
         return 0
     if args.command == "read":
-        read = client.read_resource(args.uri, timeout=args.timeout)
+        try:
+            read = client.read_resource(args.uri, timeout=args.timeout)
+        except ResourceNotFound as exc:
+            _unknown_resource(client, exc, args.uri, args.timeout)
+            raise
         if as_json:
             _dump(read, out)
             return 0

@@ -412,3 +412,26 @@ def test_a_name_that_is_no_program_gets_no_program_hint():
 ])
 def test_a_value_without_its_name_is_told_to_take_one(argv, said):
     assert run(*argv) == (2, "", f"mcp-sync: error: {said}\n")
+
+
+@pytest.mark.parametrize("uri, meant", [("readme", "demo://readme"), ("demo://readm", "demo://readme"),
+                                        ("logo.png", "demo://logo.png")])
+def test_a_resource_not_found_names_the_listed_uri_meant(uri, meant):
+    # A URI without its scheme, or misspelt: the server says only that it has none.
+    assert run("read", uri) == (1, "", f"mcp-sync: error: server error -32602 (resources/read): Resource not found: "
+                                       f"{uri}; no resource {uri!r} in the list mcp-sync resources shows; did you "
+                                       f"mean {meant!r}?\n")
+
+
+@pytest.mark.parametrize("uri", ["demo://nope", "file:///etc/passwd"])
+def test_a_resource_near_nothing_listed_keeps_the_servers_words(uri):
+    assert run("read", uri) == (1, "", f"mcp-sync: error: server error -32602 (resources/read): Resource not found: "
+                                       f"{uri}\n")
+
+
+def test_a_resource_not_found_on_a_server_that_lists_none_keeps_the_servers_words():
+    server = Server(name="tools-only")
+    server.tool(name="t", input_schema={"type": "object"})(lambda args, ctx: "ran")
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    code, out, err = run("read", "readme", connect_fn=connect_fn)
+    assert (code, out) == (1, "") and err.startswith("mcp-sync: error: ") and "did you mean" not in err
