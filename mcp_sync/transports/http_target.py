@@ -20,6 +20,7 @@ from urllib3.util import parse_url
 
 from ..auth import TokenProvider, as_token_provider
 from ..errors import HTTPStatusError, McpError, copy_error
+from ..options import check_flag
 from .http_network import NetworkSettings, check_tls_options, parse_proxy
 from ..protocol.headers import check_user_headers
 from .base import Target, Transport
@@ -223,8 +224,7 @@ class HTTP(Target):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
         verify, cert = check_tls_options(verify, cert)
-        if not isinstance(trust_env, bool):
-            raise TypeError("trust_env must be True or False")
+        check_flag("trust_env", trust_env)
         proxy_url = None if proxy is None else parse_proxy(proxy, source="proxy")
         #: The network path (TLS, proxy), shared with the token provider.
         self.network = NetworkSettings(verify=verify, cert=cert, proxy=proxy_url, trust_env=trust_env)
@@ -248,13 +248,11 @@ class HTTP(Target):
         self.pool_size = pool_size
         self.max_resume_attempts = max_resume_attempts
         self.session_close_timeout = float(session_close_timeout)
-        for name, flag in (("compress", compress), ("follow_redirects", follow_redirects)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be True or False")
+        check_flag("compress", compress)
+        check_flag("follow_redirects", follow_redirects)
         self.compress = compress
         self.follow_redirects = follow_redirects
-        if not isinstance(sse_fallback, bool):
-            raise TypeError("sse_fallback must be True or False")
+        check_flag("sse_fallback", sse_fallback)
         self.sse_fallback = sse_fallback
 
     @property

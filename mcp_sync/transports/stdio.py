@@ -58,6 +58,7 @@ from ..errors import (
     ServerExited,
     TransportError,
 )
+from ..options import check_flag
 from ..protocol import jsonrpc
 from ..waiting import remaining
 from .base import MessageSink, Target, Transport
@@ -199,8 +200,7 @@ class Stdio(Target):
         if env is not None and not (isinstance(env, Mapping)
                                     and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
             raise TypeError("Stdio() env must be a mapping of strings to strings")
-        if not isinstance(inherit_env, bool):
-            raise TypeError(f"inherit_env must be True or False, not {inherit_env!r}")
+        check_flag("inherit_env", inherit_env)
         if cwd is not None and not isinstance(cwd, (str, bytes, os.PathLike)):
             raise TypeError(f"Stdio() cwd must be a path, not {cwd!r}")
         if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:

@@ -241,6 +241,11 @@ def test_http_options_only_for_url_targets():
     ({"connect_timeout": float("nan")}, ValueError, "connect_timeout must be a positive, finite number"),
     ({"connect_timeout": float("inf")}, ValueError, "connect_timeout"),
     ({"session_close_timeout": float("nan")}, ValueError, "session_close_timeout"),
+    # A switch is True or False: "false" is truthy, and None or 0 may mean "not given".
+    ({"trust_env": "false"}, TypeError, "trust_env must be True or False, not 'false'"),
+    ({"compress": 1}, TypeError, "compress must be True or False, not 1"),
+    ({"follow_redirects": None}, TypeError, "follow_redirects must be True or False, not None"),
+    ({"sse_fallback": "no"}, TypeError, "sse_fallback must be True or False, not 'no'"),
 ])
 def test_bad_http_options_are_refused_when_the_target_is_made(target, options, exc, says):
     with pytest.raises(exc, match=says):
