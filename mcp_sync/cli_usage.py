@@ -47,7 +47,7 @@ def looks_like_program(word: str) -> bool:
         >>> looks_like_program("./server.py"), looks_like_program("npx"), looks_like_program("echo")
         (True, True, False)
     """
-    if is_url(word) or "://" in word:
+    if "://" in word:  # (a URL)
         return False
     return "/" in word or os.sep in word or word.endswith(_SCRIPT_SUFFIXES) or word in _LAUNCHERS
 

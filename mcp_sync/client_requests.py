@@ -48,6 +48,7 @@ __all__ = ["ClientRequests"]
 #: refused: `mcp-sync` looks for it, so as not to say the same twice.
 UNLISTED_TOOL = "the tools the server listed do not include"
 
+
 class ClientRequests:
     """The request methods of `Client` (see there); not made on its own."""
 

@@ -48,13 +48,19 @@ def usual_endpoints(url: str) -> tuple[str, str]:
     Returns:
         The (Streamable HTTP, HTTP+SSE) URLs.
     """
+    origin, path = _origin_and_path(url)
+    parent, _, last = path.rpartition("/")
+    prefix = parent if last in ("mcp", "sse") else ""
+    return f"{origin}{prefix}/mcp", f"{origin}{prefix}/sse"
+
+
+def _origin_and_path(url: str) -> tuple[str, str]:
+    """`url`'s scheme and host (no user name or password) and its path
+    (no trailing slash, no query)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    parent, _, last = parts.path.rstrip("/").rpartition("/")
-    prefix = parent if last in ("mcp", "sse") else ""
-    origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{prefix}"
-    return f"{origin}/mcp", f"{origin}/sse"
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}", parts.path.rstrip("/")
 
 
 def explain_not_found(target: object, error: BaseException) -> BaseException:
@@ -79,15 +85,13 @@ def explain_not_found(target: object, error: BaseException) -> BaseException:
     if fallback is not None and not (type(fallback) is HTTPStatusError and fallback.status == 404):
         return error
     streamable, sse = usual_endpoints(target.url)
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(target.url)  # (as `usual_endpoints` writes them: no query, no user name or password)
-    given = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path.rstrip('/')}"
+    given = "".join(_origin_and_path(target.url))  # (as `usual_endpoints` writes them)
     if given in (streamable, sse):
-        said = (f"; nothing serves MCP there, although it is the usual path for "
-                f"{'Streamable HTTP' if given == streamable else 'HTTP+SSE'} (and {sse if given == streamable else streamable} "
-                f"for {'HTTP+SSE' if given == streamable else 'Streamable HTTP'}): the server may be mounted elsewhere, "
-                "or another part of the URL may be wrong (its documentation or start-up log says where it listens)")
+        meant, other, other_url = (("Streamable HTTP", "HTTP+SSE", sse) if given == streamable
+                                   else ("HTTP+SSE", "Streamable HTTP", streamable))
+        said = (f"; nothing serves MCP there, although it is the usual path for {meant} (and {other_url} for "
+                f"{other}): the server may be mounted elsewhere, or another part of the URL may be wrong (its "
+                "documentation or start-up log says where it listens)")
     else:
         said = (f"; nothing serves MCP at that path: servers usually serve Streamable HTTP at {streamable} and "
                 f"HTTP+SSE at {sse} (the server's documentation or start-up log says which)")
