@@ -49,7 +49,7 @@ from ._version import __version__
 from .client import Client
 from .client_requests import UNLISTED_TOOL
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
-from .errors import ConfigError, McpError, MethodNotFound, ResourceNotFound
+from .errors import ConfigError, McpError, MethodNotFound, ServerError
 from .handlers import console_form, defaults_form
 from .options import Reconnect, close_names, unknown_names
 from .progress import ProgressBar
@@ -523,12 +523,15 @@ def _not_listed(exc: McpError, name: str, listed: Sequence[Any], kind: str) -> N
 
 
 def _unknown_resource(client: Client, exc: McpError, uri: str, timeout: float | None) -> None:
-    """Amend a resource the server does not have (the error is this
-    command's own: in place) with the listed URIs nearest `uri`: a
-    misspelt one, or one without its scheme (`readme` for
-    `demo://readme`, compared with what follows the listed ones'). Nothing
-    when the list cannot be had, holds `uri` (the server may not serve it
-    all the same), or holds none close."""
+    """Amend a refused read of a resource (the error is this command's
+    own: in place) with the listed URIs `uri` may have meant: a misspelt
+    one, one without its scheme (`readme` for `demo://readme`, compared
+    with what follows the listed ones'), or one whose path ends with it
+    (`features.md`). Any error answer counts: servers word "no such
+    resource" in many ways (the reference `everything` server answers
+    -32603, "Invalid URL"). Nothing when the list cannot be had, holds
+    `uri` (the server may not serve it all the same), or holds none of
+    these."""
     try:
         listed = [resource.uri for resource in client.list_resources(timeout=timeout)]
     except McpError:
@@ -536,10 +539,12 @@ def _unknown_resource(client: Client, exc: McpError, uri: str, timeout: float | 
     if uri in listed:
         return
     keys = {(each if "://" in uri else each.partition("://")[2] or each): each for each in listed}
-    close = [repr(keys[key]) for key in close_names(uri, keys, count=3, cutoff=0.75)]
-    if close:
+    meant = [keys[key] for key in close_names(uri, keys, count=3, cutoff=0.75)]
+    if "://" not in uri and "/" not in uri:
+        meant += [each for each in listed if each.endswith("/" + uri) and each not in meant]
+    if meant:
         exc.args = (f"{exc}; no resource {uri!r} in the list mcp-sync resources shows; "
-                    f"did you mean {_joined(close, 'or')}?",)
+                    f"did you mean {_joined([repr(each) for each in meant[:3]], 'or')}?",)
 
 
 def _offered(listing: Callable[[], Any], empty: Any) -> tuple[Any, bool]:
@@ -731,7 +736,7 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     if args.command == "read":
         try:
             read = client.read_resource(args.uri, timeout=args.timeout)
-        except ResourceNotFound as exc:
+        except ServerError as exc:
             _unknown_resource(client, exc, args.uri, args.timeout)
             raise
         if as_json:

@@ -31,6 +31,9 @@ _SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".exe", ".bat", 
 #: value is the `repr` of what was typed).
 _INVALID_COMMAND = re.compile(r"argument COMMAND: invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 _MISSING_COMMAND = "the following arguments are required: COMMAND"
+#: The options that choose the server: a line that puts a program or URL
+#: where it goes leaves them out (one server at a time).
+_SERVER_CHOICES = ("--url", "--server")
 
 
 def is_url(word: str) -> bool:
@@ -58,7 +61,8 @@ def where_it_goes(words: Sequence[str], options: Sequence[str], commands: Sequen
     the command meant and its arguments) as the server, with `options`
     (those typed before it) after the command. The first command name in
     `words` after the program and what follows it go first; else `tools`,
-    as an example.
+    as an example. An option that chose a server already (`--url`,
+    `--server`) is left out, and the line says so.
 
         >>> where_it_goes(["npx", "-y", "srv", "call", "add", "a=1"], ["--json"], ["tools", "call"])
         'a server program goes last, after --: mcp-sync call add a=1 --json -- npx -y srv'
@@ -67,9 +71,29 @@ def where_it_goes(words: Sequence[str], options: Sequence[str], commands: Sequen
     """
     at = next((i for i in range(1, len(words)) if words[i] in commands), len(words))
     command = list(words[at:]) or ["tools"]
+    kept, dropped = _without_server_choices(options)
+    left_out = f" ({shlex.join(dropped)} was left out: one server at a time)" if dropped else ""
     if is_url(words[0]):
-        return f"a server URL goes with --url: {shlex.join(['mcp-sync', *command, *options, '--url', words[0]])}"
-    return f"a server program goes last, after --: {shlex.join(['mcp-sync', *command, *options, '--', *words[:at]])}"
+        line = shlex.join(["mcp-sync", *command, *kept, "--url", words[0]])
+        return f"a server URL goes with --url: {line}{left_out}"
+    line = shlex.join(["mcp-sync", *command, *kept, "--", *words[:at]])
+    return f"a server program goes last, after --: {line}{left_out}"
+
+
+def _without_server_choices(options: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`options` split into those kept and the server choices (with their
+    values) left out."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    words = iter(options)
+    for word in words:
+        if word in _SERVER_CHOICES:
+            dropped += [word, next(words, "")]
+        elif word.startswith(tuple(choice + "=" for choice in _SERVER_CHOICES)):
+            dropped.append(word)
+        else:
+            kept.append(word)
+    return kept, [word for word in dropped if word]
 
 
 class CommandLineParser(argparse.ArgumentParser):
@@ -121,9 +145,9 @@ class CommandLineParser(argparse.ArgumentParser):
         import ast
 
         typed = ast.literal_eval(found.group(1))
-        if not isinstance(typed, str) or typed not in self._argv:
+        at = self._command_index()
+        if at is None or self._argv[at] != typed:
             return message
-        at = self._argv.index(typed)
         rest = self._argv[at + 1:] + self._after_dashes  # (a `--` after the program: its words are the program's too)
         if looks_like_program(typed) or is_url(typed):
             return f"unknown command {typed!r}: {where_it_goes([typed, *rest], self._argv[:at], commands)}"
@@ -138,3 +162,17 @@ class CommandLineParser(argparse.ArgumentParser):
             # A program on PATH, with the command after it.
             return f"unknown command {typed!r}: {where_it_goes([typed, *rest], self._argv[:at], commands)}"
         return f"unknown command {typed!r} (mcp-sync --help lists the commands)"
+
+    def _command_index(self) -> int | None:
+        """Where in the line the command was: the first word that is
+        neither an option nor an option's value (None: no such word)."""
+        words = self._argv
+        at = 0
+        while at < len(words):
+            word = words[at]
+            if not word.startswith("-") or word == "-":
+                return at
+            action = self._option_string_actions.get(word)
+            # An option that takes a value, given apart from it (`--url X`, not `--url=X`).
+            at += 2 if action is not None and action.nargs != 0 else 1
+        return None

@@ -254,7 +254,7 @@ def probe(
             # initialize-era server's answer (the JSON-RPC ones arrive as
             # error responses). 5xx is an error, not evidence.
             if 400 <= exc.status < 500:
-                return FallBack(f"server/discover answered HTTP {exc.status}")
+                return FallBack(f"server/discover answered HTTP {exc.status}", http_status=exc.status)
             raise
         except TransportError as exc:
             if not failure_means_initialize_era:
@@ -498,11 +498,21 @@ def _confirm_pin(conn: Connection, target: Target | Transport, version: str, ter
         return _stateless(conn, target, verdict)
     if not verdict.silent:
         allowed = list(terms.allowed)
+        check_url = ""
+        if verdict.http_status is not None:
+            check_url = ", or check the URL"
+            if verdict.http_status == 404:
+                from .transports.http_target import usual_streamable_endpoint  # (an HTTP target: loaded)
+
+                usual = usual_streamable_endpoint(target)
+                if usual is not None:
+                    check_url += (f": nothing may serve MCP at that path (servers usually serve Streamable HTTP "
+                                  f"at {usual})")
         raise VersionNegotiationError(
             f"{target} does not speak the pinned protocol version{'s' if len(allowed) > 1 else ''} "
             f"{', '.join(allowed)}: {verdict.reason}, which is how an initialize-era server answers. "
-            "Allow its revision (protocol=None negotiates, or pin '2025-11-25' or older)"
-            + (", or check the URL" if "HTTP" in verdict.reason else ""), requested=allowed)
+            f"Allow its revision (protocol=None negotiates, or pin '2025-11-25' or older){check_url}",
+            requested=allowed)
     log.warning("%s did not answer server/discover within %.3g s (probe_timeout); trusting the pinned protocol "
                 "version %s", target, terms.probe_timeout, version)
     conn.transport.negotiated(version, True)

@@ -10,7 +10,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.cli import _closed, _parse_pairs, main
-from mcp_sync.testing import Server
+from mcp_sync.testing import RpcError, Server
 
 
 @pytest.fixture(autouse=True)
@@ -330,6 +330,28 @@ def test_an_unknown_command_says_what_to_type_instead(argv, said):
 
 
 @pytest.mark.parametrize("argv, said", [
+    # An option's value spelt like the program is not where the command went.
+    (["--timeout", "5", "--config", "server.py", "server.py", "tools"],
+     "unknown command 'server.py': a server program goes last, after --: "
+     "mcp-sync tools --timeout 5 --config server.py -- server.py"),
+    (["--server", "npx", "npx", "-y", "srv", "tools"],
+     "unknown command 'npx': a server program goes last, after --: mcp-sync tools -- npx -y srv "
+     "(--server npx was left out: one server at a time)"),
+    # A server chosen already is not carried into a line that chooses another.
+    (["--url", "http://127.0.0.1:1/mcp", "./server.py", "tools"],
+     "unknown command './server.py': a server program goes last, after --: mcp-sync tools -- ./server.py "
+     "(--url http://127.0.0.1:1/mcp was left out: one server at a time)"),
+    (["--url=http://127.0.0.1:1/mcp", "--json", "http://127.0.0.1:2/mcp", "tools"],
+     "unknown command 'http://127.0.0.1:2/mcp': a server URL goes with --url: "
+     "mcp-sync tools --json --url http://127.0.0.1:2/mcp (--url=http://127.0.0.1:1/mcp was left out: one server at a time)"),
+])
+def test_the_line_said_instead_keeps_the_options_but_not_a_second_server(argv, said):
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == f"mcp-sync: error: {said}"
+
+
+@pytest.mark.parametrize("argv, said", [
     (["--", "/srv/bin/my-server", "tools"],
      "the command goes before --, the server program after it: mcp-sync tools -- /srv/bin/my-server"),
     (["--json", "--", "npx", "-y", "some-server", "call", "add", "a=1"],
@@ -427,6 +449,24 @@ def test_a_resource_not_found_names_the_listed_uri_meant(uri, meant):
 def test_a_resource_near_nothing_listed_keeps_the_servers_words(uri):
     assert run("read", uri) == (1, "", f"mcp-sync: error: server error -32602 (resources/read): Resource not found: "
                                        f"{uri}\n")
+
+
+def test_any_refusal_of_a_uri_not_listed_names_the_listed_uri_that_ends_with_it():
+    # As the reference `everything` server does: `read features.md` is no URL to it (-32603), and the
+    # listed URI that ends with that name is what was meant, however far its path is from it.
+    server = Server(name="docs")
+    server.resource("demo://resource/static/document/features.md", "features")(lambda: "# Features")
+    server.resource("demo://resource/static/document/startup.md", "startup")(lambda: "# Start-up")
+
+    @server.resource_template("{anything}", "anything")
+    def invalid(params: dict[str, str]) -> str:
+        raise RpcError(-32603, "Invalid URL")
+
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("read", "features.md", connect_fn=connect_fn) == (
+        1, "", "mcp-sync: error: server error -32603 (resources/read): Invalid URL; no resource 'features.md' in the "
+               "list mcp-sync resources shows; did you mean "
+               "'demo://resource/static/document/features.md'?\n")
 
 
 def test_a_resource_not_found_on_a_server_that_lists_none_keeps_the_servers_words():

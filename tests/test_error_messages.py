@@ -225,6 +225,42 @@ def test_an_http_sse_target_at_a_path_nothing_serves_names_the_usual_endpoints()
 
 
 
+def test_a_pinned_stateless_revision_at_a_path_nothing_serves_names_the_usual_endpoint():
+    with HTTPServer(demo_server()) as http:
+        base = http.url.removesuffix("/mcp")
+        with pytest.raises(mcp_sync.VersionNegotiationError) as info:
+            mcp_sync.connect(base + "/nowhere", protocol="2026-07-28")
+    assert str(info.value).endswith(
+        "server/discover answered HTTP 404, which is how an initialize-era server answers. Allow its revision "
+        "(protocol=None negotiates, or pin '2025-11-25' or older), or check the URL: nothing may serve MCP at that "
+        f"path (servers usually serve Streamable HTTP at {base}/mcp)")
+
+
+def test_a_pinned_stateless_revision_refused_at_the_usual_path_says_only_check_the_url():
+    import http.server
+    import threading
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever)
+        thread.start()
+        try:
+            with pytest.raises(mcp_sync.VersionNegotiationError) as info:
+                mcp_sync.connect(f"http://127.0.0.1:{httpd.server_port}/mcp", protocol="2026-07-28")
+        finally:
+            httpd.shutdown()
+            thread.join()
+    assert str(info.value).endswith("or pin '2025-11-25' or older), or check the URL")
+
+
 @pytest.mark.parametrize("post, get, options", [
     (500, 500, {"sse_fallback": False}),
     (405, 405, {"sse_fallback": False}),

@@ -266,6 +266,8 @@ class FallBack:
     reason: str
     #: No answer came within the probe timeout (not an answer that said so).
     silent: bool = False
+    #: The HTTP status the probe was refused with, when it was.
+    http_status: int | None = None
 
 
 ProbeVerdict = UseStateless | Reprobe | FallBack

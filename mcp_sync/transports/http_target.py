@@ -54,6 +54,23 @@ def usual_endpoints(url: str) -> tuple[str, str]:
     return f"{origin}{prefix}/mcp", f"{origin}{prefix}/sse"
 
 
+def usual_streamable_endpoint(target: object) -> str | None:
+    """Where servers usually serve Streamable HTTP, for an `HTTP` target
+    whose URL is elsewhere (None: not an `HTTP` target, or its URL is
+    that place already).
+
+    Args:
+        target: The target the client was connecting to.
+
+    Returns:
+        The usual URL (`usual_endpoints`), or None.
+    """
+    if not isinstance(target, HTTP):
+        return None
+    streamable, _ = usual_endpoints(target.url)
+    return None if "".join(_origin_and_path(target.url)) == streamable else streamable
+
+
 def _origin_and_path(url: str) -> tuple[str, str]:
     """`url`'s scheme and host (no user name or password) and its path
     (no trailing slash, no query)."""
