@@ -31,9 +31,10 @@ _SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".exe", ".bat", 
 #: value is the `repr` of what was typed).
 _INVALID_COMMAND = re.compile(r"argument COMMAND: invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 _MISSING_COMMAND = "the following arguments are required: COMMAND"
-#: The options that choose the server: a line that puts a program or URL
-#: where it goes leaves them out (one server at a time).
-_SERVER_CHOICES = ("--url", "--server")
+#: The options that choose the server (the CLI takes one of them or a
+#: program after `--`): a line that puts a program or URL where it goes
+#: leaves them out.
+_SERVER_CHOICES = ("--url", "--server", "--config")
 
 
 def is_url(word: str) -> bool:
@@ -62,7 +63,7 @@ def where_it_goes(words: Sequence[str], options: Sequence[str], commands: Sequen
     (those typed before it) after the command. The first command name in
     `words` after the program and what follows it go first; else `tools`,
     as an example. An option that chose a server already (`--url`,
-    `--server`) is left out, and the line says so.
+    `--server`, `--config`) is left out, and the line says so.
 
         >>> where_it_goes(["npx", "-y", "srv", "call", "add", "a=1"], ["--json"], ["tools", "call"])
         'a server program goes last, after --: mcp-sync call add a=1 --json -- npx -y srv'

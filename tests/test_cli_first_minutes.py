@@ -331,9 +331,12 @@ def test_an_unknown_command_says_what_to_type_instead(argv, said):
 
 @pytest.mark.parametrize("argv, said", [
     # An option's value spelt like the program is not where the command went.
-    (["--timeout", "5", "--config", "server.py", "server.py", "tools"],
+    (["--timeout", "5", "--token-file", "server.py", "server.py", "tools"],
      "unknown command 'server.py': a server program goes last, after --: "
-     "mcp-sync tools --timeout 5 --config server.py -- server.py"),
+     "mcp-sync tools --timeout 5 --token-file server.py -- server.py"),
+    (["--config", "servers.json", "--json", "./server.py", "tools"],
+     "unknown command './server.py': a server program goes last, after --: mcp-sync tools --json -- ./server.py "
+     "(--config servers.json was left out: one server at a time)"),
     (["--server", "npx", "npx", "-y", "srv", "tools"],
      "unknown command 'npx': a server program goes last, after --: mcp-sync tools -- npx -y srv "
      "(--server npx was left out: one server at a time)"),
