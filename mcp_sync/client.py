@@ -369,6 +369,8 @@ class Client(ClientRequests):
             ...
             stop()
         """
+        if isinstance(methods, str):  # one method (a set of its characters otherwise)
+            methods = (methods,)
         return self._supervisor.dispatcher.add_callback(callback, methods=None if methods is None else set(methods))
 
     @property

@@ -41,7 +41,7 @@ import attrs
 
 from .connection import Drops
 from .errors import RequestTimeout
-from .waiting import deadline_in, remaining
+from .waiting import deadline_in, remaining, slice_of
 
 log = logging.getLogger("mcp_sync.notifications")
 
@@ -195,7 +195,7 @@ class NotificationStream:
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise RequestTimeout(f"no notification within {timeout:g} s", timeout=timeout)
-                self._cond.wait(left)
+                self._cond.wait(slice_of(left))  # (an interrupt lands on the main thread)
             return self._buffer.popleft()
 
     def __iter__(self) -> Iterator[Notification]:

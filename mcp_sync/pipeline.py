@@ -154,6 +154,8 @@ class Requester(Protocol):
 
     def listen(self, **keywords: Any) -> Subscription: ...
 
+    def on_closed(self, callback: Callable[[], Any]) -> Callable[[], None]: ...
+
     def on_notification(self, callback: Callable[[Notification], Any],
                         methods: Iterable[str]) -> Callable[[], None]: ...
 
@@ -371,6 +373,10 @@ class Pipeline:
         """`callback` for each of these notifications that belong to no
         call, on the notification thread; returns the function that stops it."""
         return self.supervisor.dispatcher.add_callback(callback, methods=set(methods))
+
+    def on_closed(self, callback: Callable[[], Any]) -> Callable[[], None]:
+        """`StatusMonitor.on_end`: `callback()` once closed or given up."""
+        return self.supervisor.status.on_end(callback)
 
     def listen(self, **keywords: Any) -> Subscription:
         from .subscriptions import listen

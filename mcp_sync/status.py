@@ -105,6 +105,10 @@ class StatusChange:
 StatusCallback = Callable[[StatusChange], object]
 
 
+#: The statuses after which no request succeeds until something changes.
+_ENDED = frozenset({Status.CLOSED, Status.FAILED})
+
+
 class StatusMonitor:
     """The current `Status`, its changes, and the callbacks that hear of them.
 
@@ -256,6 +260,21 @@ class StatusMonitor:
             with self._cond:
                 self._callbacks = tuple(e for e in self._callbacks if e is not entry)
 
+        return remove
+
+    def on_end(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call `callback()` once the status is `closed` or `failed`: at
+        once, on this thread, when it is already, else as `on_status`
+        does. A waiter that sleeps between requests wakes with it, to meet
+        the error rather than sleep on. Returns a function that removes it."""
+
+        def changed(change: StatusChange) -> None:
+            if change.new in _ENDED:
+                callback()
+
+        remove = self.on_status(changed)
+        if self._status in _ENDED:
+            callback()
         return remove
 
     def wait_for(self, statuses: Status | str | Iterable[Status | str], timeout: float | None = None) -> Status | None:

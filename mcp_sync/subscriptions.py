@@ -43,7 +43,7 @@ from .errors import ConnectionClosed, McpError, RequestTimeout, copy_error, serv
 from .notifications import OVERFLOW_POLICIES, Notification, notification_of
 from .negotiation import TASKS_EXTENSION
 from .options import check_flag, check_timeout
-from .waiting import deadline_in, remaining
+from .waiting import deadline_in, remaining, slice_of, wait_for_event
 
 if TYPE_CHECKING:
     from .protocol.versions import Dialect
@@ -166,6 +166,8 @@ class Subscription:
         # new connection (set by the client), and since when it is cut off.
         self._reopen: Callable[[Any], None] | None = None
         self._interrupted_at: float | None = None
+        # The initialize era: the resources this listen holds in the session.
+        self._resource_uris: tuple[str, ...] = ()
 
     # -- the reading thread's side ------------------------------------------------------
 
@@ -196,7 +198,12 @@ class Subscription:
                 else:  # the acknowledgement of a stream opened again
                     self._resumed_locked()
             else:
-                if kind == "end" and "error" in payload:
+                if kind == "end" and "error" in payload and self._interrupted_at is not None:
+                    # The server refused to open it again after a reconnect.
+                    self.error_response = payload
+                    self._end = SubscriptionBroken(server_error_from_wire(payload["error"],
+                                                                          method="subscriptions/listen"))
+                elif kind == "end" and "error" in payload:
                     self.error_response = payload
                     self._end = SubscriptionEnded(dict(payload))
                 elif kind in ("end", "cancelled"):
@@ -390,7 +397,7 @@ class Subscription:
                     raise RequestTimeout(f"no subscription event within {timeout:g} s", timeout=timeout)
                 self._sleepers += 1
                 try:
-                    self._cond.wait(left)
+                    self._cond.wait(slice_of(left))  # (an interrupt lands on the main thread)
                 finally:
                     self._sleepers -= 1
 
@@ -471,6 +478,7 @@ class _StreamEvents:
 
 
 _ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+_CLOSED = "the client was closed while the subscription was being opened"
 
 
 def _still_current() -> bool:
@@ -515,6 +523,9 @@ def listen(host: ListenHost, *, tools_list_changed: bool = False, prompts_list_c
     check_flag("resources_list_changed", resources_list_changed)
     wait = host.default_timeout if timeout is None else timeout
     check_timeout("timeout", wait)
+    if isinstance(resource_subscriptions, (str, bytes)):  # (a list of its characters otherwise)
+        raise TypeError(f"resource_subscriptions takes a list of URIs, not one: "
+                        f"resource_subscriptions=[{resource_subscriptions!r}]")
     uris = list(resource_subscriptions or [])
     if not all(isinstance(uri, str) for uri in uris):
         raise TypeError("resource_subscriptions must be URI strings")
@@ -558,7 +569,12 @@ def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | No
     subscription._reopen = reopen
     supervisor.register(subscription)
     subscription.id = conn.subscribe("subscriptions/listen", params, events_of(conn))
-    if not subscription.acknowledged.wait(wait):
+    try:
+        acknowledged = wait_for_event(subscription.acknowledged, wait)
+    except BaseException:  # an interrupt: the stream is not left open on the server
+        subscription.close()
+        raise
+    if not acknowledged:
         subscription.close()
         raise RequestTimeout(f"subscriptions/listen: no acknowledgement within {wait:g} s",
                              method="subscriptions/listen", timeout=wait)
@@ -579,7 +595,18 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
                            overflow: str) -> Subscription:
     """The same `listen()` for a 2025 server: `resources/subscribe` for
     the URIs, and its unsolicited notifications filtered to what was
-    asked (and what its capabilities offer)."""
+    asked (and what its capabilities offer).
+
+    A session holds one subscription per URI, whoever asked for it, so
+    listens that share a URI share it: a URI is asked for when no other
+    open listen of the client holds it, and given up (`resources/
+    unsubscribe`) when the last one that holds it closes. Those requests
+    are sent under the supervisor's `subscribe_lock`, so the server sees
+    them in the order the listens opened and closed."""
+    supervisor = host.supervisor
+    # Bounded by the listen's own timeout, also while a reconnect is under
+    # way; a closed client raises `ConnectionClosed` here.
+    supervisor.live(deadline_in(timeout))
     capabilities = host.server_capabilities or {}
 
     def offered(section: str, flag: str) -> bool:
@@ -590,13 +617,19 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
               "resourcesListChanged": offered("resources", "listChanged"),
               "resourceSubscriptions": offered("resources", "subscribe")}
     accepted = {key: value for key, value in wanted.items() if offers.get(key)}
-    uris = list(accepted.get("resourceSubscriptions") or [])
+    uris = list(dict.fromkeys(accepted.get("resourceSubscriptions") or []))
     methods = {method for key, method in (
         ("toolsListChanged", "notifications/tools/list_changed"),
         ("promptsListChanged", "notifications/prompts/list_changed"),
         ("resourcesListChanged", "notifications/resources/list_changed")) if accepted.get(key)}
     stop: list[Callable[[], None]] = []
-    supervisor = host.supervisor
+    # The URIs this listen still has to give up when it closes (each once:
+    # a close cut short by an interrupt goes on with the rest next time).
+    unreleased = list(uris)
+
+    def subscribe(each: Iterable[str]) -> None:
+        for uri in each:
+            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
 
     def cancel(sub: Subscription) -> None:
         while True:  # each remover once, whoever cancels (the callback holds the subscription)
@@ -605,26 +638,46 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
             except IndexError:
                 break
             remove()
-        with supervisor.lock:
-            supervisor.initialize_era_subscriptions.discard(sub)
-        if supervisor.closed:
-            return
-        for uri in uris:
-            try:
-                host.request("resources/unsubscribe", {"uri": uri}, {"timeout": timeout})
-            except McpError as exc:
-                log.debug("resources/unsubscribe %s failed: %s", uri, exc)
+        with supervisor.subscribe_lock:
+            with supervisor.lock:
+                supervisor.initialize_era_subscriptions.discard(sub)
+            held = _held_by_others(supervisor, sub)
+            while unreleased:
+                uri = unreleased[0]
+                if uri not in held and not supervisor.closed:
+                    try:
+                        host.request("resources/unsubscribe", {"uri": uri}, {"timeout": timeout})
+                    except McpError as exc:
+                        log.debug("resources/unsubscribe %s failed: %s", uri, exc)
+                del unreleased[0]
 
     subscription = Subscription(cancel, max_buffer, overflow)
-    subscribed: list[str] = []  # asked for: one whose request failed may still have been applied
-    try:
-        for uri in uris:
-            subscribed.append(uri)
-            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
-    except BaseException:
-        uris[:] = subscribed
-        subscription.close()
-        raise
+    subscription._resource_uris = tuple(uris)
+    failed: BaseException | None = None
+    with supervisor.subscribe_lock:
+        held = _held_by_others(supervisor, subscription)
+        # Registered first: a listen opening or closing meanwhile sees this
+        # one's URIs as held. (A closed client ends it at once.)
+        supervisor.register(subscription, initialize_era=True)
+        asked: list[str] = []  # one whose request failed may still have been applied
+        try:
+            for uri in uris:
+                if uri not in held:
+                    asked.append(uri)
+                    subscribe((uri,))
+        except BaseException as exc:
+            unreleased[:] = asked
+            failed = exc
+    end = subscription._end
+    if failed is not None or end is not None:
+        subscription.close()  # (after the lock: `cancel` takes it)
+        try:
+            if failed is not None:
+                raise failed
+            # The client closed meanwhile (nothing else ends it before it is returned).
+            raise copy_error(end.error) if isinstance(end, SubscriptionBroken) else ConnectionClosed(_CLOSED)
+        finally:
+            failed = None  # (its traceback holds this frame)
 
     def deliver(note: Notification) -> None:
         if note.method in methods or (note.method == "notifications/resources/updated"
@@ -634,21 +687,24 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
     stop.append(supervisor.dispatcher.add_callback(deliver, methods=methods | {"notifications/resources/updated"}))
 
     def reopen(new: Any) -> None:
-        # A new session has no subscriptions: ask for the resources again.
-        try:
-            for uri in uris:
-                host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
-        finally:
+        # A new session has no subscriptions: ask for the resources again,
+        # unless the user closed the listen (whose `cancel`, under the same
+        # lock, gives up those that no other listen holds).
+        with supervisor.subscribe_lock:
             if subscription.ended:
-                # Closed by its user meanwhile, maybe before some of these
-                # were asked for (or answered: one that failed may still
-                # have been applied): none may stay subscribed with nobody
-                # to cancel it.
-                cancel(subscription)
-        subscription._resumed()  # (nothing, once it ended)
+                return
+            subscribe(uris)
+        subscription._resumed()
 
     subscription._reopen = reopen
     subscription.accepted = accepted
     subscription.acknowledged.set()
-    supervisor.register(subscription, initialize_era=True)
     return subscription
+
+
+def _held_by_others(supervisor: Supervisor, subscription: Subscription) -> set[str]:
+    """The URIs the client's other open initialize-era listens hold."""
+    with supervisor.lock:
+        others = [each for each in supervisor.initialize_era_subscriptions
+                  if each is not subscription and not each.ended]
+    return {uri for each in others for uri in each._resource_uris}

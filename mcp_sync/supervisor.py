@@ -25,8 +25,12 @@ threads on their way out, are `closers`' (a `Closers`, with its own lock,
 taken after this one when both are). `restart_lock` is held by the one
 thread that connects (first open, reconnect, fork child);
 the reconnect state (`attempts`, `delays`, `retry_at`, `gave_up`) is only
-touched under it. `session_lock` serialises session renewals. `settled` is
-an immutable record, replaced whole.
+touched under it. `session_lock` serialises session renewals.
+`subscribe_lock` is held across an initialize-era listen's
+`resources/subscribe` and `resources/unsubscribe` requests (the
+subscriptions' own code), so the server sees them in the order the
+listens that share a URI opened and closed; it is never taken under
+`lock` or `restart_lock`. `settled` is an immutable record, replaced whole.
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ class Supervisor:
         self.subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self.restart_lock = threading.Lock()
         self.session_lock = threading.Lock()
+        self.subscribe_lock = threading.Lock()
         self.session_generation = 0
         self.reopen_after_fork = False
         self.opened = False  # open() ran (under `restart_lock`)
@@ -168,12 +173,17 @@ class Supervisor:
 
     def register(self, subscription: Subscription, *, initialize_era: bool = False) -> None:
         """Watch `subscription`: interrupt and re-open it across reconnects,
-        end it at `close()`. Initialize-era ones are held strongly (the
-        session's streams go with the client); the others weakly."""
+        end it at `close()` (at once when the client is closed already).
+        Initialize-era ones are held strongly (the session's streams go
+        with the client); the others weakly."""
         with self.lock:
-            self.subscriptions.add(subscription)
-            if initialize_era:
-                self.initialize_era_subscriptions.add(subscription)
+            closed = self.closed
+            if not closed:
+                self.subscriptions.add(subscription)
+                if initialize_era:
+                    self.initialize_era_subscriptions.add(subscription)
+        if closed:  # `close()` ended the others already: this one ends now too
+            subscription.fail(ConnectionClosed(CLOSED_BY_USER))
 
     def open_subscriptions(self) -> list[Subscription]:
         """The subscriptions watched now (a copy: a reader may add one meanwhile)."""
@@ -630,6 +640,7 @@ class Supervisor:
         self.lock = threading.Lock()
         self.restart_lock = threading.Lock()
         self.session_lock = threading.Lock()
+        self.subscribe_lock = threading.Lock()
         self.closers.after_fork()
         self.closed_event = threading.Event()
         self.healer.after_fork()

@@ -71,7 +71,7 @@ from .options import RequestOptions, check_input_handlers, check_options, check_
 from .protocol import codes, pagination
 from .protocol.headers import encode_header_value
 from .types import CallToolResult, Tool
-from .waiting import deadline_in, remaining
+from .waiting import deadline_in, remaining, slice_of, wait_for_event
 
 if TYPE_CHECKING:
     from .pipeline import Requester
@@ -407,7 +407,7 @@ class Task:
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise self._timed_out(timeout)
-                self._cond.wait(left)
+                self._cond.wait(slice_of(left))  # (an interrupt lands on the main thread)
         try:
             return self._poll(deadline, timeout)
         finally:
@@ -423,6 +423,9 @@ class Task:
         subscription: Subscription | None = None
         listened = False
         stop_hearing = self._hear_status() if self._core else None
+        # A client closed (or given up) meanwhile ends the sleep between
+        # polls at once: the next request raises why.
+        stop_waking = self._client().on_closed(self._nudge.set)
         try:
             while True:
                 with self._cond:
@@ -457,13 +460,14 @@ class Task:
                         continue
                     if subscription.ended:
                         subscription = None  # the stream is gone: back to polling
-                elif self._nudge.wait(interval):
+                elif wait_for_event(self._nudge, interval):
                     self._nudge.clear()
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise self._timed_out(timeout)
                 self.refresh(timeout=self._request_timeout(left))
         finally:
+            stop_waking()
             if subscription is not None:
                 subscription.close()
             if stop_hearing is not None:

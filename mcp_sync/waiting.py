@@ -119,13 +119,14 @@ def acquire_until(lock: threading.Lock, deadline: float | None) -> bool:
             return True
 
 
-def wait_for_event(event: threading.Event, seconds: float) -> bool:
-    """Wait until `event` is set or `seconds` went by; whether it is set."""
+def wait_for_event(event: threading.Event, seconds: float | None) -> bool:
+    """Wait until `event` is set or `seconds` went by (None: for as long as
+    it takes); whether it is set."""
     end = deadline_in(seconds)
     main = on_main_thread()
     while not event.is_set():
         left = remaining(end)
-        if left <= 0:
+        if left is not None and left <= 0:
             return False
         event.wait(slice_of(left, main=main))
     return True

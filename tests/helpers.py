@@ -136,6 +136,17 @@ def demo_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "mcp_sync.testing.server", *args]
 
 
+def runs(thread: threading.Thread, code) -> bool:
+    """Whether `thread` is running `code` (a code object) now, at any depth
+    of its stack."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def hanging_server(tmp_path):
     """(flag, launcher): a demo server launcher that, once `flag` exists,
     starts a server that never answers and ignores the end of its input (a

@@ -6,7 +6,6 @@ crossed or written by the reader."""
 
 import _thread
 import queue
-import sys
 import threading
 import time
 
@@ -15,7 +14,7 @@ import pytest
 from mcp_sync.connection import CLOSE_JOIN_TIMEOUT, MAX_HANDLER_THREADS, Connection, new_id_counter
 from mcp_sync.errors import RequestTimeout
 from mcp_sync.waiting import MAIN_THREAD_SLICE
-from tests.helpers import SLACK, wait_until
+from tests.helpers import SLACK, runs, wait_until
 from tests.scripted_engine import PlayedTransport, respond
 
 
@@ -208,14 +207,7 @@ def test_interrupt_main_stops_a_waiting_call_at_once_and_cancels_it(engine):
 
     def interrupter():
         # Until the main thread is inside wait(): then interrupt it.
-        while True:
-            frame = sys._current_frames().get(main.ident)
-            codes = []
-            while frame is not None:
-                codes.append(frame.f_code)
-                frame = frame.f_back
-            if Connection.wait.__code__ in codes:
-                break
+        while not runs(main, Connection.wait.__code__):
             time.sleep(0.005)
         interrupted_at.append(time.monotonic())
         _thread.interrupt_main()

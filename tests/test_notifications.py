@@ -166,3 +166,15 @@ def test_notification_of_is_the_object_attrs_would_build():
     assert fast == slow and repr(fast) == repr(slow)
     with pytest.raises(AttributeError):
         fast.method = "x"  # type: ignore[misc]
+
+
+def test_on_notification_takes_one_method_as_a_string():
+    # It was a set of its characters: the callback never ran.
+    server = demo_server()
+    heard = []
+    with mcp_sync.connect(server, protocol="2025-11-25") as client:
+        stop = client.on_notification(heard.append, methods="notifications/tools/list_changed")
+        server.notify_changed("tools")
+        wait_until(lambda: heard)
+        stop()
+    assert [note.method for note in heard] == ["notifications/tools/list_changed"]

@@ -192,9 +192,9 @@ class _RecordingHost:
         self.in_reopen, self.resume = threading.Event(), threading.Event()
         self.reopening, self.held_uri, self.fails_late = False, held_uri, fails_late
         self.supervisor = types.SimpleNamespace(
-            lock=threading.Lock(), closed=False, initialize_era_subscriptions=set(),
+            lock=threading.Lock(), subscribe_lock=threading.Lock(), closed=False, initialize_era_subscriptions=set(),
             dispatcher=types.SimpleNamespace(add_callback=lambda callback, methods: (lambda: None)),
-            register=lambda sub, initialize_era=False: None)
+            register=lambda sub, initialize_era=False: None, live=lambda deadline=None: None)
         self.server_capabilities = {"resources": {"subscribe": True}}
         self.dialect = mcp_sync.protocol.versions.dialect_for("2025-11-25")
         self.default_timeout = 5.0
@@ -236,13 +236,17 @@ def test_initialize_era_a_close_during_a_reopen_leaves_nothing_subscribed(held_u
 
     healer = threading.Thread(target=heal)
     healer.start()
+    closer = threading.Thread(target=sub.close)
     try:
         assert host.in_reopen.wait(10)
-        sub.close()  # while held_uri is being asked for again
+        closer.start()  # while held_uri is being asked for again
+        wait_until(lambda: sub.ended)  # (its requests wait for the reopen's)
     finally:
         host.resume.set()
         healer.join(10)
-    assert not healer.is_alive()
+        if closer.ident is not None:
+            closer.join(10)
+    assert not healer.is_alive() and not closer.is_alive()
     assert [type(exc) for exc in raised] == ([mcp_sync.RequestTimeout] if fails_late else [])
     assert sub.ended and host.subscribed == set()
     assert sub.reopen_on(object()) is False  # closed: never opened again
@@ -275,3 +279,102 @@ def test_a_wait_that_is_negative_or_nan_is_refused(protocol):
                     wait(timeout="1")
                 with pytest.raises(mcp_sync.RequestTimeout):
                     wait(timeout=0)  # 0 looks without waiting
+
+
+def test_initialize_era_listens_that_share_a_uri_share_its_subscription():
+    # The session holds one subscription per URI: closing one of two
+    # listens on it gave it up for the other, which heard nothing more.
+    server = demo_server()
+    with mcp_sync.connect(server, protocol="2025-11-25") as client:
+        first = client.listen(resource_subscriptions=["demo://readme"])
+        second = client.listen(resource_subscriptions=["demo://readme", "demo://readme"])
+        assert server.served("resources/subscribe") == 1  # asked for once, for both
+        server.notify_updated("demo://readme")
+        assert first.next(timeout=10).params == second.next(timeout=10).params == {"uri": "demo://readme"}
+        first.close()
+        first.close()
+        assert server.served("resources/unsubscribe") == 0  # the second still holds it
+        server.notify_updated("demo://readme")
+        assert second.next(timeout=10).params == {"uri": "demo://readme"}
+        second.close()
+        second.close()
+        assert server.served("resources/unsubscribe") == 1  # given up once, by the last to close
+        third = client.listen(resource_subscriptions=["demo://readme"])
+        assert server.served("resources/subscribe") == 2  # nobody held it: asked for again
+        server.notify_updated("demo://readme")
+        assert third.next(timeout=10).params == {"uri": "demo://readme"}
+
+
+def test_initialize_era_a_uri_of_a_listen_that_ended_otherwise_is_asked_for_again():
+    # A listen ended by the client (not by its user) holds nothing: the
+    # next listen on its URI asks for it.
+    from mcp_sync.errors import ConnectionClosed
+
+    server = demo_server()
+    with mcp_sync.connect(server, protocol="2025-11-25") as client:
+        first = client.listen(resource_subscriptions=["demo://readme"])
+        first.fail(ConnectionClosed("reconnecting gave up"))
+        second = client.listen(resource_subscriptions=["demo://readme"])
+        assert server.served("resources/subscribe") == 2
+        server.notify_updated("demo://readme")
+        assert second.next(timeout=10).params == {"uri": "demo://readme"}
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_listen_on_a_closed_client_raises(protocol):
+    # In the initialize era it returned a subscription that never ended.
+    client = mcp_sync.connect(demo_server(), protocol=protocol)
+    client.close()
+    with pytest.raises(mcp_sync.ConnectionClosed, match="this client is closed"):
+        client.listen(tools_list_changed=True)
+
+
+def test_a_subscription_registered_after_the_client_closed_ends_at_once():
+    # A listen racing close(): its subscription is registered after close()
+    # ended every other one.
+    from mcp_sync.subscriptions import Subscription
+
+    with mcp_sync.connect(demo_server(), protocol="2025-11-25") as client:
+        supervisor = client._pipeline.supervisor
+    subscription = Subscription(lambda sub: None)
+    supervisor.register(subscription, initialize_era=True)
+    event = subscription.next(timeout=0)
+    assert isinstance(event, mcp_sync.SubscriptionBroken)
+    assert isinstance(event.error, mcp_sync.ConnectionClosed)
+    assert subscription not in supervisor.initialize_era_subscriptions
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_one_uri_given_as_a_string_is_refused_before_anything_is_sent(protocol):
+    # It was a list of its characters: 13 resources/subscribe requests in the initialize era.
+    server = demo_server()
+    with mcp_sync.connect(server, protocol=protocol) as client:
+        before = server.served()
+        with pytest.raises(TypeError, match=r"resource_subscriptions=\['demo://readme'\]"):
+            client.listen(resource_subscriptions="demo://readme")
+        assert server.served() == before
+
+
+def test_a_server_that_refuses_to_open_a_subscription_again_breaks_it(tmp_path):
+    # The documented end: SubscriptionBroken with the server's error (it
+    # was a SubscriptionEnded holding the error response).
+    flag = tmp_path / "refuse"
+    launcher = tmp_path / "server.py"
+    launcher.write_text(
+        "import os, sys\n"
+        "from mcp_sync.testing import demo_server\n"
+        "from mcp_sync.testing.server import serve_stdio\n"
+        "server = demo_server(exit_on_crash=True)\n"
+        f"server.change_notifications = not os.path.exists({str(flag)!r})\n"
+        "sys.exit(serve_stdio(server))\n")
+    with mcp_sync.connect([sys.executable, str(launcher)], protocol="2026-07-28") as client:
+        sub = client.listen(resource_subscriptions=["demo://readme"])
+        flag.touch()  # the next server process refuses subscriptions/listen
+        with pytest.raises(mcp_sync.McpError):
+            client.call_tool("crash", {})
+        events = [sub.next(timeout=30)]
+        while not isinstance(events[-1], (mcp_sync.SubscriptionBroken, mcp_sync.SubscriptionEnded)):
+            events.append(sub.next(timeout=30))
+    assert isinstance(events[-1], mcp_sync.SubscriptionBroken)
+    assert isinstance(events[-1].error, mcp_sync.MethodNotFound)
+    assert sub.error_response is not None and sub.error_response["error"]["code"] == -32601

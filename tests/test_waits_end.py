@@ -1,0 +1,143 @@
+"""The waits of subscriptions, notification streams and tasks end when
+they should: an interrupt on the main thread lands within a slice, a
+`listen()` interrupted before its acknowledgement leaves no stream open,
+and a task's waiter wakes when the client closes rather than after the
+server's poll interval."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import mcp_sync
+from mcp_sync.subscriptions import Subscription
+from mcp_sync.notifications import NotificationStream
+from mcp_sync.tasks import MAX_POLL_INTERVAL, Task
+from mcp_sync.testing import Server, close_tasks, demo_server, task_tool
+from mcp_sync.waiting import MAIN_THREAD_SLICE, wait_for_event
+from tests.helpers import SLACK, runs, wait_until
+
+main_only = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                               reason="needs the main thread")
+
+
+def interrupt_inside(code: Any) -> list[float]:
+    """Interrupt the main thread once it runs `code` (a code object);
+    returns the list that gets the time of the interrupt."""
+    main = threading.main_thread()
+    at: list[float] = []
+
+    def interrupter() -> None:
+        while not runs(main, code):
+            time.sleep(0.005)
+        at.append(time.monotonic())
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupter, daemon=True).start()
+    return at
+
+
+def forever_server(poll_interval_ms: int) -> Server:
+    """A server with one task tool that runs until cancelled, and asks to
+    be polled every `poll_interval_ms`."""
+    from mcp_sync.testing._tasks import store_of
+
+    server = Server(name="forever")
+    task_tool(server, "forever", lambda args, ctx: ctx.cancelled.wait(60) and "stopped")
+    store_of(server).poll_interval_ms = poll_interval_ms
+    return server
+
+
+@main_only
+@pytest.mark.parametrize("what", ["subscription", "notifications"])
+def test_an_interrupt_ends_an_event_wait_on_the_main_thread_at_once(what):
+    with mcp_sync.connect(demo_server()) as client:
+        waiting: Callable[..., Any]
+        if what == "subscription":
+            stream: Any = client.listen(tools_list_changed=True)
+            waiting = Subscription.next
+        else:
+            stream = client.notifications()
+            waiting = NotificationStream.next
+        with stream:
+            at = interrupt_inside(waiting.__code__)
+            with pytest.raises(KeyboardInterrupt):
+                stream.next(timeout=60)
+            assert time.monotonic() - at[0] < MAIN_THREAD_SLICE + SLACK  # not at the 60 s timeout
+
+
+@main_only
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_an_interrupt_ends_a_tasks_wait_on_the_main_thread_at_once(protocol):
+    server = forever_server(poll_interval_ms=60_000)
+    try:
+        with mcp_sync.connect(server, protocol=protocol, tasks=True) as client:
+            task = client.call_tool("forever", {}, task=True)
+            at = interrupt_inside(Task._poll.__code__)
+            with pytest.raises(KeyboardInterrupt):
+                task.wait(timeout=60)
+            assert time.monotonic() - at[0] < MAIN_THREAD_SLICE + SLACK
+            task.cancel()
+    finally:
+        close_tasks(server)
+
+
+@main_only
+def test_a_listen_interrupted_before_its_acknowledgement_leaves_no_stream_open(monkeypatch):
+    import mcp_sync.testing._subscriptions as served
+
+    acknowledging = threading.Event()
+    release = threading.Event()
+    send_on = served._send_on
+
+    def slow(session: Any, call: Any, message: dict[str, Any]) -> Any:
+        if message.get("method") == "notifications/subscriptions/acknowledged":
+            acknowledging.set()
+            release.wait(10)  # a server slow to acknowledge
+        return send_on(session, call, message)
+
+    monkeypatch.setattr(served, "_send_on", slow)
+    server = demo_server()
+    with mcp_sync.connect(server) as client:
+        at = interrupt_inside(wait_for_event.__code__)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                client.listen(tools_list_changed=True, timeout=60)
+        finally:
+            release.set()
+        assert time.monotonic() - at[0] < MAIN_THREAD_SLICE + SLACK
+        assert acknowledging.is_set()
+        wait_until(lambda: server.listening() == 0)  # it stayed open until close() before
+        assert not client._pipeline.supervisor.open_subscriptions()
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_closing_the_client_wakes_a_task_waiter_between_polls(protocol):
+    # The server asks to be polled every hour: the waiter slept until then.
+    server = forever_server(poll_interval_ms=3_600_000)
+    try:
+        client = mcp_sync.connect(server, protocol=protocol, tasks=True)
+        task = client.call_tool("forever", {}, task=True)
+        raised: list[BaseException] = []
+
+        def waiter() -> None:
+            try:
+                task.wait(timeout=3_600)
+            except BaseException as exc:  # noqa: BLE001 - what it raised is the test
+                raised.append(exc)
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        wait_until(lambda: runs(thread, Task._poll.__code__))
+        client.close()
+        thread.join(MAX_POLL_INTERVAL / 2)  # (it slept MAX_POLL_INTERVAL, the longest sleep, before)
+        assert not thread.is_alive()
+        assert [type(exc) for exc in raised] == [mcp_sync.ConnectionClosed]
+    finally:
+        close_tasks(server)
+
