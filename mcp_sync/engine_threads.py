@@ -180,6 +180,15 @@ class EngineThreads:
             log.debug("not answering server request %r: cancelled or answered already", request_id)
             return False
         self._sender.cancel(("handler timeout", request_id))
+        if error is None:
+            # An answer that cannot be written would never reach the server,
+            # which would wait for it: it gets an error instead.
+            problem = jsonrpc.unencodable(result or {})
+            if problem is not None:
+                log.warning("the answer to server request %r cannot be sent as JSON (%s): answering with an error",
+                            request_id, problem)
+                error = {"code": codes.INTERNAL_ERROR, "message": f"the client's answer cannot be sent as JSON: "
+                                                                  f"{problem}"}
         if error is not None:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
         else:

@@ -443,3 +443,21 @@ def test_a_closed_connection_never_fails_afterwards(engine):
     assert conn.state is State.CLOSED and conn.failure is None
     with pytest.raises(ConnectionClosed, match="closed"):
         conn.send_request("tools/list", {})
+
+
+def test_an_answer_json_cannot_carry_is_replaced_by_an_error():
+    # A handler's answer holding NaN could not be written: the sender logged
+    # it and dropped it, and the server waited for ever.
+    transport = PlayedTransport()
+    conn = Connection(transport, new_id_counter(),
+                      on_server_request=lambda message: {"roots": [], "_meta": {"score": float("nan")}})
+    conn.start()
+    try:
+        transport.sink.deliver({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
+        answer = transport.next_sent()
+        assert answer["id"] == "s1" and "result" not in answer
+        assert answer["error"]["code"] == -32603
+        assert answer["error"]["message"] == ("the client's answer cannot be sent as JSON: Out of range float values "
+                                              "are not JSON compliant")
+    finally:
+        conn.close()

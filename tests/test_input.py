@@ -174,6 +174,22 @@ def test_a_handler_that_raises_fails_the_call(version):
             client.call_tool("book_table", {"date": "friday"})
 
 
+@pytest.mark.parametrize("version", ERAS)
+def test_an_answer_json_cannot_carry_fails_the_call_and_is_never_sent(version):
+    # NaN (what a model's arguments may hold): the answer could not be
+    # written; the server waited for it, and the call with it, for ever.
+    def nan(params):
+        return {"action": "accept", "content": {"name": "Ada", "guests": 2}, "_meta": {"score": float("nan")}}
+
+    with related_target(version) as target, \
+            mcp_sync.connect(target, protocol=version, input_handlers={"form": nan}) as client:
+        with pytest.raises(mcp_sync.InputHandlerError) as info:
+            client.call_tool("book_table", {"date": "friday"}, timeout=30)
+        assert info.value.handler == "form"
+        assert info.value.problem == "the answer cannot be sent as JSON: Out of range float values are not JSON compliant"
+        assert client.call_tool("echo", {"text": "still usable"}).text == "still usable"
+
+
 @pytest.mark.parametrize("version", ERAS[1:])
 def test_over_a_shared_stream_a_failing_handler_is_an_error_answer_to_the_server(version):
     """Initialize era over stdio: the question belongs to no call, so the

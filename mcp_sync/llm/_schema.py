@@ -165,18 +165,63 @@ def _nullable(schema: Any) -> Any:
 def drop_nulls(arguments: Any, schema: Mapping[str, Any] | None) -> Any:
     """The arguments without the nulls strict mode made the model send for
     optional properties it did not want to give (the original schema does
-    not take null there, and leaving a property out is what it meant)."""
-    if not isinstance(arguments, dict) or not isinstance(schema, Mapping):
+    not take null there, and leaving a property out is what it meant).
+
+    Only a property the schema declares, optional and not taking null,
+    loses its null: a name the schema does not declare (an open object), a
+    required one, and anything under a node whose shape is not plain
+    (`anyOf`, a `$ref` that does not resolve within the schema) are left as
+    the model sent them. Objects are followed through `properties`, arrays
+    through `items`, and local `$ref`s (``#/$defs/...``) resolved.
+
+        >>> schema = {"properties": {"a": {"type": "string"}, "b": {"type": ["string", "null"]}}}
+        >>> drop_nulls({"a": None, "b": None, "c": None}, schema)
+        {'b': None, 'c': None}
+    """
+    if not isinstance(schema, Mapping):
         return arguments
-    properties: Mapping[str, Any] = schema["properties"] if isinstance(schema.get("properties"), Mapping) else {}
-    required = set(schema.get("required") or [])
+    return _drop(arguments, schema, schema, 0)
+
+
+#: How deep `drop_nulls` follows a schema (a `$ref` may refer to itself).
+_MAX_DEPTH = 32
+
+
+def _drop(value: Any, spec: Any, root: Mapping[str, Any], depth: int) -> Any:
+    spec = _resolved(spec, root)
+    if not isinstance(spec, Mapping) or depth > _MAX_DEPTH:
+        return value
+    if isinstance(value, list):
+        items = spec.get("items")
+        return [_drop(item, items, root, depth + 1) for item in value] if isinstance(items, Mapping) else value
+    properties = spec.get("properties")
+    if not isinstance(value, dict) or not isinstance(properties, Mapping):
+        return value
+    required = spec.get("required")
+    required = set(required) if isinstance(required, list) else set()
     out: dict[str, Any] = {}
-    for name, value in arguments.items():
-        spec = properties.get(name)
-        if value is None and name not in required and not _takes_null(spec):
-            continue
-        out[name] = drop_nulls(value, spec) if isinstance(spec, Mapping) else value
+    for name, item in value.items():
+        declared = properties.get(name)
+        if declared is None:
+            out[name] = item  # not declared: an open object's own
+        elif item is None:
+            if name in required or _takes_null(_resolved(declared, root)):
+                out[name] = item
+        else:
+            out[name] = _drop(item, declared, root, depth + 1)
     return out
+
+
+def _resolved(spec: Any, root: Mapping[str, Any]) -> Any:
+    """`spec`, or what its local `$ref` (``#/$defs/X``, ``#/definitions/X``)
+    names in `root`; None when it names nothing there."""
+    for _ in range(_MAX_DEPTH):
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("$ref"), str):
+            return spec
+        section, _, name = spec["$ref"].removeprefix("#/").partition("/")
+        defined = root.get(section) if section in ("$defs", "definitions") and "/" not in name else None
+        spec = defined.get(name) if isinstance(defined, Mapping) else None
+    return None
 
 
 def _takes_null(spec: Any) -> bool:

@@ -22,6 +22,7 @@ from ..client import Client
 from ..errors import McpError, RequestTimeout
 from ..group import ClientGroup, GroupItem
 from ..options import check_flag
+from ..protocol import jsonrpc
 from ..types import CallToolResult, Tool
 from . import _results
 from ._schema import (
@@ -578,13 +579,17 @@ class ToolSet:
             arguments = {}
         elif isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
-            except ValueError as exc:
+                arguments = json.loads(arguments, parse_constant=_refuse_constant)
+            except (ValueError, RecursionError) as exc:
                 return _results.Outcome(None, f"the arguments of {call.name} are not valid JSON ({exc}); "
                                               "send a JSON object")
         if not isinstance(arguments, dict):
             return _results.Outcome(None, f"the arguments of {call.name} must be a JSON object, "
                                           f"not {type(arguments).__name__}")
+        problem = jsonrpc.unencodable(arguments)  # 1e999 (an infinity), or an SDK's object that holds NaN
+        if problem is not None:
+            return _results.Outcome(None, f"the arguments of {call.name} cannot be sent as JSON ({problem}); "
+                                          "send finite numbers")
         # Strict mode makes the model send null for an optional property it
         # leaves out; the tool's schema does not take null there. Left out
         # again (always: a definition may be strict without the set's `strict`).
@@ -734,3 +739,8 @@ def _model_turn(response: Any, api: str) -> list[Any]:
         return [as_dict(item) for item in items]
     content = data["content"] if isinstance(data, Mapping) else data
     return [{"role": "assistant", "content": [as_dict(block) for block in content]}]
+
+
+def _refuse_constant(name: str) -> Any:
+    """`json.loads`' `parse_constant`: NaN and the infinities are not JSON."""
+    raise ValueError(f"{name} is not a JSON value")

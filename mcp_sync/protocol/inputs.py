@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import jsonrpc
 from .schemas import SchemaCache
 
 KINDS = ("form", "url", "sampling", "roots")
@@ -65,7 +66,16 @@ def check_request(kind: str, params: Any) -> None:
 
 
 def check_response(kind: str, params: Mapping[str, Any] | None, response: Any, schemas: SchemaCache) -> dict[str, Any]:
-    """The handler's answer as a dict, or `BadInput` naming what is wrong."""
+    """The handler's answer as a dict, or `BadInput` naming what is wrong
+    (an answer JSON cannot carry, NaN say, too: it could not be sent)."""
+    answer = _check_shape(kind, params, response, schemas)
+    problem = jsonrpc.unencodable(answer)
+    if problem is not None:
+        raise BadInput(f"the answer cannot be sent as JSON: {problem}")
+    return answer
+
+
+def _check_shape(kind: str, params: Mapping[str, Any] | None, response: Any, schemas: SchemaCache) -> dict[str, Any]:
     if not isinstance(response, Mapping):
         raise BadInput(f"the answer must be an object (a dict), not {type(response).__name__}")
     answer = dict(response)

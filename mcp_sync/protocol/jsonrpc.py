@@ -49,6 +49,22 @@ _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _thread_encoders = threading.local()
 
 
+def unencodable(value: Any) -> str | None:
+    """Why `value` cannot go on the wire as JSON (NaN or an infinity, a
+    circle, a type JSON has no form for, nesting too deep), or None when
+    it can. It encodes `value` once: for answers the client builds from
+    user code (a handler's), not for every message.
+
+        >>> unencodable({"x": 1.5}), unencodable({"x": float("nan")})
+        (None, 'Out of range float values are not JSON compliant')
+    """
+    try:
+        _ascii_encoder.encode(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
 def _thread_encoder() -> tuple[dict[int, Any], Callable[[Any, int], Sequence[str]]]:
     """This thread's (markers, C encoder), made at its first message."""
     markers: dict[int, Any] = {}

@@ -90,6 +90,39 @@ def test_drop_nulls_removes_what_strict_mode_added_only():
                                                                                    "x": 1}
 
 
+def test_drop_nulls_follows_refs_and_items_and_leaves_what_it_cannot_read():
+    # A required nullable field of a $ref'd object (pydantic's `str | None`)
+    # lost its null, and an optional one inside array items kept it.
+    schema = {
+        "type": "object",
+        "$defs": {"Address": {"type": "object", "properties": {"street": {"type": "string"},
+                                                                 "zip": {"type": ["string", "null"]},
+                                                                 "floor": {"type": "integer"}},
+                              "required": ["street", "zip"]}},
+        "properties": {
+            "address": {"$ref": "#/$defs/Address"},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"sku": {"type": "string"},
+                                                                                   "note": {"type": "string"}},
+                                                 "required": ["sku"]}},
+            "either": {"anyOf": [{"type": "object", "properties": {"k": {"type": "string"}}}, {"type": "string"}]},
+            "elsewhere": {"$ref": "other.json#/x"},
+        },
+        "additionalProperties": True,
+    }
+    arguments = {"address": {"street": "Main St", "zip": None, "floor": None},
+                 "items": [{"sku": "A1", "note": None}, {"sku": "B2", "note": "gift"}],
+                 "either": {"k": None}, "elsewhere": {"k": None}, "theme": None}
+    assert drop_nulls(arguments, schema) == {
+        "address": {"street": "Main St", "zip": None},
+        "items": [{"sku": "A1"}, {"sku": "B2", "note": "gift"}],
+        "either": {"k": None},     # under anyOf: left as sent
+        "elsewhere": {"k": None},  # a $ref it cannot resolve: left as sent
+        "theme": None,             # not declared (an open object): the model meant it
+    }
+    looped = {"$defs": {"N": {"$ref": "#/$defs/N"}}, "properties": {"n": {"$ref": "#/$defs/N"}}}
+    assert drop_nulls({"n": {"x": None}}, looped) == {"n": {"x": None}}
+
+
 def test_openai_chat_definitions_from_a_client(client):
     tools = ToolSet(client, tools=["echo", "add", "countdown"])
     defs = tools.openai_chat_tools()

@@ -160,6 +160,26 @@ def test_what_the_model_got_wrong_becomes_an_error_result(stdio_client):
     assert anthropic_reply is not None and anthropic_reply["content"][0]["is_error"] is True
 
 
+def test_numbers_json_cannot_carry_and_deep_nesting_become_error_results(stdio_client):
+    # They raised out of run() (ValueError, RecursionError), losing the other calls' results.
+    tools = ToolSet(stdio_client, tools=["echo", "add"])
+    response = chat_completion(tool_calls=[
+        ("nan", "add", '{"a": NaN, "b": 1}'),
+        ("infinity", "add", '{"a": -Infinity, "b": 1}'),
+        ("huge", "add", '{"a": 1e999, "b": 1}'),
+        ("deep", "echo", "[" * 100_000 + "]" * 100_000),
+        ("fine", "echo", json.dumps({"text": "still here"})),
+    ])
+    results = {r["tool_call_id"]: r["content"] for r in tools.run_openai_chat(response)}
+    assert results["nan"] == ("Error: the arguments of add are not valid JSON (NaN is not a JSON value); "
+                              "send a JSON object")
+    assert results["infinity"].startswith("Error: the arguments of add are not valid JSON (-Infinity is not")
+    assert results["huge"] == ("Error: the arguments of add cannot be sent as JSON (Out of range float values are "
+                               "not JSON compliant); send finite numbers")
+    assert results["deep"].startswith("Error: the arguments of echo are not valid JSON (maximum recursion depth")
+    assert results["fine"] == "still here"
+
+
 def test_strict_mode_nulls_are_dropped_before_the_call(stdio_client):
     tools = ToolSet(stdio_client, tools=["countdown"], strict=True)
     response = chat_completion(tool_calls=[("c", "countdown", json.dumps({"steps": 1, "delay": None}))])
