@@ -42,6 +42,7 @@ from . import forking
 from .client import Client, RequestOptions, connect
 from .errors import ConnectionClosed, McpError, RoutingError
 from .options import ClientOptions
+from .shared_attempt import SharedAttempt
 from .transports import _http_options, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
 
@@ -119,6 +120,9 @@ class _Slot:
     client: Client | None = None
     #: The client being connected right now (under `lock`), for `close()`.
     connecting: Client | None = None
+    #: Threads that need the server while it connects wait for that connect's
+    #: outcome, success or error, rather than each trying again after it.
+    connects: SharedAttempt[Client] = attrs.field(factory=SharedAttempt)
 
 
 class ClientGroup:
@@ -221,6 +225,7 @@ class ClientGroup:
         for slot in self._slots.values():
             slot.lock = threading.Lock()
             slot.connecting = None
+            slot.connects = SharedAttempt()  # (an attempt of the parent's would never end here)
 
     # -- servers -----------------------------------------------------------------------
 
@@ -254,12 +259,16 @@ class ClientGroup:
         forking.check()  # the slots' locks and clients are the parent's after a fork from C
         slot = self._slot(server)
         client = slot.client
-        if client is not None:
+        if client is not None and client.status != "closed":  # (closed by its user: connected again)
             return client
+        return slot.connects.run(lambda: self._connect(slot))
+
+    def _connect(self, slot: _Slot) -> Client:
+        """The slot's client, connected now unless another thread did."""
         with slot.lock:  # one connect per server, however many threads need it
             if self._closed:
                 raise ConnectionClosed("the client group is closed")
-            if slot.client is None:
+            if slot.client is None or slot.client.status == "closed":
                 # Made first, opened after: close() meanwhile finds it in
                 # `connecting` and ends its open() at once.
                 client = Client(slot.target, **self._options)
@@ -278,6 +287,7 @@ class ClientGroup:
                         client.close()
                         raise ConnectionClosed("the client group is closed")
                     slot.client = client
+                return client
             return slot.client
 
     def qualify(self, server: str, name: str) -> str:

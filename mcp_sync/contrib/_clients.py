@@ -30,6 +30,7 @@ from .. import forking
 from ..client import Client, ClientOptions, connect
 from ..config import ServerConfig, load_config
 from ..errors import ConfigError
+from ..shared_attempt import SharedAttempt
 from ..options import check_flag
 
 log = logging.getLogger("mcp_sync.contrib")
@@ -157,12 +158,14 @@ class Clients:
     first use, closed at interpreter exit (or by `close()`).
 
     Lock discipline: `_lock` guards `_source`, `_loaded`, `_clients`,
-    `_gates`, `_inherited` and `_generation`, and is held only to read or
-    swap them, never while connecting or closing. Making a server's client
-    holds that server's gate (`_gates[name]`), so two threads never make two
-    clients of one server while a slow start of one server holds up no
-    other. The fork hook replaces both kinds of lock: a parent thread may
-    have held one at the fork.
+    `_connects`, `_inherited` and `_generation`, and is held only to read
+    or swap them, never while connecting or closing. A server's client is
+    made by one `SharedAttempt` (`_connects[name]`, one per configured
+    name): two threads never make two clients of one server, the threads
+    that wait for a connect get its outcome (its error too, rather than
+    each trying again after it), and a slow start of one server holds up
+    no other. The fork hook replaces the lock and the attempts: a parent
+    thread may have held one at the fork.
     """
 
     def __init__(self, source: Callable[[], tuple[ServerConfig, dict[str, Any]]]) -> None:
@@ -172,15 +175,14 @@ class Clients:
         self._lock = threading.Lock()
         self._loaded: tuple[ServerConfig, dict[str, Any]] | None = None
         self._clients: dict[str, Client] = {}
-        self._gates: dict[str, threading.Lock] = {}
+        self._connects: dict[str, SharedAttempt[Client | None]] = {}
         # Clients made before a fork, found in a child: closed at its next use.
         self._inherited: list[Client] = []
         # Bumped by `reset()`: a client made meanwhile, from the old settings, is not kept.
         self._generation = 0
+        # Closed at exit in every process that has the registry (a forked
+        # worker too: its own clients only), by one hook for all of them.
         _registries.add(self)
-        # In every process that has the registry (a forked worker too): it
-        # closes that process's own clients only.
-        atexit.register(_close_at_exit, weakref.ref(self))
 
     def settings(self) -> tuple[ServerConfig, dict[str, Any]]:
         """The config and options, read from the settings on first use."""
@@ -222,19 +224,25 @@ class Clients:
             client = self._clients.get(name)
             if client is not None and client.status != "closed":
                 return client
-            gate = self._gates.setdefault(name, threading.Lock())
-        with gate:
-            with self._lock:
-                client = self._clients.get(name)
-                if client is not None and client.status != "closed":
-                    return client  # another thread made it while this one waited
-                generation = self._generation
-            config, options = self.settings()
-            client = connect(config[name], **options)
-            with self._lock:
-                if generation == self._generation:
-                    self._clients[name] = client
-                    return client
+        config = self.settings()[0]
+        if name not in config:  # nothing is kept for a name that is not configured
+            config[name]  # noqa: B018 - raises the config's own error, which names the servers it has
+        with self._lock:
+            attempt = self._connects.setdefault(name, SharedAttempt())
+        return attempt.run(lambda: self._connect(name))
+
+    def _connect(self, name: str) -> Client | None:
+        with self._lock:
+            client = self._clients.get(name)
+            if client is not None and client.status != "closed":
+                return client  # another thread made it just before this attempt began
+            generation = self._generation
+        config, options = self.settings()
+        client = connect(config[name], **options)
+        with self._lock:
+            if generation == self._generation:
+                self._clients[name] = client
+                return client
         client.close()
         return None
 
@@ -263,14 +271,14 @@ class Clients:
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
-        self._gates = {}
+        self._connects = {}
         self._inherited = [*self._inherited, *self._clients.values()]
         self._clients = {}
 
 
-def _close_at_exit(ref: weakref.ref[Clients]) -> None:
-    clients = ref()
-    if clients is not None:
+@atexit.register
+def _close_at_exit() -> None:
+    for clients in list(_registries):
         clients.close()
 
 

@@ -1,0 +1,91 @@
+"""One attempt at something many threads wait for: `SharedAttempt`.
+
+A connect that several threads need at once is made by the first of them;
+the others wait for its outcome rather than queueing for a lock and each
+making their own attempt after it failed (the N-th waiter then waited N
+connect timeouts). The threads that waited get the same outcome: the value,
+or a copy of the error (`copy_error`: the original's traceback stays with
+the thread that raised it). A thread that comes after an attempt ended
+starts a new one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from .errors import McpError, copy_error
+from .waiting import wait_for_event
+
+T = TypeVar("T")
+
+__all__ = ["SharedAttempt"]
+
+
+class _Attempt(Generic[T]):
+    __slots__ = ("done", "value", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: T | None = None
+        self.error: McpError | None = None
+
+
+class SharedAttempt(Generic[T]):
+    """Run `make()` once for every thread that asks while it runs.
+
+    Example::
+
+        >>> connects: SharedAttempt[str] = SharedAttempt()
+        >>> connects.run(lambda: "connected")
+        'connected'
+
+    Lock discipline: `_lock` guards `_running` only; `make()` runs without
+    it, on the thread that started the attempt.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: _Attempt[T] | None = None
+
+    def run(self, make: Callable[[], T]) -> T:
+        """`make()`'s value, made by this thread, or by the thread whose
+        attempt was running when this one asked (its `McpError` is raised
+        here as a copy). An attempt that ended otherwise (an interrupt on
+        its thread, a bug) is not shared: a waiter then makes its own.
+
+        Args:
+            make: What makes the value; raises `McpError` when it cannot.
+
+        Returns:
+            The value.
+        """
+        while True:
+            with self._lock:
+                attempt = self._running
+                leading = attempt is None
+                if attempt is None:
+                    attempt = self._running = _Attempt()
+            if leading:
+                return self._lead(attempt, make)
+            wait_for_event(attempt.done, None)
+            if attempt.error is not None:
+                raise copy_error(attempt.error)
+            if attempt.value is not None:
+                return attempt.value
+            # (no value and no McpError: its thread was interrupted; try again)
+
+    def _lead(self, attempt: _Attempt[T], make: Callable[[], T]) -> T:
+        try:
+            value = make()
+        except McpError as exc:
+            attempt.error = copy_error(exc)  # (a copy: this one's traceback holds this frame)
+            raise
+        else:
+            attempt.value = value
+            return value
+        finally:
+            with self._lock:
+                self._running = None
+            attempt.done.set()
