@@ -53,7 +53,7 @@ from .errors import ConfigError, McpError, MethodNotFound, ServerError
 from .handlers import console_form, defaults_form
 from .options import Reconnect, close_names, unknown_names
 from .progress import ProgressBar
-from .transports import HTTP, Target
+from .transports import HTTP, Stdio, Target
 from .types import (
     AudioContent,
     CallToolResult,
@@ -1147,10 +1147,17 @@ def _complete_tools(line: str, point: str, connect_fn: Callable[..., Client], ou
         if args.command not in TOOL_COMMANDS + PROMPT_COMMANDS or args.oauth:
             return 0
         target, options = _target(args, command, cast(TextIO, quiet), None)
-        timeout = min(args.timeout, _COMPLETION_TIMEOUT)
-        with connect_fn(target, timeout=timeout, protocol=args.protocol, **options) as client:
+        # The Tab's time in thirds, for a server that answers nothing: the
+        # probe, `initialize` after it, and a program's time to exit once
+        # told (the listing gets what is left of the whole).
+        budget = min(args.timeout, _COMPLETION_TIMEOUT)
+        deadline = deadline_in(budget)
+        if isinstance(target, list):
+            target = Stdio(target[0], target[1:], shutdown_timeout=budget / 3)
+        with connect_fn(target, timeout=budget / 3, probe_timeout=budget / 3, protocol=args.protocol,
+                        **options) as client:
             listing = client.list_prompts if args.command in PROMPT_COMMANDS else client.list_tools
-            names = [each.name for each in listing(timeout=timeout)]
+            names = [each.name for each in listing(timeout=remaining(deadline, at_least=0.01))]
     except (Exception, SystemExit):
         return 0  # whatever went wrong: complete nothing
     for name in names:

@@ -22,7 +22,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -43,8 +43,8 @@ _TYPES = "stdio, http, sse"
 #: `${env:NAME}`, `${NAME}`, `${NAME:-default}` (Claude Code), `${input:id}` (VS Code prompts).
 _VARIABLE = re.compile(r"\$\{(?P<body>[^}]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: What may follow a trailing comma before the closer it precedes (JSONC).
-_TRAILING_COMMA = re.compile(r"(\s|//[^\n]*|/\*.*?\*/)*[}\]]", re.S)
+#: What follows a trailing comma, comments blanked out: whitespace, then a closer (JSONC).
+_TRAILING_COMMA = re.compile(r"\s*[}\]]")
 
 
 class _UnknownServer(ConfigError, KeyError):
@@ -321,36 +321,66 @@ def _parse_json(text: str, path: Path) -> Any:
 
 def _strip_jsonc(text: str) -> str:
     """JSON with comments and trailing commas made plain JSON. Comments are
-    replaced by spaces (newlines kept) so error positions stay right."""
+    replaced by spaces (newlines kept) so error positions stay right; then
+    a comma whose next character (whitespace aside) closes an object or
+    array goes. Two passes: a bracket inside a comment (`// [optional]`)
+    is no closer."""
+    return _without_trailing_commas(_without_comments(text))
+
+
+def _without_comments(text: str) -> str:
+    return _outside_strings(text, _comment_step)
+
+
+def _without_trailing_commas(text: str) -> str:
+    return _outside_strings(text, _comma_step)
+
+
+def _outside_strings(text: str, step: Callable[[str, int, list[str]], int]) -> str:
+    """`text` with each JSON string kept as it is and what lies between
+    them handed to `step(text, i, out)`, which appends to `out` and says
+    where to go on from."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
+        if text[i] == '"':
+            j = _string_end(text, i)
+            out.append(text[i:j])
             i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif c == ",":
-            # A comma followed only by whitespace (or comments) and a closer goes.
-            rest = _TRAILING_COMMA.match(text, i + 1)  # no copy of the rest of the file
-            out.append(" " if rest else c)
-            i += 1
         else:
-            out.append(c)
-            i += 1
+            i = step(text, i, out)
     return "".join(out)
+
+
+def _comment_step(text: str, i: int, out: list[str]) -> int:
+    """A comment becomes spaces (its newlines kept); anything else is kept."""
+    if text.startswith("//", i):
+        j = text.find("\n", i)
+        j = len(text) if j < 0 else j
+        out.append(" " * (j - i))
+        return j
+    if text.startswith("/*", i):
+        j = text.find("*/", i + 2)
+        j = len(text) if j < 0 else j + 2
+        out.append(re.sub(r"[^\n]", " ", text[i:j]))
+        return j
+    out.append(text[i])
+    return i + 1
+
+
+def _comma_step(text: str, i: int, out: list[str]) -> int:
+    """A comma followed only by whitespace and a closer goes."""
+    c = text[i]
+    out.append(" " if c == "," and _TRAILING_COMMA.match(text, i + 1) else c)  # (no copy of the rest)
+    return i + 1
+
+
+def _string_end(text: str, start: int) -> int:
+    """Where the JSON string that opens at `start` ends (past its quote)."""
+    j, n = start + 1, len(text)
+    while j < n and text[j] != '"':
+        j += 2 if text[j] == "\\" else 1
+    return j + 1
 
 
 def _servers_of(data: Any, where: str) -> tuple[dict[str, dict[str, Any]], frozenset[str]]:
@@ -534,8 +564,10 @@ def _read_env_file(name: str, file: str, where: str, workspace: Path) -> dict[st
         key, value = key.strip(), value.strip()
         if not sep or not _NAME.fullmatch(key):
             raise ConfigError(f"{where}: server {name!r}: envFile {path} line {number} is not NAME=value")
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
+        quote = value[:1]
+        if quote in ("\"", "'") and quote in value[1:]:
+            # Up to the closing quote; what follows it is a comment, if anything.
+            value = value[1:value.index(quote, 1)]
         elif " #" in value:
             value = value.split(" #", 1)[0].rstrip()  # a trailing comment after an unquoted value
         env[key] = value

@@ -152,6 +152,25 @@ def test_complete_tools_is_quiet_on_failure():
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
 
 
+def test_completing_against_a_silent_server_spends_three_seconds_in_all():
+    # The probe's own 10 s came first, then the 3 s timeout, then the
+    # program's 2 s to exit: 13-15 s for a Tab.
+    import io
+
+    import mcp_sync
+    from mcp_sync.cli import main
+
+    seen = {}
+
+    def connect_fn(target, **options):
+        seen.update(options, shutdown=target.shutdown_timeout)
+        raise mcp_sync.RequestTimeout("the server answered nothing")
+
+    line = "mcp-sync call  -- python3 silent.py"
+    assert main(["__complete_tools", line, "14"], stdout=io.StringIO(), connect_fn=connect_fn) == 0
+    assert seen["probe_timeout"] + seen["timeout"] + seen["shutdown"] == pytest.approx(3.0)
+
+
 def test_the_line_is_read_as_the_shell_would():
     assert _line_words("mcp-sync --header 'X-A: b c' call ad", 36) == (["--header", "X-A: b c", "call"], [])
     assert _line_words("mcp-sync call 'ad", 17) == (["call"], [])  # an open quote

@@ -104,6 +104,27 @@ def test_cursor_and_windsurf_url_entries(tmp_path, monkeypatch):
         windsurf["off"]
 
 
+@pytest.mark.parametrize("comment", ["// [optional]", "// the first {one}", "/* a */ /* ] */"])
+def test_a_bracket_in_a_comment_after_a_comma_is_no_closer(tmp_path, comment):
+    # The comma before it was taken for a trailing one and dropped: the
+    # file was refused as not valid JSON.
+    path = write(tmp_path / ".vscode" / "mcp.json", f"""{{
+  "servers": {{
+    "a": {{"command": "server-a"}}, {comment}
+    "b": {{"command": "server-b", "args": ["x", /* ] */ "y",]}},
+  }},
+}}""")
+    config = mcp_sync.load_config(path)
+    assert list(config) == ["a", "b"] and config["b"].args == ["x", "y"]
+
+
+def test_an_env_file_value_in_quotes_may_have_a_comment_after_it(tmp_path):
+    (tmp_path / ".env").write_text('TOKEN="abc123" # my token\nSINGLE=\'a # b\'  # note\nOPEN="x\n',
+                                   encoding="utf-8")
+    path = write(tmp_path / "mcp.json", {"mcpServers": {"db": {"command": "db", "envFile": str(tmp_path / ".env")}}})
+    assert mcp_sync.load_config(path)["db"].env == {"TOKEN": "abc123", "SINGLE": "a # b", "OPEN": '"x'}
+
+
 def test_vscode_file_with_comments_inputs_and_env_file(tmp_path, monkeypatch):
     monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx")
     (tmp_path / ".env").write_text(

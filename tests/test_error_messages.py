@@ -1,11 +1,49 @@
 """Errors a newcomer meets in the first five minutes say what to do next."""
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
+
+
+@contextlib.contextmanager
+def answering(post: int, get: int | None = None, page: bytes = b"", content_type: str = "text/plain") -> Iterator[str]:
+    """A plain HTTP server on loopback (no MCP) that answers every POST with
+    `post` and every GET with `get` (else `post`), with `page` as the body;
+    yields its URL's origin (`http://127.0.0.1:PORT`)."""
+    import http.server
+    import threading
+
+    class Answering(http.server.BaseHTTPRequestHandler):
+        def answer(self, status: int) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def do_POST(self) -> None:
+            self.answer(post)
+
+        def do_GET(self) -> None:
+            self.answer(post if get is None else get)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answering)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 @pytest.fixture
@@ -237,27 +275,9 @@ def test_a_pinned_stateless_revision_at_a_path_nothing_serves_names_the_usual_en
 
 
 def test_a_pinned_stateless_revision_refused_at_the_usual_path_says_only_check_the_url():
-    import http.server
-    import threading
-
-    class Refusing(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing) as httpd:
-        thread = threading.Thread(target=httpd.serve_forever)
-        thread.start()
-        try:
-            with pytest.raises(mcp_sync.VersionNegotiationError) as info:
-                mcp_sync.connect(f"http://127.0.0.1:{httpd.server_port}/mcp", protocol="2026-07-28")
-        finally:
-            httpd.shutdown()
-            thread.join()
+    with answering(404) as origin:
+        with pytest.raises(mcp_sync.VersionNegotiationError) as info:
+            mcp_sync.connect(f"{origin}/mcp", protocol="2026-07-28")
     assert str(info.value).endswith("or pin '2025-11-25' or older), or check the URL")
 
 
@@ -268,33 +288,30 @@ def test_a_pinned_stateless_revision_refused_at_the_usual_path_says_only_check_t
     (404, 500, {}),
 ])
 def test_another_refusal_is_not_told_the_path_is_wrong(post, get, options):
-    import http.server
-    import threading
-
-    class Refusing(http.server.BaseHTTPRequestHandler):
-        def refuse(self, status: int) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def do_POST(self):
-            self.refuse(post)
-
-        def do_GET(self):
-            self.refuse(get)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    thread = threading.Thread(target=server.serve_forever)
-    thread.start()
-    try:
+    with answering(post, get) as origin:
         with pytest.raises(mcp_sync.McpError) as info:
-            mcp_sync.connect(f"http://127.0.0.1:{server.server_port}/mcp", reconnect=False, **options)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+            mcp_sync.connect(f"{origin}/mcp", reconnect=False, **options)
     assert "nothing serves MCP" not in str(info.value)
     assert f"HTTP {get}" in str(info.value)
+
+
+def test_an_html_error_page_is_quoted_by_its_text_on_one_line():
+    # The reference server's Express 404 page: the message quoted ~20 lines
+    # of markup, so the CLI's one-line error said only `<!DOCTYPE html>`.
+    import io
+
+    from mcp_sync.cli import main
+
+    page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n"
+            "</head>\n<body>\n<pre>Cannot POST /</pre>\n</body>\n</html>\n").encode()
+    with answering(404, page=page, content_type="text/html; charset=utf-8") as origin:
+        url = f"{origin}/"
+        with pytest.raises(mcp_sync.HTTPStatusError) as info:
+            mcp_sync.connect(url)
+        err = io.StringIO()
+        code = main(["tools", "--url", url], stdout=io.StringIO(), stderr=err)
+    assert "\n" not in str(info.value) and "<" not in str(info.value)
+    assert str(info.value).startswith(f"{url} answered HTTP 404: Cannot POST / (the HTTP+SSE fallback failed too: ")
+    assert info.value.body.startswith("<!DOCTYPE html>")  # the body itself is kept as it came
+    assert code == 1 and err.getvalue().startswith(f"mcp-sync: error: {url} answered HTTP 404: Cannot POST /")
+    assert "servers usually serve Streamable HTTP at" in err.getvalue()

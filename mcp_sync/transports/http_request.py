@@ -70,6 +70,35 @@ MAX_REDIRECTS = 5
 Origin = tuple[str, str, int]
 
 
+
+#: The most characters of a body an error message quotes (`one_line`).
+ERROR_DETAIL_CHARS = 200
+_HTML_HIDDEN = re.compile(r"<(head|script|style)\b.*?</\1\s*>", re.I | re.S)
+_HTML_TAG = re.compile(r"<[^>]*>")
+_HTML_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.I | re.S)
+
+
+def one_line(text: str, *, html: bool = False) -> str:
+    """A body's text as an error message quotes it: one line (a message is
+    shown one line long: a log line, the CLI's error), at most
+    `ERROR_DETAIL_CHARS`; an HTML page's visible text (else its title),
+    not its markup (an Express or nginx error page said only
+    `<!DOCTYPE html>`).
+
+        >>> one_line("<!DOCTYPE html><html><head><title>Error</title></head>"
+        ...          "<body><pre>Cannot POST /mcp</pre></body></html>", html=True)
+        'Cannot POST /mcp'
+    """
+    if html or text.lstrip()[:15].lower().startswith(("<!doctype html", "<html")):
+        import html as markup
+
+        title = _HTML_TITLE.search(text)
+        visible = " ".join(_HTML_TAG.sub(" ", _HTML_HIDDEN.sub(" ", text)).split())
+        text = markup.unescape(visible or (title.group(1) if title else ""))
+    words = " ".join(text.split())
+    return words if len(words) <= ERROR_DETAIL_CHARS else words[:ERROR_DETAIL_CHARS - 3] + "..."
+
+
 class ByteCounter(Protocol):
     """Adds the bytes of message bodies to the transport's sums."""
 
@@ -327,7 +356,8 @@ class Requester:
             else:
                 why = "its Location is not an http(s) URL"
             where += f" (a redirect to {location} that was not followed: {why})"
-        detail = f": {text}" if text.strip() else ""
+        summary = one_line(text, html="html" in headers.get("content-type", "").lower())
+        detail = f": {summary}" if summary else ""
         if status in (401, 403):
             return AuthenticationError(f"{where} (authentication required or refused){detail}",
                                        status=status, body=text, headers=headers)

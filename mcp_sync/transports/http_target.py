@@ -117,6 +117,22 @@ def explain_not_found(target: object, error: BaseException) -> BaseException:
     return better
 
 
+def _basic_auth_from_url(parsed: Any, headers: Mapping[str, str] | None, auth: Any) -> tuple[dict[str, str], str]:
+    """The headers with `Authorization: Basic ...` made from the URL's user
+    name and password (percent-decoded), and the URL without them. Raises `ValueError` when other credentials are given too
+    (the message never holds the password)."""
+    import base64
+    from urllib.parse import unquote
+
+    given = dict(headers or {})
+    if auth is not None or any(isinstance(name, str) and name.lower() == "authorization" for name in given):
+        raise ValueError("the URL holds a user name and password, and auth= or an Authorization header is given "
+                         "too: give the credentials one way")
+    user, _, password = parsed.auth.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return {**given, "Authorization": f"Basic {token}"}, parsed._replace(auth=None).url
+
+
 class HTTP(Target):
     """Target a Streamable HTTP server: `connect(HTTP(url, ...))`, or pass the
     URL string and these options straight to `connect()`.
@@ -232,8 +248,15 @@ class HTTP(Target):
         if not isinstance(url, str):
             raise TypeError("the HTTP target needs a URL string")
         parsed = parse_url(url)
+        if parsed.auth is not None:
+            # `user:password@`, as requests and httpx read it: Basic auth,
+            # and a URL without it for every message and repr.
+            headers, url = _basic_auth_from_url(parsed, headers, auth)
+            parsed = parse_url(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ValueError(f"not an http(s) URL: {url!r}")
+        if parsed.port == 0:
+            raise ValueError(f"port 0 in {url!r}: the URL needs the port the server listens on")
         if not isinstance(max_response_bytes, int) or isinstance(max_response_bytes, bool) or max_response_bytes < 1:
             raise ValueError("max_response_bytes must be a positive integer")
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
@@ -252,7 +275,7 @@ class HTTP(Target):
         self.url = url
         self.scheme = parsed.scheme
         self.host = parsed.host
-        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.port = parsed.port if parsed.port is not None else (443 if parsed.scheme == "https" else 80)
         self.path = parsed.request_uri or "/"
         self.headers = check_user_headers({} if headers is None else headers)
         self.auth: TokenProvider | None = as_token_provider(auth)

@@ -15,7 +15,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import HTTP
-from mcp_sync.testing import RpcError, Server, demo_server
+from mcp_sync.testing import HTTPServer, RpcError, Server, demo_server
 from tests.helpers import SLACK
 from tests.servers.canned import Canned
 
@@ -778,3 +778,36 @@ def test_which_400_bodies_say_the_session_is_unknown(body, lost):
     from mcp_sync.transports.http_request import session_unknown
 
     assert session_unknown(body) is lost
+
+
+# -- the URL ----------------------------------------------------------------------------------
+
+
+def test_a_user_and_password_in_the_url_are_sent_as_basic_auth_and_never_shown():
+    # They were dropped (no Authorization header), and the password was
+    # echoed in every error message and in repr(HTTP).
+    import base64
+
+    with HTTPServer(demo_server()) as http:
+        url = http.url.replace("http://", "http://alice:s3cret%21pw@")
+        target = HTTP(url)
+        assert target.url == http.url and "s3cret" not in repr(target)
+        with mcp_sync.connect(target) as client:
+            assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        sent = {r.headers.get("Authorization") for r in http.requests}
+    assert sent == {"Basic " + base64.b64encode(b"alice:s3cret!pw").decode()}
+    with pytest.raises(mcp_sync.McpError) as info:
+        mcp_sync.connect("http://alice:s3cret@127.0.0.1:1/mcp", connect_timeout=5)
+    assert "s3cret" not in str(info.value) and "127.0.0.1:1/mcp" in str(info.value)
+
+
+@pytest.mark.parametrize("options", [{"auth": "token"}, {"headers": {"authorization": "Bearer token"}}])
+def test_a_url_with_a_password_and_other_credentials_is_refused(options):
+    with pytest.raises(ValueError, match="the URL holds a user name and password, and") as info:
+        HTTP("http://alice:s3cret@127.0.0.1:1/mcp", **options)
+    assert "s3cret" not in str(info.value)
+
+
+def test_port_0_is_refused_rather_than_taken_for_80():
+    with pytest.raises(ValueError, match="port 0"):
+        HTTP("http://127.0.0.1:0/mcp")
