@@ -48,7 +48,7 @@ from .cli_usage import CommandLineParser, is_url, looks_like_program
 from ._version import __version__
 from .client import Client
 from .client_requests import UNLISTED_TOOL
-from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config
+from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config, with_options
 from .errors import ConfigError, McpError, MethodNotFound, ServerError
 from .handlers import console_form, defaults_form
 from .options import Reconnect, close_names, unknown_names
@@ -851,14 +851,6 @@ def _configured(args: argparse.Namespace, err: TextIO, given: ServerConfig | Non
     return load_config(path)[args.server]
 
 
-def _with_headers(target: HTTP, headers: Mapping[str, str]) -> HTTP:
-    """`target` (from a config file: a URL and headers) with `headers` over its own."""
-    given = {name.lower() for name in headers}
-    merged = {k: v for k, v in target.headers.items() if k.lower() not in given}
-    merged.update(headers)
-    return type(target)(target.url, headers=merged)  # HTTP or SSE, as the file said
-
-
 def _target(args: argparse.Namespace, command: list[str], err: TextIO,
             config: ServerConfig | None) -> tuple[Any, dict[str, Any]]:
     """What to connect to, and the `connect()` options that go with it."""
@@ -889,7 +881,7 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO,
         if headers:
             if not isinstance(target, HTTP):
                 raise _UsageError("--header goes with an HTTP server, and this one is a program (stdio)")
-            target = _with_headers(target, headers)
+            target, _ = with_options(target, {"headers": headers})  # over the file's own
     elif headers:
         raise _UsageError("--header goes with --url or a configured HTTP server")
     elif command:

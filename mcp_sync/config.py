@@ -256,14 +256,22 @@ def find_config(server: str | None = None, *, cwd: str | os.PathLike[str] | None
             read or parsed.
     """
     places = config_locations(cwd)
+    disabled_in: list[Path] = []
     for path in places:
         if not path.is_file():
             continue
-        if server is None or server in load_config(path):
+        if server is None:
             return path
+        config = load_config(path)
+        if server in config:
+            return path
+        if server in config.disabled:
+            disabled_in.append(path)
     looked = ", ".join(str(p) for p in places)
     what = f"defining server {server!r}" if server is not None else ""
-    raise ConfigError(f"no MCP config file {what}{' ' if what else ''}found (looked at {looked})")
+    also = (f"; it is disabled in {', '.join(str(p) for p in disabled_in)} (its \"disabled\": true)"
+            if disabled_in else "")
+    raise ConfigError(f"no MCP config file {what}{' ' if what else ''}found (looked at {looked}){also}")
 
 
 def connect_configured(name: str, config: ConfigSource | ServerConfig | None = None,
@@ -271,8 +279,9 @@ def connect_configured(name: str, config: ConfigSource | ServerConfig | None = N
     """Connect to the server `name` of a config file: `config` is a path, a
     mapping or a `ServerConfig`; None looks in the usual places
     (`find_config(name)`). Other keyword arguments go to `connect()`
-    (`timeout=`, `input_handlers=`, ...); HTTP options such as headers come
-    from the file. Returns a `Client`.
+    (`timeout=`, `input_handlers=`, ...); HTTP options (`verify=`,
+    `headers=`, ...) apply to a server with a URL, its headers added to the
+    file's (`with_options`). Returns a `Client`.
 
     Example::
 
@@ -300,7 +309,49 @@ def connect_configured(name: str, config: ConfigSource | ServerConfig | None = N
         raise TypeError("connect_configured() needs a server name string")
     if config is None:
         config = find_config(name)
-    return connect(load_config(config)[name], **connect_options)
+    target, options = with_options(load_config(config)[name], connect_options)
+    return connect(target, **options)
+
+
+def with_options(target: Target, options: Mapping[str, Any]) -> tuple[Target, dict[str, Any]]:
+    """A configured `target` and `connect()` options, made to go together.
+    The HTTP options among `options` (`headers`, `verify`, `proxy`, ...;
+    `connect()` takes them with a URL string only) are applied to an `HTTP`
+    or `SSE` target, rebuilt from its URL and headers with them: headers
+    given add to the entry's, a name in both taking the value given. A
+    program (stdio) takes none: they are left out for it. The other options
+    are returned for `connect()`.
+
+    Example::
+
+        target, options = with_options(load_config(".mcp.json")["search"], {"timeout": 10, "verify": False})
+        client = mcp_sync.connect(target, **options)
+
+    Args:
+        target: A target from a `ServerConfig`.
+        options: `connect()` keyword arguments, HTTP options among them.
+
+    Returns:
+        The target to connect to and the options left for `connect()`.
+    """
+    from .transports import _http_options
+
+    names = _http_options()
+    rest = {name: value for name, value in options.items() if name not in names}
+    http = {name: value for name, value in options.items() if name in names}
+    if not http:
+        return target, rest
+    from .transports.http_target import HTTP  # (a URL's options: the HTTP stack is wanted)
+
+    if not isinstance(target, HTTP):
+        return target, rest
+    headers = http.pop("headers", None)
+    if isinstance(headers, Mapping):
+        given = {name.lower() for name in headers if isinstance(name, str)}
+        headers = {**{k: v for k, v in target.headers.items() if k.lower() not in given}, **headers}
+    elif headers is None:
+        headers = target.headers
+    return type(target)(target.url, headers=headers, **http), rest  # HTTP or SSE, as the entry said
 
 
 # -- parsing ------------------------------------------------------------------------

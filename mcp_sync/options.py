@@ -137,7 +137,12 @@ UNSET = _Unset.UNSET
 
 
 def _freeze_protocol(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
-    return value if value is None or isinstance(value, str) else tuple(value)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"protocol must be a version string such as '2025-11-25', a list of them, or None, "
+                        f"not {value!r}")
+    return tuple(value)
 
 
 def _seconds(allow_none: bool) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
@@ -531,6 +536,11 @@ class ClientOptions:
             raise TypeError("timeouts must be a mcp_sync.Timeouts")
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError("limits must be a mcp_sync.Limits")
+        for name, value, none_allowed in (("timeout", timeout, True), ("probe_timeout", probe_timeout, False),
+                                          ("max_total_timeout", max_total_timeout, False),
+                                          ("handler_timeout", handler_timeout, True)):
+            if value is not UNSET:  # checked under the name given (`Timeouts` names them `request`, ...)
+                check_timeout(name, value, allow_none=none_allowed)
         timeouts = _evolved(timeouts or Timeouts(), {
             "request": timeout, "probe": probe_timeout, "max_total": max_total_timeout, "handler": handler_timeout})
         limits = _evolved(limits or Limits(), {

@@ -254,7 +254,9 @@ def test_find_config_looks_in_the_usual_places(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("APPDATA", str(home / "AppData"))
-    places = mcp_sync.config.config_locations(project)
+    from mcp_sync.config import config_locations
+
+    places = config_locations(project)
     assert places[:3] == [project / ".mcp.json", project / ".vscode" / "mcp.json", project / ".cursor" / "mcp.json"]
     assert home / ".cursor" / "mcp.json" in places
     assert any(p.name == "claude_desktop_config.json" and str(p).startswith(str(home)) for p in places)
@@ -266,8 +268,14 @@ def test_find_config_looks_in_the_usual_places(tmp_path, monkeypatch):
     assert mcp_sync.find_config(cwd=project) == vscode
     assert mcp_sync.find_config("user-server", cwd=project) == cursor
     assert mcp_sync.find_config("project-server", cwd=project) == vscode
-    with pytest.raises(mcp_sync.ConfigError, match="defining server 'nobody'"):
+    with pytest.raises(mcp_sync.ConfigError, match="defining server 'nobody'") as info:
         mcp_sync.find_config("nobody", cwd=project)
+    assert "disabled" not in str(info.value)
+    # A server found disabled is said to be: "no file defining it" sent the user looking elsewhere.
+    dot = write(project / ".mcp.json", {"mcpServers": {"off": {"command": "o", "disabled": True}}})
+    with pytest.raises(mcp_sync.ConfigError) as info:
+        mcp_sync.find_config("off", cwd=project)
+    assert str(info.value).endswith(f"; it is disabled in {dot} (its \"disabled\": true)")
 
 
 # -- connecting -------------------------------------------------------------------------
@@ -313,3 +321,35 @@ def test_sse_entry_connects_over_the_old_transport(monkeypatch):
             assert client.call_tool("echo", {"text": "old"}).text == "old"
         keys = {r.headers.get("X-Key") for r in sse.requests}
     assert keys == {"k"}
+
+
+def test_http_options_apply_to_a_configured_url_server_and_not_to_a_program(tmp_path):
+    # connect_configured(name, verify=...) raised "only apply to a URL
+    # target; set them on the HTTP(...) or Stdio(...) target instead", and
+    # the integrations' MCP_CLIENT_OPTIONS made every request fail.
+    from mcp_sync.contrib._clients import Clients
+
+    with HTTPServer(demo_server()) as http:
+        path = write(tmp_path / ".mcp.json", {"mcpServers": {
+            "remote": {"url": http.url, "headers": {"X-Team": "file", "X-Entry": "kept"}},
+            "local": {"command": sys.executable, "args": ["-m", "mcp_sync.testing.server"]},
+        }})
+        options = {"timeout": 10, "headers": {"x-team": "given"}, "connect_timeout": 5}
+        with mcp_sync.connect_configured("remote", config=path, **options) as client:
+            assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        clients = Clients(lambda: (mcp_sync.load_config(path), options))
+        try:
+            assert clients.get("remote").call_tool("echo", {"text": "web"}).text == "web"
+            assert clients.get("local").call_tool("echo", {"text": "program"}).text == "program"
+        finally:
+            clients.close()
+        sent = [(r.headers.get("X-Team"), r.headers.get("X-Entry")) for r in http.requests]
+    assert sent and set(sent) == {("given", "kept")}
+
+
+def test_http_options_of_the_integrations_are_checked_at_start():
+    from mcp_sync.contrib._clients import problems
+
+    found = problems({"d": {"command": "x"}}, None, {"timeout": 5, "connect_timeout": -1})
+    assert [problem.id for problem in found] == ["E004"]
+    assert "connect_timeout must be a positive, finite number of seconds" in found[0].msg

@@ -315,3 +315,21 @@ def test_an_html_error_page_is_quoted_by_its_text_on_one_line():
     assert info.value.body.startswith("<!DOCTYPE html>")  # the body itself is kept as it came
     assert code == 1 and err.getvalue().startswith(f"mcp-sync: error: {url} answered HTTP 404: Cannot POST /")
     assert "servers usually serve Streamable HTTP at" in err.getvalue()
+
+
+@pytest.mark.parametrize("options, error, said", [
+    # Checked under the names given: the messages named Timeouts' fields (`request must be ...`).
+    ({"timeout": 0}, ValueError, "timeout must be a positive number of seconds, not 0"),
+    ({"probe_timeout": -1}, ValueError, "probe_timeout must be a positive number of seconds, not -1"),
+    ({"max_total_timeout": float("nan")}, ValueError, "max_total_timeout must be a positive number of seconds"),
+    ({"handler_timeout": 0}, ValueError, "handler_timeout must be a positive number of seconds, not 0"),
+    # Python's own words: "'int' object is not iterable".
+    ({"protocol": 2025}, TypeError, "protocol must be a version string such as '2025-11-25', a list of them, "
+                                    "or None, not 2025"),
+])
+def test_a_bad_option_is_named_as_it_was_given(options, error, said):
+    server = demo_server()
+    with pytest.raises(error) as info:
+        mcp_sync.connect(server, **options)
+    assert str(info.value).startswith(said)
+    assert server.served() == 0

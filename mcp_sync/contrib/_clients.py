@@ -28,7 +28,7 @@ import attrs
 
 from .. import forking
 from ..client import Client, ClientOptions, connect
-from ..config import ServerConfig, load_config
+from ..config import ServerConfig, load_config, with_options
 from ..errors import ConfigError
 from ..shared_attempt import SharedAttempt
 from ..options import check_flag
@@ -92,8 +92,9 @@ def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "",
 def check_options(options: Any, *, prefix: str = "", lower: bool = False) -> dict[str, Any]:
     """`MCP_CLIENT_OPTIONS` as a dict, its client options validated.
 
-    HTTP options (`headers`, `verify`, ...) are left for `connect()` to check
-    with each URL target: they do not apply to a stdio server.
+    HTTP options (`headers`, `verify`, ...) are checked as `HTTP()` checks
+    them; they apply to the servers with a URL (`config.with_options`), not
+    to the programs.
 
     Raises:
         TypeError: Not a mapping, or an unknown option.
@@ -108,8 +109,14 @@ def check_options(options: Any, *, prefix: str = "", lower: bool = False) -> dic
         _http_options,  # the HTTP option names, known to the transports only
     )
 
-    http = _http_options()
+    http = {name: value for name, value in options.items() if name in _http_options()}
     ClientOptions(**{name: value for name, value in options.items() if name not in http})
+    if http:
+        from ..transports.http_target import HTTP
+
+        # Checked on a target that is never used (an `auth=` provider is
+        # left out: it would take this URL for its server's).
+        HTTP("http://127.0.0.1/", **{name: value for name, value in http.items() if name != "auth"})
     return dict(options)
 
 
@@ -238,7 +245,8 @@ class Clients:
                 return client  # another thread made it just before this attempt began
             generation = self._generation
         config, options = self.settings()
-        client = connect(config[name], **options)
+        target, options = with_options(config[name], options)
+        client = connect(target, **options)
         with self._lock:
             if generation == self._generation:
                 self._clients[name] = client

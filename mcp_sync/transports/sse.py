@@ -136,6 +136,8 @@ class SSETransport(HTTPTransport):
                 for event in sse_events(self._parser, self._decoder, chunk):
                     self._on_event(event)
                 if not chunk and self._endpoint is None:
+                    if self._closing:  # (closing it ends the read this way too)
+                        raise Stopped
                     raise ConnectError(f"the event stream of {url} ended before its endpoint event: "
                                        "it does not serve the HTTP+SSE transport")
             return response

@@ -509,3 +509,44 @@ def test_remembered_sse_era_heals_when_the_get_is_an_endpointless_stream():
     finally:
         mcp_sync.forget_eras()
         http.close()
+
+
+def test_close_while_waiting_for_the_endpoint_event_is_connection_closed():
+    # It was a ConnectError blaming the server: "ended before its endpoint
+    # event: it does not serve the HTTP+SSE transport".
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    asked = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        held.append(conn)
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n: no endpoint yet\n\n")
+        asked.set()
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = mcp_sync.Client(mcp_sync.SSE(f"http://127.0.0.1:{listener.getsockname()[1]}/sse"))
+    raised: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            client.open()
+        except BaseException as exc:  # noqa: BLE001 - what it raised is the test
+            raised.append(exc)
+
+    opener = threading.Thread(target=open_it)
+    opener.start()
+    try:
+        assert asked.wait(10)
+        client.close()
+        opener.join(10)
+    finally:
+        server.join(10)
+        for conn in held:
+            conn.close()
+        listener.close()
+    assert [type(exc) for exc in raised] == [mcp_sync.ConnectionClosed]
