@@ -299,6 +299,25 @@ def test_bad_arguments():
         mcp_sync.ClientGroup(mcp_sync.load_config({"mcpServers": {"a": {"command": "${MISSING_VAR_X}"}}}))
 
 
+@pytest.mark.parametrize("use, exc, said", [
+    (lambda g: g.list_tools(timeout=-1), ValueError, "timeout must be a positive number of seconds"),
+    (lambda g: g.list_prompts(timout=5), TypeError, "did you mean 'timeout'"),
+    (lambda g: g.list_resources(timeout=0), ValueError, "timeout must be"),
+    (lambda g: g.list_resource_templates(timout=1), TypeError, "unknown request option"),
+    (lambda g: g.call_tool("a.echo", ["x"]), TypeError, "arguments must be a mapping"),
+    (lambda g: g.call_tool("echo", "hi"), TypeError, "arguments must be a mapping"),
+    (lambda g: g.get_prompt("a.greet", {"name": 1}), TypeError, "mapping of strings to strings"),
+    (lambda g: g.read_resource("demo://readme", timeout=-1), ValueError, "timeout must be"),
+])
+def test_a_bad_argument_connects_no_server(use, exc, said):
+    # They were found after every server was connected (and listed).
+    servers = {"a": demo_server(), "b": demo_server()}
+    with mcp_sync.ClientGroup(servers) as group:
+        with pytest.raises(exc, match=said):
+            use(group)
+    assert [server.served() for server in servers.values()] == [0, 0]
+
+
 @pytest.mark.parametrize("options,exc", [
     ({"timeout": -1}, ValueError), ({"stale_if_error": "no"}, TypeError), ({"log_level": "loud"}, ValueError),
     ({"max_in_flight": 0}, ValueError),

@@ -110,17 +110,30 @@ def strict_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
             (`additionalProperties` other than false, `patternProperties`),
             which strict mode cannot say.
     """
-    result: dict[str, Any] = _strict(plain_schema(schema))
+    result: dict[str, Any] = _strict(plain_schema(schema), top=True)
     return result
 
 
-def _strict(node: Any) -> Any:
+def _strict(node: Any, top: bool = False) -> Any:
     if isinstance(node, list):
         return [_strict(item) for item in node]
     if not isinstance(node, Mapping):
         return node
     if "patternProperties" in node or node.get("additionalProperties") not in (None, False):
         raise NotStrict("an object with additionalProperties or patternProperties")
+    every = node.get("allOf")
+    if every is not None:
+        # One schema in `allOf` (how generators put a description beside a
+        # `$ref`) is that schema; more cannot be said in strict mode.
+        if not (isinstance(every, list) and len(every) == 1 and isinstance(every[0], Mapping)):
+            raise NotStrict("allOf with more than one schema")
+        node = {**every[0], **{key: value for key, value in node.items() if key != "allOf"}}
+    types = node.get("type")
+    is_object = types == "object" or (isinstance(types, list) and "object" in types) or "properties" in node
+    if is_object and not top and not isinstance(node.get("properties"), Mapping) \
+            and node.get("additionalProperties") is not False:
+        # Any keys at all: strict mode would allow none.
+        raise NotStrict("an object that names no properties (it takes any)")
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "oneOf":
@@ -135,8 +148,6 @@ def _strict(node: Any) -> Any:
             continue  # below, with `required`
         else:
             out[key] = copy.deepcopy(value)
-    types = node.get("type")
-    is_object = types == "object" or (isinstance(types, list) and "object" in types) or "properties" in node
     if is_object:
         properties: Mapping[str, Any] = node["properties"] if isinstance(node.get("properties"), Mapping) else {}
         required = set(node.get("required") or [])

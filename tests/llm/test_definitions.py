@@ -82,6 +82,35 @@ def test_strict_schema_requires_everything_and_makes_optional_nullable():
     assert schema["properties"]["count"]["default"] == 3  # the original is untouched
 
 
+def test_strict_mode_leaves_a_free_form_object_to_a_plain_definition():
+    # It was closed (no properties, additionalProperties false): the model
+    # could pass only {} where the tool takes any labels.
+    from mcp_sync.llm._schema import NotStrict
+
+    schema = {"type": "object", "properties": {"labels": {"type": "object", "description": "any labels"}}}
+    with pytest.raises(NotStrict, match="names no properties"):
+        strict_schema(schema)
+    closed = {"type": "object", "properties": {"empty": {"type": "object", "additionalProperties": False}}}
+    assert strict_schema(closed)["properties"]["empty"]["properties"] == {}
+    assert strict_schema({"type": "object"}) == {"type": "object", "properties": {}, "required": [],
+                                                 "additionalProperties": False}  # a tool without arguments
+
+
+def test_strict_mode_reads_a_one_schema_all_of_as_that_schema():
+    # It dropped `allOf`, and with it the property's whole type.
+    from mcp_sync.llm._schema import NotStrict
+
+    schema = {"type": "object",
+              "properties": {"address": {"allOf": [{"$ref": "#/definitions/Address"}], "description": "where"}},
+              "required": ["address"],
+              "definitions": {"Address": {"type": "object", "properties": {"street": {"type": "string"}},
+                                          "required": ["street"]}}}
+    assert strict_schema(schema)["properties"]["address"] == {"$ref": "#/definitions/Address", "description": "where"}
+    both = {"type": "object", "properties": {"note": {"allOf": [{"type": "string"}, {"maxLength": 20}]}}}
+    with pytest.raises(NotStrict, match="allOf"):
+        strict_schema(both)
+
+
 def test_drop_nulls_removes_what_strict_mode_added_only():
     schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": ["string", "null"]},
                                                "c": {"type": "object", "properties": {"d": {"type": "integer"}}}},
