@@ -147,6 +147,25 @@ def runs(thread: threading.Thread, code) -> bool:
     return False
 
 
+def interrupt_inside(code) -> list:
+    """Interrupt the main thread (`_thread.interrupt_main()`, as notebook
+    kernels do) once it runs `code` (a code object); returns the list that
+    gets the `time.monotonic()` of the interrupt."""
+    import _thread
+
+    main = threading.main_thread()
+    at: list = []
+
+    def interrupter() -> None:
+        while not runs(main, code):
+            time.sleep(0.005)
+        at.append(time.monotonic())
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupter, daemon=True).start()
+    return at
+
+
 def hanging_server(tmp_path):
     """(flag, launcher): a demo server launcher that, once `flag` exists,
     starts a server that never answers and ignores the end of its input (a

@@ -6,7 +6,6 @@ server's poll interval."""
 
 from __future__ import annotations
 
-import _thread
 import threading
 import time
 from collections.abc import Callable
@@ -20,26 +19,10 @@ from mcp_sync.notifications import NotificationStream
 from mcp_sync.tasks import MAX_POLL_INTERVAL, Task
 from mcp_sync.testing import Server, close_tasks, demo_server, task_tool
 from mcp_sync.waiting import MAIN_THREAD_SLICE, wait_for_event
-from tests.helpers import SLACK, runs, wait_until
+from tests.helpers import SLACK, interrupt_inside, runs, wait_until
 
 main_only = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                reason="needs the main thread")
-
-
-def interrupt_inside(code: Any) -> list[float]:
-    """Interrupt the main thread once it runs `code` (a code object);
-    returns the list that gets the time of the interrupt."""
-    main = threading.main_thread()
-    at: list[float] = []
-
-    def interrupter() -> None:
-        while not runs(main, code):
-            time.sleep(0.005)
-        at.append(time.monotonic())
-        _thread.interrupt_main()
-
-    threading.Thread(target=interrupter, daemon=True).start()
-    return at
 
 
 def forever_server(poll_interval_ms: int) -> Server:

@@ -23,6 +23,7 @@ from ..errors import McpError, RequestTimeout
 from ..group import ClientGroup, GroupItem
 from ..options import check_flag
 from ..protocol import jsonrpc
+from ..waiting import slice_of
 from ..types import CallToolResult, Tool
 from . import _results
 from ._schema import (
@@ -563,10 +564,22 @@ class ToolSet:
         limit = self.timeout if timeout is None else float(timeout)
         if len(calls) <= 1:
             return [self._call_one(call, api, limit) for call in calls]
-        with concurrent.futures.ThreadPoolExecutor(min(len(calls), self.max_workers),
-                                                   thread_name_prefix="mcp-sync-llm") as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(min(len(calls), self.max_workers),
+                                                     thread_name_prefix="mcp-sync-llm")
+        try:
             futures = [pool.submit(self._call_one, call, api, limit) for call in calls]
-            return [future.result() for future in futures]
+            waiting = set(futures)
+            while waiting:  # in slices on the main thread, where an interrupt must land
+                waiting = concurrent.futures.wait(waiting, timeout=slice_of(None)).not_done
+            outcomes = [future.result() for future in futures]
+        except BaseException:
+            # An interrupt (Ctrl-C) is raised now, not after every call:
+            # the calls not started are dropped; those running end within
+            # their timeout, on the pool's threads.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return outcomes
 
     def _call_one(self, call: ToolCall, api: API, timeout: float) -> _results.Outcome:
         try:

@@ -377,6 +377,18 @@ class _GetStream:
                     error = self._wire.status_error(response, preview, expired=self._session.owns(response))
                     if isinstance(error, SessionExpired) and self._was_open and self._session.id == sent_in:
                         lost = error
+                    elif extra and 400 <= response.status < 500:
+                        # The server will not resume from that event (it no
+                        # longer has it): a fresh stream, whose notifications
+                        # go on; what it sent in between is lost.
+                        log.warning("the server refused to resume the session's event stream after event %r "
+                                    "(%s); opening a fresh one: notifications sent meanwhile are lost",
+                                    self._last_id, error)
+                        exchange.release(reusable=False)
+                        self._last_id = None
+                        self._failures += 1
+                        self._again()
+                        return
                 exchange.release(reusable=False)
                 self._stream.close(GET_JOIN_SECONDS)  # over for good
                 if lost is not None and not self._host.closing():

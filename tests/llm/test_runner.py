@@ -180,6 +180,24 @@ def test_numbers_json_cannot_carry_and_deep_nesting_become_error_results(stdio_c
     assert results["fine"] == "still here"
 
 
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_an_interrupt_during_parallel_calls_is_raised_at_once():
+    # It waited for every call to end (up to its timeout) first.
+    import concurrent.futures
+    import time
+
+    from mcp_sync.waiting import MAIN_THREAD_SLICE
+    from tests.helpers import SLACK, interrupt_inside
+
+    with mcp_sync.connect(demo_server()) as client:
+        tools = ToolSet(client, tools=["sleep"])
+        response = chat_completion(tool_calls=[(f"c{i}", "sleep", json.dumps({"seconds": 30})) for i in range(2)])
+        at = interrupt_inside(concurrent.futures.wait.__code__)
+        with pytest.raises(KeyboardInterrupt):
+            tools.run_openai_chat(response)
+        assert time.monotonic() - at[0] < MAIN_THREAD_SLICE + SLACK  # not after the 30 s calls
+
+
 def test_strict_mode_nulls_are_dropped_before_the_call(stdio_client):
     tools = ToolSet(stdio_client, tools=["countdown"], strict=True)
     response = chat_completion(tool_calls=[("c", "countdown", json.dumps({"steps": 1, "delay": None}))])

@@ -811,3 +811,29 @@ def test_a_url_with_a_password_and_other_credentials_is_refused(options):
 def test_port_0_is_refused_rather_than_taken_for_80():
     with pytest.raises(ValueError, match="port 0"):
         HTTP("http://127.0.0.1:0/mcp")
+
+
+def test_a_refused_resumption_of_the_get_stream_opens_a_fresh_one():
+    # The server ended the session's GET stream and then refused to resume
+    # it from the last event id (400): the client gave the stream up for
+    # good, and listens and notifications went silent with nothing to say so.
+    from tests.helpers import wait_until
+
+    server = demo_server()
+    with HTTPServer(server, sse_ids=True) as http, \
+            mcp_sync.connect(http.url, protocol="2025-11-25") as client:
+        sub = client.listen(resource_subscriptions=["demo://readme"])
+
+        def gets():
+            return [r.headers.get("Last-Event-ID") for r in http.requests if r.method == "GET"]
+
+        wait_until(lambda: len(gets()) == 1)
+        server.notify_updated("demo://readme")
+        assert isinstance(sub.next(timeout=10), mcp_sync.Notification)
+        assert http.end_get_streams() == 1
+        wait_until(lambda: len(gets()) == 3)
+        first, resumed, fresh = gets()
+        assert first is None and resumed is not None and fresh is None
+        server.notify_updated("demo://readme")
+        assert sub.next(timeout=10).params == {"uri": "demo://readme"}
+        assert client.status == "ready"
