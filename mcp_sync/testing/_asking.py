@@ -224,7 +224,8 @@ def _b64decode(text: str) -> bytes:
 
 
 def canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    # ASCII, escaped: a lone surrogate (which JSON may carry, escaped) has no UTF-8.
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
 def request_digest(method: str, params: Mapping[str, Any]) -> str:

@@ -26,7 +26,10 @@ _log = logging.getLogger("mcp_sync.testing.http")
 
 def encode(message: Any) -> bytes:
     """Compact UTF-8 JSON of a message."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which UTF-8 cannot carry: escaped, as JSON can
+        return json.dumps(message, separators=(",", ":")).encode("ascii")
 
 
 def media_types(header: str | None) -> set[str]:

@@ -156,8 +156,11 @@ class ServerSession:
             return
         try:
             self._receive(message)
-        except Exception:  # never let a bad message break the transport's reader
+        except Exception as exc:  # never let a bad message break the transport's reader
             _log.exception("failed to handle a client message")
+            request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
+            if request_id is not None:  # a request is answered all the same: its client would wait for ever
+                self._post_error(request_id, INTERNAL_ERROR, f"Internal error: {exc}")
 
     def close(self) -> None:
         """Stop, cancel in-flight work and join every session thread. Idempotent."""

@@ -1023,3 +1023,35 @@ def shared_proc() -> Any:
 @given(text=st.text())
 def test_stdio_echo_roundtrips_any_text(shared_proc: Proc, text: str) -> None:
     assert shared_proc.call_tool("echo", {"text": text})["content"] == [{"type": "text", "text": text}]
+
+
+@pytest.mark.parametrize("transport", ["memory", "stdio", "http"])
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_text_with_a_lone_surrogate_is_answered(transport, protocol):
+    # JSON carries "\ud800" escaped, and a model may write one: the server
+    # failed to hash the request (2026-07-28) or to write its answer
+    # (HTTP) and never answered; the call waited out its timeout.
+    from mcp_sync.testing import HTTPServer
+
+    from tests.helpers import demo_command
+
+    if transport == "http":
+        with HTTPServer(demo_server()) as http, mcp_sync.connect(http.url, protocol=protocol) as client:
+            assert client.call_tool("echo", {"text": "a\ud800b"}, timeout=20).text == "a\ud800b"
+        return
+    target = demo_server() if transport == "memory" else demo_command()
+    with mcp_sync.connect(target, protocol=protocol) as client:
+        assert client.call_tool("echo", {"text": "a\ud800b"}, timeout=20).text == "a\ud800b"
+
+
+def test_a_request_the_server_fails_to_handle_is_answered_with_an_internal_error(monkeypatch):
+    import mcp_sync.testing._session as session
+
+    def broken(self, message):
+        raise RuntimeError("a bug in the test server")
+
+    with mcp_sync.connect(demo_server(), protocol="2026-07-28") as client:
+        monkeypatch.setattr(session.ServerSession, "_receive", broken)
+        with pytest.raises(mcp_sync.ServerError, match="Internal error: a bug in the test server") as info:
+            client.call_tool("echo", {"text": "hi"}, timeout=20)
+    assert info.value.code == -32603
