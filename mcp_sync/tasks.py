@@ -55,6 +55,7 @@ from . import multiround
 from .errors import (
     ConnectionClosed,
     ExtensionNotDeclared,
+    InputRoundsExceeded,
     InvalidParams,
     InvalidResult,
     McpError,
@@ -423,6 +424,7 @@ class Task:
         subscription: Subscription | None = None
         listened = False
         stop_hearing = self._hear_status() if self._core else None
+        rounds = 0  # of input answered in this wait
         # A client closed (or given up) meanwhile ends the sleep between
         # polls at once: the next request raises why.
         stop_waking = self._client().on_closed(self._nudge.set)
@@ -441,7 +443,10 @@ class Task:
                         if outcome is not None:
                             return outcome
                     else:
-                        self._answer(raw, deadline, timeout)
+                        spent = self._answer(raw, deadline, timeout, rounds)
+                        if spent is not None:
+                            rounds += 1
+                            deadline = None if deadline is None else deadline + spent
                 if not listened:  # only for a task that is still running
                     subscription, listened = self._listen(deadline), True
                 interval = min(max(self.poll_interval or DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL),
@@ -629,9 +634,15 @@ class Task:
                                                               if self.status_message else ""),
                              task_id=task_id, status_message=self.status_message)
 
-    def _answer(self, raw: Mapping[str, Any], deadline: float | None, timeout: float | None) -> None:
+    def _answer(self, raw: Mapping[str, Any], deadline: float | None, timeout: float | None,
+                rounds: int) -> float | None:
         """Answer the task's new input requests (`tasks/update`), on this
-        thread, with the same checks and handler rules as a multi-round call."""
+        thread, with the same checks and handler rules as a multi-round
+        call; `rounds` were answered before in this wait, and a round past
+        `max_input_rounds` raises `InputRoundsExceeded`. Returns the seconds
+        the handlers took (None: nothing new to answer): as for a call, the wait's timeout pauses while a
+        person answers, so the answers are sent, not dropped at a deadline
+        that passed meanwhile."""
         requests = raw.get("inputRequests")
         if not isinstance(requests, Mapping):
             raise InvalidResult(f"task {self.id} is input_required without an inputRequests object")
@@ -639,17 +650,22 @@ class Task:
         # still show until the server has taken the answer in.
         fresh = {key: value for key, value in requests.items() if key not in self._answered}
         if not fresh:
-            return
+            return None
         client = self._client()
+        limit = self._options.get("max_input_rounds", client.options.limits.max_input_rounds)
+        if rounds >= limit:
+            raise InputRoundsExceeded(f"tasks/get: task {self.id} still asks for input after {rounds} rounds "
+                                      "(max_input_rounds)", result=dict(raw), rounds=rounds)
         handlers = {**client.input_handlers, **check_input_handlers(self._options.get("input_handlers"))}
+        started = time.monotonic()
         answers = multiround.answer_requests("tasks/get", raw, fresh, handlers, client.schemas)
-        left = remaining(deadline)
-        if left is not None and left <= 0:
-            raise self._timed_out(timeout)
+        spent = time.monotonic() - started
+        left = remaining(None if deadline is None else deadline + spent)
         assert self.id is not None
         self._request("tasks/update", {"taskId": self.id, "inputResponses": answers},
                       self._request_timeout(left))
         self._answered.update(answers)
+        return spent
 
 
 def call_tool(client: Requester, tool: Any, arguments: Mapping[str, Any] | None, options: Mapping[str, Any], *,

@@ -398,3 +398,55 @@ def test_wait_polls_when_the_server_offers_no_notifications(era):
         assert task.wait(timeout=10).text == "polled"
         assert server.served("tasks/get") >= 1
     close_tasks(server)
+
+
+def test_a_tasks_rounds_of_input_are_bounded_by_max_input_rounds():
+    # A task's questions were answered without limit (25 here), though
+    # max_input_rounds bounds a call's.
+    from mcp_sync.testing import task_tool
+
+    server = Server(name="nagging")
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+    def nagging(args, ctx):
+        for i in range(25):
+            if ctx.cancelled.is_set():
+                return "cancelled"
+            ctx.elicit(f"question {i}", schema)
+        return "answered all"
+
+    task_tool(server, "nagging", nagging)
+    asked = []
+
+    def form(params):
+        asked.append(params["message"])
+        return {"action": "accept", "content": {"ok": True}}
+
+    try:
+        with mcp_sync.connect(server, protocol=STATELESS, input_handlers={"form": form}, max_input_rounds=3) as client:
+            task = client.call_tool("nagging", {}, task=True)
+            with pytest.raises(mcp_sync.InputRoundsExceeded) as info:
+                task.wait(timeout=30)
+            assert info.value.rounds == 3 and asked == ["question 0", "question 1", "question 2"]
+            task.cancel()
+    finally:
+        close_tasks(server)
+
+
+def test_a_persons_answer_is_sent_though_the_wait_timed_out_while_they_answered(memory_server):
+    # As for a call, the wait's timeout pauses while a person answers: the
+    # answer was dropped (RequestTimeout before tasks/update), and the
+    # person asked again at the next wait().
+    asked = []
+
+    def slow_person(params):
+        asked.append(params["message"])
+        started = time.monotonic()
+        threading.Event().wait(1.5)  # longer than the wait's whole timeout, below
+        assert time.monotonic() - started >= 1.5
+        return ACCEPT
+
+    with mcp_sync.connect(memory_server, protocol=STATELESS, input_handlers={"form": slow_person}) as client:
+        task = client.call_tool("confirm_delete", {"filename": "/tmp/x"}, task=True)
+        assert task.wait(timeout=1.0).text == "deleted /tmp/x"
+    assert asked == ["Delete /tmp/x?"]
