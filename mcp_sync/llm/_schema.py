@@ -30,7 +30,7 @@ def _digest(name: str, length: int) -> str:
     return hashlib.sha256(name.encode("utf-8")).hexdigest()[:length]
 
 
-def api_names(names: Iterable[str], limit: int) -> dict[str, str]:
+def api_names(names: Iterable[str], limit: int, kept: Mapping[str, str] | None = None) -> dict[str, str]:
     """A name each API accepts, for every MCP name: ``{api_name: mcp_name}``.
 
     The result depends on the set of names only (not their order), so the
@@ -42,13 +42,29 @@ def api_names(names: Iterable[str], limit: int) -> dict[str, str]:
        the same and it fits;
     3. otherwise (a collision, or too long) the cleaned name is cut and ends
        in ``_`` and 8 hex digits of the name's SHA-256.
+
+    `kept` (the mapping given out before a refresh) goes first: an API
+    name never moves to another tool while its tool is still there, so an
+    answer the model wrote from the earlier definitions calls the tool it
+    meant; the tools that are new take what is left, by the rules above.
+
+        >>> api_names(["files.delete", "files_delete"], 64)["files_delete"]
+        'files_delete'
+        >>> api_names(["files.delete", "files_delete"], 64, kept={"files_delete": "files.delete"})["files_delete"]
+        'files.delete'
     """
     originals = sorted(set(names))
-    taken = {name for name in originals if len(name) <= limit and _VALID.fullmatch(name)}
-    result = {name: name for name in taken}
+    result = {api: name for api, name in (kept or {}).items() if name in originals}
+    assigned = set(result.values())
+    originals = [name for name in originals if name not in assigned]
+    taken = set(result)
+    for name in originals:
+        if len(name) <= limit and _VALID.fullmatch(name) and name not in taken:
+            result[name] = name
+            taken.add(name)
     cleaned: dict[str, list[str]] = {}
     for name in originals:
-        if name not in taken:
+        if result.get(name) != name:
             cleaned.setdefault(_INVALID.sub("_", name) or "_", []).append(name)
     hashed: list[str] = []
     for clean, owners in cleaned.items():

@@ -229,15 +229,30 @@ class ToolSet:
         elif selection is not None:
             wanted = list(selection)
             by_name = {entry.name: entry for entry in found}
-            unknown = [name for name in wanted if name not in by_name]
+            # A name a failed server may hold is left out, not refused: its
+            # error is in `errors` (and a refresh once it is back brings it).
+            unknown = [name for name in wanted if name not in by_name and not self._may_hold(name, errors)]
             if unknown:
                 raise ValueError(f"no tool named {', '.join(map(repr, unknown))}; the tools are "
                                  f"{', '.join(sorted(by_name)) or 'none'}")
-            chosen = [by_name[name] for name in dict.fromkeys(wanted)]
+            chosen = [by_name[name] for name in dict.fromkeys(wanted) if name in by_name]
         else:
             chosen = found
-        self._state = ({entry.name: entry for entry in chosen}, {})
+        entries = {entry.name: entry for entry in chosen}
+        # The API names given out so far stay with their tools (`api_names`'
+        # `kept`): a model's answer written from the earlier definitions
+        # must not run another tool that took its name.
+        given = self._state[1]
+        self._state = (entries, {limit: api_names(entries, limit, kept=mapping) for limit, mapping in given.items()})
         self.errors = errors
+
+    def _may_hold(self, name: str, failed: Mapping[str, McpError]) -> bool:
+        """Whether a server whose listing failed may offer `name`: its own
+        (`server.name`), or any, for a name no server qualifies."""
+        if not failed or not isinstance(self.source, ClientGroup):
+            return False
+        server, separator, _ = name.partition(self.source.separator)
+        return server in failed if separator and server in self.source.servers else True
 
     @property
     def tools(self) -> list[ExposedTool]:

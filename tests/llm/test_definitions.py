@@ -249,6 +249,30 @@ def test_strict_is_true_or_false(client, value):
     assert tools.openai_responses_tools(strict=None)[0]["strict"] is False  # None: the set's own
 
 
+def test_an_api_name_given_out_stays_with_its_tool_after_a_refresh():
+    # A new tool `files_delete` took the API name `files.delete` had, so the
+    # model's call from the earlier definitions ran the other tool.
+    from mcp_sync.testing import Server
+
+    from .fake_api import chat_completion
+
+    server = Server(name="s")
+    server.tool(name="files.delete")(lambda args, ctx: "files.delete ran")
+    with mcp_sync.connect(server) as client:
+        tools = ToolSet(client)
+        given = [d["function"]["name"] for d in tools.openai_chat_tools()]
+        assert given == ["files_delete"]
+        server.tool(name="files_delete")(lambda args, ctx: "files_delete ran")
+        tools.refresh()
+        names = tools.names("openai-chat")
+        assert names["files_delete"].name == "files.delete"
+        assert [name for name, entry in names.items() if entry.name == "files_delete"][0].startswith("files_delete_")
+        reply = tools.run_openai_chat(chat_completion(tool_calls=[("1", "files_delete", "{}")]))
+        assert reply[0]["content"] == "files.delete ran"
+    # A fresh set, in any process, names them by the set alone.
+    assert api_names(["files.delete", "files_delete"], 64)["files_delete"] == "files_delete"
+
+
 def test_a_group_server_that_fails_to_list_is_reported_not_raised():
     broken = [sys.executable, "-c", "import sys; sys.exit(1)"]
     with mcp_sync.ClientGroup({"ok": demo_server(), "down": broken}, timeout=10) as group:
@@ -256,3 +280,9 @@ def test_a_group_server_that_fails_to_list_is_reported_not_raised():
         assert [t.name for t in tools.tools] == ["ok.echo"]
         assert list(tools.errors) == ["down"]
         assert isinstance(tools.errors["down"], mcp_sync.McpError)
+        # Named: a name the failed server may hold is left out too (it raised
+        # "no tool named 'down.search'", with no word of the failure).
+        named = ToolSet(group, tools=["ok.echo", "down.search", "search"])
+        assert [t.name for t in named.tools] == ["ok.echo"] and list(named.errors) == ["down"]
+        with pytest.raises(ValueError, match="no tool named 'ok.search'"):
+            ToolSet(group, tools=["ok.echo", "ok.search"])  # the server that answered has none
