@@ -1010,14 +1010,22 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     if "--" in argv:
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1:]
+    # With --json a usage error is JSON too: argparse's words are caught and
+    # said as the other errors are.
+    caught = io.StringIO() if "--json" in argv else None
     try:
         # argparse prints usage, errors and help on sys.stdout and sys.stderr:
         # the streams given here instead.
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(caught or err):
             parser = _build_parser()
             parser.expect(argv, command)
             args = _parse(parser, argv)
     except SystemExit as exc:
+        said = caught.getvalue() if caught is not None else ""
+        if said and exc.code == EXIT_USAGE:
+            return _failed(_UsageError(said.rstrip("\n").rpartition("\n")[2].partition(": error: ")[2]),
+                           EXIT_USAGE, True, err)
+        err.write(said)
         return int(exc.code or 0)
     if args.command == "completion":
         out.write(cli_completion.SCRIPTS[args.shell](_build_parser()))

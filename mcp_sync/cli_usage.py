@@ -30,7 +30,8 @@ _SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".exe", ".bat", 
 #: argparse's words for an unknown command (the same from 3.10 to 3.13; the
 #: value is the `repr` of what was typed).
 _INVALID_COMMAND = re.compile(r"argument COMMAND: invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
-_MISSING_COMMAND = "the following arguments are required: COMMAND"
+_REQUIRED = "the following arguments are required: "
+_MISSING_COMMAND = _REQUIRED + "COMMAND"
 #: The options that choose the server (the CLI takes one of them or a
 #: program after `--`): a line that puts a program or URL where it goes
 #: leaves them out.
@@ -131,7 +132,7 @@ class CommandLineParser(argparse.ArgumentParser):
     def _better(self, message: str) -> str:
         commands = self.commands
         if not commands:  # a subcommand's parser
-            return message
+            return self._only_required(message)
         if message == _MISSING_COMMAND:
             words = self._after_dashes
             if words and any(word in commands for word in words[1:]):
@@ -177,3 +178,13 @@ class CommandLineParser(argparse.ArgumentParser):
             # An option that takes a value, given apart from it (`--url X`, not `--url=X`).
             at += 2 if action is not None and action.nargs != 0 else 1
         return None
+
+    def _only_required(self, message: str) -> str:
+        """argparse's "required" message without the positionals that may
+        be left out (`key=value` of `call`: some Pythons list them)."""
+        head, said, names = message.partition(_REQUIRED)
+        if head or not said:
+            return message
+        optional = {action.metavar or action.dest for action in self._actions
+                    if not action.option_strings and action.nargs in ("*", "?")}
+        return _REQUIRED + ", ".join(name for name in names.split(", ") if name not in optional)

@@ -148,7 +148,8 @@ def load_config(source: ConfigSource | ServerConfig) -> ServerConfig:
     env, cwd, url and headers are taken from the environment when an entry
     is read; `${workspaceFolder}` and `${userHome}` are the project folder
     and the home folder. Unknown keys are kept (`entries`) and ignored;
-    entries with `"disabled": true` are left out. Everything wrong raises
+    entries with `"disabled": true` are left out, unchecked (`disabled`
+    names them). Everything wrong raises
     `ConfigError`, naming the file and the server.
 
     Example::
@@ -459,10 +460,10 @@ def _servers_of(data: Any, where: str) -> tuple[dict[str, dict[str, Any]], froze
                 raise ConfigError(f"{where}: server {name!r} must be an object, not {_kind(entry)}")
             if name in servers or name in disabled:
                 raise ConfigError(f"{where}: server {name!r} is defined twice")
-            _check_entry(name, entry, where)
-            if entry.get("disabled") is True:
+            if entry.get("disabled") is True:  # never used: its shape is no reason to refuse the file
                 disabled.add(name)
             else:
+                _check_entry(name, entry, where)
                 servers[name] = dict(entry)
     return servers, frozenset(disabled)
 

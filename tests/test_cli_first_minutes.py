@@ -19,6 +19,15 @@ def no_colour_forced(monkeypatch):
     monkeypatch.delenv("FORCE_COLOR", raising=False)
 
 
+def usage_error(argv, err):
+    """The usage error `err` says: its JSON object's with --json, else its last line's."""
+    if "--json" in argv[:argv.index("--") if "--" in argv else len(argv)]:
+        said = json.loads(err)
+        assert (said["type"], said["status"]) == ("UsageError", 2)
+        return said["error"]
+    return err.splitlines()[-1].removeprefix("mcp-sync: error: ")
+
+
 def run(*argv, connect_fn=mcp_sync.connect):
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), stdout=out, stderr=err, connect_fn=connect_fn)
@@ -325,7 +334,7 @@ def test_a_pattern_that_backtracks_is_given_up_and_leaves_the_name_to_the_server
 def test_an_unknown_command_says_what_to_type_instead(argv, said):
     code, out, err = run(*argv)
     assert (code, out) == (2, "")
-    assert err.splitlines()[-1] == f"mcp-sync: error: {said}"
+    assert usage_error(argv, err) == said
     assert "__complete" not in err
 
 
@@ -351,7 +360,7 @@ def test_an_unknown_command_says_what_to_type_instead(argv, said):
 def test_the_line_said_instead_keeps_the_options_but_not_a_second_server(argv, said):
     code, out, err = run(*argv)
     assert (code, out) == (2, "")
-    assert err.splitlines()[-1] == f"mcp-sync: error: {said}"
+    assert usage_error(argv, err) == said
 
 
 @pytest.mark.parametrize("argv, said", [
@@ -365,7 +374,7 @@ def test_the_line_said_instead_keeps_the_options_but_not_a_second_server(argv, s
 def test_a_command_after_the_server_program_is_told_to_go_first(argv, said):
     code, out, err = run(*argv)
     assert (code, out) == (2, "")
-    assert err.splitlines()[-1] == f"mcp-sync: error: {said}"
+    assert usage_error(argv, err) == said
 
 
 def test_a_program_on_path_is_taken_for_one_only_before_a_command(tmp_path, monkeypatch):
@@ -386,8 +395,10 @@ def test_a_program_on_path_is_taken_for_one_only_before_a_command(tmp_path, monk
 
 
 def test_no_command_at_all_is_still_argparses_error():
-    code, _, err = run("--json")
+    code, _, err = run("-v")
     assert code == 2 and err.splitlines()[-1] == "mcp-sync: error: the following arguments are required: COMMAND"
+    code, _, err = run("--json")
+    assert code == 2 and usage_error(["--json"], err) == "the following arguments are required: COMMAND"
 
 
 _DEMO = "(no server was given, so the demo server is used)"
@@ -478,3 +489,22 @@ def test_a_resource_not_found_on_a_server_that_lists_none_keeps_the_servers_word
     connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
     code, out, err = run("read", "readme", connect_fn=connect_fn)
     assert (code, out) == (1, "") and err.startswith("mcp-sync: error: ") and "did you mean" not in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--json", "call"], "the following arguments are required: tool"),
+    (["--json", "tolls"], "unknown command 'tolls'; did you mean 'tools'? (mcp-sync --help lists the commands)"),
+    (["--json", "--timeout", "soon", "tools"], "argument --timeout: invalid float value: 'soon'"),
+])
+def test_with_json_a_usage_error_is_json_too(argv, said):
+    # argparse's usage and error lines came out as text, though --json
+    # promises one JSON object on stderr for every error.
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+    assert json.loads(err) == {"error": said, "type": "UsageError", "status": 2}
+
+
+def test_a_positional_that_may_be_left_out_is_not_called_required():
+    # "the following arguments are required: tool, key=value" (key=value may be left out).
+    code, out, err = run("call")
+    assert code == 2 and err.splitlines()[-1] == "mcp-sync call: error: the following arguments are required: tool"

@@ -219,6 +219,17 @@ def test_bad_entries(tmp_path, data, message):
     assert message in str(caught.value) and str(path) in str(caught.value)
 
 
+def test_a_disabled_entry_is_not_checked(tmp_path):
+    # One disabled entry of a shape the library cannot use (another host's
+    # transport, say) made the whole file unusable.
+    path = write(tmp_path / ".mcp.json", {"mcpServers": {
+        "future": {"type": "websocket", "url": "ws://x", "disabled": True},
+        "demo": {"command": "demo-server"},
+    }})
+    config = mcp_sync.load_config(path)
+    assert list(config) == ["demo"] and config.disabled == {"future"}
+
+
 def test_unknown_server_lists_the_known_ones(tmp_path):
     config = mcp_sync.load_config(write(tmp_path / ".mcp.json", {"mcpServers": {"b": {"command": "b"},
                                                                                "a": {"command": "a"}}}))
