@@ -383,7 +383,7 @@ HTTP_ANSWER_FAULTS: dict[str, tuple[Callable[..., None], type[McpError], str, di
     "garbage_status_line": (garbage_status_line, ConnectError, "not an HTTP/1.x status line", {}),
     "closed_mid_body": (closed_mid_body, ConnectError, "body ended .* short", {}),
     "reset_before_answering": (reset_before_answering, ConnectError, "reset by peer", {}),
-    "html_500": (html_500, HTTPStatusError, "HTTP 500: <html>", {}),
+    "html_500": (html_500, HTTPStatusError, "HTTP 500: Internal Server Error stack trace", {}),  # its text, not its markup
     "oversize_body": (oversize_body, MessageTooLarge, f"over max_response_bytes={LINE_LIMIT}",
                       {"max_response_bytes": LINE_LIMIT}),
     "oversize_chunked_body": (oversize_chunked_body, MessageTooLarge, f"over max_response_bytes={LINE_LIMIT}",
