@@ -49,7 +49,7 @@ from ._version import __version__
 from .client import Client
 from .client_requests import UNLISTED_TOOL
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config, with_options
-from .errors import ConfigError, McpError, MethodNotFound, ServerError
+from .errors import ConfigError, McpError, MethodNotFound, MissingClientCapability, ServerError
 from .handlers import console_form, defaults_form
 from .options import Reconnect, close_names, unknown_names
 from .progress import ProgressBar
@@ -783,10 +783,19 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             return 0
         for message in rendered.messages:
             content = message.content
-            text = content.text if isinstance(content, TextContent) else f"<{getattr(content, 'type', '?')} content>"
+            # Not text: said as `call` says it (an embedded resource's text included).
+            text = content.text if isinstance(content, TextContent) else _describe_block(content)
             out.write(f"{message.role}: {text}\n")
         return 0
     raise AssertionError(args.command)  # argparse only allows the commands above
+
+
+def _no_forms(answer: str | None) -> str:
+    """Said when a server wants a form this run does not answer."""
+    why = ("--answer none answers none" if answer == "none" else
+           "mcp-sync answers forms only on a terminal (stdin is not one here)")
+    return (f"the server asks for a form, and {why}: --answer ask to be asked, or --answer defaults to accept "
+            "its defaults")
 
 
 def _input_handlers(answer: str | None, err: TextIO) -> dict[str, Any]:
@@ -1060,7 +1069,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 # Each request waits as long as the client was made to: a
                 # `connect_fn` may have its own timeout (an integration's settings).
                 args.timeout = client.options.timeouts.request
-                return _run(client, args, out, err)
+                try:
+                    return _run(client, args, out, err)
+                except MissingClientCapability as exc:
+                    if not handlers and "elicitation" in f"{exc} {exc.required_capabilities}":
+                        exc.args = (f"{exc}; {_no_forms(args.answer)}",)  # (this command's own error: in place)
+                    raise
     except BrokenPipeError:
         # The reader went away (`mcp-sync tools | head -1`): nothing to say
         # to anyone, and nothing more to write at exit either.

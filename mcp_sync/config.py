@@ -18,6 +18,7 @@ from being used, and the error names the variable and the server.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -182,11 +183,17 @@ def load_config(source: ConfigSource | ServerConfig) -> ServerConfig:
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source).expanduser().absolute()  # absolute: it says which file was used
         try:
-            text = path.read_text(encoding="utf-8-sig")
+            raw = path.read_bytes()
+            # UTF-8 (a BOM allowed), or UTF-16 with its BOM: what Windows
+            # PowerShell's `>` writes.
+            text = raw.decode("utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig")
         except FileNotFoundError:
             raise ConfigError(f"no config file at {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise ConfigError(f"cannot read the config file {path}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"the config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): "
+                              "save it as UTF-8") from None
         data = _parse_json(text, path)
     else:
         raise TypeError(f"load_config() takes a file path or a mapping, not {type(source).__name__}")

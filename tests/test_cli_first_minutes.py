@@ -508,3 +508,30 @@ def test_a_positional_that_may_be_left_out_is_not_called_required():
     # "the following arguments are required: tool, key=value" (key=value may be left out).
     code, out, err = run("call")
     assert code == 2 and err.splitlines()[-1] == "mcp-sync call: error: the following arguments are required: tool"
+
+
+@pytest.mark.parametrize("answer, why", [
+    ([], "mcp-sync answers forms only on a terminal (stdin is not one here)"),
+    (["--answer", "none"], "--answer none answers none"),
+])
+def test_a_form_the_run_does_not_answer_says_how_to_answer_it(answer, why):
+    # It said only "Missing required client capability: elicitation.form".
+    code, out, err = run(*answer, "call", "book_table", "date=friday")
+    assert (code, out) == (1, "")
+    assert err == ("mcp-sync: error: server error -32021 (tools/call): Missing required client capability: "
+                   f"elicitation.form; the server asks for a form, and {why}: --answer ask to be asked, or "
+                   "--answer defaults to accept its defaults\n")
+
+
+def test_a_prompt_message_that_embeds_a_resource_shows_its_text():
+    # It printed "<resource content>", where `call` shows the resource's text.
+    server = Server(name="docs")
+
+    @server.prompt("review", "Review a file")
+    def review(args):
+        return [{"role": "user", "content": {"type": "resource", "resource": {
+            "uri": "file:///notes.md", "mimeType": "text/markdown", "text": "# Notes"}}}, "Review it."]
+
+    connect_fn = lambda target, **kw: mcp_sync.connect(server, **kw)  # noqa: E731
+    assert run("prompt", "review", connect_fn=connect_fn) == (
+        0, "user: <resource file:///notes.md>\n# Notes\nuser: Review it.\n", "")

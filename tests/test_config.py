@@ -364,3 +364,16 @@ def test_http_options_of_the_integrations_are_checked_at_start():
     found = problems({"d": {"command": "x"}}, None, {"timeout": 5, "connect_timeout": -1})
     assert [problem.id for problem in found] == ["E004"]
     assert "connect_timeout must be a positive, finite number of seconds" in found[0].msg
+
+
+def test_a_utf16_file_is_read_and_other_text_is_told_to_be_utf8(tmp_path):
+    # PowerShell's `>` writes UTF-16 with a BOM: it was refused with a
+    # codec's words ("'utf-8' codec can't decode byte 0xff ...").
+    text = json.dumps({"mcpServers": {"demo": {"command": "demo-server"}}})
+    path = tmp_path / "mcp.json"
+    path.write_bytes(text.encode("utf-16"))
+    assert list(mcp_sync.load_config(path)) == ["demo"]
+    path.write_bytes(json.dumps({"mcpServers": {"demo": {"command": "d\u00e9mo"}}}, ensure_ascii=False).encode("latin-1"))
+    with pytest.raises(mcp_sync.ConfigError, match=r"is not UTF-8 text \(invalid continuation byte at byte \d+\): "
+                                                   r"save it as UTF-8"):
+        mcp_sync.load_config(path)

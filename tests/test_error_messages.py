@@ -238,6 +238,15 @@ def test_a_usual_path_nothing_serves_is_said_to_be_one(path, meant, other):
     assert "fallback failed too" in str(info.value)
 
 
+def test_a_usual_path_with_a_trailing_slash_is_told_to_drop_it():
+    # It was said to be the usual path, which it is not quite.
+    with HTTPServer(demo_server()) as http:
+        with pytest.raises(mcp_sync.HTTPStatusError) as info:
+            mcp_sync.connect(http.url + "/")
+    assert str(info.value).endswith(f"; nothing serves MCP at that path: try it without the trailing slash, "
+                                    f"{http.url} (servers tell the two apart)")
+
+
 @pytest.mark.parametrize("url, usual", [
     ("http://h:8/api/mcp", ("http://h:8/api/mcp", "http://h:8/api/sse")),
     ("http://h:8/api/sse?key=1", ("http://h:8/api/mcp", "http://h:8/api/sse")),  # the query is not repeated

@@ -103,7 +103,11 @@ def explain_not_found(target: object, error: BaseException) -> BaseException:
         return error
     streamable, sse = usual_endpoints(target.url)
     given = "".join(_origin_and_path(target.url))  # (as `usual_endpoints` writes them)
-    if given in (streamable, sse):
+    slashed = parse_url(target.url).path or ""
+    if given in (streamable, sse) and slashed.endswith("/") and slashed != "/":
+        said = (f"; nothing serves MCP at that path: try it without the trailing slash, {given} (servers tell "
+                "the two apart)")
+    elif given in (streamable, sse):
         meant, other, other_url = (("Streamable HTTP", "HTTP+SSE", sse) if given == streamable
                                    else ("HTTP+SSE", "Streamable HTTP", streamable))
         said = (f"; nothing serves MCP there, although it is the usual path for {meant} (and {other_url} for "
