@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from .closers import Closers
@@ -71,6 +72,10 @@ class Healable(Protocol):
     def alive(self) -> None:
         """The server answered: the next failure starts a fresh run of the policy."""
 
+    def reopen_delays(self) -> Iterator[float]:
+        """The waits between attempts to open streams again that keep
+        breaking at once (the reconnect policy's backoff)."""
+
 
 class Healer:
     """Runs the reconnect thread of one supervisor."""
@@ -90,6 +95,10 @@ class Healer:
         self.lost: tuple[Connection, TransportError, int] | None = None
         self.closed = False
         self._stop = threading.Event()  # ends a backoff wait at once
+        # The backoff of streams opened again that broke again at once (the
+        # server not back yet, though the connection stands): the healer's
+        # thread's own, reset once they are all open.
+        self._reopen_waits: Iterator[float] | None = None
 
     def soon(self) -> None:
         """Start the thread unless it runs already. Only starts a thread:
@@ -130,6 +139,7 @@ class Healer:
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self.thread, self.again, self.lost = None, False, None
+        self._reopen_waits = None
 
     def _run(self) -> None:
         """Reconnect and open every interrupted subscription again, until
@@ -161,6 +171,7 @@ class Healer:
             return None
         with self.lock:
             lost, self.lost = self.lost, None
+            self.again = False  # from here on, a stream that breaks again says so
         if lost is not None and not self._renew(*lost):
             conn = supervisor.conn
             if conn is None or conn.failure is None:
@@ -187,10 +198,18 @@ class Healer:
         # slices: a connection that fails meanwhile ends the wait at once.
         limit = time.monotonic() + self._probe_timeout
         while (reopened and conn.failure is None and not supervisor.closed and time.monotonic() < limit
-               and not all(sub.settled for sub in reopened)):
+               and not all(sub.settled for sub in reopened) and not self.again):
             self._stop.wait(MIN_ROUND_WAIT)
         if reopened and all(sub.reopened for sub in reopened):
             supervisor.alive()
+            self._reopen_waits = None
+        elif self.again and any(sub.interrupted for sub in reopened):
+            # A stream opened again broke again at once: the server is not
+            # back. Again after the policy's backoff, not at the end of the
+            # probe's wait (nor at once, which would spin).
+            if self._reopen_waits is None:
+                self._reopen_waits = supervisor.reopen_delays()
+            return max(next(self._reopen_waits), MIN_ROUND_WAIT)
         if conn.failure is not None and any(sub.interrupted for sub in supervisor.open_subscriptions()):
             return 0.0  # round again
         return None

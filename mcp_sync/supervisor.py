@@ -556,6 +556,17 @@ class Supervisor:
         self.healer.soon()
         return True
 
+    def reopen_delays(self) -> Iterator[float]:
+        """The waits between attempts to open again streams that keep
+        breaking at once: the reconnect policy's backoff, endless (its
+        largest wait once its attempts are spent)."""
+        reconnect = self.policy.reconnect or Reconnect()
+        last = reconnect.max_delay
+        for last in reconnect.delays():
+            yield last
+        while True:
+            yield last
+
     def next_attempt_in(self) -> float:
         """Seconds until the reconnect policy allows the next attempt (0: now)."""
         return max(self.retry_at - self.clock(), 0.0)

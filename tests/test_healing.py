@@ -196,3 +196,42 @@ def test_an_initialize_era_http_server_down_for_a_while_is_found_again():
             assert wait_until(changes.ended_ready, 10), changes.seen
             assert client.call_tool("echo", {"text": "again"}).text == "again"
         sub.close()
+
+
+def test_a_stateless_listen_whose_reopening_fails_tries_again_with_the_backoff():
+    # The server process died while the connection stood (stateless HTTP):
+    # the stream opened again broke at once, and the healer waited out the
+    # whole probe_timeout (60 s here) before it tried again, however soon
+    # the server was back.
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def start() -> subprocess.Popen:
+        process = subprocess.Popen([sys.executable, "-m", "mcp_sync.testing.server", "--http", str(port)],
+                                   stderr=subprocess.PIPE, text=True)
+        assert process.stderr is not None and "listening on" in process.stderr.readline()
+        return process
+
+    server = start()
+    try:
+        with mcp_sync.connect(f"http://127.0.0.1:{port}/mcp", reconnect=FAST, probe_timeout=60) as client:
+            sub = client.listen(tools_list_changed=True)
+            healer = client._supervisor.healer
+            server.kill()
+            server.wait()
+            assert wait_until(lambda: getattr(healer, "_reopen_waits", None) is not None, 20), \
+                "no reopening failed while it was down"
+            server = start()
+            event = next_event(sub, (mcp_sync.SubscriptionResumed, mcp_sync.SubscriptionBroken), 30)
+            assert isinstance(event, mcp_sync.SubscriptionResumed), event
+            sub.close()
+    finally:
+        server.kill()
+        server.wait()
+        if server.stderr is not None:
+            server.stderr.close()
