@@ -342,3 +342,17 @@ def test_a_bad_option_is_named_as_it_was_given(options, error, said):
         mcp_sync.connect(server, **options)
     assert str(info.value).startswith(said)
     assert server.served() == 0
+
+
+def test_an_sse_target_at_a_streamable_http_server_is_told_to_use_the_url():
+    # It said only the server's 400 ("Mcp-Session-Id header is required").
+    with HTTPServer(demo_server()) as http:
+        with pytest.raises(mcp_sync.HTTPStatusError) as info:
+            mcp_sync.connect(mcp_sync.SSE(http.url))
+    assert str(info.value).endswith("; a server on the newer Streamable HTTP transport answers a GET so: connect to "
+                                    "the URL itself (or HTTP(url); \"type\": \"http\" in a config file), not SSE(url)")
+    # The client's own fallback to HTTP+SSE, from the URL itself, is not told so.
+    with answering(405, 400) as origin:
+        with pytest.raises(mcp_sync.McpError) as info:
+            mcp_sync.connect(f"{origin}/mcp")
+    assert "fallback failed too" in str(info.value) and "not SSE(url)" not in str(info.value)

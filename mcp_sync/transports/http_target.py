@@ -380,7 +380,12 @@ class SSE(HTTP):
         """
         sse = cls.__new__(cls)
         sse.__dict__.update(vars(target))
+        sse.automatic = True
         return sse
+
+    #: Made by the client's fallback from an `HTTP` target (`from_http`),
+    #: not given by the user.
+    automatic = False
 
     def open(self) -> Transport:
         """A new HTTP+SSE transport to this server (not yet started: its

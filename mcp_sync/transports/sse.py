@@ -123,7 +123,14 @@ class SSETransport(HTTPTransport):
             self._stream_url = url = self._url  # after any redirect the GET followed
             if response.status != 200:
                 preview = self._wire.read_body(response, ERROR_BODY_PREVIEW, truncate=True)
-                raise self._status_error(response, preview, session=False)
+                error = self._status_error(response, preview, session=False)
+                if response.status in (400, 405, 406) and not getattr(self._target, "automatic", True):
+                    # What a Streamable HTTP server answers a GET without a
+                    # session (or one it does not serve): the other transport.
+                    error.args = (f"{error}; a server on the newer Streamable HTTP transport answers a GET so: "
+                                  "connect to the URL itself (or HTTP(url); \"type\": \"http\" in a config file), "
+                                  "not SSE(url)",)
+                raise error
             content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
             if content_type != "text/event-stream":
                 self._wire.drain(response)
