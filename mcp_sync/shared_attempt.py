@@ -24,10 +24,11 @@ __all__ = ["SharedAttempt"]
 
 
 class _Attempt(Generic[T]):
-    __slots__ = ("done", "value", "error")
+    __slots__ = ("done", "made", "value", "error")
 
     def __init__(self) -> None:
         self.done = threading.Event()
+        self.made = False  # `make()` returned (its value may be None)
         self.value: T | None = None
         self.error: McpError | None = None
 
@@ -72,9 +73,9 @@ class SharedAttempt(Generic[T]):
             wait_for_event(attempt.done, None)
             if attempt.error is not None:
                 raise copy_error(attempt.error)
-            if attempt.value is not None:
-                return attempt.value
-            # (no value and no McpError: its thread was interrupted; try again)
+            if attempt.made:
+                return attempt.value  # type: ignore[return-value]  # (what `make()` returned, None too)
+            # (neither: its thread was interrupted, or `make()` had a bug: this one makes its own)
 
     def _lead(self, attempt: _Attempt[T], make: Callable[[], T]) -> T:
         try:
@@ -83,7 +84,7 @@ class SharedAttempt(Generic[T]):
             attempt.error = copy_error(exc)  # (a copy: this one's traceback holds this frame)
             raise
         else:
-            attempt.value = value
+            attempt.value, attempt.made = value, True
             return value
         finally:
             with self._lock:

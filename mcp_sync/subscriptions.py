@@ -43,7 +43,7 @@ from .errors import ConnectionClosed, McpError, RequestTimeout, copy_error, serv
 from .notifications import OVERFLOW_POLICIES, Notification, notification_of
 from .negotiation import TASKS_EXTENSION
 from .options import check_flag, check_timeout
-from .waiting import deadline_in, remaining, slice_of, wait_for_event
+from .waiting import acquire_until, deadline_in, remaining, slice_of, wait_for_event
 
 if TYPE_CHECKING:
     from .protocol.versions import Dialect
@@ -479,6 +479,9 @@ class _StreamEvents:
 
 _ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 _CLOSED = "the client was closed while the subscription was being opened"
+#: The least timeout a request of a listen whose deadline passed gets (it
+#: times out at once; None would wait for ever).
+_LEAST = 1e-3
 
 
 def _still_current() -> bool:
@@ -604,9 +607,10 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
     are sent under the supervisor's `subscribe_lock`, so the server sees
     them in the order the listens opened and closed."""
     supervisor = host.supervisor
-    # Bounded by the listen's own timeout, also while a reconnect is under
-    # way; a closed client raises `ConnectionClosed` here.
-    supervisor.live(deadline_in(timeout))
+    # One deadline for the whole listen: a reconnect under way, another
+    # listen's requests it waits for, and its own requests.
+    deadline = deadline_in(timeout)
+    supervisor.live(deadline)  # (a closed client raises `ConnectionClosed` here)
     capabilities = host.server_capabilities or {}
 
     def offered(section: str, flag: str) -> bool:
@@ -627,9 +631,9 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
     # a close cut short by an interrupt goes on with the rest next time).
     unreleased = list(uris)
 
-    def subscribe(each: Iterable[str]) -> None:
+    def subscribe(each: Iterable[str], until: float | None) -> None:
         for uri in each:
-            host.request("resources/subscribe", {"uri": uri}, {"timeout": timeout})
+            host.request("resources/subscribe", {"uri": uri}, {"timeout": remaining(until, at_least=_LEAST)})
 
     def cancel(sub: Subscription) -> None:
         while True:  # each remover once, whoever cancels (the callback holds the subscription)
@@ -638,23 +642,37 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
             except IndexError:
                 break
             remove()
-        with supervisor.subscribe_lock:
-            with supervisor.lock:
-                supervisor.initialize_era_subscriptions.discard(sub)
+        with supervisor.lock:
+            supervisor.initialize_era_subscriptions.discard(sub)
+        if not unreleased:
+            return
+        until = deadline_in(timeout)
+        if not acquire_until(supervisor.subscribe_lock, until):
+            # Another listen's requests outlasted this close's timeout: what
+            # is left goes at the next close(), or with the session.
+            log.debug("resources/unsubscribe of %s not sent: other listens' requests held it up", unreleased)
+            return
+        try:
             held = _held_by_others(supervisor, sub)
             while unreleased:
                 uri = unreleased[0]
                 if uri not in held and not supervisor.closed:
                     try:
-                        host.request("resources/unsubscribe", {"uri": uri}, {"timeout": timeout})
+                        host.request("resources/unsubscribe", {"uri": uri},
+                                     {"timeout": remaining(until, at_least=_LEAST)})
                     except McpError as exc:
                         log.debug("resources/unsubscribe %s failed: %s", uri, exc)
                 del unreleased[0]
+        finally:
+            supervisor.subscribe_lock.release()
 
     subscription = Subscription(cancel, max_buffer, overflow)
     subscription._resource_uris = tuple(uris)
     failed: BaseException | None = None
-    with supervisor.subscribe_lock:
+    if uris and not acquire_until(supervisor.subscribe_lock, deadline):
+        raise RequestTimeout(f"listen: other listens' resources/subscribe requests took all of the {timeout:g} s",
+                             method="resources/subscribe", timeout=timeout)
+    try:
         held = _held_by_others(supervisor, subscription)
         # Registered first: a listen opening or closing meanwhile sees this
         # one's URIs as held. (A closed client ends it at once.)
@@ -664,10 +682,13 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
             for uri in uris:
                 if uri not in held:
                     asked.append(uri)
-                    subscribe((uri,))
+                    subscribe((uri,), deadline)
         except BaseException as exc:
             unreleased[:] = asked
             failed = exc
+    finally:
+        if uris:
+            supervisor.subscribe_lock.release()
     end = subscription._end
     if failed is not None or end is not None:
         subscription.close()  # (after the lock: `cancel` takes it)
@@ -690,10 +711,12 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
         # A new session has no subscriptions: ask for the resources again,
         # unless the user closed the listen (whose `cancel`, under the same
         # lock, gives up those that no other listen holds).
+        # (The healer's thread: it waits for another listen's requests,
+        # each bounded by its timeout, and `client.close()` ends them.)
         with supervisor.subscribe_lock:
             if subscription.ended:
                 return
-            subscribe(uris)
+            subscribe(uris, deadline_in(timeout))
         subscription._resumed()
 
     subscription._reopen = reopen
@@ -703,8 +726,10 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
 
 
 def _held_by_others(supervisor: Supervisor, subscription: Subscription) -> set[str]:
-    """The URIs the client's other open initialize-era listens hold."""
+    """The URIs the client's other open initialize-era listens hold in the
+    session now: one cut off by a reconnect holds nothing until the healer
+    opens it again (it asks for its URIs then; twice is harmless)."""
     with supervisor.lock:
         others = [each for each in supervisor.initialize_era_subscriptions
-                  if each is not subscription and not each.ended]
+                  if each is not subscription and not each.ended and not each.interrupted]
     return {uri for each in others for uri in each._resource_uris}

@@ -35,32 +35,49 @@ def leader_then_waiters(threads: list[threading.Thread], leading: Callable[[], b
     wait_until(lambda: all(runs(thread, wait_for_event.__code__) for thread in threads[1:]))
 
 
-def test_waiters_share_the_outcome_and_a_later_caller_tries_again():
-    attempt: SharedAttempt[str] = SharedAttempt()
+def shared_by(threads: int, outcome: Callable[[], Any]) -> tuple[SharedAttempt[Any], list[str], list[Any]]:
+    """(attempt, made, outcomes): `threads` threads run one `SharedAttempt` whose
+    `make()` waits until they all wait for it, then returns (or raises)
+    `outcome()`; what each thread got (its error, if it raised)."""
+    attempt: SharedAttempt[Any] = SharedAttempt()
     release, made = threading.Event(), []
+    outcomes: list[Any] = []
 
-    def failing() -> str:
+    def make() -> Any:
         made.append("x")
         release.wait(10)
-        raise mcp_sync.ConnectError("nothing listens there")
-
-    outcomes: list[Any] = []
+        return outcome()
 
     def ask() -> None:
         try:
-            outcomes.append(attempt.run(failing))
+            outcomes.append(attempt.run(make))
         except mcp_sync.McpError as exc:
             outcomes.append(exc)
 
-    threads = [threading.Thread(target=ask) for _ in range(5)]
-    leader_then_waiters(threads, lambda: bool(made))
+    started = [threading.Thread(target=ask) for _ in range(threads)]
+    leader_then_waiters(started, lambda: bool(made))
     release.set()
-    for thread in threads:
+    for thread in started:
         thread.join(10)
+    return attempt, made, outcomes
+
+
+def test_waiters_share_the_outcome_and_a_later_caller_tries_again():
+    def failing() -> str:
+        raise mcp_sync.ConnectError("nothing listens there")
+
+    attempt, made, outcomes = shared_by(5, failing)
     assert made == ["x"]  # one attempt for all five
     assert [str(exc) for exc in outcomes] == ["nothing listens there"] * 5
     assert len({id(exc) for exc in outcomes}) == 5  # each thread its own copy
     assert attempt.run(lambda: "connected") == "connected"  # after the failure: a new attempt
+
+
+def test_a_value_of_none_is_shared_too():
+    # (The integrations' attempt gives None when close() ran while it
+    # connected: a waiter in `warm()` must not connect again after it.)
+    _, made, outcomes = shared_by(3, lambda: None)
+    assert made == ["x"] and outcomes == [None, None, None]
 
 
 def test_an_attempt_its_thread_left_by_an_interrupt_is_made_again_by_a_waiter():

@@ -378,3 +378,61 @@ def test_a_server_that_refuses_to_open_a_subscription_again_breaks_it(tmp_path):
     assert isinstance(events[-1], mcp_sync.SubscriptionBroken)
     assert isinstance(events[-1].error, mcp_sync.MethodNotFound)
     assert sub.error_response is not None and sub.error_response["error"]["code"] == -32601
+
+
+def test_initialize_era_another_listens_requests_hold_a_listen_up_only_within_its_timeout():
+    # Listens that share URIs send their requests one at a time: one
+    # waited for another's slow resources/subscribe however long it took,
+    # past its own timeout, and so did a close().
+    import threading
+
+    from mcp_sync.subscriptions import listen
+
+    host = _RecordingHost("a://1")
+    host.reopening = True  # (its resources/subscribe of a://1 is answered once `resume` is set)
+    done = listen(host, resource_subscriptions=["b://1"], timeout=0.5)  # before: nothing holds it up
+    slow = threading.Thread(target=lambda: listen(host, resource_subscriptions=["a://1"]))
+    slow.start()
+    raised: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            listen(host, resource_subscriptions=["c://1"], timeout=0.3)
+        except BaseException as exc:  # noqa: BLE001 - what it raised is the test
+            raised.append(exc)
+
+    try:
+        assert host.in_reopen.wait(10)
+        waiter = threading.Thread(target=blocked)
+        waiter.start()
+        waiter.join(10)
+        assert not waiter.is_alive() and [type(exc) for exc in raised] == [mcp_sync.RequestTimeout]
+        closer = threading.Thread(target=done.close)
+        closer.start()
+        closer.join(10)  # within the listen's timeout (0.5 s), not when the slow request ends
+        assert not closer.is_alive() and done.ended
+        assert "b://1" in host.subscribed  # not given up yet: the next close() tries again
+    finally:
+        host.resume.set()
+        slow.join(10)
+    done.close()
+    assert "b://1" not in host.subscribed and "c://1" not in host.subscribed
+
+
+def test_initialize_era_a_listen_cut_off_by_a_reconnect_holds_nothing_in_the_new_session():
+    # A listen opened while another one on the same URI waited to be opened
+    # again counted on it, and was left unsubscribed when that one closed
+    # (or failed to open again) first.
+    from mcp_sync.subscriptions import listen
+
+    host = _RecordingHost()
+    first = listen(host, resource_subscriptions=["a://1"])
+    host.supervisor.initialize_era_subscriptions.add(first)  # (the fake's register keeps nothing)
+    host.subscribed.clear()  # a new session: nothing subscribed there yet
+    first.interrupt()
+    second = listen(host, resource_subscriptions=["a://1"])
+    host.supervisor.initialize_era_subscriptions.add(second)
+    assert host.subscribed == {"a://1"}  # asked for by the second, for itself
+    first.close()
+    assert host.subscribed == {"a://1"}  # the second holds it
+    second.close()

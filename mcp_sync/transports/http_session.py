@@ -385,8 +385,8 @@ class _GetStream:
                                     "(%s); opening a fresh one: notifications sent meanwhile are lost",
                                     self._last_id, error)
                         exchange.release(reusable=False)
-                        self._last_id = None
-                        self._failures += 1
+                        self._last_id = None  # (so this happens once: the next GET asks for no event)
+                        self._failures = 0  # the server answered: not a failure to reach it
                         self._again()
                         return
                 exchange.release(reusable=False)

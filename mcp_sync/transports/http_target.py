@@ -12,6 +12,7 @@ target only by the attributes they read.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -27,6 +28,8 @@ from .base import Target, Transport
 from .http import HTTPTransport
 from .sse import SSETransport
 
+#: A URL's user information (`//user:password@`), to keep out of messages.
+_USERINFO = re.compile(r"//[^/?#@]*@")
 #: The default of `max_response_bytes`.
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
@@ -251,7 +254,10 @@ class HTTP(Target):
     ) -> None:
         if not isinstance(url, str):
             raise TypeError("the HTTP target needs a URL string")
-        parsed = parse_url(url)
+        try:
+            parsed = parse_url(url)
+        except ValueError:  # (urllib3's LocationParseError: its message quotes the URL, password and all)
+            raise ValueError(f"not an http(s) URL: {_USERINFO.sub('//***@', url)!r}") from None
         if parsed.auth is not None:
             # `user:password@`, as requests and httpx read it: Basic auth,
             # and a URL without it for every message and repr.

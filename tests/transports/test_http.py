@@ -808,6 +808,12 @@ def test_a_url_with_a_password_and_other_credentials_is_refused(options):
     assert "s3cret" not in str(info.value)
 
 
+def test_a_url_that_cannot_be_parsed_is_refused_without_its_password():
+    with pytest.raises(ValueError) as info:
+        HTTP("http://alice:s3cret@127.0.0.1:99999/mcp")
+    assert str(info.value) == "not an http(s) URL: 'http://***@127.0.0.1:99999/mcp'"
+
+
 def test_port_0_is_refused_rather_than_taken_for_80():
     with pytest.raises(ValueError, match="port 0"):
         HTTP("http://127.0.0.1:0/mcp")
