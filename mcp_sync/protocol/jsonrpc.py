@@ -55,8 +55,8 @@ def unencodable(value: Any) -> str | None:
     it can. It encodes `value` once: for answers the client builds from
     user code (a handler's), not for every message.
 
-        >>> unencodable({"x": 1.5}), unencodable({"x": float("nan")})
-        (None, 'Out of range float values are not JSON compliant')
+        >>> unencodable({"x": 1.5}), unencodable({"x": float("nan")}).startswith("Out of range float values")
+        (None, True)
     """
     try:
         _ascii_encoder.encode(value)

@@ -174,8 +174,9 @@ def test_numbers_json_cannot_carry_and_deep_nesting_become_error_results(stdio_c
     assert results["nan"] == ("Error: the arguments of add are not valid JSON (NaN is not a JSON value); "
                               "send a JSON object")
     assert results["infinity"].startswith("Error: the arguments of add are not valid JSON (-Infinity is not")
-    assert results["huge"] == ("Error: the arguments of add cannot be sent as JSON (Out of range float values are "
-                               "not JSON compliant); send finite numbers")
+    assert results["huge"].startswith("Error: the arguments of add cannot be sent as JSON (Out of range float "
+                                      "values are not JSON compliant")  # (3.12 adds ": inf")
+    assert results["huge"].endswith("); send finite numbers")
     assert results["deep"].startswith("Error: the arguments of echo are not valid JSON (maximum recursion depth")
     assert results["fine"] == "still here"
 
