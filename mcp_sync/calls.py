@@ -29,7 +29,7 @@ from .errors import (
     InvalidResult,
     OutputValidationError,
 )
-from .options import RequestOptions, check_options
+from .options import RequestOptions, check_options, check_prompt_arguments, check_tool_arguments
 from .protocol.headers import (
     HeaderParam,
     InvalidHeaderAnnotation,
@@ -336,8 +336,7 @@ class TypedCalls:
             definition = self.catalog.get(name)
         else:
             raise TypeError("tool must be a tool name, a Tool, or a tool definition mapping")
-        if arguments is not None and not isinstance(arguments, Mapping):
-            raise TypeError("arguments must be a mapping")
+        check_tool_arguments(arguments)
         check_options(options)
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
@@ -384,9 +383,8 @@ class TypedCalls:
         if not isinstance(name, str) or not name:
             raise TypeError("name must be a non-empty string")
         params: dict[str, Any] = {"name": name}
+        check_prompt_arguments(arguments)
         if arguments is not None:
-            if not isinstance(arguments, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in arguments.items()):
-                raise TypeError("prompt arguments must be a mapping of strings to strings")
             params["arguments"] = dict(arguments)
         return GetPromptResult.from_wire(self.request("prompts/get", params, options))
 

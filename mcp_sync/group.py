@@ -41,7 +41,7 @@ import attrs
 from . import forking
 from .client import Client, RequestOptions, connect
 from .errors import ConnectionClosed, McpError, RoutingError
-from .options import ClientOptions, check_options, check_timeout
+from .options import ClientOptions, check_prompt_arguments, check_request_options, check_tool_arguments
 from .shared_attempt import SharedAttempt
 from .transports import _http_options, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
@@ -379,7 +379,7 @@ class ClientGroup:
         Raises:
             ConnectionClosed: The group is closed.
         """
-        _check_request(options)
+        check_request_options(options)
         return self._gather("tools", lambda c: c.list_tools(**options), lambda t: self.qualify(t.server, t.item.name))
 
     def list_prompts(self, **options: Unpack[RequestOptions]) -> Listing[Prompt]:
@@ -395,7 +395,7 @@ class ClientGroup:
         Raises:
             ConnectionClosed: The group is closed.
         """
-        _check_request(options)
+        check_request_options(options)
         return self._gather("prompts", lambda c: c.list_prompts(**options),
                             lambda t: self.qualify(t.server, t.item.name))
 
@@ -413,7 +413,7 @@ class ClientGroup:
         Raises:
             ConnectionClosed: The group is closed.
         """
-        _check_request(options)
+        check_request_options(options)
         return self._gather("resources", lambda c: c.list_resources(**options), lambda t: t.item.uri)
 
     def list_resource_templates(self, **options: Unpack[RequestOptions]) -> Listing[ResourceTemplate]:
@@ -430,7 +430,7 @@ class ClientGroup:
         Raises:
             ConnectionClosed: The group is closed.
         """
-        _check_request(options)
+        check_request_options(options)
         return self._gather("resource_templates", lambda c: c.list_resource_templates(**options),
                             lambda t: t.item.uri_template)
 
@@ -458,9 +458,8 @@ class ClientGroup:
             RoutingError: No server, or several, offer the name.
             McpError: What `Client.call_tool()` or `client()` raises.
         """
-        _check_request(options)
-        if arguments is not None and not isinstance(arguments, Mapping):
-            raise TypeError("arguments must be a mapping")  # (before any server is connected)
+        check_request_options(options)
+        check_tool_arguments(arguments)  # (before any server is connected)
         if isinstance(tool, GroupItem):
             return self.client(tool.server).call_tool(tool.item, arguments, **options)
         server, name = self.resolve(tool, "tool")
@@ -486,10 +485,8 @@ class ClientGroup:
             RoutingError: No server, or several, offer the name.
             McpError: What `Client.get_prompt()` or `client()` raises.
         """
-        _check_request(options)
-        if arguments is not None and not (isinstance(arguments, Mapping) and all(
-                isinstance(key, str) and isinstance(value, str) for key, value in arguments.items())):
-            raise TypeError("prompt arguments must be a mapping of strings to strings")
+        check_request_options(options)
+        check_prompt_arguments(arguments)
         if isinstance(prompt, GroupItem):
             return self.client(prompt.server).get_prompt(prompt.item.name, arguments, **options)
         server, name = self.resolve(prompt, "prompt")
@@ -519,7 +516,7 @@ class ClientGroup:
             TypeError: `uri` is not a non-empty string.
             McpError: What `Client.read_resource()` or `client()` raises.
         """
-        _check_request(options)
+        check_request_options(options)
         if isinstance(uri, GroupItem):
             return self.client(uri.server).read_resource(uri.item.uri, **options)
         if not isinstance(uri, str) or not uri:
@@ -670,10 +667,3 @@ def _after_fork_in_child() -> None:
     for group in forking.members(_live_groups):
         group._after_fork()
 
-
-def _check_request(options: Mapping[str, Any]) -> None:
-    """The request options as the client checks them, before the group
-    connects any server for the request (a bad argument sends nothing)."""
-    check_options(options)
-    if "timeout" in options:
-        check_timeout("timeout", options["timeout"])

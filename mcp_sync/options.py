@@ -597,6 +597,30 @@ def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:
         raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
+def check_request_options(options: Mapping[str, Any], *, tool: str | None = None) -> None:
+    """What every request checks of its options before anything is sent:
+    their names (`check_options`) and the timeout. The pipeline checks the
+    other values where it reads them; a `ClientGroup` calls this before it
+    connects a server for the request."""
+    check_options(options, tool=tool)
+    if "timeout" in options:
+        check_timeout("timeout", options["timeout"])
+
+
+def check_tool_arguments(arguments: Any) -> None:
+    """A tool's `arguments`: None or a mapping (the spec's JSON object)."""
+    if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
+        raise TypeError("arguments must be a mapping")
+
+
+def check_prompt_arguments(arguments: Any) -> None:
+    """A prompt's `arguments`: None or a mapping of strings to strings, as
+    `prompts/get` takes them."""
+    if arguments is not None and not (isinstance(arguments, Mapping) and all(
+            isinstance(key, str) and isinstance(value, str) for key, value in arguments.items())):
+        raise TypeError("prompt arguments must be a mapping of strings to strings")
+
+
 def check_input_handlers(handlers: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
     """Validate `input_handlers=`: kinds among form, url, sampling, roots."""
     if handlers is None:  # the common case, before any import

@@ -454,6 +454,7 @@ class Pipeline:
         (option checks, the cache, the tracing hook) are skipped. What it
         sends and returns is what the general path sends and returns for
         the same call (tests/test_fast_lane.py, tests/test_plain_lane.py)."""
+        # `options.check_tool_arguments`, inlined: a plain call's Python calls are budgeted.
         if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
         if os.getpid() != forking.pid:  # `forking.check()`'s test, without the call when nothing forked

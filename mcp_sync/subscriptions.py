@@ -198,14 +198,13 @@ class Subscription:
                 else:  # the acknowledgement of a stream opened again
                     self._resumed_locked()
             else:
-                if kind == "end" and "error" in payload and self._interrupted_at is not None:
-                    # The server refused to open it again after a reconnect.
+                if kind == "end" and "error" in payload:
                     self.error_response = payload
-                    self._end = SubscriptionBroken(server_error_from_wire(payload["error"],
-                                                                          method="subscriptions/listen"))
-                elif kind == "end" and "error" in payload:
-                    self.error_response = payload
-                    self._end = SubscriptionEnded(dict(payload))
+                    if self._interrupted_at is not None:  # the server refused to open it again after a reconnect
+                        self._end = SubscriptionBroken(server_error_from_wire(payload["error"],
+                                                                              method="subscriptions/listen"))
+                    else:
+                        self._end = SubscriptionEnded(dict(payload))
                 elif kind in ("end", "cancelled"):
                     result = payload.get("result") if kind == "end" else payload
                     self._end = SubscriptionEnded(dict(result) if isinstance(result, dict) else {})
@@ -597,15 +596,8 @@ def _listen_stateless(host: ListenHost, wanted: dict[str, Any], wait: float | No
 def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: float | None, max_buffer: int,
                            overflow: str) -> Subscription:
     """The same `listen()` for a 2025 server: `resources/subscribe` for
-    the URIs, and its unsolicited notifications filtered to what was
-    asked (and what its capabilities offer).
-
-    A session holds one subscription per URI, whoever asked for it, so
-    listens that share a URI share it: a URI is asked for when no other
-    open listen of the client holds it, and given up (`resources/
-    unsubscribe`) when the last one that holds it closes. Those requests
-    are sent under the supervisor's `subscribe_lock`, so the server sees
-    them in the order the listens opened and closed."""
+    the URIs (see `_SessionResources`), and its unsolicited notifications
+    filtered to what was asked (and what its capabilities offer)."""
     supervisor = host.supervisor
     # One deadline for the whole listen: a reconnect under way, another
     # listen's requests it waits for, and its own requests.
@@ -621,19 +613,12 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
               "resourcesListChanged": offered("resources", "listChanged"),
               "resourceSubscriptions": offered("resources", "subscribe")}
     accepted = {key: value for key, value in wanted.items() if offers.get(key)}
-    uris = list(dict.fromkeys(accepted.get("resourceSubscriptions") or []))
+    uris = tuple(dict.fromkeys(accepted.get("resourceSubscriptions") or []))
     methods = {method for key, method in (
         ("toolsListChanged", "notifications/tools/list_changed"),
         ("promptsListChanged", "notifications/prompts/list_changed"),
         ("resourcesListChanged", "notifications/resources/list_changed")) if accepted.get(key)}
     stop: list[Callable[[], None]] = []
-    # The URIs this listen still has to give up when it closes (each once:
-    # a close cut short by an interrupt goes on with the rest next time).
-    unreleased = list(uris)
-
-    def subscribe(each: Iterable[str], until: float | None) -> None:
-        for uri in each:
-            host.request("resources/subscribe", {"uri": uri}, {"timeout": remaining(until, at_least=_LEAST)})
 
     def cancel(sub: Subscription) -> None:
         while True:  # each remover once, whoever cancels (the callback holds the subscription)
@@ -644,61 +629,20 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
             remove()
         with supervisor.lock:
             supervisor.initialize_era_subscriptions.discard(sub)
-        if not unreleased:
-            return
-        until = deadline_in(timeout)
-        if not acquire_until(supervisor.subscribe_lock, until):
-            # Another listen's requests outlasted this close's timeout: what
-            # is left goes at the next close(), or with the session.
-            log.debug("resources/unsubscribe of %s not sent: other listens' requests held it up", unreleased)
-            return
-        try:
-            held = _held_by_others(supervisor, sub)
-            while unreleased:
-                uri = unreleased[0]
-                if uri not in held and not supervisor.closed:
-                    try:
-                        host.request("resources/unsubscribe", {"uri": uri},
-                                     {"timeout": remaining(until, at_least=_LEAST)})
-                    except McpError as exc:
-                        log.debug("resources/unsubscribe %s failed: %s", uri, exc)
-                del unreleased[0]
-        finally:
-            supervisor.subscribe_lock.release()
+        resources.release(sub, timeout)
 
+    resources = _SessionResources(host, uris)
     subscription = Subscription(cancel, max_buffer, overflow)
-    subscription._resource_uris = tuple(uris)
-    failed: BaseException | None = None
-    if uris and not acquire_until(supervisor.subscribe_lock, deadline):
-        raise RequestTimeout(f"listen: other listens' resources/subscribe requests took all of the {timeout:g} s",
-                             method="resources/subscribe", timeout=timeout)
+    subscription._resource_uris = uris
     try:
-        held = _held_by_others(supervisor, subscription)
-        # Registered first: a listen opening or closing meanwhile sees this
-        # one's URIs as held. (A closed client ends it at once.)
-        supervisor.register(subscription, initialize_era=True)
-        asked: list[str] = []  # one whose request failed may still have been applied
-        try:
-            for uri in uris:
-                if uri not in held:
-                    asked.append(uri)
-                    subscribe((uri,), deadline)
-        except BaseException as exc:
-            unreleased[:] = asked
-            failed = exc
-    finally:
-        if uris:
-            supervisor.subscribe_lock.release()
+        resources.hold(subscription, deadline, timeout)
+    except BaseException:
+        subscription.close()  # gives up what was asked (`cancel`)
+        raise
     end = subscription._end
-    if failed is not None or end is not None:
-        subscription.close()  # (after the lock: `cancel` takes it)
-        try:
-            if failed is not None:
-                raise failed
-            # The client closed meanwhile (nothing else ends it before it is returned).
-            raise copy_error(end.error) if isinstance(end, SubscriptionBroken) else ConnectionClosed(_CLOSED)
-        finally:
-            failed = None  # (its traceback holds this frame)
+    if end is not None:  # the client closed meanwhile (nothing else ends it before it is returned)
+        subscription.close()
+        raise copy_error(end.error) if isinstance(end, SubscriptionBroken) else ConnectionClosed(_CLOSED)
 
     def deliver(note: Notification) -> None:
         if note.method in methods or (note.method == "notifications/resources/updated"
@@ -708,16 +652,8 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
     stop.append(supervisor.dispatcher.add_callback(deliver, methods=methods | {"notifications/resources/updated"}))
 
     def reopen(new: Any) -> None:
-        # A new session has no subscriptions: ask for the resources again,
-        # unless the user closed the listen (whose `cancel`, under the same
-        # lock, gives up those that no other listen holds).
-        # (The healer's thread: it waits for another listen's requests,
-        # each bounded by its timeout, and `client.close()` ends them.)
-        with supervisor.subscribe_lock:
-            if subscription.ended:
-                return
-            subscribe(uris, deadline_in(timeout))
-        subscription._resumed()
+        if resources.ask_again(subscription, timeout):
+            subscription._resumed()
 
     subscription._reopen = reopen
     subscription.accepted = accepted
@@ -725,11 +661,103 @@ def _listen_initialize_era(host: ListenHost, wanted: dict[str, Any], timeout: fl
     return subscription
 
 
-def _held_by_others(supervisor: Supervisor, subscription: Subscription) -> set[str]:
-    """The URIs the client's other open initialize-era listens hold in the
-    session now: one cut off by a reconnect holds nothing until the healer
-    opens it again (it asks for its URIs then; twice is harmless)."""
-    with supervisor.lock:
-        others = [each for each in supervisor.initialize_era_subscriptions
-                  if each is not subscription and not each.ended and not each.interrupted]
-    return {uri for each in others for uri in each._resource_uris}
+class _SessionResources:
+    """The resource subscriptions one initialize-era listen holds in the
+    session.
+
+    A session holds one subscription per URI, whoever asked for it, so
+    listens that share a URI share it: a URI is asked for when no other
+    open listen of the client holds it, and given up (`resources/
+    unsubscribe`) when the last one that holds it closes. Those requests
+    are sent under the supervisor's `subscribe_lock`, so the server sees
+    them in the order the listens opened and closed; every wait for that
+    lock is bounded by the listen's timeout. `unreleased` (the URIs still
+    to give up, each once) is changed only under that lock."""
+
+    # It does not hold the subscription (the subscription's `cancel` holds
+    # it): a closed subscription is freed with its last reference.
+
+    def __init__(self, host: ListenHost, uris: tuple[str, ...]) -> None:
+        self.host = host
+        self.supervisor = host.supervisor
+        self.uris = uris
+        self.unreleased: list[str] = []
+
+    def hold(self, subscription: Subscription, deadline: float | None, timeout: float | None) -> None:
+        """Register the listen and ask for the URIs no other listen holds,
+        by `deadline`. On a failure (or an interrupt) `unreleased` is the
+        URIs asked so far (a request that failed may have been applied);
+        the caller closes the subscription, which gives them up."""
+        supervisor = self.supervisor
+        if not self.uris:
+            supervisor.register(subscription, initialize_era=True)
+            return
+        if not acquire_until(supervisor.subscribe_lock, deadline):
+            raise RequestTimeout(f"listen: other listens' resources/subscribe requests took all of the {timeout:g} s",
+                                 method="resources/subscribe", timeout=timeout)
+        try:
+            held = self._held_by_others(subscription)
+            # Registered first: a listen opening or closing meanwhile sees
+            # this one's URIs as held. (A closed client ends it at once.)
+            supervisor.register(subscription, initialize_era=True)
+            for uri in self.uris:
+                if uri not in held:
+                    self.unreleased.append(uri)
+                    self._request("resources/subscribe", uri, deadline)
+            # Every URI: one held by others now is this listen's to give up
+            # if it is the last holder when it closes.
+            self.unreleased[:] = self.uris
+        finally:
+            supervisor.subscribe_lock.release()
+
+    def release(self, subscription: Subscription, timeout: float | None) -> None:
+        """Give up the URIs no other open listen holds (at `close()`). When
+        other listens' requests outlast `timeout`, what is left goes at the
+        next `close()`, or with the session."""
+        supervisor = self.supervisor
+        if not self.unreleased:
+            return
+        until = deadline_in(timeout)
+        if not acquire_until(supervisor.subscribe_lock, until):
+            log.debug("resources/unsubscribe of %s not sent: other listens' requests held it up", self.unreleased)
+            return
+        try:
+            held = self._held_by_others(subscription)
+            while self.unreleased:  # each once: a close cut short by an interrupt goes on next time
+                uri = self.unreleased[0]
+                if uri not in held and not supervisor.closed:
+                    try:
+                        self._request("resources/unsubscribe", uri, until)
+                    except McpError as exc:
+                        log.debug("resources/unsubscribe %s failed: %s", uri, exc)
+                del self.unreleased[0]
+        finally:
+            supervisor.subscribe_lock.release()
+
+    def ask_again(self, subscription: Subscription, timeout: float | None) -> bool:
+        """In a new session (which has no subscriptions), ask for the URIs
+        again, unless the user closed the listen meanwhile (its `release`,
+        under the same lock, gives up what no other listen holds). False
+        when it was closed. (The healer's thread: it waits for another
+        listen's requests, each bounded by its timeout, and
+        `client.close()` ends them.)"""
+        with self.supervisor.subscribe_lock:
+            if subscription.ended:
+                return False
+            until = deadline_in(timeout)
+            for uri in self.uris:
+                self._request("resources/subscribe", uri, until)
+        return True
+
+    def _request(self, method: str, uri: str, until: float | None) -> None:
+        self.host.request(method, {"uri": uri}, {"timeout": remaining(until, at_least=_LEAST)})
+
+    def _held_by_others(self, subscription: Subscription) -> set[str]:
+        """The URIs the client's other open initialize-era listens hold in
+        the session now: one cut off by a reconnect holds nothing until the
+        healer opens it again (it asks for its URIs then; twice is harmless)."""
+        supervisor = self.supervisor
+        with supervisor.lock:
+            others = [each for each in supervisor.initialize_era_subscriptions
+                      if each is not subscription and not each.ended and not each.interrupted]
+        return {uri for each in others for uri in each._resource_uris}

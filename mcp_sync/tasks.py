@@ -68,7 +68,7 @@ from .errors import (
 from .errors import TaskCancelled as TaskCancelled
 from .negotiation import TASKS_EXTENSION, offers_core_tasks
 from .notifications import Notification
-from .options import RequestOptions, check_input_handlers, check_options, check_timeout
+from .options import RequestOptions, check_input_handlers, check_options, check_timeout, check_tool_arguments
 from .protocol import codes, pagination
 from .protocol.headers import encode_header_value
 from .types import CallToolResult, Tool
@@ -156,8 +156,7 @@ def learn_before_calling(client: Requester, arguments: Any, options: RequestOpti
     goes to the call), and at most once per connection: a failed listing
     is logged and the call goes ahead plainly."""
     check_options(options)
-    if arguments is not None and not isinstance(arguments, Mapping):
-        raise TypeError("arguments must be a mapping")
+    check_tool_arguments(arguments)
     timeout = options.get("timeout", client.options.timeouts.request)
     check_timeout("timeout", timeout)
     deadline = deadline_in(timeout)
