@@ -377,10 +377,22 @@ class Subscription:
         """
         if timeout is not None and not timeout >= 0.0:  # NaN too; a string raises TypeError here
             raise ValueError(f"timeout must be a number of seconds, 0 or more, not {timeout!r}")
-        if os.getpid() != forking.pid:  # inherited by a child forked from C: it ends now, as after os.fork()
+        lock = self._lock
+        if lock.acquire(False):  # a waiting event, for a reader who keeps up: no deadline, no fork check
+            try:
+                if self._events:
+                    return self._events.popleft()
+            finally:
+                lock.release()
+        # Before a blocking acquire: a child forked from C may have inherited
+        # the lock held by a parent thread (`check()` gives the stream a new
+        # one, and ends it, as after os.fork()). A lock taken without
+        # blocking needs no check: after a fork the events already queued
+        # are read first anyway (`orphan` keeps them).
+        if os.getpid() != forking.pid:
             forking.check()
         with self._lock:  # `_cond` is on it; the lock itself costs no Python frame per event
-            if self._events:  # a reader who keeps up: no deadline to work out
+            if self._events:
                 return self._events.popleft()
             deadline = None if timeout is None else time.monotonic() + timeout  # (`deadline_in`, one call less)
             while True:

@@ -436,3 +436,34 @@ def test_initialize_era_a_listen_cut_off_by_a_reconnect_holds_nothing_in_the_new
     first.close()
     assert host.subscribed == {"a://1"}  # the second holds it
     second.close()
+
+
+def test_a_waiting_event_is_taken_without_a_system_call(monkeypatch):
+    # `os.getpid()` is a system call: `next()` makes the fork check only
+    # before it blocks (a lock inherited held in a child forked from C),
+    # not for each event a reader who keeps up finds waiting.
+    import os
+    import threading
+
+    server = demo_server()
+    with mcp_sync.connect(server) as client:
+        sub = client.listen(resource_subscriptions=["demo://readme"], max_buffer=8)
+        for _ in range(3):
+            server.notify_updated("demo://readme")
+        assert wait_until(lambda: len(sub._events) == 3, 10)
+        real_getpid, me, calls = os.getpid, threading.get_ident(), []
+
+        def getpid() -> int:
+            if threading.get_ident() == me:
+                calls.append(1)
+            return real_getpid()
+
+        monkeypatch.setattr(os, "getpid", getpid)
+        events = [sub.next(timeout=5) for _ in range(3)]
+        assert calls == []  # none for the three waiting events
+        with pytest.raises(mcp_sync.RequestTimeout):
+            sub.next(timeout=0.01)
+        assert calls == [1]  # one, before the wait
+        monkeypatch.undo()
+        sub.close()
+    assert [event.params["uri"] for event in events] == ["demo://readme"] * 3
