@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
+import logging
 import re
 import threading
 import weakref
@@ -40,11 +41,12 @@ import attrs
 
 from . import forking
 from .client import Client, RequestOptions, connect
-from .errors import ConnectionClosed, McpError, RoutingError
+from .errors import ConnectionClosed, InvalidParams, McpError, RoutingError
 from .options import ClientOptions, check_prompt_arguments, check_request_options, check_tool_arguments
 from .shared_attempt import SharedAttempt
 from .transports import _http_options, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
+from .waiting import deadline_in, expired, remaining
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -52,6 +54,12 @@ if TYPE_CHECKING:
 __all__ = ["ClientGroup", "GroupItem", "Listing"]
 
 T = TypeVar("T")
+_T = TypeVar("_T")
+
+log = logging.getLogger("mcp_sync.group")
+
+#: The least timeout a request made with what is left of a deadline gets.
+_LEAST = 1e-3
 
 #: The keyword arguments of `connect()` that configure a client (not a URL's HTTP options).
 _CLIENT_OPTIONS = frozenset(p for p in inspect.signature(connect).parameters if p not in ("target", "http_options"))
@@ -326,6 +334,12 @@ class ClientGroup:
             ValueError: `kind` is neither ``"tool"`` nor ``"prompt"``.
             TypeError: `name` is not a non-empty string.
         """
+        return self._route(name, kind)[:2]
+
+    def _route(self, name: str, kind: str) -> tuple[str, str, bool]:
+        """`resolve()`, and whether the group's listing chose the server
+        (an unqualified name): a name the caller qualified is never routed
+        elsewhere."""
         if kind not in ("tool", "prompt"):
             raise ValueError(f"kind must be 'tool' or 'prompt', not {kind!r}")
         if not isinstance(name, str) or not name:
@@ -334,7 +348,7 @@ class ClientGroup:
         qualified = [(s, name[len(s) + len(sep):]) for s in self._slots
                      if name.startswith(s + sep) and len(name) > len(s) + len(sep)]
         if len(qualified) == 1:
-            return qualified[0]
+            return (*qualified[0], False)
         listing = kind + "s"
         if len(qualified) > 1:  # servers "a" and "a.b": what they listed decides
             known = self._known(listing)
@@ -343,7 +357,7 @@ class ClientGroup:
                 known = self._relist(listing)[0]
                 offered = [(s, n) for s, n in qualified if n in known.get(s, ())]
             if len(offered) == 1:
-                return offered[0]
+                return (*offered[0], False)
             raise RoutingError(f"{kind} name {name!r} could belong to several servers "
                                f"({', '.join(s for s, _ in qualified)})",
                                candidates=[self.qualify(s, n) for s, n in qualified])
@@ -354,13 +368,43 @@ class ClientGroup:
             known, failed = self._relist(listing)
             owners = [s for s in self._slots if name in known.get(s, ())]
         if len(owners) == 1:
-            return owners[0], name
+            return owners[0], name, True
         if owners:
             candidates = [self.qualify(s, name) for s in owners]
             raise RoutingError(f"{kind} name {name!r} is ambiguous: use one of {', '.join(candidates)}",
                                candidates=candidates)
         unreachable = f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
         raise RoutingError(f"no server of the group offers a {kind} named {name!r}{unreachable}")
+
+    def _call_routed(self, name: str, kind: str, options: RequestOptions,
+                     call: Callable[[Client, str, RequestOptions], _T]) -> _T:
+        """`call(client, name_there, options)` on the server `name` routes
+        to. The group's listing may be older than the server's offer: when
+        the server it chose for an unqualified name refuses the request's
+        params (-32602, `InvalidParams`: what the spec's servers answer for
+        a name they do not know), the group lists again, and if one other
+        server offers the name now (it moved), calls that one; else the
+        error is raised (the server still offers it, or nobody does). Other
+        errors are the tool's or the server's own: raised at once, with no
+        listing. A `timeout` bounds the whole: the listing and the second
+        call get what is left of it."""
+        deadline = deadline_in(options.get("timeout"))
+        server, there, by_listing = self._route(name, kind)
+        try:
+            return call(self.client(server), there, options)
+        except InvalidParams:
+            if not by_listing or expired(deadline):
+                raise
+            timeout = remaining(deadline, at_least=_LEAST)
+            known = self._relist(kind + "s", {} if timeout is None else {"timeout": timeout})[0]
+            owners = [s for s in self._slots if name in known.get(s, ())]
+            if len(owners) != 1 or owners[0] == server or expired(deadline):
+                raise
+            moved_to = owners[0]
+        log.info("%s %r moved from server %r to %r since the group listed it: called there", kind, name, server,
+                 moved_to)
+        used = options if deadline is None else {**options, "timeout": remaining(deadline, at_least=_LEAST)}
+        return call(self.client(moved_to), name, used)
 
     # -- listings ----------------------------------------------------------------------
 
@@ -462,8 +506,8 @@ class ClientGroup:
         check_tool_arguments(arguments)  # (before any server is connected)
         if isinstance(tool, GroupItem):
             return self.client(tool.server).call_tool(tool.item, arguments, **options)
-        server, name = self.resolve(tool, "tool")
-        return self.client(server).call_tool(name, arguments, **options)
+        return self._call_routed(tool, "tool", options,
+                                 lambda client, name, used: client.call_tool(name, arguments, **used))
 
     def get_prompt(self, prompt: str | GroupItem[Prompt], arguments: Mapping[str, str] | None = None,
                    **options: Unpack[RequestOptions]) -> GetPromptResult:
@@ -489,8 +533,8 @@ class ClientGroup:
         check_prompt_arguments(arguments)
         if isinstance(prompt, GroupItem):
             return self.client(prompt.server).get_prompt(prompt.item.name, arguments, **options)
-        server, name = self.resolve(prompt, "prompt")
-        return self.client(server).get_prompt(name, arguments, **options)
+        return self._call_routed(prompt, "prompt", options,
+                                 lambda client, name, used: client.get_prompt(name, arguments, **used))
 
     def read_resource(self, uri: str | GroupItem[Resource], *, server: str | None = None,
                       **options: Unpack[RequestOptions]) -> ReadResourceResult:
@@ -615,12 +659,13 @@ class ClientGroup:
         with self._lock:
             return dict(self._catalog.get(kind, {}))
 
-    def _relist(self, kind: str) -> tuple[dict[str, frozenset[str]], dict[str, McpError]]:
-        listers: dict[str, Callable[[], Listing[Any]]] = {
+    def _relist(self, kind: str, options: RequestOptions | None = None,
+                ) -> tuple[dict[str, frozenset[str]], dict[str, McpError]]:
+        listers: dict[str, Callable[..., Listing[Any]]] = {
             "tools": self.list_tools, "prompts": self.list_prompts,
             "resources": self.list_resources, "resource_templates": self.list_resource_templates,
         }
-        errors = listers[kind]().errors
+        errors = listers[kind](**(options or {})).errors
         return self._known(kind), errors
 
     def _resource_owner(self, uri: str) -> str:

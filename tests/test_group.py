@@ -16,7 +16,7 @@ import time
 import pytest
 
 import mcp_sync
-from mcp_sync.testing import HTTPServer, Server, demo_server
+from mcp_sync.testing import HTTPServer, RpcError, Server, demo_server
 from tests.helpers import SLACK, reap, wait_until
 
 LOCAL = [sys.executable, "-m", "mcp_sync.testing", "--name", "local"]
@@ -383,3 +383,57 @@ def test_close_stops_a_connect_in_progress():
     # Bounded by the server's shutdown (0.5 s grace, then a signal), not by the 30 s it would sleep.
     assert took < 5, f"close() waited {took:.1f} s for a connect in progress"
     assert failed and isinstance(failed[0], mcp_sync.ConnectionClosed)
+
+
+def _report_server(name: str, has_report: bool) -> Server:
+    server = Server(name=name)
+    if has_report:
+        server.tool(name="report")(lambda args, ctx: f"report of {name}")
+    return server
+
+
+def test_a_tool_that_moved_to_another_server_is_called_there():
+    # The group routes an unqualified name by its last listing; a server
+    # that no longer offers the name makes it list again and call the one
+    # server that offers it now, within the call's timeout.
+    a, b = _report_server("a", True), _report_server("b", False)
+    with mcp_sync.ClientGroup({"a": a, "b": b}, timeout=20) as group:
+        assert group.call_tool("report").text == "report of a"
+        a.remove_tool("report")
+        b.tool(name="report")(lambda args, ctx: "report of b")
+        assert group.call_tool("report", timeout=20).text == "report of b"
+        assert group.resolve("report") == ("b", "report")
+        assert b.served("tools/call") == 1
+
+
+def test_a_server_error_for_a_tool_still_there_is_raised_once():
+    a, b = _report_server("a", False), _report_server("b", False)
+
+    @a.tool(name="report")
+    def failing(args, ctx):
+        raise RpcError(-32602 if args.get("refuse") else -32603, "the report failed")
+
+    with mcp_sync.ClientGroup({"a": a, "b": b}, timeout=20) as group:
+        with pytest.raises(mcp_sync.InvalidParams, match="the report failed"):
+            group.call_tool("report", {"refuse": True})
+        assert a.served("tools/call") == 1  # not tried again: still a's when listed again
+        assert a.served("tools/list") == 2
+        with pytest.raises(mcp_sync.ServerError, match="the report failed"):
+            group.call_tool("report")
+        assert a.served("tools/call") == 2 and a.served("tools/list") == 2  # the tool's own error: no listing
+        # A qualified name is the caller's choice: never routed elsewhere.
+        a.remove_tool("report")
+        b.tool(name="report")(lambda args, ctx: "report of b")
+        with pytest.raises(mcp_sync.ServerError):
+            group.call_tool("a.report")
+        assert b.served("tools/call") == 0
+
+
+def test_a_prompt_that_moved_is_rendered_where_it_is_now():
+    a, b = Server(name="a"), Server(name="b")
+    a.prompt("brief")(lambda args: "brief of a")
+    with mcp_sync.ClientGroup({"a": a, "b": b}, timeout=20) as group:
+        assert group.get_prompt("brief").messages[0].content.text == "brief of a"
+        a.remove_prompt("brief")
+        b.prompt("brief")(lambda args: "brief of b")
+        assert group.get_prompt("brief").messages[0].content.text == "brief of b"
