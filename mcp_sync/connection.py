@@ -173,6 +173,7 @@ class Connection:
         drops: Drops | None = None,
         on_failed: Callable[[Connection, TransportError], None] | None = None,
         on_session_lost: Callable[[Connection, TransportError], None] | None = None,
+        on_events_lost: Callable[[Connection, float], None] | None = None,
         answers_at_once: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
         self.transport = transport
@@ -180,6 +181,7 @@ class Connection:
         # it must only hand the news on, never do IO).
         self._on_failed = on_failed
         self._on_session_lost = on_session_lost
+        self._on_events_lost = on_events_lost
         # The transport does a caller's exchange on the caller's thread (it
         # overrides `exchange()`): `wait()` sends, as it knows the deadline.
         self._exchanges = type(transport).exchange is not Transport.exchange
@@ -568,12 +570,23 @@ class Connection:
     def session_lost(self, error: TransportError) -> None:
         """The transport found its session gone with no request to tell: the
         owner sets up a new one (`on_session_lost`, told on this thread)."""
-        if self.state is not State.OPEN or self._on_session_lost is None:
+        self._tell_owner(self._on_session_lost, error, "session-lost")
+
+    def events_lost(self, seconds: float) -> None:
+        """The transport's stream for messages related to no request was
+        opened again without resuming it: the owner tells whoever counts
+        on it (`on_events_lost`, told on this thread)."""
+        self._tell_owner(self._on_events_lost, seconds, "events-lost")
+
+    def _tell_owner(self, callback: Callable[[Connection, Any], None] | None, news: Any, what: str) -> None:
+        """Hand the transport's news on to the owner's `callback`, while
+        the connection is open; the transport's thread survives a raise."""
+        if self.state is not State.OPEN or callback is None:
             return
         try:
-            self._on_session_lost(self, error)
-        except Exception:  # the transport's thread must survive it
-            log.exception("the connection's session-lost callback raised")
+            callback(self, news)
+        except Exception:
+            log.exception("the connection's %s callback raised", what)
 
     def request_failed(self, request_id: int | str, error: TransportError) -> None:
         """One request's own channel failed (per-request transports): only its

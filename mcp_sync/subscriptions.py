@@ -83,8 +83,10 @@ class SubscriptionBroken:
 @attrs.frozen
 class SubscriptionResumed:
     """The connection failed and the client reconnected: the subscription
-    is open again on the new connection. Notifications the server sent in
-    the `gap` (seconds) were lost; read again what you depend on.
+    is open again on the new connection (or, in the initialize era over
+    HTTP, the session's GET stream was opened again without resuming it).
+    Notifications the server sent in the `gap` (seconds) were lost; read
+    again what you depend on.
 
     Example::
 
@@ -94,7 +96,8 @@ class SubscriptionResumed:
 
     Attributes:
         gap (float): How long the subscription was cut off, in seconds (from
-            the connection's failure to the stream being open again).
+            the connection's or stream's failure to the stream being open
+            again).
     """
 
     gap: float
@@ -293,6 +296,19 @@ class Subscription:
         with self._cond:
             if self._end is None and self._interrupted_at is None:
                 self._interrupted_at = time.monotonic()
+
+    def missed(self, seconds: float) -> None:
+        """What the server sent in the last `seconds` did not reach this
+        open subscription (its session's notification stream was opened
+        again without resuming): tell the consumer of the gap, unless a
+        reconnect under way will.
+
+        Args:
+            seconds: How long the notifications were not heard.
+        """
+        with self._lock:
+            if self._end is None and self._interrupted_at is None:
+                self._push(SubscriptionResumed(seconds))
 
     def _resumed(self) -> None:
         """Open again on a new connection: tell the consumer of the gap."""

@@ -200,6 +200,7 @@ class Supervisor:
         conn = Connection(transport, self.ids, max_server_requests=policy.max_server_requests,
                           handler_timeout=policy.handler_timeout, drops=self.dispatcher.drops,
                           on_failed=self._on_failed, on_session_lost=self._on_session_lost,
+                          on_events_lost=self._on_events_lost,
                           **self.hooks.engine_callbacks())
         transport.request_timeout = policy.timeout
         if policy.reconnect is not None:  # a server's retry hint never outlasts the policy's ceiling
@@ -546,6 +547,19 @@ class Supervisor:
         for subscription in self.open_subscriptions():
             subscription.interrupt()
         self.healer.session_lost(conn, error, generation)
+
+    def _on_events_lost(self, conn: Connection, seconds: float) -> None:
+        """Told by a connection (on its transport's thread) that the
+        session's stream of notifications broke and was opened again
+        without resuming it: the initialize-era subscriptions, which hear
+        on it, get a `SubscriptionResumed` for the gap (the session's
+        subscriptions stand; only what was sent meanwhile is lost)."""
+        with self.lock:
+            if self.closed or conn is not self.conn:
+                return
+            subscriptions = list(self.initialize_era_subscriptions)
+        for subscription in subscriptions:
+            subscription.missed(seconds)
 
     def stream_broken(self, conn: Connection, subscription: Subscription) -> bool:
         """`subscription`'s stream on `conn` broke: True when the supervisor

@@ -82,6 +82,17 @@ class MessageSink(Protocol):
         """
         ...
 
+    def events_lost(self, seconds: float) -> None:
+        """The transport's stream of messages related to no request (the
+        initialize era's GET stream) broke and was opened again without
+        resuming it: what the server sent in the last `seconds` may be
+        lost. Must only hand the news on.
+
+        Args:
+            seconds: How long ago the stream broke.
+        """
+        ...
+
     def request_failed(self, request_id: int | str, error: TransportError) -> None:
         """Fail the one request `request_id` whose own exchange broke (its
         HTTP POST or response stream): only its caller (or subscription)

@@ -139,7 +139,7 @@ class HTTPTransport(Transport):
         self._initialize_era = False
         self._session = Session(self._wire, self._streams, SessionHost(
             sink=lambda: self._sink, closing=lambda: self._closing, side_bound=self._side_bound,
-            retry_ceiling=lambda: self.retry_ceiling, lost=self._session_lost))
+            retry_ceiling=lambda: self.retry_ceiling, lost=self._session_lost, events_lost=self._events_lost))
         self._answers = AnswerLink(self._wire, self._session, self._deliver, closing=lambda: self._closing,
                                    initialize_era=lambda: self._initialize_era,
                                    retry_ceiling=lambda: self.retry_ceiling)
@@ -446,6 +446,11 @@ class HTTPTransport(Transport):
         sink = self._sink
         if sink is not None and not self._closing:
             sink.session_lost(error)
+
+    def _events_lost(self, seconds: float) -> None:
+        sink = self._sink
+        if sink is not None and not self._closing:
+            sink.events_lost(seconds)
 
     def _deliver(self, exchange: Exchange, message: Message) -> None:
         sink = self._sink

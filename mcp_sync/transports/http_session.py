@@ -82,6 +82,10 @@ class SessionHost(NamedTuple):
     #: server restarted or ended it) or the server unreachable (three
     #: attempts in a row could not connect), with no request to tell.
     lost: Callable[[TransportError], None]
+    #: Told (on the stream's thread: hand on only) that the GET stream was
+    #: opened again without resuming the one that broke this many seconds
+    #: ago (the server gave no event id, or refused to resume from it).
+    events_lost: Callable[[float], None]
 
 
 class Session:
@@ -283,6 +287,9 @@ class _GetStream:
         #: server without a GET route, or a balancer that sends the GET
         #: elsewhere, refuses the first GET: no GET stream, as after a 405.
         self._was_open = False
+        #: When the open stream broke (`time.monotonic()`); None while one
+        #: is open, and before the first.
+        self._broken_at: float | None = None
         #: The work of what was read that is still to do (a compressed
         #: burst is done a slice per turn of the reader): bytes decoded by each step.
         self._backlog: Iterator[int] | None = None
@@ -365,6 +372,10 @@ class _GetStream:
             exchange.deadline = response.deadline = None
             if response.status == 200:
                 self._was_open = True
+                broken_at, self._broken_at = self._broken_at, None
+                if broken_at is not None and not extra and not self._host.closing():
+                    # Not resumed: what the server sent since the break is lost.
+                    self._host.events_lost(time.monotonic() - broken_at)
             else:
                 lost: TransportError | None = None
                 if response.status == 405:
@@ -484,8 +495,14 @@ class _GetStream:
         if self._parser.last_event_id is not None:
             self._last_id = self._parser.last_event_id
 
+    def _broke(self) -> None:
+        """Note when the open stream broke (the first failure of a row)."""
+        if self._was_open and self._broken_at is None:
+            self._broken_at = time.monotonic()
+
     def _ended(self) -> None:
         """The body ended cleanly: reconnect after the retry interval."""
+        self._broke()
         if self._host.closing() or self.exchange.stop.is_set():
             self.exchange.release(reusable=False)
             return
@@ -510,6 +527,7 @@ class _GetStream:
     def _failed(self, exc: BaseException) -> None:
         """The GET or its stream failed: logged, then retried from the last
         event delivered (the events before the failure were)."""
+        self._broke()
         self.exchange.release(reusable=False)
         self._backlog = None
         self._take_resumption()

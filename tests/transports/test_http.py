@@ -819,27 +819,57 @@ def test_port_0_is_refused_rather_than_taken_for_80():
         HTTP("http://127.0.0.1:0/mcp")
 
 
+def _listen_and_end_the_get_stream(server, http, client, *, gets_after):
+    """A listen that heard one update on the session's GET stream, which
+    the server then ended; returns once the client sent `gets_after` GETs
+    in all. Returns the listen and a function listing the GETs'
+    Last-Event-ID headers."""
+    from tests.helpers import wait_until
+
+    sub = client.listen(resource_subscriptions=["demo://readme"])
+
+    def gets():
+        return [r.headers.get("Last-Event-ID") for r in http.requests if r.method == "GET"]
+
+    wait_until(lambda: len(gets()) == 1)
+    server.notify_updated("demo://readme")
+    assert isinstance(sub.next(timeout=10), mcp_sync.Notification)
+    assert http.end_get_streams() == 1
+    wait_until(lambda: len(gets()) == gets_after)
+    return sub, gets
+
+
 def test_a_refused_resumption_of_the_get_stream_opens_a_fresh_one():
     # The server ended the session's GET stream and then refused to resume
     # it from the last event id (400): the client gave the stream up for
     # good, and listens and notifications went silent with nothing to say so.
-    from tests.helpers import wait_until
-
     server = demo_server()
     with HTTPServer(server, sse_ids=True) as http, \
             mcp_sync.connect(http.url, protocol="2025-11-25") as client:
-        sub = client.listen(resource_subscriptions=["demo://readme"])
-
-        def gets():
-            return [r.headers.get("Last-Event-ID") for r in http.requests if r.method == "GET"]
-
-        wait_until(lambda: len(gets()) == 1)
-        server.notify_updated("demo://readme")
-        assert isinstance(sub.next(timeout=10), mcp_sync.Notification)
-        assert http.end_get_streams() == 1
-        wait_until(lambda: len(gets()) == 3)
+        sub, gets = _listen_and_end_the_get_stream(server, http, client, gets_after=3)
         first, resumed, fresh = gets()
         assert first is None and resumed is not None and fresh is None
+        # What the server sent between the streams is lost, and the listen says so.
+        gap = sub.next(timeout=10)
+        assert isinstance(gap, mcp_sync.SubscriptionResumed) and gap.gap >= 0
         server.notify_updated("demo://readme")
         assert sub.next(timeout=10).params == {"uri": "demo://readme"}
         assert client.status == "ready"
+
+
+def test_a_get_stream_opened_again_without_event_ids_tells_the_listens_of_the_gap():
+    # A server that gives its events no id cannot resume a stream: each
+    # new GET stream starts after a gap, which the open listens are told
+    # of; the session's subscriptions stand (no resources/subscribe again).
+    server = demo_server()
+    with HTTPServer(server) as http, mcp_sync.connect(http.url, protocol="2025-11-25") as client:
+        sub, gets = _listen_and_end_the_get_stream(server, http, client, gets_after=2)
+        assert gets() == [None, None]
+        event = sub.next(timeout=10)
+        assert isinstance(event, mcp_sync.SubscriptionResumed), event
+        server.notify_updated("demo://readme")
+        assert sub.next(timeout=10).params == {"uri": "demo://readme"}
+        subscribes = [r for r in http.requests if r.json and r.json.get("method") == "resources/subscribe"]
+        assert len(subscribes) == 1
+        assert client.status == "ready"
+
