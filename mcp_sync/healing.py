@@ -209,7 +209,9 @@ class Healer:
             # probe's wait (nor at once, which would spin).
             if self._reopen_waits is None:
                 self._reopen_waits = supervisor.reopen_delays()
-            return max(next(self._reopen_waits), MIN_ROUND_WAIT)
+            delay = max(next(self._reopen_waits), MIN_ROUND_WAIT)
+            log.debug("the subscriptions opened again broke at once (the server is not back): again in %.2f s", delay)
+            return delay
         if conn.failure is not None and any(sub.interrupted for sub in supervisor.open_subscriptions()):
             return 0.0  # round again
         return None

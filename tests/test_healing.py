@@ -9,6 +9,7 @@ HTTP server is stopped and started again on the same port.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import threading
@@ -198,7 +199,7 @@ def test_an_initialize_era_http_server_down_for_a_while_is_found_again():
         sub.close()
 
 
-def test_a_stateless_listen_whose_reopening_fails_tries_again_with_the_backoff():
+def test_a_stateless_listen_whose_reopening_fails_tries_again_with_the_backoff(caplog):
     # The server process died while the connection stood (stateless HTTP):
     # the stream opened again broke at once, and the healer waited out the
     # whole probe_timeout (60 s here) before it tried again, however soon
@@ -221,10 +222,10 @@ def test_a_stateless_listen_whose_reopening_fails_tries_again_with_the_backoff()
     try:
         with mcp_sync.connect(f"http://127.0.0.1:{port}/mcp", reconnect=FAST, probe_timeout=60) as client:
             sub = client.listen(tools_list_changed=True)
-            healer = client._supervisor.healer
+            caplog.set_level(logging.DEBUG, logger="mcp_sync")
             server.kill()
             server.wait()
-            assert wait_until(lambda: getattr(healer, "_reopen_waits", None) is not None, 20), \
+            assert wait_until(lambda: "broke at once (the server is not back): again in" in caplog.text, 20), \
                 "no reopening failed while it was down"
             server = start()
             event = next_event(sub, (mcp_sync.SubscriptionResumed, mcp_sync.SubscriptionBroken), 30)
