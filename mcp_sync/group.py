@@ -41,7 +41,7 @@ import attrs
 
 from . import forking
 from .client import Client, RequestOptions, connect
-from .errors import ConnectionClosed, InvalidParams, McpError, RoutingError
+from .errors import ConnectionClosed, InvalidParams, McpError, RequestTimeout, RoutingError
 from .options import ClientOptions, check_prompt_arguments, check_request_options, check_tool_arguments
 from .shared_attempt import SharedAttempt
 from .transports import _http_options, resolve_target
@@ -197,7 +197,9 @@ class ClientGroup:
         self._options = {k: v for k, v in connect_options.items() if k in _CLIENT_OPTIONS}
         # Checked now, as `connect()` would check them: a bad value fails
         # here, not at the first use of each server (in a listing's thread).
-        ClientOptions(**self._options)
+        # (The clients' request timeout: with no `timeout=` of its own, a
+        # call that lists again and calls elsewhere is bounded by it.)
+        self._request_timeout = ClientOptions(**self._options).timeouts.request
         slots: dict[str, _Slot] = {}
         any_url = False
         for name in targets:  # a ServerConfig substitutes here: a missing variable fails now, named
@@ -386,17 +388,17 @@ class ClientGroup:
         server offers the name now (it moved), calls that one; else the
         error is raised (the server still offers it, or nobody does). Other
         errors are the tool's or the server's own: raised at once, with no
-        listing. A `timeout` bounds the whole: the listing and the second
-        call get what is left of it."""
-        deadline = deadline_in(options.get("timeout"))
+        listing. The call's `timeout` (or else the clients' request
+        timeout) bounds the whole: the listing and the second call get what
+        is left of it."""
+        deadline = deadline_in(options.get("timeout", self._request_timeout))
         server, there, by_listing = self._route(name, kind)
         try:
             return call(self.client(server), there, options)
         except InvalidParams:
             if not by_listing or expired(deadline):
                 raise
-            timeout = remaining(deadline, at_least=_LEAST)
-            known = self._relist(kind + "s", {} if timeout is None else {"timeout": timeout})[0]
+            known = self._relist(kind + "s", deadline)[0]
             owners = [s for s in self._slots if name in known.get(s, ())]
             if len(owners) != 1 or owners[0] == server or expired(deadline):
                 raise
@@ -614,7 +616,10 @@ class ClientGroup:
         return slot
 
     def _gather(self, kind: str, fetch: Callable[[Client], list[Any]],
-                name_of: Callable[[GroupItem[Any]], str]) -> Listing[Any]:
+                name_of: Callable[[GroupItem[Any]], str], until: float | None = None) -> Listing[Any]:
+        """Each server's `fetch`, on the group's threads; by `until` (a
+        deadline), a server not done yet is reported as a timeout (its
+        listing goes on, bounded by its own timeouts)."""
         forking.check()  # the pool's threads are the parent's after a fork from C
         with self._lock:  # submitted under the lock: close() cannot shut the pool down in between
             if self._closed:
@@ -626,7 +631,11 @@ class ClientGroup:
         errors: dict[str, McpError] = {}
         for server, future in futures.items():
             try:
-                found = future.result()
+                found = future.result(timeout=remaining(until))
+            except concurrent.futures.TimeoutError:
+                errors[server] = RequestTimeout(f"listing the {kind} of {server!r} took longer than the call's "
+                                                f"timeout", method=f"{kind}/list", timeout=None)
+                continue
             except concurrent.futures.CancelledError:
                 errors[server] = ConnectionClosed("the client group is closed")
                 continue
@@ -659,13 +668,20 @@ class ClientGroup:
         with self._lock:
             return dict(self._catalog.get(kind, {}))
 
-    def _relist(self, kind: str, options: RequestOptions | None = None,
-                ) -> tuple[dict[str, frozenset[str]], dict[str, McpError]]:
-        listers: dict[str, Callable[..., Listing[Any]]] = {
-            "tools": self.list_tools, "prompts": self.list_prompts,
-            "resources": self.list_resources, "resource_templates": self.list_resource_templates,
-        }
-        errors = listers[kind](**(options or {})).errors
+    def _relist(self, kind: str, until: float | None = None) -> tuple[dict[str, frozenset[str]], dict[str, McpError]]:
+        """List `kind` again on every server (by `until`, when given: each
+        request, and the wait for all of them); what the group knows now,
+        and the servers that could not be asked."""
+        if until is None:
+            listers: dict[str, Callable[[], Listing[Any]]] = {
+                "tools": self.list_tools, "prompts": self.list_prompts,
+                "resources": self.list_resources, "resource_templates": self.list_resource_templates,
+            }
+            errors = listers[kind]().errors
+            return self._known(kind), errors
+        timeout = remaining(until, at_least=_LEAST)
+        errors = self._gather(kind, lambda client: getattr(client, f"list_{kind}")(timeout=timeout),
+                              lambda entry: "", until).errors
         return self._known(kind), errors
 
     def _resource_owner(self, uri: str) -> str:

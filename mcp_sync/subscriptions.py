@@ -175,8 +175,10 @@ class Subscription:
     # -- the reading thread's side ------------------------------------------------------
 
     def _new_lock(self) -> None:
-        # `_lock` guards the events, the end and the fields the supervisor
-        # reads; `_cond` is on it. `_sleepers` counts the readers waiting in
+        # `_lock` guards the end, the fields the supervisor reads and every
+        # change to the events but one: `next()` takes a waiting event
+        # without it (a deque's `popleft` is atomic), so a drop under the
+        # lock may find the event it meant to drop taken. `_cond` is on it. `_sleepers` counts the readers waiting in
         # `next()`, so a push wakes somebody only when somebody sleeps
         # (`Condition.notify` is Python code: per event, it was 6-7 % of
         # the reader's time in a flood). An RLock: `_on_notifications` hands
@@ -257,11 +259,11 @@ class Subscription:
                                 del meta[SUBSCRIPTION_ID]
                         event = notification_of(method if type(method) is str else str(method), params, message)
                         if len(events) >= limit:
-                            self.dropped += 1
                             if self._overflow == "drop_newest":
+                                self.dropped += 1
                                 crowded = True  # full: the GIL is given up after each (above)
                                 break
-                            events.popleft()
+                            self._drop_oldest()
                         events.append(event)
                         pushed += 1
                         if 2 * len(events) >= limit:
@@ -277,13 +279,22 @@ class Subscription:
 
     def _push(self, event: SubscriptionEvent) -> None:
         if len(self._events) >= self._max:
-            self.dropped += 1
             if self._overflow == "drop_newest":
+                self.dropped += 1
                 return
-            self._events.popleft()
+            self._drop_oldest()
         self._events.append(event)
         if self._sleepers:
             self._cond.notify()
+
+    def _drop_oldest(self) -> None:
+        """Drop the oldest waiting event (under the lock), unless `next()`
+        took it meanwhile."""
+        try:
+            self._events.popleft()
+        except IndexError:
+            return
+        self.dropped += 1
 
     @property
     def interrupted(self) -> bool:
@@ -393,18 +404,18 @@ class Subscription:
         """
         if timeout is not None and not timeout >= 0.0:  # NaN too; a string raises TypeError here
             raise ValueError(f"timeout must be a number of seconds, 0 or more, not {timeout!r}")
-        lock = self._lock
-        if lock.acquire(False):  # a waiting event, for a reader who keeps up: no deadline, no fork check
+        events = self._events
+        if events:
+            # A waiting event, for a reader who keeps up: taken without the
+            # lock, a deadline or the fork check (after a fork the events
+            # already queued are read first anyway: `orphan` keeps them).
             try:
-                if self._events:
-                    return self._events.popleft()
-            finally:
-                lock.release()
-        # Before a blocking acquire: a child forked from C may have inherited
-        # the lock held by a parent thread (`check()` gives the stream a new
-        # one, and ends it, as after os.fork()). A lock taken without
-        # blocking needs no check: after a fork the events already queued
-        # are read first anyway (`orphan` keeps them).
+                return events.popleft()
+            except IndexError:  # another reader took it
+                pass
+        # Before the lock: a child forked from C may have inherited it held
+        # by a parent thread (`check()` gives the stream a new one, and ends
+        # it, as after os.fork()).
         if os.getpid() != forking.pid:
             forking.check()
         with self._lock:  # `_cond` is on it; the lock itself costs no Python frame per event

@@ -437,3 +437,23 @@ def test_a_prompt_that_moved_is_rendered_where_it_is_now():
         a.remove_prompt("brief")
         b.prompt("brief")(lambda args: "brief of b")
         assert group.get_prompt("brief").messages[0].content.text == "brief of b"
+
+
+def test_listing_again_for_a_moved_name_stays_within_the_calls_timeout():
+    # The listing again also reaches a server that takes 4 s to fail: the
+    # call ends by its own timeout with the first server's error, and by
+    # the clients' request timeout when it gives none.
+    a = Server(name="a")
+
+    @a.tool(name="report")
+    def gone(args, ctx):
+        raise RpcError(-32602, "Unknown tool: report")
+
+    slow = [sys.executable, "-c", "import time; time.sleep(4)"]
+    with mcp_sync.ClientGroup({"a": a, "slow": slow}, timeout=1) as group:
+        assert list(group.list_tools().errors) == ["slow"]  # "report" is a's, as far as the group knows
+        for options in ({"timeout": 1}, {}):
+            started = time.monotonic()
+            with pytest.raises(mcp_sync.InvalidParams, match="Unknown tool"):
+                group.call_tool("report", **options)
+            assert time.monotonic() - started < 1 + SLACK

@@ -59,6 +59,15 @@ log = logging.getLogger("mcp_sync.transport.http")
 
 DEFAULT_RETRY_MS = 1000
 
+#: A GET stream that lasted this long before it ended cleanly, even with no
+#: event, was cut while idle (as proxies do): opened again at once.
+IDLE_CUT_SECONDS = 5.0
+
+#: The first wait before opening again a stream that ended sooner with no
+#: event (doubled at each such end in a row, up to the retry ceiling), when
+#: the server's `retry` is shorter: never a loop of GETs.
+_QUICK_END_WAIT = 0.1
+
 #: The longest `open_get_stream` waits for the server to answer the GET.
 _GET_OPEN_WAIT = 2.0
 
@@ -287,9 +296,14 @@ class _GetStream:
         #: server without a GET route, or a balancer that sends the GET
         #: elsewhere, refuses the first GET: no GET stream, as after a 405.
         self._was_open = False
-        #: When the open stream broke (`time.monotonic()`); None while one
-        #: is open, and before the first.
+        #: When the open stream broke (`time.monotonic()`), and in which
+        #: session; None while one is open, and before the first.
         self._broken_at: float | None = None
+        self._broken_in: str | None = None
+        #: When the open stream was answered 200, and how many streams in
+        #: a row ended cleanly with no event before `IDLE_CUT_SECONDS`.
+        self._opened_at = 0.0
+        self._quick_ends = 0
         #: The work of what was read that is still to do (a compressed
         #: burst is done a slice per turn of the reader): bytes decoded by each step.
         self._backlog: Iterator[int] | None = None
@@ -372,9 +386,12 @@ class _GetStream:
             exchange.deadline = response.deadline = None
             if response.status == 200:
                 self._was_open = True
+                self._opened_at = time.monotonic()
                 broken_at, self._broken_at = self._broken_at, None
-                if broken_at is not None and not extra and not self._host.closing():
-                    # Not resumed: what the server sent since the break is lost.
+                if broken_at is not None and not extra and self._broken_in == sent_in and not self._host.closing():
+                    # Not resumed: what the server sent since the break is
+                    # lost. (A break in an earlier session is not told: the
+                    # new session's listens were opened again, and told so.)
                     self._host.events_lost(time.monotonic() - broken_at)
             else:
                 lost: TransportError | None = None
@@ -499,6 +516,7 @@ class _GetStream:
         """Note when the open stream broke (the first failure of a row)."""
         if self._was_open and self._broken_at is None:
             self._broken_at = time.monotonic()
+            self._broken_in = self._session.id
 
     def _ended(self) -> None:
         """The body ended cleanly: reconnect after the retry interval."""
@@ -513,7 +531,15 @@ class _GetStream:
             return
         self.exchange.release(reusable=False)  # a stream's connection is its own
         self._take_resumption()
-        self._failures = 0 if self._got_any else self._failures + 1
+        # The server answered and ended the stream: not a failure to reach
+        # it (those give the stream up), whatever the stream brought. One
+        # that ended soon with nothing is opened again after a wait that
+        # doubles with each in a row; one cut while idle, at once.
+        self._failures = 0
+        if self._got_any or time.monotonic() - self._opened_at >= IDLE_CUT_SECONDS:
+            self._quick_ends = 0
+        else:
+            self._quick_ends += 1
         self._again()
 
     def _take_resumption(self) -> None:
@@ -547,7 +573,10 @@ class _GetStream:
                     f"the server could not be reached for the session's event stream ({self._failures} attempts "
                     f"in a row): {unreachable}"))
         else:
-            self._stream.later(min(self._retry_ms / 1000.0, self._host.retry_ceiling()))
+            wait = self._retry_ms / 1000.0
+            if self._quick_ends:
+                wait = max(wait, _QUICK_END_WAIT) * 2 ** min(self._quick_ends - 1, 16)
+            self._stream.later(min(wait, self._host.retry_ceiling()))
 
     def _on_timer(self) -> None:
         self._start_opener()

@@ -857,6 +857,57 @@ def test_a_refused_resumption_of_the_get_stream_opens_a_fresh_one():
         assert client.status == "ready"
 
 
+def test_a_get_stream_that_keeps_ending_with_nothing_is_never_given_up(monkeypatch):
+    # Ended by the server with no event, three times in a row, the GET
+    # stream was given up for good, and the listens heard nothing more,
+    # with nothing to say so. Now each such end in a row doubles the wait
+    # before the next GET (from the retry interval, 50 ms here: never a
+    # loop), and the stream stays.
+    from mcp_sync.transports import http_session
+    from tests.helpers import wait_until
+
+    monkeypatch.setattr(http_session, "DEFAULT_RETRY_MS", 50)  # (this server sends no `retry`)
+    server = demo_server()
+    with HTTPServer(server) as http, mcp_sync.connect(http.url, protocol="2025-11-25") as client:
+        sub = client.listen(resource_subscriptions=["demo://readme"])
+
+        def gets():
+            return [r for r in http.requests if r.method == "GET"]
+
+        assert wait_until(lambda: len(http._standalone_streams()) == 1, 10)
+        for _ in range(4):
+            sent = len(gets())
+            assert http.end_get_streams() == 1
+            assert wait_until(lambda: len(gets()) == sent + 1 and len(http._standalone_streams()) == 1, 10), \
+                "the GET stream was given up"
+        server.notify_updated("demo://readme")
+        events = [sub.next(timeout=10) for _ in range(5)]
+        assert [type(event) for event in events] == [mcp_sync.SubscriptionResumed] * 4 + [mcp_sync.Notification]
+
+
+def test_a_session_renewed_by_a_call_tells_the_listens_of_one_gap():
+    # The server forgot the session and a call found out first: the new
+    # session's listens are opened again and told of the gap once; the GET
+    # stream opened again afterwards in the new session tells nothing more.
+    from tests.helpers import wait_until
+
+    server = demo_server()
+    with HTTPServer(server) as http, mcp_sync.connect(http.url, protocol="2025-11-25") as client:
+        sub = client.listen(resource_subscriptions=["demo://readme"])
+        assert wait_until(lambda: len(http._standalone_streams()) == 1, 10)
+        first_session = client.session_id
+        http.expire_sessions()
+        client.list_tools(timeout=10)  # a new session
+        assert client.session_id != first_session
+        assert wait_until(lambda: any(r.method == "GET" and r.headers.get("Mcp-Session-Id") == client.session_id
+                                      for r in http.requests) and len(http._standalone_streams()) == 1, 10)
+        server.notify_updated("demo://readme")
+        events = [sub.next(timeout=10)]
+        while not isinstance(events[-1], mcp_sync.Notification):
+            events.append(sub.next(timeout=10))
+        assert [type(event) for event in events] == [mcp_sync.SubscriptionResumed, mcp_sync.Notification]
+
+
 def test_a_get_stream_opened_again_without_event_ids_tells_the_listens_of_the_gap():
     # A server that gives its events no id cannot resume a stream: each
     # new GET stream starts after a gap, which the open listens are told
