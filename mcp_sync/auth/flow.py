@@ -30,13 +30,14 @@ import base64
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 from urllib.parse import quote, urlsplit
 
 import attrs
 
-from ..errors import AuthorizationError, OAuthError
+from ..errors import AuthorizationError, OAuthError, copy_error
 from ..options import check_flag
 from ..transports.http_network import NetworkSettings, check_tls_options
 from . import discovery
@@ -50,6 +51,12 @@ from .tokens import ClientInfo, Tokens, oauth_error, tokens_from_answer
 __all__ = ["TokenFlow", "FlowOptions", "Discovery"]
 
 log = logging.getLogger("mcp_sync.auth")
+
+#: How long a failed renewal or re-authorization of the same tokens is not
+#: tried again, in seconds: a request meanwhile goes with the tokens held
+#: (an expiring token is still good at the server), and one refused with
+#: a 401 gets that failure's error at once.
+RETRY_AFTER_FAILURE = 5.0
 
 _ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _AUTH_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
@@ -206,6 +213,13 @@ class TokenFlow:
         #: again, not turned into a new authorization while the refresh
         #: token is good.
         self._refresh_retry: tuple[int, bool] | None = None
+        #: The last failure to renew or re-authorize: (when, by
+        #: `time.monotonic()`; the error; the tokens it was for). For
+        #: `RETRY_AFTER_FAILURE` seconds the same tokens are not renewed
+        #: again: threads queued on the lock behind a failing authorization
+        #: server would each try in turn, one after another, far past their
+        #: calls' timeouts. New tokens end it.
+        self._failure: tuple[float, AuthorizationError, Tokens | None] | None = None
 
     # -- the token-provider interface ----------------------------------------------------
 
@@ -319,7 +333,15 @@ class TokenFlow:
                 return True
             if status != 401:
                 return False
-            self._reauthorize(challenge)
+            tokens = self._load()
+            failed = self._failed_for(tokens)
+            if failed is not None:  # moments ago, for the same tokens: that answer, at once
+                raise copy_error(failed)
+            try:
+                self._reauthorize(challenge)
+            except AuthorizationError as exc:
+                self._failure = (time.monotonic(), exc, tokens)
+                raise
             return True
 
     def authorize(self) -> Tokens:
@@ -370,6 +392,8 @@ class TokenFlow:
     def _keep(self, tokens: Tokens | None) -> None:
         self._tokens = tokens
         self._loaded = True
+        if tokens is not None:
+            self._failure = None
         if tokens is None:
             self._storage.delete(self._tokens_key())
         else:
@@ -379,10 +403,19 @@ class TokenFlow:
         with self._lock:
             self._note_use()
             tokens = self._load()
-            if tokens is not None and tokens.expired():
+            if tokens is not None and tokens.expired() and self._failed_for(tokens) is None:
                 with self._http.budget(self._authorization_timeout):
                     tokens = self._renew(tokens)
             return tokens
+
+    def _failed_for(self, tokens: Tokens | None) -> AuthorizationError | None:
+        """The error of a renewal or re-authorization of `tokens` that
+        failed less than `RETRY_AFTER_FAILURE` seconds ago, or None."""
+        failure = self._failure
+        if (tokens is None or failure is None or failure[2] is not tokens
+                or time.monotonic() - failure[0] >= RETRY_AFTER_FAILURE):
+            return None  # (with no tokens, each authorization is tried: a person may answer the next)
+        return failure[1]
 
     def _note_use(self) -> None:
         """Follow the retry after a 401-driven refresh (see `_refresh_retry`)."""
@@ -411,7 +444,9 @@ class TokenFlow:
                     self._discover(None)
                 return self._obtain_and_keep(self._requested or self._initial_scopes(None))
         except AuthorizationError as exc:
-            log.info("could not renew the expiring token for %s: %s", self.server_url, exc)
+            log.info("could not renew the expiring token for %s (not tried again for %g s): %s", self.server_url,
+                     RETRY_AFTER_FAILURE, exc)
+            self._failure = (time.monotonic(), exc, tokens)
         return self._tokens
 
     def _refresh(self, tokens: Tokens) -> Tokens | None:

@@ -303,8 +303,13 @@ class OAuth(TokenFlow):
                 "or in a web app send the user to oauth.start().url and call oauth.finish(callback_url)"
             )
         start = self._begin(scopes)
-        with self._http.pause():  # a person's time is not the network's
-            callback = self._redirect.authorize(start.url)
+        try:
+            with self._http.pause():  # a person's time is not the network's
+                callback = self._redirect.authorize(start.url)
+        except BaseException:
+            # Nobody will come back with this state: its verifier is not kept.
+            self._take_pending(start.state)
+            raise
         tokens, _ = self._complete(callback, start.state)
         return tokens
 

@@ -6,7 +6,6 @@ from plain JSON dictionaries for a `TokenStorage`.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -223,6 +222,11 @@ def oauth_error(answer: Answer, what: str) -> AuthorizationError:
     return AuthorizationError(f"{what} failed with HTTP {answer.status} and no OAuth error in the answer")
 
 
+#: The longest `expires_in` taken, in seconds (about 31 years): more is no
+#: lifetime any server means, and past a float's range for a big integer.
+MAX_EXPIRES_IN = 10**9
+
+
 def tokens_from_answer(
     answer: Answer, *, requested_scope: str | None, issuer: str | None, resource: str | None,
     previous_refresh_token: str | None = None, now: float | None = None,
@@ -238,16 +242,19 @@ def tokens_from_answer(
     if not isinstance(token_type, str) or token_type.lower() not in ("bearer", "dpop"):
         raise AuthorizationError(f"the token response has an unsupported token_type {token_type!r}")
     expires_in = body.get("expires_in")
+    # Some servers send a numeric string; that one lenient form is taken.
+    # ASCII only: "²".isdigit() is True, but int("²") raises ValueError.
+    # (At most `MAX_EXPIRES_IN`'s digits: int() refuses a string of 4,300.)
+    if (isinstance(expires_in, str) and expires_in.isascii() and expires_in.isdigit()
+            and len(expires_in) <= len(str(MAX_EXPIRES_IN))):
+        expires_in = int(expires_in)
     # NaN and infinity (Python's json accepts both, and 1e999) would make a
-    # token that never expires: `expired()` compares False with NaN.
+    # token that never expires (`expired()` compares False with NaN), and an
+    # integer past a float's range cannot be added to a timestamp.
     if expires_in is not None and (isinstance(expires_in, bool) or not isinstance(expires_in, (int, float))
-                                   or not math.isfinite(expires_in) or expires_in < 0):
-        # Some servers send a numeric string; accept that one lenient form.
-        # ASCII only: "²".isdigit() is True, but int("²") raises ValueError.
-        if isinstance(expires_in, str) and expires_in.isascii() and expires_in.isdigit():
-            expires_in = int(expires_in)
-        else:
-            raise AuthorizationError("the token response has an invalid 'expires_in'")
+                                   or not 0 <= expires_in <= MAX_EXPIRES_IN):
+        raise AuthorizationError(f"the token response has an invalid 'expires_in' (a number of seconds from 0 "
+                                 f"to {MAX_EXPIRES_IN} was expected): ask the authorization server's operator")
     # A null member is an absent one: a refresh answer with
     # "refresh_token": null keeps the refresh token we have (RFC 6749 §6).
     refresh_token = body.get("refresh_token")

@@ -41,14 +41,11 @@ provider reaches the caller as it is: it says why.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Generator, Mapping
 from typing import Any, Callable
 
 from ..errors import AuthorizationError
-
-log = logging.getLogger("mcp_sync.transport.http")
 
 #: How many 401/403 answers one request may act on (refresh, step-up
 #: authorization, DPoP nonce) before the status is the caller's error.
@@ -137,9 +134,11 @@ class Authorization:
                     retry = bool(refresh(response.headers.get("www-authenticate")))
             except AuthorizationError:
                 raise
-            except Exception:
-                log.exception("the token provider failed to act on HTTP %s", status)
-                return False
+            except Exception as exc:
+                # The provider's own failure, not the server's refusal: a
+                # bare 401 error would hide it.
+                raise AuthorizationError(f"the token provider failed on the server's HTTP {status}: "
+                                         f"{type(exc).__name__}: {exc}") from exc
             if not retry:
                 return False
             self._generation += 1

@@ -600,7 +600,9 @@ def test_an_authorization_error_from_handle_challenge_reaches_the_caller_unchang
     assert getattr(caught.value, "error", None) == getattr(error, "error", None)
 
 
-def test_another_exception_from_handle_challenge_leaves_the_401_standing(serve):
+def test_another_exception_from_handle_challenge_is_an_authorization_error_naming_it(serve):
+    # (It was logged, and the server's bare 401 raised: the provider's
+    # failure looked like the server's refusal.)
     gate = Gate({"t1"})
     server = serve(HTTPServer(demo_server(), gate=gate))
 
@@ -610,7 +612,7 @@ def test_another_exception_from_handle_challenge_leaves_the_401_standing(serve):
     provider = Challenged(broken)
     with mcp_sync.connect(server.url, auth=provider) as client:
         gate.valid = set()
-        with pytest.raises(mcp_sync.AuthenticationError):
+        with pytest.raises(mcp_sync.AuthorizationError, match="HTTP 401: RuntimeError: a bug in the provider"):
             client.list_tools()
     assert len(provider.calls) == 1
 

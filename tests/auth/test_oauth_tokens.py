@@ -494,12 +494,19 @@ def test_64_threads_with_a_token_the_server_expired_cause_one_refresh(serve):
     assert sorted(mcp.seen_tokens[mark:]) == sorted([mcp.hold] * 64 + [f"Bearer {oauth.tokens.access_token}"] * 64)
 
 
-def test_64_threads_finding_an_expired_token_before_sending_cause_one_refresh(serve, tmp_path):
+def servers_and_a_stored_token(serve, tmp_path):
+    """An authorization server, its protected MCP server, and the path of a
+    FileStorage file holding the one token a first use obtained."""
     auth = serve(AuthServer())
     mcp = serve(ProtectedMCP(auth))
     path = tmp_path / "tokens.json"
     use(mcp, OAuth(redirect=HeadlessRedirect(), storage=FileStorage(path)))
-    [old] = auth.issued
+    [token] = auth.issued
+    return auth, mcp, path, token
+
+
+def test_64_threads_finding_an_expired_token_before_sending_cause_one_refresh(serve, tmp_path):
+    auth, mcp, path, old = servers_and_a_stored_token(serve, tmp_path)
     edit_stored_token(path, old, expires_at=time.time() - 1)  # the client knows it expired
     oauth = OAuth(redirect=Recording(), storage=FileStorage(path))
     with mcp_sync.connect(mcp.url, auth=oauth, pool_size=64, protocol="2026-07-28") as client:
@@ -527,6 +534,44 @@ def test_16_threads_hitting_the_401_together_cause_one_authorization(serve):
     assert results == {n: n + 1 for n in range(16)}
     assert auth.authorization_requests == 2 and len(redirect.callbacks) == 2
     assert grants(auth, "refresh_token") == 0 and len(auth.registered) == 1
+
+
+def test_an_expiring_token_is_renewed_once_while_the_authorization_server_fails(serve, tmp_path):
+    # A token inside its expiry margin (still good at the server) and an
+    # authorization server that fails: every request asked it again, one
+    # after another under the provider's lock (160 token requests for 160
+    # calls; with a hanging server a call with a 2 s timeout returned after
+    # 96 s). Now one asks, and the requests go with the token held.
+    auth, mcp, path, token = servers_and_a_stored_token(serve, tmp_path)
+    edit_stored_token(path, token, issued_at=time.time() - 3600, expires_at=time.time() + 20)  # within the 30 s margin
+    auth.token_body_override = b"<html>maintenance</html>"
+    before = auth.token_requests
+    oauth = OAuth(redirect=Recording(), storage=FileStorage(path))
+    with mcp_sync.connect(mcp.url, auth=oauth, pool_size=16, protocol="2026-07-28") as client:
+        results, errors = on_threads(
+            16, lambda n: [client.call_tool("echo", {"text": str(n)}).text for _ in range(5)][-1], together=True)
+    assert not errors and results == {n: str(n) for n in range(16)}
+    assert auth.token_requests - before == 1
+    assert set(mcp.seen_tokens[-80:]) == {f"Bearer {token}"}
+
+
+def test_a_failing_authorization_server_answers_every_401_with_its_error_at_once(serve):
+    # The server refuses the token, and refreshing it fails: each of the
+    # requests refused together asked the authorization server in turn.
+    # Now the first failure is every such request's error.
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    oauth = OAuth(redirect=HeadlessRedirect())
+    with mcp_sync.connect(mcp.url, auth=oauth, pool_size=16) as client:
+        client.list_tools()
+        auth.expire_all()
+        auth.token_body_override = b"<html>maintenance</html>"
+        before = auth.token_requests
+        results, errors = on_threads(16, lambda n: client.call_tool("echo", {"text": "x"}), together=True)
+    assert not results and len(errors) == 16
+    assert all(isinstance(error, mcp_sync.AuthorizationError) and "not a JSON object" in str(error)
+               for error in errors), errors
+    assert auth.token_requests - before == 1
 
 
 class PausingOAuth(OAuth):
@@ -654,6 +699,11 @@ def test_a_token_response_over_the_size_limit_is_refused(serve, limit, size):
     (b'{"access_token": "a b", "token_type": "Bearer"}', "no valid 'access_token'"),
     (b'{"access_token": "abc", "token_type": "mac"}', "unsupported token_type"),
     (b'{"access_token": "abc", "expires_in": "soon"}', "invalid 'expires_in'"),
+    # Past a float's range, and past int()'s 4,300 digits: OverflowError and
+    # ValueError escaped, and a 401 hid them.
+    (b'{"access_token": "abc", "expires_in": 1' + b"0" * 400 + b"}", "invalid 'expires_in'"),
+    (b'{"access_token": "abc", "expires_in": "' + b"9" * 5000 + b'"}', "invalid 'expires_in'"),
+    (b'{"access_token": "abc", "expires_in": 1e999}', "invalid 'expires_in'"),
 ])
 def test_a_malformed_token_response_is_a_clear_error(serve, body, complaint):
     auth = serve(AuthServer())
@@ -682,6 +732,43 @@ def test_file_storage_is_private_and_outlives_the_provider(serve, tmp_path):
 
 
 # -- 9. storage ---------------------------------------------------------------------------------------
+
+
+def test_an_authorization_that_failed_keeps_no_pending_verifier(serve):
+    # A redirect handler that raised (the person declined, the wait timed
+    # out) left its pending authorization, PKCE verifier and all, in the
+    # storage for good: 50 failed authorizations, 50 entries.
+    class Keys(MemoryStorage):
+        def __init__(self) -> None:
+            super().__init__()
+            self.keys: set[str] = set()
+
+        def save(self, key, value) -> None:
+            super().save(key, value)
+            self.keys.add(key)
+
+        def delete(self, key) -> None:
+            super().delete(key)
+            self.keys.discard(key)
+
+        def pop(self, key):
+            self.keys.discard(key)
+            return super().pop(key)
+
+    class Declining:
+        redirect_uri = "http://127.0.0.1:9/callback"
+
+        def authorize(self, url: str) -> str:
+            raise mcp_sync.AuthorizationError("the person declined")
+
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    storage = Keys()
+    for _ in range(3):
+        with pytest.raises(mcp_sync.AuthorizationError, match="declined"):
+            use(mcp, OAuth(redirect=Declining(), storage=storage))
+    assert auth.authorization_requests == 0
+    assert not [key for key in storage.keys if key.startswith("pending ")], storage.keys
 
 
 def test_clear_logs_out(serve):

@@ -606,6 +606,25 @@ def test_a_token_is_sent_as_bearer(serve):
     assert {r.headers["Authorization"] for r in httpd.requests} == {"Bearer s3cret"}
 
 
+def test_a_token_provider_that_fails_on_a_401_is_named_in_the_error(serve):
+    # Its exception was logged and the call failed with the server's bare
+    # 401 (AuthenticationError: authentication required or refused).
+    class Provider:
+        def token(self):
+            return "old"
+
+        def refresh(self, challenge):
+            raise OverflowError("int too large to convert to float")
+
+    canned = Canned()
+    httpd = serve(gate=canned)
+    with mcp_sync.connect(httpd.url, auth=Provider()) as client:
+        canned.add(401, b"", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        with pytest.raises(mcp_sync.AuthorizationError,
+                           match="the token provider failed on the server's HTTP 401: OverflowError: int too large"):
+            client.call_tool("echo", {"text": "x"})
+
+
 def test_a_401_refreshes_the_token_once_and_retries(serve):
     class Provider:
         def __init__(self):
