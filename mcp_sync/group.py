@@ -12,7 +12,7 @@ Must not know: how a client talks to its server. It uses the public API of
 that `close()` can end a connect in progress, and every option and guarantee of a single
 client (timeouts, reconnects, thread safety) holds per server.
 
-Lock discipline: `_lock` guards `_closed`, `_pool`, `_catalog` and each
+Lock discipline: `_lock` guards `_closed`, `_pool`, `_catalog`, `_relisting` and each
 slot's `client` and `connecting`; a slot's own `lock` is held for the whole
 of its connect, so threads that need the same server connect it once.
 `close()` takes `_lock` first and closes a connect in progress (which ends
@@ -33,9 +33,10 @@ import inspect
 import logging
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import attrs
 
@@ -199,7 +200,8 @@ class ClientGroup:
         # here, not at the first use of each server (in a listing's thread).
         # (The clients' request timeout: with no `timeout=` of its own, a
         # call that lists again and calls elsewhere is bounded by it.)
-        self._request_timeout = ClientOptions(**self._options).timeouts.request
+        timeouts = ClientOptions(**self._options).timeouts
+        self._request_timeout, self._max_total = timeouts.request, timeouts.max_total
         slots: dict[str, _Slot] = {}
         any_url = False
         for name in targets:  # a ServerConfig substitutes here: a missing variable fails now, named
@@ -224,6 +226,9 @@ class ClientGroup:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         #: kind -> server -> the names (or URIs, templates) it listed last; replaced whole, under `_lock`.
         self._catalog: dict[str, dict[str, frozenset[str]]] = {}
+        #: The listings again for a moved name still running, by (server,
+        #: kind): one each at most (`_gather(shared=True)`).
+        self._relisting: dict[tuple[str, str], concurrent.futures.Future[list[Any]]] = {}
         _live_groups.add(self)
 
     def _after_fork(self) -> None:
@@ -232,6 +237,7 @@ class ClientGroup:
         to it would never run). The clients reconnect by themselves."""
         self._lock = threading.Lock()
         self._pool = None
+        self._relisting = {}
         for slot in self._slots.values():
             slot.lock = threading.Lock()
             slot.connecting = None
@@ -389,23 +395,31 @@ class ClientGroup:
         error is raised (the server still offers it, or nobody does). Other
         errors are the tool's or the server's own: raised at once, with no
         listing. The call's `timeout` (or else the clients' request
-        timeout) bounds the whole: the listing and the second call get what
-        is left of it."""
-        deadline = deadline_in(options.get("timeout", self._request_timeout))
+        timeout; with `reset_timeout_on_progress`, its `max_total_timeout`)
+        bounds the whole: the listing gets half of what is left (a server
+        slow to list is left out), the second call the rest."""
+        resets = bool(options.get("reset_timeout_on_progress"))
+        if resets:
+            bound, total = "max_total_timeout", options.get("max_total_timeout", self._max_total)
+        else:
+            bound, total = "timeout", options.get("timeout", self._request_timeout)
+        deadline = deadline_in(total)
         server, there, by_listing = self._route(name, kind)
         try:
             return call(self.client(server), there, options)
         except InvalidParams:
             if not by_listing or expired(deadline):
                 raise
-            known = self._relist(kind + "s", deadline)[0]
+            left = remaining(deadline)
+            known = self._relist(kind + "s", None if left is None else time.monotonic() + left / 2)[0]
             owners = [s for s in self._slots if name in known.get(s, ())]
             if len(owners) != 1 or owners[0] == server or expired(deadline):
                 raise
             moved_to = owners[0]
         log.info("%s %r moved from server %r to %r since the group listed it: called there", kind, name, server,
                  moved_to)
-        used = options if deadline is None else {**options, "timeout": remaining(deadline, at_least=_LEAST)}
+        used = options if deadline is None else cast(
+            RequestOptions, {**options, bound: remaining(deadline, at_least=_LEAST)})
         return call(self.client(moved_to), name, used)
 
     # -- listings ----------------------------------------------------------------------
@@ -616,17 +630,28 @@ class ClientGroup:
         return slot
 
     def _gather(self, kind: str, fetch: Callable[[Client], list[Any]],
-                name_of: Callable[[GroupItem[Any]], str], until: float | None = None) -> Listing[Any]:
+                name_of: Callable[[GroupItem[Any]], str], until: float | None = None,
+                shared: bool = False) -> Listing[Any]:
         """Each server's `fetch`, on the group's threads; by `until` (a
         deadline), a server not done yet is reported as a timeout (its
-        listing goes on, bounded by its own timeouts)."""
+        listing goes on, bounded by its own timeouts). `shared`: a listing
+        of the same server and kind still running (one that outlived its
+        caller's deadline) is waited for instead of a new one, so that a
+        server slow to answer never holds more than one of the threads."""
         forking.check()  # the pool's threads are the parent's after a fork from C
         with self._lock:  # submitted under the lock: close() cannot shut the pool down in between
             if self._closed:
                 raise ConnectionClosed("the client group is closed")
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(self.max_workers, "mcp-sync-group")
-            futures = {name: self._pool.submit(self._list_one, name, kind, fetch) for name in self._slots}
+            futures = {}
+            for name in self._slots:
+                running = self._relisting.get((name, kind)) if shared else None
+                if running is None or running.done():
+                    running = self._pool.submit(self._list_one, name, kind, fetch)
+                    if shared:
+                        self._relisting[(name, kind)] = running
+                futures[name] = running
         items: list[GroupItem[Any]] = []
         errors: dict[str, McpError] = {}
         for server, future in futures.items():
@@ -681,7 +706,7 @@ class ClientGroup:
             return self._known(kind), errors
         timeout = remaining(until, at_least=_LEAST)
         errors = self._gather(kind, lambda client: getattr(client, f"list_{kind}")(timeout=timeout),
-                              lambda entry: "", until).errors
+                              lambda entry: "", until, shared=True).errors
         return self._known(kind), errors
 
     def _resource_owner(self, uri: str) -> str:

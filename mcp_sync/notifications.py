@@ -55,6 +55,15 @@ LIST_CHANGED = frozenset({
 })
 COALESCE_WINDOW = 0.25
 OVERFLOW_POLICIES = ("drop_oldest", "drop_newest")
+
+
+def check_buffer(max_buffer: Any, overflow: Any) -> None:
+    """A stream's bound and overflow policy, as `NotificationStream` and
+    `Subscription` take them: ValueError for anything else."""
+    if isinstance(max_buffer, bool) or not isinstance(max_buffer, int) or max_buffer < 1:
+        raise ValueError("max_buffer must be a positive integer")
+    if overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"overflow must be one of {', '.join(OVERFLOW_POLICIES)}, not {overflow!r}")
 #: The most notifications waiting for the dispatcher thread; beyond, the oldest is dropped.
 MAX_QUEUED_NOTIFICATIONS = 1000
 
@@ -144,10 +153,7 @@ class NotificationStream:
     """
 
     def __init__(self, on_close: Callable[[NotificationStream], None], max_buffer: int, overflow: str) -> None:
-        if isinstance(max_buffer, bool) or not isinstance(max_buffer, int) or max_buffer < 1:
-            raise ValueError("max_buffer must be a positive integer")
-        if overflow not in OVERFLOW_POLICIES:
-            raise ValueError(f"overflow must be one of {', '.join(OVERFLOW_POLICIES)}, not {overflow!r}")
+        check_buffer(max_buffer, overflow)
         self._on_close = on_close
         self._max = max_buffer
         self._overflow = overflow

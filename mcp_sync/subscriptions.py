@@ -40,7 +40,7 @@ import attrs
 from . import forking
 from .connection import SUBSCRIPTION_ID
 from .errors import ConnectionClosed, McpError, RequestTimeout, copy_error, server_error_from_wire
-from .notifications import OVERFLOW_POLICIES, Notification, notification_of
+from .notifications import Notification, check_buffer, notification_of
 from .negotiation import TASKS_EXTENSION
 from .options import check_flag, check_timeout
 from .waiting import acquire_until, deadline_in, remaining, slice_of, wait_for_event
@@ -149,10 +149,7 @@ class Subscription:
 
     def __init__(self, cancel: Callable[[Subscription], None], max_buffer: int = 100,
                  overflow: str = "drop_oldest") -> None:
-        if isinstance(max_buffer, bool) or not isinstance(max_buffer, int) or max_buffer < 1:
-            raise ValueError("max_buffer must be a positive integer")
-        if overflow not in OVERFLOW_POLICIES:
-            raise ValueError(f"overflow must be one of {', '.join(OVERFLOW_POLICIES)}, not {overflow!r}")
+        check_buffer(max_buffer, overflow)
         self._cancel = cancel
         self._max = max_buffer
         self._overflow = overflow
@@ -277,21 +274,27 @@ class Subscription:
             if crowded:
                 time.sleep(0)  # (see above)
 
-    def _push(self, event: SubscriptionEvent) -> None:
+    def _push(self, event: SubscriptionResumed) -> None:
+        """Queue a gap notice: never dropped (the consumer must learn of
+        the gap), whatever `overflow` says; a full buffer drops its oldest
+        notification instead."""
         if len(self._events) >= self._max:
-            if self._overflow == "drop_newest":
-                self.dropped += 1
-                return
             self._drop_oldest()
         self._events.append(event)
         if self._sleepers:
             self._cond.notify()
 
     def _drop_oldest(self) -> None:
-        """Drop the oldest waiting event (under the lock), unless `next()`
-        took it meanwhile."""
+        """Drop the oldest waiting notification (under the lock), unless
+        `next()` took it meanwhile. A gap notice (`SubscriptionResumed`) is
+        kept: the event after it goes (with none, nothing: the buffer holds
+        one more than its bound, for as long as the notice waits)."""
+        events = self._events
         try:
-            self._events.popleft()
+            if type(events[0]) is SubscriptionResumed:
+                del events[1]
+            else:
+                events.popleft()
         except IndexError:
             return
         self.dropped += 1

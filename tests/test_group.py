@@ -457,3 +457,44 @@ def test_listing_again_for_a_moved_name_stays_within_the_calls_timeout():
             with pytest.raises(mcp_sync.InvalidParams, match="Unknown tool"):
                 group.call_tool("report", **options)
             assert time.monotonic() - started < 1 + SLACK
+
+
+def test_a_member_slow_to_list_neither_hides_a_moved_name_nor_holds_the_threads():
+    # A member whose listing hangs was waited for until the call's deadline,
+    # leaving no time to call where the name had moved; and each call left
+    # one more thread of the group's pool on it, until the listings of the
+    # healthy members no longer started in time. Now the listing again gets
+    # half of what is left, and a member's unfinished one is shared.
+    a, b = Server(name="a"), Server(name="b")
+    names = ["r1", "r2", "r3", "r4"]
+    for name in names:
+        a.tool(name=name)(lambda args, ctx: "of a")
+    slow = [sys.executable, "-c", "import time; time.sleep(4)"]  # a listing (its connect) takes 4 s
+    with mcp_sync.ClientGroup({"a": a, "b": b, "slow": slow}, timeout=2) as group:
+        assert list(group.list_tools().errors) == ["slow"]
+        for name in names:
+            a.remove_tool(name)
+            b.tool(name=name)(lambda args, ctx: "of b")
+            assert group.call_tool(name, timeout=1).text == "of b"
+
+
+def test_a_moved_name_called_with_progress_resets_keeps_its_window():
+    # With `reset_timeout_on_progress` and no `timeout=`, the second call got
+    # what was left of one request timeout as its whole window (it timed out
+    # although its progress came twice as often). The call's bound is then
+    # `max_total_timeout`, and the second call keeps its progress window.
+    a, b = Server(name="a"), Server(name="b")
+    a.tool(name="report")(lambda args, ctx: "of a")
+
+    def steady(args, ctx):
+        for step in range(1, 5):  # progress every 0.5 s: never 1 s without one
+            time.sleep(0.5)
+            ctx.progress(step, 4)
+        return "of b"
+
+    slow = [sys.executable, "-c", "import time; time.sleep(2)"]  # a listing (its connect) takes 2 s
+    with mcp_sync.ClientGroup({"a": a, "b": b, "slow": slow}, timeout=1) as group:
+        group.list_tools()
+        a.remove_tool("report")
+        b.tool(name="report")(steady)
+        assert group.call_tool("report", progress=lambda p: None, reset_timeout_on_progress=True).text == "of b"

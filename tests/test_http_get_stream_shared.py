@@ -22,6 +22,7 @@ import pytest
 import mcp_sync
 from mcp_sync.transports.http11 import Response
 from mcp_sync.transports.streams import READER, BodyFrames, take_body
+from tests.servers.minimal_session import SessionHandler
 
 PROTOCOL = "2025-11-25"
 UPDATED = "notifications/resources/updated"
@@ -66,38 +67,15 @@ class SessionServer:
         self.stop = threading.Event()
         owner = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(SessionHandler):
+            capabilities = {"resources": {"subscribe": True}}
+            server_name = "sessions"
+            mcp_version = PROTOCOL
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _json(self, status: int, payload: dict[str, Any] | None, session: str | None = None) -> None:
-                body = b"" if payload is None else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                if session is not None:
-                    self.send_header("Mcp-Session-Id", session)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self) -> None:
-                message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if "id" not in message:
-                    self._json(202, None)
-                elif message["method"] == "initialize":
-                    with owner.lock:
-                        owner.count += 1
-                        session = f"s-{owner.count}"
-                    self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": {
-                        "protocolVersion": PROTOCOL, "capabilities": {"resources": {"subscribe": True}},
-                        "serverInfo": {"name": "sessions", "version": "1"}}}, session)
-                else:
-                    self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": {}})
-
-            def do_DELETE(self) -> None:
-                self._json(200, None)
+            def new_session(self) -> str:
+                with owner.lock:
+                    owner.count += 1
+                    return f"s-{owner.count}"
 
             def do_GET(self) -> None:
                 session = self.headers["Mcp-Session-Id"]
@@ -106,7 +84,7 @@ class SessionServer:
                     owner.gets.setdefault(session, []).append(self.headers.get("Last-Event-ID"))
                     owner.streams[session] = feed
                 if owner.get_answer == "405":
-                    self._json(405, None)
+                    self.json_answer(405, None)
                     return
                 if owner.get_answer == "stall":
                     owner.stop.wait(10)

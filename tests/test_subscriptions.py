@@ -467,3 +467,24 @@ def test_a_waiting_event_is_taken_without_a_system_call(monkeypatch):
         monkeypatch.undo()
         sub.close()
     assert [event.params["uri"] for event in events] == ["demo://readme"] * 3
+
+
+@pytest.mark.parametrize("overflow", ["drop_oldest", "drop_newest"])
+def test_a_full_buffer_never_drops_the_notice_of_a_gap(overflow):
+    # The `SubscriptionResumed` that tells of lost notifications was dropped
+    # like one of them (drop_newest: at once; drop_oldest: once enough
+    # followed), and the consumer never learned of the gap.
+    from mcp_sync.subscriptions import Subscription, SubscriptionResumed
+
+    def note(i):
+        return {"jsonrpc": "2.0", "method": "notifications/message", "params": {"i": i}}
+
+    sub = Subscription(lambda s: None, max_buffer=2, overflow=overflow)
+    sub._on_notifications([note(0), note(1)], lambda: True)
+    sub.missed(3.0)
+    sub._on_notifications([note(2), note(3), note(4)], lambda: True)
+    events = [sub.next(timeout=0) for _ in range(2)]
+    with pytest.raises(mcp_sync.RequestTimeout):
+        sub.next(timeout=0)
+    assert SubscriptionResumed(3.0) in events
+    assert sub.dropped == 4  # one notification and the notice were read: the other four went

@@ -59,13 +59,15 @@ log = logging.getLogger("mcp_sync.transport.http")
 
 DEFAULT_RETRY_MS = 1000
 
-#: A GET stream that lasted this long before it ended cleanly, even with no
-#: event, was cut while idle (as proxies do): opened again at once.
+#: A GET stream that lasted this long before it ended, even with no event,
+#: worked (a proxy cut it while idle): opened again after the server's
+#: `retry` interval, as one that brought events.
 IDLE_CUT_SECONDS = 5.0
 
-#: The first wait before opening again a stream that ended sooner with no
-#: event (doubled at each such end in a row, up to the retry ceiling), when
-#: the server's `retry` is shorter: never a loop of GETs.
+#: The least wait before opening again a stream that lasted less than
+#: `IDLE_CUT_SECONDS` (never a loop of GETs, whatever the server's `retry`);
+#: doubled for each such stream in a row that brought nothing, up to the
+#: retry ceiling.
 _QUICK_END_WAIT = 0.1
 
 #: The longest `open_get_stream` waits for the server to answer the GET.
@@ -300,9 +302,11 @@ class _GetStream:
         #: session; None while one is open, and before the first.
         self._broken_at: float | None = None
         self._broken_in: str | None = None
-        #: When the open stream was answered 200, and how many streams in
-        #: a row ended cleanly with no event before `IDLE_CUT_SECONDS`.
-        self._opened_at = 0.0
+        #: When the open stream was answered 200 (None: none is open); whether
+        #: the last one to end lasted less than `IDLE_CUT_SECONDS`; and how
+        #: many in a row ended so with no event.
+        self._open_since: float | None = None
+        self._short = False
         self._quick_ends = 0
         #: The work of what was read that is still to do (a compressed
         #: burst is done a slice per turn of the reader): bytes decoded by each step.
@@ -386,7 +390,7 @@ class _GetStream:
             exchange.deadline = response.deadline = None
             if response.status == 200:
                 self._was_open = True
-                self._opened_at = time.monotonic()
+                self._open_since = time.monotonic()
                 broken_at, self._broken_at = self._broken_at, None
                 if broken_at is not None and not extra and self._broken_in == sent_in and not self._host.closing():
                     # Not resumed: what the server sent since the break is
@@ -512,15 +516,27 @@ class _GetStream:
         if self._parser.last_event_id is not None:
             self._last_id = self._parser.last_event_id
 
-    def _broke(self) -> None:
-        """Note when the open stream broke (the first failure of a row)."""
+    def _broke(self) -> bool:
+        """Note that the open stream (if one was) ended or broke: when (the
+        first of a row), whether it was short, and whether it worked (it
+        brought an event, or lasted `IDLE_CUT_SECONDS`), which ends a row
+        of failures and of quick ends. Returns whether it worked."""
+        now = time.monotonic()
         if self._was_open and self._broken_at is None:
-            self._broken_at = time.monotonic()
+            self._broken_at = now
             self._broken_in = self._session.id
+        since, self._open_since = self._open_since, None
+        if since is None:  # no stream was open: a GET that failed
+            return False
+        self._short = now - since < IDLE_CUT_SECONDS
+        worked = self._got_any or not self._short
+        if worked:
+            self._failures = self._quick_ends = 0
+        return worked
 
     def _ended(self) -> None:
         """The body ended cleanly: reconnect after the retry interval."""
-        self._broke()
+        worked = self._broke()
         if self._host.closing() or self.exchange.stop.is_set():
             self.exchange.release(reusable=False)
             return
@@ -534,11 +550,9 @@ class _GetStream:
         # The server answered and ended the stream: not a failure to reach
         # it (those give the stream up), whatever the stream brought. One
         # that ended soon with nothing is opened again after a wait that
-        # doubles with each in a row; one cut while idle, at once.
+        # doubles with each in a row (see `_again`).
         self._failures = 0
-        if self._got_any or time.monotonic() - self._opened_at >= IDLE_CUT_SECONDS:
-            self._quick_ends = 0
-        else:
+        if not worked:
             self._quick_ends += 1
         self._again()
 
@@ -553,7 +567,7 @@ class _GetStream:
     def _failed(self, exc: BaseException) -> None:
         """The GET or its stream failed: logged, then retried from the last
         event delivered (the events before the failure were)."""
-        self._broke()
+        self._broke()  # (one that worked starts a new row of failures)
         self.exchange.release(reusable=False)
         self._backlog = None
         self._take_resumption()
@@ -574,8 +588,8 @@ class _GetStream:
                     f"in a row): {unreachable}"))
         else:
             wait = self._retry_ms / 1000.0
-            if self._quick_ends:
-                wait = max(wait, _QUICK_END_WAIT) * 2 ** min(self._quick_ends - 1, 16)
+            if self._short:
+                wait = max(wait, _QUICK_END_WAIT) * 2 ** max(min(self._quick_ends, 17) - 1, 0)
             self._stream.later(min(wait, self._host.retry_ceiling()))
 
     def _on_timer(self) -> None:

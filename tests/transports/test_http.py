@@ -904,6 +904,32 @@ def test_a_get_stream_that_keeps_ending_with_nothing_is_never_given_up(monkeypat
         assert [type(event) for event in events] == [mcp_sync.SubscriptionResumed] * 4 + [mcp_sync.Notification]
 
 
+def test_a_get_stream_that_worked_starts_the_count_of_failures_again():
+    # Two GET streams cut short with nothing on them, then one that brought
+    # an event before it was cut: that was the third failure "in a row",
+    # and the stream was given up for good, with nothing to say so.
+    from tests.helpers import wait_until
+    from tests.servers.get_streams import ScriptedGetStreams
+
+    with ScriptedGetStreams(["cut", "cut", "event_cut", "hold"]) as server, \
+            mcp_sync.connect(server.url, protocol="2025-11-25", timeout=10):
+        assert wait_until(lambda: len(server.gets) == 4, 20), [action for _, action in server.gets]
+
+
+def test_get_streams_that_end_at_once_are_never_opened_in_a_loop():
+    # A server that says `retry: 0` and ends each GET stream right after an
+    # event: the client opened GETs back to back (about 1,000 a second).
+    # After a stream that lasted less than 5 s it waits at least 0.1 s.
+    from tests.helpers import wait_until
+    from tests.servers.get_streams import ScriptedGetStreams
+
+    with ScriptedGetStreams(["event_end:0"]) as server, \
+            mcp_sync.connect(server.url, protocol="2025-11-25", timeout=10):
+        assert wait_until(lambda: len(server.gets) >= 3, 10)
+        times = [at for at, _ in server.gets[:3]]
+    assert min(later - earlier for earlier, later in zip(times, times[1:])) >= 0.09
+
+
 def test_a_session_renewed_by_a_call_tells_the_listens_of_one_gap():
     # The server forgot the session and a call found out first: the new
     # session's listens are opened again and told of the gap once; the GET

@@ -27,6 +27,7 @@ import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
 from mcp_sync.transports.decoding import PIECE, Decoder, DecodingError, UnsupportedEncoding, coding_of
 from tests.servers.hostile_http import HostileFront
+from tests.servers.minimal_session import SessionHandler
 
 ERAS = ["2026-07-28", "2025-11-25"]
 LIMIT = 1_000_000
@@ -323,39 +324,14 @@ def test_coding_names():
 # -- the initialize era's GET stream --------------------------------------------------------------------
 
 
-class GzipGetStreamHandler(http.server.BaseHTTPRequestHandler):
+class GzipGetStreamHandler(SessionHandler):
     """A minimal initialize-era server: a session, and a GET stream whose
     one message (a log notification) comes gzip-compressed and flushed, the
     stream left open."""
 
-    protocol_version = "HTTP/1.1"
+    server_name = "gzip-get"
+    mcp_version = "2025-11-25"
     stop: threading.Event
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _json(self, status: int, payload: dict[str, Any] | None) -> None:
-        body = b"" if payload is None else json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Mcp-Session-Id", "s-1")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self) -> None:
-        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if "id" not in message:
-            self._json(202, None)
-        elif message["method"] == "initialize":
-            self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": {
-                "protocolVersion": "2025-11-25", "capabilities": {"logging": {}},
-                "serverInfo": {"name": "gzip-get", "version": "1"}}})
-        else:
-            self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": {}})
-
-    def do_DELETE(self) -> None:
-        self._json(200, None)
 
     def do_GET(self) -> None:
         assert "gzip" in self.headers["Accept-Encoding"]
