@@ -695,18 +695,12 @@ class ClientGroup:
 
     def _relist(self, kind: str, until: float | None = None) -> tuple[dict[str, frozenset[str]], dict[str, McpError]]:
         """List `kind` again on every server (by `until`, when given: each
-        request, and the wait for all of them); what the group knows now,
-        and the servers that could not be asked."""
-        if until is None:
-            listers: dict[str, Callable[[], Listing[Any]]] = {
-                "tools": self.list_tools, "prompts": self.list_prompts,
-                "resources": self.list_resources, "resource_templates": self.list_resource_templates,
-            }
-            errors = listers[kind]().errors
-            return self._known(kind), errors
-        timeout = remaining(until, at_least=_LEAST)
-        errors = self._gather(kind, lambda client: getattr(client, f"list_{kind}")(timeout=timeout),
-                              lambda entry: "", until, shared=True).errors
+        request, and the wait for all of them, a listing still running
+        shared); what the group knows now, and the servers that could not
+        be asked."""
+        options = {} if until is None else {"timeout": remaining(until, at_least=_LEAST)}
+        errors = self._gather(kind, lambda client: getattr(client, f"list_{kind}")(**options),
+                              lambda entry: "", until, shared=until is not None).errors
         return self._known(kind), errors
 
     def _resource_owner(self, uri: str) -> str:

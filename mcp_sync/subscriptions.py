@@ -175,7 +175,8 @@ class Subscription:
         # `_lock` guards the end, the fields the supervisor reads and every
         # change to the events but one: `next()` takes a waiting event
         # without it (a deque's `popleft` is atomic), so a drop under the
-        # lock may find the event it meant to drop taken. `_cond` is on it. `_sleepers` counts the readers waiting in
+        # lock may find the event it meant to drop taken. `_cond` is on
+        # it. `_sleepers` counts the readers waiting in
         # `next()`, so a push wakes somebody only when somebody sleeps
         # (`Condition.notify` is Python code: per event, it was 6-7 % of
         # the reader's time in a flood). An RLock: `_on_notifications` hands

@@ -392,11 +392,10 @@ class TokenFlow:
     def _keep(self, tokens: Tokens | None) -> None:
         self._tokens = tokens
         self._loaded = True
-        if tokens is not None:
-            self._failure = None
         if tokens is None:
             self._storage.delete(self._tokens_key())
         else:
+            self._failure = None  # new tokens: renewing them starts afresh
             self._storage.save(self._tokens_key(), tokens.to_dict())
 
     def _current(self) -> Tokens | None:
