@@ -389,8 +389,9 @@ class ClientGroup:
         """`call(client, name_there, options)` on the server `name` routes
         to. The group's listing may be older than the server's offer: when
         the server it chose for an unqualified name refuses the request's
-        params (-32602, `InvalidParams`: what the spec's servers answer for
-        a name they do not know), the group lists again, and if one other
+        params (-32602, `InvalidParams`: how the spec's examples answer a
+        name the server does not know; servers that answer it with an
+        `isError` result, as the TypeScript SDK's do, are not caught), the group lists again, and if one other
         server offers the name now (it moved), calls that one; else the
         error is raised (the server still offers it, or nobody does). Other
         errors are the tool's or the server's own: raised at once, with no
