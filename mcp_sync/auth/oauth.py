@@ -57,6 +57,16 @@ log = logging.getLogger("mcp_sync.auth")
 
 #: How long an authorization started by `start()` may wait for `finish()`.
 PENDING_LIFETIME = 600.0
+_PENDING = "pending "
+
+
+def _too_old(pending: Any, now: float) -> bool:
+    """Whether a pending entry is past `PENDING_LIFETIME` (or has no
+    readable start time, which no entry `start()` wrote lacks)."""
+    created = pending.get("created") if isinstance(pending, dict) else None
+    if isinstance(created, bool) or not isinstance(created, (int, float)):
+        return True
+    return not now - created <= PENDING_LIFETIME  # (a NaN is too old)
 
 
 @attrs.frozen
@@ -352,7 +362,8 @@ class OAuth(TokenFlow):
             params["scope"] = " ".join(scopes)
         if self._dpop is not None:
             params["dpop_jkt"] = self._dpop.jkt
-        self._storage.save(f"pending {state}", {
+        self._drop_abandoned()
+        self._storage.save(f"{_PENDING}{state}", {
             "state": state, "verifier": verifier, "issuer": found.issuer,
             "iss_supported": metadata.get("authorization_response_iss_parameter_supported") is True,
             "redirect_uri": redirect_uri, "resource": found.resource, "scopes": scopes,
@@ -382,7 +393,7 @@ class OAuth(TokenFlow):
         pending = self._take_pending(state) if state else None
         if pending is None or not same_secret(pending.get("state"), state):
             raise AuthorizationError("the authorization response matches no authorization in progress (unknown state)")
-        if time.time() - float(pending.get("created", 0)) > PENDING_LIFETIME:
+        if _too_old(pending, time.time()):
             raise AuthorizationError("the authorization took too long (over 10 minutes); start it again")
         issuer = str(pending["issuer"])
         # RFC 9207 §2.4: compare a present iss as an exact string, and
@@ -422,8 +433,25 @@ class OAuth(TokenFlow):
                                      signing_key=self._private_key)
         return tokens, list(scopes) if scopes else None
 
+    def _drop_abandoned(self) -> None:
+        """Forget the authorizations started over `PENDING_LIFETIME` ago
+        and never finished (a person who left the consent page), which
+        `finish()` would refuse anyway: without this, a web app's store
+        keeps one entry per abandoned start for as long as it runs. Only
+        a store that lists its keys (the optional `keys()`) can be swept."""
+        keys = getattr(self._storage, "keys", None)
+        if not callable(keys):
+            return
+        now = time.time()
+        for key in list(keys()):
+            if isinstance(key, str) and key.startswith(_PENDING):
+                # Loaded again: another worker may have finished it meanwhile.
+                pending = self._storage.load(key)
+                if pending is not None and _too_old(pending, now):
+                    self._storage.delete(key)
+
     def _take_pending(self, state: str) -> dict[str, Any] | None:
-        key = f"pending {state}"
+        key = f"{_PENDING}{state}"
         pop = getattr(self._storage, "pop", None)
         if pop is not None:
             taken: dict[str, Any] | None = pop(key)

@@ -13,7 +13,11 @@ dictionaries; keys are short strings the flow chooses:
 A store may also offer `pop(key)`: load and delete in one atomic step.
 `finish()` then takes the pending entry with it, so two workers handling
 the same callback at once cannot both use its code (without it, the two
-steps are only serialized within one process).
+steps are only serialized within one process). And it may offer `keys()`,
+the keys it holds: `start()` then deletes the pending entries of
+authorizations started over 10 minutes ago and never finished. A store
+without `keys()` should expire `pending` entries itself (as a cache's
+timeout does), or it keeps one per abandoned authorization.
 
 Two stores come with the library: `MemoryStorage` (the default; gone with
 the process) and `FileStorage` (one JSON file, private to the user).
@@ -26,7 +30,8 @@ Example, a store on Django's cache::
         def load(self, key):
             return cache.get(self.prefix + key)
         def save(self, key, value):
-            cache.set(self.prefix + key, value, timeout=None)
+            # An abandoned authorization's entry goes after 10 minutes.
+            cache.set(self.prefix + key, value, timeout=600 if key.startswith("pending ") else None)
         def delete(self, key):
             cache.delete(self.prefix + key)
 """
@@ -144,6 +149,15 @@ class MemoryStorage:
         """
         with self._lock:
             return self._data.pop(key, None)
+
+    def keys(self) -> list[str]:
+        """The keys held now.
+
+        Returns:
+            A list of the keys (a copy).
+        """
+        with self._lock:
+            return list(self._data)
 
     def __repr__(self) -> str:
         return f"MemoryStorage(<{len(self._data)} entries>)"
@@ -317,6 +331,18 @@ class FileStorage:
             if value is not None:
                 self._write(data)
         return value if isinstance(value, dict) else None
+
+    def keys(self) -> list[str]:
+        """The keys the file holds now (none when there is no file yet).
+
+        Returns:
+            A list of the keys.
+
+        Raises:
+            AuthorizationError: The file cannot be read, or is refused.
+        """
+        with self._lock:
+            return list(self._read())
 
     def __repr__(self) -> str:
         return f"FileStorage({self.path!r})"

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 import mcp_sync
+from mcp_sync.auth.oauth import PENDING_LIFETIME
 from mcp_sync.auth import (
     AuthorizationStart,
     ClientInfo,
@@ -348,6 +349,62 @@ def test_finish_with_a_state_never_started_is_refused(serve):
     with pytest.raises(mcp_sync.AuthorizationError, match="unknown state"):
         oauth.finish(callback)
     assert auth.token_requests == 0 and oauth.tokens is None
+
+
+class ListingStorage:
+    """A web app's own store that can list its keys (the optional `keys()`)."""
+
+    def __init__(self):
+        self.table = {}
+
+    def load(self, key):
+        return self.table.get(key)
+
+    def save(self, key, value):
+        self.table[key] = dict(value)
+
+    def delete(self, key):
+        self.table.pop(key, None)
+
+    def keys(self):
+        return list(self.table)
+
+
+@pytest.mark.parametrize("kind", ["memory", "file", "own"])
+def test_abandoned_authorizations_are_dropped_when_another_starts(serve, tmp_path, kind):
+    """A person who leaves the consent page never comes back to finish():
+    a web app running for weeks must not keep one entry per such start."""
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    storage = {"memory": MemoryStorage, "file": lambda: FileStorage(tmp_path / "oauth.json"),
+               "own": ListingStorage}[kind]()
+    long_ago = time.time() - PENDING_LIFETIME - 1
+    for i in range(50):
+        storage.save(f"pending old{i}", {"state": f"old{i}", "created": long_ago})
+    storage.save("pending odd", {"state": "odd", "created": "not a time"})
+    storage.save("pending recent", {"state": "recent", "created": time.time() - 60})
+    storage.save("tokens elsewhere", {"created": long_ago})  # not an authorization: kept
+    oauth = OAuth(mcp.url, redirect_uri=WEB_REDIRECT, storage=storage)
+    start = oauth.start()
+    assert [i for i in range(50) if storage.load(f"pending old{i}") is not None] == []
+    assert storage.load("pending odd") is None
+    assert storage.load("pending recent") is not None and storage.load("tokens elsewhere") is not None
+    # The new one is there and finishes.
+    oauth.finish(browse(start.url))
+    assert oauth.tokens is not None and storage.load(f"pending {start.state}") is None
+
+
+def test_a_pending_entry_with_a_malformed_start_time_is_refused_as_too_old(serve):
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    storage = MemoryStorage()
+    oauth = OAuth(mcp.url, redirect_uri=WEB_REDIRECT, storage=storage)
+    start = oauth.start()
+    entry = storage.load(f"pending {start.state}")
+    storage.save(f"pending {start.state}", {**entry, "created": "yesterday"})
+    with pytest.raises(mcp_sync.AuthorizationError, match="took too long"):
+        oauth.finish(browse(start.url))
+    assert auth.token_requests == 0
 
 
 def _closed(port: int) -> bool:
@@ -741,18 +798,18 @@ def test_an_authorization_that_failed_keeps_no_pending_verifier(serve):
     class Keys(MemoryStorage):
         def __init__(self) -> None:
             super().__init__()
-            self.keys: set[str] = set()
+            self.held: set[str] = set()
 
         def save(self, key, value) -> None:
             super().save(key, value)
-            self.keys.add(key)
+            self.held.add(key)
 
         def delete(self, key) -> None:
             super().delete(key)
-            self.keys.discard(key)
+            self.held.discard(key)
 
         def pop(self, key):
-            self.keys.discard(key)
+            self.held.discard(key)
             return super().pop(key)
 
     class Declining:
@@ -768,7 +825,7 @@ def test_an_authorization_that_failed_keeps_no_pending_verifier(serve):
         with pytest.raises(mcp_sync.AuthorizationError, match="declined"):
             use(mcp, OAuth(redirect=Declining(), storage=storage))
     assert auth.authorization_requests == 0
-    assert not [key for key in storage.keys if key.startswith("pending ")], storage.keys
+    assert not [key for key in storage.held if key.startswith("pending ")], storage.held
 
 
 def test_clear_logs_out(serve):
