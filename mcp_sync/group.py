@@ -12,7 +12,7 @@ Must not know: how a client talks to its server. It uses the public API of
 that `close()` can end a connect in progress, and every option and guarantee of a single
 client (timeouts, reconnects, thread safety) holds per server.
 
-Lock discipline: `_lock` guards `_closed`, `_pool`, `_catalog`, `_relisting` and each
+Lock discipline: `_lock` guards `_closed`, `_pool`, `_catalog`, `_listed`, `_relisting` and each
 slot's `client` and `connecting`; a slot's own `lock` is held for the whole
 of its connect, so threads that need the same server connect it once.
 `close()` takes `_lock` first and closes a connect in progress (which ends
@@ -226,6 +226,9 @@ class ClientGroup:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         #: kind -> server -> the names (or URIs, templates) it listed last; replaced whole, under `_lock`.
         self._catalog: dict[str, dict[str, frozenset[str]]] = {}
+        #: (server, kind) -> the number of the listing `_catalog` holds (the latest asked).
+        self._listed: dict[tuple[str, str], int] = {}
+        self._listings = 0
         #: The listings again for a moved name still running, by (server,
         #: kind): one each at most (`_gather(shared=True)`).
         self._relisting: dict[tuple[str, str], concurrent.futures.Future[list[Any]]] = {}
@@ -674,6 +677,9 @@ class ClientGroup:
         return Listing(items, errors)
 
     def _list_one(self, server: str, kind: str, fetch: Callable[[Client], list[Any]]) -> list[Any]:
+        with self._lock:
+            self._listings += 1
+            number = self._listings
         client = self.client(server)
         capabilities = client.server_capabilities
         if isinstance(capabilities, Mapping) and _CAPABILITY[kind] not in capabilities:
@@ -687,7 +693,9 @@ class ClientGroup:
         else:
             names = frozenset(item.uri_template for item in found)
         with self._lock:
-            self._catalog = {**self._catalog, kind: {**self._catalog.get(kind, {}), server: names}}
+            if number > self._listed.get((server, kind), 0):  # else a listing asked later ended first
+                self._listed[server, kind] = number
+                self._catalog = {**self._catalog, kind: {**self._catalog.get(kind, {}), server: names}}
         return found
 
     def _known(self, kind: str) -> dict[str, frozenset[str]]:

@@ -498,3 +498,34 @@ def test_a_moved_name_called_with_progress_resets_keeps_its_window():
         a.remove_tool("report")
         b.tool(name="report")(steady)
         assert group.call_tool("report", progress=lambda p: None, reset_timeout_on_progress=True).text == "of b"
+
+
+def test_a_listing_that_ends_late_does_not_undo_a_newer_one():
+    # Two listings of one server overlap: the one asked first answers last.
+    # Its older names overwrote what the newer listing had found, so the
+    # group routed a tool that had moved to the server it had left.
+    a, b = _report_server("a", True), _report_server("b", False)
+    with mcp_sync.ClientGroup({"a": a, "b": b}, timeout=20) as group:
+        assert group.resolve("report") == ("a", "report")
+        client = group.client("a")
+        real, answered, release = client.list_tools, threading.Event(), threading.Event()
+
+        def held_back(**options):
+            found = real(**options)  # a still offers "report"
+            client.list_tools = real
+            answered.set()
+            release.wait(20)
+            return found
+
+        client.list_tools = held_back
+        first = threading.Thread(target=group.list_tools)
+        first.start()
+        assert answered.wait(20)
+        a.remove_tool("report")
+        b.tool(name="report")(lambda args, ctx: "report of b")
+        group.list_tools()
+        assert group.resolve("report") == ("b", "report")
+        release.set()
+        first.join(20)
+        assert group.resolve("report") == ("b", "report")
+        assert group.call_tool("report").text == "report of b"
