@@ -118,6 +118,35 @@ def test_a_child_that_only_closes_leaves_the_parent_working():
         _calls_in_parent(client)
 
 
+def _pidfds() -> int:
+    """How many of this process's descriptors are pidfds."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[pidfd]"
+        except OSError:
+            pass  # (the listing's own descriptor, closed since)
+    return count
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open") or not os.path.isdir("/proc/self/fd"), reason="Linux pidfds")
+def test_a_child_closes_its_copy_of_the_watch_on_the_parents_server():
+    with mcp_sync.connect(demo_command(), timeout=20) as client:
+        client.call_tool("echo", {"text": "x"})
+        watching = _pidfds()
+        assert watching >= 1  # the reader's watch on the server process
+        pid = os.fork()
+        if pid == 0:
+            code = RAISED
+            try:
+                client.close()
+                code = OK if _pidfds() == watching - 1 else WRONG_ANSWER
+            finally:
+                os._exit(code)
+        assert _reap([pid]) == [OK]
+        _calls_in_parent(client)
+
+
 @pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
 def test_a_subscription_inherited_by_a_child_ends_there_and_goes_on_in_the_parent(protocol):
     """The stream is the parent's: in the child the subscription ends at once

@@ -39,7 +39,6 @@ the pipes: the server stays the parent's.
 
 from __future__ import annotations
 
-import array
 import collections
 import logging
 import os
@@ -96,6 +95,10 @@ _STDERR_LINE = 65536
 _LAST_WORDS_SECONDS = 1.0
 #: How often the reader looks whether a full stderr hand-off has room again.
 _PAUSED_MS = 20
+#: How long the reader keeps reading stdout after the server process exited
+#: without stdout ending (a process it started holds the pipe), for the
+#: answers it wrote before it exited, before it reports the exit.
+_AFTER_EXIT_SECONDS = 0.2
 #: How long the report of a server that exited waits for its last stderr
 #: lines to reach their destination (a hanging log handler cannot hold it up longer).
 _LAST_WORDS_FLUSH = 0.5
@@ -259,6 +262,7 @@ class StdioTransport(Transport):
         self._stderr_ended = threading.Event()
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._handoff: Handoff | None = None  # forwards stderr lines the reader read
+        self._exit_fd: int | None = None  # the reader's watch on the process (`_watch_exit`)
         # Who closes stdout and stderr: `close()`, unless it gave up waiting
         # for the thread reading it (a process outside the server's group
         # holds the pipe); then that thread does, when it ends.
@@ -317,6 +321,12 @@ class StdioTransport(Transport):
         process, self._process = self._process, None
         if process is not None:
             process.forget()
+        exit_fd, self._exit_fd = self._exit_fd, None
+        if exit_fd is not None:  # this process's copy (the reader that owns it was not copied)
+            try:
+                os.close(exit_fd)
+            except OSError:
+                pass
 
     @property
     def _proc(self) -> subprocess.Popen[bytes] | None:
@@ -540,11 +550,20 @@ class StdioTransport(Transport):
         watched = {out_fd, err_fd}
         for fd in watched:
             poller.register(fd, select.POLLIN)
+        # The process itself, readable once it exited: a process it started
+        # may hold its stdout, which then never ends (Linux 5.3+; elsewhere
+        # the exit is known when stdout ends).
+        exit_fd = self._exit_fd = _watch_exit(proc.pid)
+        if exit_fd is not None:
+            poller.register(exit_fd, select.POLLIN)
         try:
-            self._poll_loop(proc, poller, watched, lines, out_fd, err_fd)
+            self._poll_loop(proc, poller, watched, lines, out_fd, err_fd, exit_fd)
         except Exception as exc:
             self._reader_failed(exc)
         finally:
+            if exit_fd is not None:
+                self._exit_fd = None
+                os.close(exit_fd)
             left = watched  # the pipes not done yet (after a failure nobody foresaw)
             if err_fd in left:
                 lines.finish()
@@ -553,9 +572,11 @@ class StdioTransport(Transport):
                     self._pipe_done(stream)
 
     def _poll_loop(self, proc: subprocess.Popen[bytes], poller: select.poll, watched: set[int], lines: Handoff,
-                   out_fd: int, err_fd: int) -> None:
+                   out_fd: int, err_fd: int, exit_fd: int | None) -> None:
         """Read whichever pipe has bytes (`watched`: the pipes not ended),
-        until both ended; stop reading stdout at the first error."""
+        until both ended; stop reading stdout at the first error, or
+        `_AFTER_EXIT_SECONDS` after the process exited (`exit_fd` readable)
+        with its stdout still open."""
         sink = self._sink
         assert sink is not None
         # A sink may take the messages of one read together (the engine's
@@ -570,15 +591,32 @@ class StdioTransport(Transport):
         ended: str | None = None
         report_at = exit_by = 0.0
         paused = False  # stderr is not read while its hand-off is full (see `Handoff.full`)
+        cut_at = 0.0  # when to stop waiting for stdout to end, the process having exited
         while True:
-            if ended is None:
+            due = report_at if ended is not None else None
+            if cut_at and (due is None or cut_at < due):
+                due = cut_at
+            if due is None:
                 ready = wait(_PAUSED_MS) if paused else wait()
             else:
-                ms = remaining(report_at) * 1000
+                ms = remaining(due) * 1000
                 ready = wait(min(ms, _PAUSED_MS) if paused else ms)
             if paused and (lines.has_room() or self._closing):
                 poller.register(err_fd, select.POLLIN)
                 paused = False
+            if cut_at and time.monotonic() >= cut_at and not any(fd == out_fd for fd, _ in ready):
+                # Read to its end: what the server wrote before it exited is delivered.
+                cut_at = 0.0
+                if out_fd in watched:  # still open: held by a process the server started
+                    poller.unregister(out_fd)
+                    watched.discard(out_fd)
+                    self._pipe_done(proc.stdout)
+                    what = "in the middle of a message" if size else "without closing its stdout"
+                    self._report(sink, self._exit_error(
+                        f"the server exited {what}, which a process it started still holds", wait=0.0))
+                    if not watched:
+                        return
+                    continue
             if not ready and ended is not None and time.monotonic() >= report_at:
                 # The wait for its last words was the wait for its exit too.
                 self._report(sink, self._exit_error(ended, wait=remaining(exit_by)))
@@ -657,29 +695,16 @@ class StdioTransport(Transport):
                         # (None to wait for when stderr has ended already.)
                         exit_by = time.monotonic() + _LAST_WORDS_SECONDS
                         report_at = exit_by if watched else 0.0
-                else:
+                elif fd == err_fd:
                     try:
                         data = read(err_fd, _READ_SIZE)
                     except OSError as exc:
                         log.debug("reading the stderr of server %s failed: %s", self._target.command, exc)
                         data = b""
-                    err_rest += data
-                    start = 0
-                    while True:  # lines of at most _STDERR_LINE bytes; at the end, what is left
-                        end = err_rest.find(b"\n", start, start + _STDERR_LINE)
-                        if end >= 0:
-                            end += 1
-                        elif len(err_rest) - start >= _STDERR_LINE:
-                            end = start + _STDERR_LINE
-                        elif not data and start < len(err_rest):
-                            end = len(err_rest)
-                        else:
-                            break
-                        text = err_rest[start:end].decode("utf-8", "replace").rstrip("\r\n")
-                        start = end
+                    texts, err_rest = _stderr_lines(err_rest + data, ended=not data)
+                    for text in texts:
                         self._stderr_tail.append(text)
                         lines.line(text)
-                    err_rest = err_rest[start:]
                     if data and lines.full() and not self._closing:  # a destination slower than the server
                         poller.unregister(err_fd)
                         paused = True
@@ -691,6 +716,10 @@ class StdioTransport(Transport):
                         self._pipe_done(proc.stderr)
                         if ended is not None:
                             report_at = 0.0  # nothing more to wait for
+                elif fd == exit_fd:
+                    poller.unregister(exit_fd)
+                    if out_fd in watched:  # (it ends at once, unless another process holds it)
+                        cut_at = time.monotonic() + _AFTER_EXIT_SECONDS
             if not watched and ended is None:
                 return
 
@@ -779,24 +808,12 @@ class StdioTransport(Transport):
         which Linux answers). Where the answer is 0 or cannot be had, this
         says False: the safe side (a server that failed on its own is then
         started once more)."""
-        proc = self._proc
-        if proc is None or proc.stdin is None:
+        writer = self._writer
+        if writer is None:
             return False
         with self._sent_lock:
             sent = self.bytes_sent
-        if sent == 0:
-            return True
-        try:
-            import fcntl  # not on Windows
-            import termios
-        except ImportError:
-            return False
-        held = array.array("i", [0])
-        try:
-            fcntl.ioctl(proc.stdin.fileno(), termios.FIONREAD, held, True)
-        except (OSError, ValueError):
-            return False
-        return held[0] >= sent
+        return sent == 0 or writer.unread() >= sent
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -816,6 +833,39 @@ def _no_room(message: Mapping[str, Any]) -> RequestTimeout:
     return RequestTimeout(f"{method or 'a message'}: the server did not read its input in time; nothing was sent",
                           method=method if isinstance(method, str) else None)
 
+
+
+def _stderr_lines(text: bytes, ended: bool) -> tuple[list[str], bytes]:
+    """The whole lines of `text` (stderr read so far), each cut at
+    `_STDERR_LINE` bytes, and what is left of a line begun; with `ended`
+    (the pipe's end), what is left is a line too."""
+    lines: list[str] = []
+    start = 0
+    while True:
+        end = text.find(b"\n", start, start + _STDERR_LINE)
+        if end >= 0:
+            end += 1
+        elif len(text) - start >= _STDERR_LINE:
+            end = start + _STDERR_LINE
+        elif ended and start < len(text):
+            end = len(text)
+        else:
+            return lines, text[start:]
+        lines.append(text[start:end].decode("utf-8", "replace").rstrip("\r\n"))
+        start = end
+
+
+def _watch_exit(pid: int) -> int | None:
+    """A descriptor that becomes readable when process `pid` exits (a
+    pidfd), or None where there is none (not Linux 5.3+, or gone already)."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        fd: int = pidfd_open(pid)
+    except OSError:
+        return None
+    return fd
 
 
 def _hung_up(stream: IO[bytes]) -> bool:

@@ -24,6 +24,7 @@ polled, every write takes the lock and blocks until the server reads.
 
 from __future__ import annotations
 
+import array
 import os
 import select
 import sys
@@ -82,6 +83,22 @@ class StdinWriter:
         self._closing = False
         #: Set once a message was cut off: nothing may be written after it.
         self._broken: TransportError | None = None
+
+    def unread(self) -> int:
+        """How many bytes written to stdin the server has not read yet, as
+        the pipe says (`FIONREAD` on its write end, which Linux answers);
+        0 where it cannot say."""
+        try:
+            import fcntl  # not on Windows
+            import termios
+        except ImportError:
+            return 0
+        held = array.array("i", [0])
+        try:
+            fcntl.ioctl(self._stdin.fileno(), termios.FIONREAD, held, True)
+        except (OSError, ValueError):
+            return 0
+        return held[0]
 
     def write(self, data: bytes, deadline: float | None) -> bool:
         """Write `data` (one whole message) before `deadline` (a

@@ -215,6 +215,43 @@ def test_close_is_bounded_when_a_process_outside_the_group_holds_stdout(tmp_path
     assert transport._proc.stdout.closed and transport._proc.stderr.closed
 
 
+@pytest.mark.parametrize("era", ERAS)
+def test_a_server_that_dies_while_a_grandchild_holds_its_stdout_is_seen_to_exit(tmp_path, era):
+    # Its stdout never ends (the grandchild holds it), and nothing else told
+    # of the exit: the call in flight waited out its timeout (for ever with
+    # timeout=None), every later call timed out, and the server was never
+    # started again. The reader watches the process itself (Linux: a pidfd).
+    pidfile = tmp_path / "grandchild.pid"
+    target = Stdio(sys.executable, [str(SERVERS / "grandchild.py"), str(pidfile)], shutdown_timeout=0.5)
+    client = mcp_sync.connect(target, protocol=era, timeout=30)
+    grandchild = None
+    try:
+        assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        grandchild = int(pidfile.read_text())
+        server = client._conn.transport.pid
+        outcome = queue.SimpleQueue()
+
+        def call():
+            try:
+                outcome.put(client.call_tool("sleep", {"seconds": 60}, timeout=None))
+            except BaseException as exc:  # noqa: BLE001 - reported to the test
+                outcome.put(exc)
+
+        threading.Thread(target=call, daemon=True).start()
+        assert wait_until(lambda: client.stats().in_flight == 1, timeout=10)
+        os.kill(server, signal.SIGKILL)
+        error = outcome.get(timeout=30)  # no timeout of its own: only the exit can end it
+        assert isinstance(error, mcp_sync.ServerExited), repr(error)
+        assert error.returncode == -signal.SIGKILL
+        assert process_alive(grandchild)  # still holding the pipe
+        # Healed as after any exit: the next call starts the server again.
+        assert client.call_tool("echo", {"text": "again"}).text == "again"
+        assert client._conn.transport.pid != server
+    finally:
+        client.close()
+        _kill(grandchild)
+
+
 # -- a server that does not read its stdin ---------------------------------------------------------------
 
 
