@@ -27,6 +27,8 @@ flight (their leaders are threads the child does not have).
 from __future__ import annotations
 
 import collections
+import hashlib
+import itertools
 import json
 import threading
 import time
@@ -65,6 +67,45 @@ def ttl_seconds(result: Mapping[str, Any]) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0:
         return 0.0
     return float(ttl) / 1000.0
+
+
+def server_identity(target: Any) -> str | None:
+    """Which server a cached result came from, so that clients sharing a
+    cache never mix two servers' results (None: no stable identity): the
+    URL, the whole way a program is run (`Stdio.server_key()`, `env`
+    included: one program may be one server per environment), or a
+    number given to each in-process server object, never reused (an
+    `id()` is, once the object is collected)."""
+    url = getattr(target, "url", None)
+    if isinstance(url, str):
+        return f"http:{url}"
+    server_key = getattr(target, "server_key", None)
+    if getattr(target, "command", None) is not None and callable(server_key):
+        # A digest: the environment may hold secrets, which the key must not show.
+        return "stdio:" + hashlib.sha256(repr(server_key()).encode()).hexdigest()
+    server = getattr(target, "server", None)
+    if server is not None:
+        with _numbers_lock:
+            try:
+                number = _servers.get(server)
+                if number is None:
+                    number = _servers[server] = next(_numbers)
+            except TypeError:  # neither hashable nor weakly referable: nothing stable to go by
+                return None
+        return f"memory:{number}"
+    return None
+
+
+def client_identity() -> str:
+    """An identity of one client's own, for a target with none to share."""
+    with _numbers_lock:
+        return f"client:{next(_numbers)}"
+
+
+#: Numbers for in-process servers and clients, never reused in this process.
+_numbers = itertools.count(1)
+_numbers_lock = threading.Lock()
+_servers: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 class StaleResult(dict):  # type: ignore[type-arg]
@@ -360,5 +401,7 @@ _caches: weakref.WeakSet[ResultCache] = weakref.WeakSet()
 
 @forking.in_child
 def _after_fork_in_child() -> None:
+    global _numbers_lock
+    _numbers_lock = threading.Lock()  # (one held by a parent's thread at the fork would never be let go)
     for cache in forking.members(_caches):
         cache._after_fork()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, cast
 from . import forking, multiround, tracing
 from ._version import __version__
 from .admission import Admission, Slot
-from .cache import ResultCache, cache_key
+from .cache import ResultCache, cache_key, client_identity, server_identity
 from .calls import HeadersFn, ToolCatalog, TypedCalls
 from .connection import Connection, State, new_id_counter
 from .errors import (
@@ -160,23 +160,6 @@ class Requester(Protocol):
                         methods: Iterable[str]) -> Callable[[], None]: ...
 
 
-def server_identity(target: Any) -> str | None:
-    """Which server a cached result came from, so that clients sharing a
-    cache never mix two servers' results (None: no stable identity)."""
-    url = getattr(target, "url", None)
-    if isinstance(url, str):
-        return f"http:{url}"
-    command = getattr(target, "command", None)
-    if isinstance(command, str):
-        import json
-
-        return "stdio:" + json.dumps([command, getattr(target, "args", []), str(getattr(target, "cwd", None))])
-    server = getattr(target, "server", None)
-    if server is not None:
-        return f"memory:{id(server)}"
-    return None
-
-
 class Pipeline:
     """The request path of one client (see the module docstring)."""
 
@@ -193,7 +176,7 @@ class Pipeline:
         self.metrics = Metrics()
         cache = options.cache
         self.cache: ResultCache | None = cache if isinstance(cache, ResultCache) else (ResultCache() if cache else None)
-        self.cache_server = server_identity(target) or f"client:{id(self)}"
+        self.cache_server = server_identity(target) or client_identity()
         self._meta_cache: tuple[tuple[Any, ...], Mapping[str, Any]] | None = None
         self._lane: PlainLane | None = None  # swapped whole, like the `_meta` cache
         ids: Iterator[int] = new_id_counter()
@@ -317,7 +300,7 @@ class Pipeline:
 
     def keepalive_probe(self, timeout: float) -> None:
         if self.dialect.stateless:
-            self.discover({"timeout": timeout})
+            self.discover({"timeout": timeout, "bypass_cache": True})  # a probe must reach the server
         else:
             self.request("ping", None, {"timeout": timeout})
 

@@ -285,3 +285,38 @@ def test_a_cached_answer_asks_the_provider_who_it_is_never_for_a_token():
         assert wire(httpd, "resources/read") == 1
         assert provider.tokens == sent  # no token fetched for a cached answer
         assert provider.scopes >= 6
+
+
+def test_a_shared_cache_keeps_one_program_run_with_two_environments_apart():
+    # One command line, one server per environment (a tenant each): the
+    # key left `env` out, and bob was served alice's discovery.
+    import sys
+
+    from mcp_sync import Stdio
+
+    shared = ResultCache()
+    command = [sys.executable, "-c", "import os, sys; from mcp_sync.testing.server import main; "
+               "sys.exit(main(['--name', os.environ['TENANT']]))"]
+    with mcp_sync.connect(Stdio(command[0], command[1:], env={"TENANT": "alice"}), cache=shared,
+                          protocol="2026-07-28", timeout=30) as alice, \
+            mcp_sync.connect(Stdio(command[0], command[1:], env={"TENANT": "bob"}), cache=shared,
+                             protocol="2026-07-28", timeout=30) as bob:
+        assert alice.discover().server_info.name == "alice"
+        assert bob.discover().server_info.name == "bob"
+        assert shared.hits == 0
+
+
+def test_a_shared_cache_never_takes_a_new_in_process_server_for_a_collected_one():
+    # In-process servers were told apart by id(), which a new server may
+    # get once the old one is collected: 7 of 30 got another's discovery.
+    import gc
+
+    shared = ResultCache()
+    for i in range(30):
+        server = demo_server()
+        server.name = f"server-{i}"
+        with mcp_sync.connect(server, cache=shared, protocol="2026-07-28") as client:
+            assert client.discover().server_info.name == f"server-{i}"
+        del server, client
+        gc.collect()
+    assert shared.hits == 0

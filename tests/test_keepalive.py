@@ -15,7 +15,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.keepalive import Keepalive
-from tests.helpers import SLACK, reap
+from tests.helpers import SLACK, reap, wait_until
 
 INTERVAL = 0.05
 NAME = "test-keepalive"
@@ -384,3 +384,20 @@ def test_default_probe_timeout_is_the_interval_at_most_ten_seconds():
     finally:
         short.close()
         long.close()
+
+
+def test_a_probe_reaches_the_server_though_results_are_cached():
+    # The 2026-07-28 probe is a server/discover, which the result cache
+    # answered for its ttlMs: no probe reached the server, and a dead one
+    # was never noticed (status stayed "ready").
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    with HTTPServer(demo_server()) as httpd:
+        def discovers() -> int:
+            return len([r for r in httpd.requests if r.json and r.json.get("method") == "server/discover"])
+
+        with mcp_sync.connect(httpd.url, protocol="2026-07-28", cache=True, keepalive=0.2, timeout=10) as client:
+            client.discover()
+            client.discover()  # (from the cache: the results are cacheable)
+            before = discovers()
+            assert wait_until(lambda: discovers() >= before + 2, timeout=10), "no probe reached the server"
