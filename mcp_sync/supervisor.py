@@ -524,12 +524,15 @@ class Supervisor:
         conn = self.conn
         if self.closed or failed is not conn:
             return
-        may_reconnect = conn is not None and self.may_restart(conn)
-        self.status.set(Status.RECONNECTING if may_reconnect else Status.FAILED, error)
+        # "reconnecting" only when something will: with no reconnect policy
+        # a call may still start a stateless server again, but until one
+        # does the connection is failed (`Status.FAILED`, not final).
         policy = self.policy.reconnect
+        may_reconnect = conn is not None and policy is not None and self.may_restart(conn)
+        self.status.set(Status.RECONNECTING if may_reconnect else Status.FAILED, error)
         if policy is not None and not policy.eager and not len(self.subscriptions) and self.keepalive is None:
             return  # lazy: the next call reconnects
-        if conn is not None and self.policy.reconnect is not None and may_reconnect:
+        if may_reconnect:
             for subscription in self.open_subscriptions():
                 subscription.interrupt()
             self.healer.soon()

@@ -88,6 +88,20 @@ def test_without_reconnect_an_initialize_era_client_stays_dead():
                 client.call_tool("echo", {"text": "x"}, timeout=5)
 
 
+def test_without_reconnect_a_stateless_client_says_failed_until_a_call_starts_the_server_again():
+    # Nothing reconnects with reconnect=False: the status said
+    # "reconnecting" for as long as no call came. It says "failed" (not
+    # final: the next call starts a 2026-07-28 server again, as the spec asks).
+    with mcp_sync.connect(demo_command(), protocol="2026-07-28", reconnect=False) as client:
+        recorder = Recorder(client)
+        kill_server(client)
+        assert recorder.wait_for(("ready", "failed"))
+        assert client.status is Status.FAILED
+        assert client.call_tool("echo", {"text": "x"}, timeout=10).text == "x"
+        assert client.status is Status.READY
+        assert ("ready", "reconnecting") not in recorder.changes
+
+
 @pytest.mark.parametrize("protocol", ERAS)
 def test_a_call_in_flight_that_may_have_run_is_not_retried_and_says_so(protocol):
     with mcp_sync.connect(demo_command(), protocol=protocol, reconnect=FAST) as client:
