@@ -13,8 +13,12 @@ request; the bytes are what urllib3 would send. `http.client` would do, but it p
 the `email` package, which costs more CPU than everything else of a small
 JSON answer (about 30% of a call under load, measured with py-spy). This
 reads the status line and header lines directly and frames the body by
-RFC 9112 §6.3: no body for 1xx/204/304, chunked transfer coding, a
-Content-Length, or everything until the server closes.
+RFC 9112 §6.3: no body for 1xx/204/304, chunked transfer coding (which
+overrides a Content-Length sent with it), a Content-Length, or everything
+until the server closes. A connection is not reused (`will_close`) after
+an answer that says so, an HTTP/1.0 one without keep-alive, one framed by
+the connection's end, one with both framings (a smuggling attempt's
+mark), or a 101 (the client never asks for an upgrade).
 
 `Response` offers what the transport uses of a response: `status`,
 `reason`, `headers` (case-insensitive `get()`, `items()`), `read(amt)`,
@@ -263,6 +267,10 @@ class Response:
         self.status = 0
         self.reason = ""
         self.headers = Headers()
+        #: The Content-Length that frames the body, as the head said it;
+        #: None when something else does (chunked, the connection's end)
+        #: or there is no body. Not the header: chunked overrides it.
+        self.length: int | None = None
         # Body framing: exactly one of these describes what is left.
         self._length: int | None = None  # bytes left of a Content-Length body
         self._chunked = False
@@ -293,6 +301,11 @@ class Response:
         connection = found[1].lower() if found is not None else ""
         # HTTP/1.0 closes after each response unless it says keep-alive.
         self.will_close = "close" in connection or (self._http10 and "keep-alive" not in connection)
+        if self.status == 101:
+            # The client never asks for an upgrade, so this is final (no
+            # body) and the connection now speaks another protocol, or the
+            # server is confused: either way nothing more is written on it.
+            self.will_close = True
         if self._head_only or 100 <= self.status < 200 or self.status in (204, 304):
             self._finish()
             return
@@ -304,6 +317,11 @@ class Response:
                 self.will_close = True
                 return
             self._chunked = True
+            if "content-length" in fields:
+                # RFC 9112 §6.3: Transfer-Encoding overrides Content-Length,
+                # and a message with both (which smuggling attempts send)
+                # ends its connection: what follows it is not trusted.
+                self.will_close = True
             return
         found = fields.get("content-length")
         if found is not None:
@@ -313,7 +331,7 @@ class Response:
             # 18 digits: any real length, and `int()` never meets its digit limit.
             if len(values) != 1 or not value.isascii() or not value.isdigit() or len(value) > 18:
                 raise ResponseError(f"invalid Content-Length {length[:40]!r}")
-            self._length = int(value)
+            self._length = self.length = int(value)
             if self._length == 0:
                 self._finish()
             return

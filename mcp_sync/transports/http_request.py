@@ -356,6 +356,9 @@ class Requester:
             else:
                 why = "its Location is not an http(s) URL"
             where += f" (a redirect to {location} that was not followed: {why})"
+        elif status == 101:
+            where += (" (Switching Protocols, an upgrade the client did not ask for; the connection was closed: "
+                      "check that the URL is the server's MCP endpoint, not a WebSocket one)")
         summary = one_line(text, html="html" in headers.get("content-type", "").lower())
         detail = f": {summary}" if summary else ""
         if status in (401, 403):
@@ -390,9 +393,8 @@ class Requester:
         expanded further. The compressed size is bounded too (`raw_bound`),
         and it is what counts as received (bytes on the wire)."""
         raw_limit = raw_bound(limit)
-        length = response.headers.get("content-length")
-        if (not truncate and length is not None and length.isascii() and length.isdigit()
-                and int(length) > raw_limit):
+        length = response.length  # the framing's, not the header's (see `_read_body_bytes`)
+        if not truncate and length is not None and length > raw_limit:
             response.shutdown()
             raise MessageTooLarge(f"the response is {length} bytes compressed, more than max_response_bytes={limit} "
                                   "can need", limit=limit)
@@ -444,17 +446,20 @@ class Requester:
 
 
 def _read_body_bytes(response: Response, limit: int, *, truncate: bool = False) -> bytes:
-    length = response.headers.get("content-length")
-    if not truncate and length is not None and length.isdigit() and int(length) > limit:
+    # The length the body is framed by, not the Content-Length header: a
+    # chunked body overrides the header (RFC 9112 §6.3), which then means
+    # nothing (the reader reads the chunks; the connection is not reused).
+    length = response.length
+    if not truncate and length is not None and length > limit:
         response.shutdown()
         raise MessageTooLarge(
             f"the response is {length} bytes, over max_response_bytes={limit}", limit=limit
         )
-    if not truncate and length is not None and length.isdigit():
+    if not truncate and length is not None:
         # The common answer: its length is known and within the limit, so
         # read exactly that much, in one call when the socket allows.
         # `read(n)` blocks until n bytes or the body's end (cut short: ResponseError).
-        return response.read(int(length))
+        return response.read(length)
     parts: list[bytes] = []
     size = 0
     while True:

@@ -5,6 +5,13 @@ session has `receive(message)` and `close()` (`mcp_sync.testing.Server` is
 one). Messages cross as JSON text in both directions, so neither side can
 mutate the other's dicts and anything that would not survive the wire fails
 here too. The server's own threads deliver to the sink.
+
+The server is user code running in the caller's thread, so what it raises
+is turned into the errors every transport raises (`McpError`s): a failing
+`open_session()` is a `ConnectError` from `start()`, a failing `receive()`
+an `InvalidMessage` from `send()`, the server's exception as `__cause__`.
+A `TransportError` it raises itself goes on as it is; `KeyboardInterrupt`
+and `SystemExit` are never wrapped.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Callable, Protocol
 
-from ..errors import ConnectionClosed, InvalidMessage
+from ..errors import ConnectError, ConnectionClosed, InvalidMessage, TransportError
 from ..protocol import jsonrpc
 from .base import MessageSink, Target, Transport
 
@@ -48,7 +55,14 @@ class MemoryTransport(Transport):
             if self._closed:
                 raise ConnectionClosed("the in-process connection is closed")
             self._sink = sink
-            self._session = self._server.open_session(self._from_server)
+            try:
+                self._session = self._server.open_session(self._from_server)
+            except ConnectError:
+                raise
+            except Exception as exc:  # the server's bug: the channel cannot be opened
+                raise ConnectError(
+                    f"the in-process server {type(self._server).__name__} failed in open_session(): "
+                    f"{type(exc).__name__}: {exc} (the server's bug: fix it, see this error's __cause__)") from exc
 
     def _from_server(self, message: dict[str, Any]) -> None:
         if self._closed or self._sink is None:
@@ -70,7 +84,17 @@ class MemoryTransport(Transport):
         text = jsonrpc.encode(message)
         with self._count_lock:
             self.bytes_sent += len(text)
-        session.receive(json.loads(text))
+        try:
+            session.receive(json.loads(text))
+        except TransportError:
+            raise
+        except Exception as exc:
+            # One message failed, not the channel: the session stays, as a
+            # network server's connection outlives one failed request.
+            raise InvalidMessage(
+                f"the in-process server {type(self._server).__name__} failed in receive() on "
+                f"{_what(message)}: {type(exc).__name__}: {exc} (the server's bug: fix it, see this error's "
+                "__cause__; it may have taken effect, and is not sent again)") from exc
 
     def close(self) -> None:
         with self._lock:
@@ -90,6 +114,14 @@ class MemoryTransport(Transport):
 
     def describe(self) -> str:
         return f"in-process server {type(self._server).__name__}"
+
+
+def _what(message: Mapping[str, Any]) -> str:
+    """A message as an error names it: its method, else the id it answers."""
+    if not isinstance(message, Mapping):
+        return "a batch"  # (typed a Mapping; a list must not break the error)
+    method = message.get("method")
+    return repr(method) if isinstance(method, str) else f"the answer to {message.get('id')!r}"
 
 
 class Memory(Target):

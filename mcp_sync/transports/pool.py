@@ -507,14 +507,25 @@ class ExchangeThreads:
             if self._idle > 0:
                 self._idle -= 1
             else:
-                thread = threading.Thread(target=self._run, name=f"{self._name}-{self._started}", daemon=True)
-                self._started += 1
-                try:
-                    thread.start()
-                except RuntimeError as exc:  # no thread to be had: this exchange fails, nothing is left half-made
-                    raise ConnectionClosed(f"no thread for the HTTP exchange: {exc}") from exc
-                self._threads.append(thread)
+                self._start_thread()
             self._jobs.put(job)
+
+    def _start_thread(self) -> None:
+        """(Under the lock.) Start a thread for the job about to be queued.
+        It is on the roll before it starts, so that close() signals and
+        joins it whatever stops `start()` half-way."""
+        thread = threading.Thread(target=self._run, name=f"{self._name}-{self._started}", daemon=True)
+        self._started += 1
+        self._threads.append(thread)
+        try:
+            thread.start()
+        except RuntimeError as exc:  # no thread to be had: this exchange fails, nothing is left half-made
+            self._threads.remove(thread)
+            raise ConnectionClosed(f"no thread for the HTTP exchange: {exc}") from exc
+        # A KeyboardInterrupt in start() (it waits for the thread to run)
+        # goes on with the thread on the roll: it may be running, and then
+        # waits for jobs, counted nowhere (not idle: were it not running, a
+        # job promised to it would never run), until one comes or close().
 
     def _run(self) -> None:
         while True:
@@ -556,6 +567,16 @@ class ExchangeThreads:
         limit = time.monotonic() + THREAD_JOIN_SECONDS
         for thread in threads + retired:
             if thread is not threading.current_thread():
-                thread.join(remaining(limit))
-                if thread.is_alive():
-                    log.warning("an HTTP exchange thread did not end in time: %s", thread.name)
+                _join(thread, limit)
+
+
+def _join(thread: threading.Thread, limit: float) -> None:
+    """Wait until `limit` (a `time.monotonic()` value) for `thread` to end.
+    One an interrupt stopped before it started (see `_start_thread`) has
+    nothing to wait for."""
+    try:
+        thread.join(remaining(limit))
+    except RuntimeError:  # "cannot join thread before it is started"
+        return
+    if thread.is_alive():
+        log.warning("an HTTP exchange thread did not end in time: %s", thread.name)

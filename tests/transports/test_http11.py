@@ -203,3 +203,84 @@ def test_an_http10_answer_without_keep_alive_is_not_reused(wire, head, closes):
     response = answer(wire, head)
     assert response.read(10) == b"ok"
     assert response.will_close is closes
+
+
+# -- answers the client did not ask for, and conflicting framing -------------------------------
+
+
+def test_an_unrequested_101_answer_is_final_and_its_connection_is_never_reused(wire):
+    # The client never asks for an upgrade: after a 101 the connection
+    # speaks something else (or nothing), so it must not go back to the pool.
+    response = answer(wire, b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n")
+    assert response.status == 101
+    assert response.isclosed() and response.read() == b""
+    assert response.will_close
+
+
+@pytest.mark.parametrize("length", [b"5", b"999999999999"])
+def test_transfer_encoding_overrides_content_length_and_the_connection_is_not_reused(wire, length):
+    # RFC 9112 §6.3: with both, the chunked coding frames the body, and
+    # the connection is closed after the message (a smuggling attempt).
+    body = b"7\r\nchunked\r\n5\r\n wins\r\n0\r\n\r\n"
+    response = answer(wire, b"HTTP/1.1 200 OK\r\nContent-Length: " + length + b"\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      + body + b"NEXT")
+    assert response.will_close
+    assert response.length is None  # no Content-Length frames this body
+    assert response.read() == b"chunked wins"
+    assert response.isclosed()
+
+
+def _hold_until_hangup(head: bytes, body: bytes = b""):
+    """A `HostileFront` fault: this answer, then nothing more on the
+    connection until the client closes it (`front.hung_up` then says so)."""
+    from tests.servers.hostile_http import wait_for_hangup
+
+    def fault(front, sock, message):
+        sock.sendall(head + body)
+        wait_for_hangup(front, sock)
+
+    return fault
+
+
+def _json_answer(message, text: str) -> bytes:
+    import json
+
+    return json.dumps({"jsonrpc": "2.0", "id": message["id"],
+                       "result": {"content": [{"type": "text", "text": text}], "resultType": "complete"}}).encode()
+
+
+def test_an_unrequested_101_to_a_post_is_an_error_and_the_next_request_gets_a_new_connection():
+    from tests.servers.hostile_http import HostileFront
+
+    fault = _hold_until_hangup(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n")
+    with HTTPServer(demo_server()) as upstream, HostileFront(upstream.url, {"tools/call": fault}) as front:
+        with mcp_sync.connect(front.url, protocol="2026-07-28", pool_size=1) as client:
+            with pytest.raises(mcp_sync.HTTPStatusError, match="101 .*did not ask for") as caught:
+                client.call_tool("echo", {"text": "x"}, timeout=5)
+            assert caught.value.status == 101
+            # Written on the upgraded connection, this would wait its whole timeout.
+            assert [tool.name for tool in client.list_tools(timeout=5)]
+            assert front.hung_up.wait(5), "the upgraded connection was kept open"
+
+
+@pytest.mark.parametrize("length, coding", [("5", None), ("999999999999", None), ("999999999999", "gzip")])
+def test_a_chunked_json_answer_with_a_content_length_too_is_read_chunked_and_its_connection_closed(length, coding):
+    import gzip
+
+    from tests.servers.hostile_http import HostileFront
+
+    def fault(front, sock, message):
+        body = _json_answer(message, "chunked wins")
+        if coding is not None:
+            body = gzip.compress(body)
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %s\r\n"
+                b"Transfer-Encoding: chunked\r\n" % length.encode())
+        if coding is not None:
+            head += b"Content-Encoding: %s\r\n" % coding.encode()
+        _hold_until_hangup(head + b"\r\n", b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))(front, sock, message)
+
+    with HTTPServer(demo_server()) as upstream, HostileFront(upstream.url, {"tools/call": fault}) as front:
+        with mcp_sync.connect(front.url, protocol="2026-07-28", pool_size=1) as client:
+            assert client.call_tool("echo", {"text": "x"}, timeout=5).text == "chunked wins"
+            assert [tool.name for tool in client.list_tools(timeout=5)]
+            assert front.hung_up.wait(5), "a connection whose answer had both framings was kept"

@@ -485,6 +485,42 @@ def test_an_exchange_thread_that_cannot_start_fails_the_exchange_only(monkeypatc
     assert not [t for t in threading.enumerate() if t.name.startswith("mcp-sync-test-nothread")]
 
 
+def test_an_interrupt_inside_thread_start_leaves_no_thread_behind_close(monkeypatch, caplog):
+    # A Ctrl-C lands in `Thread.start()` while it waits for the new thread
+    # to run: the thread runs, the job is not queued, the caller gets the
+    # KeyboardInterrupt. close() must still signal and join that thread,
+    # and the threads it knew of must each get their own stop signal.
+    import mcp_sync.transports.pool as pool_module
+    from mcp_sync.transports.pool import ExchangeThreads
+
+    class InterruptedStart(threading.Thread):
+        armed = True
+
+        def start(self) -> None:
+            super().start()
+            if InterruptedStart.armed:
+                InterruptedStart.armed = False
+                raise KeyboardInterrupt  # where a real Ctrl-C lands: in the wait for the thread to run
+
+    threads = ExchangeThreads("mcp-sync-test-interrupted", idle_seconds=60)
+    release, first_ran = threading.Event(), threading.Event()
+    InterruptedStart.armed = False
+    monkeypatch.setattr(pool_module.threading, "Thread", InterruptedStart)
+    threads.submit(lambda: (first_ran.set(), release.wait(10)))  # busy: the next job needs a new thread
+    assert first_ran.wait(5)
+    InterruptedStart.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        threads.submit(lambda: None)
+    release.set()
+    ran = threading.Event()
+    threads.submit(ran.set)  # the thread left waiting, or another, runs the next job
+    assert ran.wait(5)
+    with caplog.at_level("WARNING", logger="mcp_sync"):
+        threads.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("mcp-sync-test-interrupted")]
+    assert "did not end in time" not in caplog.text
+
+
 # -- one HTTP/1.1 implementation for every request -----------------------------------------------
 
 

@@ -93,3 +93,87 @@ def test_each_connection_gets_its_own_session():
         assert modern.protocol_version == "2026-07-28"
         assert legacy.call_tool("echo", {"text": "a"}).text == "a"
         assert modern.call_tool("echo", {"text": "b"}).text == "b"
+
+
+# -- an in-process server that raises ----------------------------------------------------------
+
+
+class Failing:
+    """An in-process server whose `open_session()` raises `on_open`, or whose
+    session's `receive()` raises `on_receive` for a tools/call (and passes
+    the rest to `inner`, an `EchoServer` by default)."""
+
+    def __init__(self, on_open=None, on_receive=None, inner=None):
+        self.on_open = on_open
+        self.on_receive = on_receive
+        self.inner = inner if inner is not None else EchoServer()
+
+    def open_session(self, send):
+        if self.on_open is not None:
+            raise self.on_open
+        inner = self.inner.open_session(send)
+        failing = self
+
+        class Session:
+            def receive(self, message):
+                if message.get("method") == "tools/call" and failing.on_receive is not None:
+                    raise failing.on_receive
+                inner.receive(message)
+
+            def close(self):
+                pass
+
+        return Session()
+
+
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": {}, "_meta": META}}
+
+
+def test_a_server_that_cannot_open_a_session_is_a_connect_error():
+    bug = RuntimeError("cannot open")
+    transport = MemoryTransport(Failing(on_open=bug))
+    with pytest.raises(mcp_sync.ConnectError, match="open_session") as caught:
+        transport.start(Sink())
+    assert caught.value.__cause__ is bug
+    transport.close()
+    with pytest.raises(mcp_sync.ConnectError):
+        mcp_sync.connect(Failing(on_open=RuntimeError("cannot open")), timeout=5)
+
+
+def test_a_server_session_that_raises_on_a_message_is_a_transport_error_and_the_connection_goes_on():
+    bug = KeyError("server bug")
+    transport = MemoryTransport(Failing(on_receive=bug))
+    sink = Sink()
+    transport.start(sink)
+    with pytest.raises(mcp_sync.TransportError, match="receive") as caught:
+        transport.send(CALL)
+    assert caught.value.__cause__ is bug
+    assert sink.failures == []  # one message failed, not the channel
+    transport.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": META}})
+    assert [m["id"] for m in sink.messages] == [2]
+    transport.close()
+    with mcp_sync.connect(Failing(on_receive=KeyError("server bug"), inner=demo_server()), timeout=5) as client:
+        with pytest.raises(mcp_sync.TransportError, match="KeyError"):
+            client.call_tool("echo", {"text": "x"})
+        assert "echo" in [tool.name for tool in client.list_tools()]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_or_exit_inside_the_server_is_not_wrapped(stop):
+    with pytest.raises(stop):
+        MemoryTransport(Failing(on_open=stop())).start(Sink())
+    transport = MemoryTransport(Failing(on_receive=stop()))
+    transport.start(Sink())
+    with pytest.raises(stop):
+        transport.send(CALL)
+    transport.close()
+
+
+def test_a_transport_error_the_server_raises_is_passed_on_as_it_is():
+    closed = mcp_sync.ConnectionClosed("the server is shutting down")
+    transport = MemoryTransport(Failing(on_receive=closed))
+    transport.start(Sink())
+    with pytest.raises(mcp_sync.ConnectionClosed) as caught:
+        transport.send(CALL)
+    assert caught.value is closed
+    transport.close()
