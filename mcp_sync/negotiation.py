@@ -646,9 +646,14 @@ def resume(conn: Connection, settled: Settled, terms: Terms, timeout: float | No
                        discovered=settled.discovered)
 
 
-def renew(conn: Connection, settled: Settled, terms: Terms) -> Settled:
-    """A new initialize-era session on `conn` (the server ended the last one)."""
-    return _initialize(conn, settled.target, settled.dialect.version, terms, timeout=terms.timeout,
+def renew(conn: Connection, settled: Settled, terms: Terms, deadline: float | None = None) -> Settled:
+    """A new initialize-era session on `conn` (the server ended the last
+    one), by `deadline` (a call's) at the latest."""
+    timeout = terms.timeout
+    if deadline is not None:
+        left = remaining(deadline, at_least=0.001)
+        timeout = left if timeout is None else min(timeout, left)
+    return _initialize(conn, settled.target, settled.dialect.version, terms, timeout=timeout,
                        discovered=settled.discovered)
 
 

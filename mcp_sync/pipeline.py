@@ -718,7 +718,8 @@ class Pipeline:
                 if isinstance(outcome, SessionExpired):
                     if "session" not in mended and not dialect.stateless:
                         mended.add("session")
-                        supervisor.renew_session(conn, generation)
+                        supervisor.renew_session(conn, generation, method=method, timeout=plan.timeout,
+                                                 deadline=plan.deadline)
                         continue
                 elif isinstance(outcome, ConnectionClosed):
                     if _may_resend(supervisor, outcome, conn, pending, method, mended):

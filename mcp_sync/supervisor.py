@@ -89,6 +89,13 @@ class Hooks(Protocol):
         """Check that the connection answers (raises an `McpError` if not)."""
 
 
+def _renewal_timeout(method: str | None, timeout: float | None) -> RequestTimeout:
+    """A call's timeout, passed while the session the server ended was set up again."""
+    spent = "" if timeout is None else f" after {timeout:g} s"
+    return RequestTimeout(f"{method or 'the request'} timed out{spent} while the session the server had ended was "
+                          "set up again: pass a larger timeout=, or see client.status", method=method, timeout=timeout)
+
+
 def bounded(timeout: float | None, deadline: float | None) -> float | None:
     """`timeout`, but never past `deadline` (None: no bound from it)."""
     if deadline is None:
@@ -478,30 +485,53 @@ class Supervisor:
                 subscription.fail(ConnectionClosed(f"reconnecting gave up: {error}"))
         return ConnectionClosed(f"reconnecting gave up after {self.attempts} attempts: {error}")
 
-    def renew_session(self, conn: Connection, generation: int, cause: McpError | None = None) -> None:
+    def renew_session(self, conn: Connection, generation: int, cause: McpError | None = None, *,
+                      method: str | None = None, timeout: float | None = None, deadline: float | None = None) -> None:
         """The server no longer knows our initialize-era session (`cause`:
         how that was found; a 404 to a call by default): start a new one,
-        once for all the calls that found out at the same time."""
-        with self.session_lock:
+        once for all the calls that found out at the same time.
+
+        For a call (its `method`, `timeout` and `deadline`), its wait for
+        another call's renewal and the renewal it makes end by its deadline
+        (`RequestTimeout`, naming its own timeout), and a renewal it could
+        not finish goes on on the healer's thread (bounded by the client's
+        timeouts): the status never says "reconnecting" with nothing
+        reconnecting."""
+        taken = False
+        try:
+            taken = acquire_until(self.session_lock, deadline)  # (sliced: an interrupt is heard)
+            if not taken:
+                raise _renewal_timeout(method, timeout)
             if self.session_generation != generation or self.conn is not conn or conn.failure is not None:
                 # Another call renewed it already, or the connection failed
                 # (a reconnect replaces it): send again.
                 return
             settled = self.require_settled()
             log.info("the server no longer knows the session; initializing a new one")
-            self.status.set(Status.RECONNECTING, cause if cause is not None else
-                            SessionExpired("the server ended the session (HTTP 404)", status=404))
+            lost = cause if isinstance(cause, TransportError) else SessionExpired(
+                "the server ended the session" if cause is not None else "the server ended the session (HTTP 404)",
+                status=404)
+            self.status.set(Status.RECONNECTING, lost)
             for subscription in self.open_subscriptions():  # the session's subscriptions went with it
                 subscription.interrupt()
-            # Should it fail, the status stays "reconnecting": the next call
-            # meets the expired session and renews it again.
-            renewed = negotiation.renew(conn, settled, self.terms)
+            try:
+                renewed = negotiation.renew(conn, settled, self.terms, deadline=deadline)
+            except McpError as exc:
+                if method is None:
+                    raise  # the healer's own: it says what follows
+                self.healer.session_lost(conn, lost, generation)
+                if isinstance(exc, RequestTimeout) and deadline is not None and remaining(deadline) <= 0:
+                    raise _renewal_timeout(method, timeout) from None
+                raise
             with self.lock:
                 if self.conn is conn:
                     self.settled = renewed
             self.session_generation += 1
             self.metrics.count("reconnects")
             self.status.set(Status.READY)
+        finally:
+            if taken:
+                self.session_lock.release()
         if any(subscription.interrupted for subscription in self.open_subscriptions()):
             self.healer.soon()  # subscribe again in the new session
 

@@ -176,6 +176,71 @@ def test_an_expired_http_session_is_set_up_again_and_reported():
                 changes
 
 
+def _slow_initialize_server():
+    """An HTTP server whose `initialize` (a POST without a session) waits for
+    `release` once `hold` is set: a session renewal that takes its time."""
+    from mcp_sync.testing import HTTPServer
+
+    hold, release, held = threading.Event(), threading.Event(), threading.Event()
+
+    def gate(request):
+        if hold.is_set() and request.method == "POST" and request.headers.get("Mcp-Session-Id") is None:
+            held.set()
+            release.wait(30)
+        return None
+
+    return HTTPServer(mcp_sync.testing.demo_server(), gate=gate, get_stream=False), hold, release, held
+
+
+def test_a_session_renewal_is_bounded_by_the_calls_timeout_and_finished_by_the_healer():
+    # A call that met the expired session renewed it with the client's
+    # 30 s timeout, whatever its own (timeout=1 took as long as the
+    # server's initialize), and a renewal that failed left the status
+    # "reconnecting" with nothing reconnecting.
+    httpd, hold, release, held = _slow_initialize_server()
+    with httpd, mcp_sync.connect(httpd.url, protocol="2025-11-25", timeout=30) as client:
+        assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        httpd.expire_sessions()
+        hold.set()
+        try:
+            with pytest.raises(mcp_sync.RequestTimeout) as caught:
+                client.call_tool("echo", {"text": "x"}, timeout=1)
+            assert caught.value.timeout == 1  # the call's own, not what was left of it
+            assert held.is_set()
+        finally:
+            hold.clear()
+            release.set()
+        # The healer finishes the renewal by itself: ready, with no call.
+        assert wait_until(lambda: client.status is Status.READY, 10), client.status
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
+
+
+def test_a_call_waiting_for_another_threads_session_renewal_keeps_its_timeout_and_hears_an_interrupt():
+    import _thread
+
+    httpd, hold, release, held = _slow_initialize_server()
+    with httpd, mcp_sync.connect(httpd.url, protocol="2025-11-25", timeout=30) as client:
+        client.call_tool("echo", {"text": "hi"})
+        httpd.expire_sessions()
+        hold.set()
+        renewing = threading.Thread(target=lambda: client.call_tool("echo", {"text": "a"}, timeout=20))
+        renewing.start()
+        try:
+            assert held.wait(10)  # the other thread is renewing now
+            with pytest.raises(mcp_sync.RequestTimeout):
+                client.call_tool("echo", {"text": "b"}, timeout=0.5)
+            timer = threading.Timer(0.3, _thread.interrupt_main)
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                client.call_tool("echo", {"text": "c"}, timeout=20)
+            timer.join()
+        finally:
+            hold.clear()
+            release.set()
+            renewing.join(30)
+        assert client.call_tool("echo", {"text": "after"}).text == "after"
+
+
 def test_calls_waiting_for_a_reconnect_are_bounded_by_max_queued(tmp_path):
     """While one call reconnects (the backoff makes it slow), new calls wait
     in the admission queue: beyond `max_queued` they fail at once."""
