@@ -333,11 +333,12 @@ class Client(ClientRequests):
         `ConnectionClosed`, every thread the client started ends, and a stdio
         server process is stopped and reaped. Idempotent, from any thread."""
         forking.check()  # while still registered: a child forked from C resets it first
-        self._finalizer.detach()
         _live_clients.discard(self)
         self._supervisor.close()
         # The client tasks (a person's answers among them) go with the connection.
         self._pipeline.server_requests.reset()
+        # Last: a close() an interrupt cut short is finished by the finalizer.
+        self._finalizer.detach()
 
     def _after_fork(self) -> None:
         """In the child after `os.fork()`: let go of everything the parent's

@@ -89,6 +89,15 @@ class Hooks(Protocol):
         """Check that the connection answers (raises an `McpError` if not)."""
 
 
+def _endless(reconnect: Reconnect) -> Iterator[float]:
+    """`reconnect`'s waits, then its largest for ever once its attempts are spent."""
+    last = reconnect.max_delay
+    for last in reconnect.delays():
+        yield last
+    while True:
+        yield last
+
+
 def _renewal_timeout(method: str | None, timeout: float | None) -> RequestTimeout:
     """A call's timeout, passed while the session the server ended was set up again."""
     spent = "" if timeout is None else f" after {timeout:g} s"
@@ -489,14 +498,10 @@ class Supervisor:
                       method: str | None = None, timeout: float | None = None, deadline: float | None = None) -> None:
         """The server no longer knows our initialize-era session (`cause`:
         how that was found; a 404 to a call by default): start a new one,
-        once for all the calls that found out at the same time.
-
-        For a call (its `method`, `timeout` and `deadline`), its wait for
-        another call's renewal and the renewal it makes end by its deadline
-        (`RequestTimeout`, naming its own timeout), and a renewal it could
-        not finish goes on on the healer's thread (bounded by the client's
-        timeouts): the status never says "reconnecting" with nothing
-        reconnecting."""
+        once for all the calls that found out at the same time. For a call
+        (`method`, `timeout`, `deadline`), the wait and the renewal end by
+        its deadline, and one it could not finish goes on on the healer's
+        thread: "reconnecting" never stays with nothing reconnecting."""
         taken = False
         try:
             taken = acquire_until(self.session_lock, deadline)  # (sliced: an interrupt is heard)
@@ -605,14 +610,8 @@ class Supervisor:
 
     def reopen_delays(self) -> Iterator[float]:
         """The waits between attempts to open again streams that keep
-        breaking at once: the reconnect policy's backoff, endless (its
-        largest wait once its attempts are spent)."""
-        reconnect = self.policy.reconnect or Reconnect()
-        last = reconnect.max_delay
-        for last in reconnect.delays():
-            yield last
-        while True:
-            yield last
+        breaking at once: the reconnect policy's backoff, endless."""
+        return _endless(self.policy.reconnect or Reconnect())
 
     def next_attempt_in(self) -> float:
         """Seconds until the reconnect policy allows the next attempt (0: now)."""
@@ -662,28 +661,35 @@ class Supervisor:
         self.status.set(Status.CLOSED)
         self.closed_event.set()
         healer = self.healer.close()  # its backoff ends now; joined below
-        self.admission.close(ConnectionClosed("the client was closed"))
-        for conn in conns:
-            if conn is not None:
-                conn.close()
-        self.closers.shut()
-        if self.keepalive is not None:
-            self.keepalive.close()
-        # The healer first, then the threads that left: one that leaves in
-        # between is in the second list.
-        threads = [healer, *self.closers.left()]
-        limit = time.monotonic() + CLOSE_JOIN_SECONDS
-        for thread in threads:
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(remaining(limit))
-        self.dispatcher.close()
-        # Every subscription still open ends now, including one interrupted
-        # by a reconnect that the close cut short: its stream's own end was
-        # used up by the interruption, so nothing else would end it.
-        with self.lock:
-            watched = list(self.subscriptions)
-        for subscription in {*subscriptions, *watched}:
-            subscription.fail(ConnectionClosed("the client was closed"))
+        # Each step in a `finally` of the one before: a Ctrl-C in one (a
+        # stdio server's shutdown waits) must not leave the others' threads
+        # running for good (a later close() finishes closing the connection).
+        try:
+            self.admission.close(ConnectionClosed("the client was closed"))
+            for conn in conns:
+                if conn is not None:
+                    conn.close()
+        finally:
+            try:
+                self.closers.shut()
+                if self.keepalive is not None:
+                    self.keepalive.close()
+                # The healer first, then the threads that left: one that leaves in
+                # between is in the second list.
+                threads = [healer, *self.closers.left()]
+                limit = time.monotonic() + CLOSE_JOIN_SECONDS
+                for thread in threads:
+                    if thread is not None and thread is not threading.current_thread():
+                        thread.join(remaining(limit))
+            finally:
+                self.dispatcher.close()
+                # Every subscription still open ends now, including one interrupted
+                # by a reconnect that the close cut short: its stream's own end was
+                # used up by the interruption, so nothing else would end it.
+                with self.lock:
+                    watched = list(self.subscriptions)
+                for subscription in {*subscriptions, *watched}:
+                    subscription.fail(ConnectionClosed("the client was closed"))
 
     def close_later(self, conn: Connection, reason: str) -> None:
         """Close `conn` on a thread of its own (see `Closers`)."""

@@ -358,6 +358,32 @@ def test_with_block_closes(no_leaks):
         client.list_tools()
 
 
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_an_interrupt_inside_close_leaves_no_thread_running(era):
+    # Ctrl-C landing while close() closed the connection (the end of a
+    # `with` block in a notebook): the keepalive and notification threads
+    # ran on for good, and nothing would close them again.
+    before = set(threading.enumerate())
+    client = mcp_sync.connect(demo_command(), protocol=era, keepalive=5)
+    client.on_status(lambda change: None)  # (the notification thread)
+    client.call_tool("echo", {"text": "x"})
+    conn = client._conn
+    closing = conn.close
+
+    def interrupted_close(*args, **kwargs):
+        closing(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    conn.close = interrupted_close
+    with pytest.raises(KeyboardInterrupt):
+        client.close()
+    del conn.close  # (the connection's own again)
+    assert client.status == "closed"
+    assert wait_until(lambda: not set(threading.enumerate()) - before, timeout=10), \
+        [t.name for t in set(threading.enumerate()) - before]
+    client.close()  # idempotent after an interrupted close
+
+
 def test_results_keep_unknown_fields():
     server = Server()
 
