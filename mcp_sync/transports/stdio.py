@@ -747,26 +747,28 @@ class StdioTransport(Transport):
         if not self._closing:
             sink.transport_failed(error)
 
-    def _exit_error(self, what: str, wait: float = 1.0) -> TransportError:
-        """The error for a server that went away: its exit code (waited for
-        at most `wait` seconds) and last stderr."""
+    def _exit_error(self, what: str, deadline: float | None = None, *, wait: float = 1.0) -> TransportError:
+        """The error for a server that went away: its exit code and last
+        stderr, waited for `wait` seconds at most, and no later than
+        `deadline` (a caller's, whose write found the pipe broken)."""
         process = self._process
         if self._closing:
             return ConnectionClosed("the connection is closed")
+        until = time.monotonic() + wait if deadline is None else min(time.monotonic() + wait, deadline)
         returncode = None
         if process is not None:
             # stdout ending usually means the process is exiting; give it a
             # moment so the exit code and its last stderr lines are known.
-            returncode = process.exit_code(wait)
+            returncode = process.exit_code(remaining(until))
         if returncode is None:
             return ConnectionClosed(f"{what} (the process is still running){self._tail_text()}")
         # The thread that reads stderr may not have come to its last lines
         # yet (a write that found the pipe broken explains it at once).
         if (self._drain or self._reader) is not threading.current_thread():
-            self._stderr_ended.wait(1.0)
+            self._stderr_ended.wait(remaining(until))
         handoff = self._handoff
         if handoff is not None:
-            handoff.flush(_LAST_WORDS_FLUSH)
+            handoff.flush(min(_LAST_WORDS_FLUSH, remaining(until, at_least=0.05)))
         return ServerExited(
             f"{what}: the server process exited with code {returncode}{self._tail_text()}",
             returncode=returncode, stderr_tail=list(self._stderr_tail),

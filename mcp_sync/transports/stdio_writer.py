@@ -7,7 +7,8 @@ stdin, since only here is it known that no writer is in it. What it must
 not know: JSON-RPC (it writes bytes), the process (`ServerProcess` asks it
 to close stdin and nothing else), or how a failure is explained and
 reported: the transport gives `explain` (a write failed: the server's exit
-code and last stderr lines) and `on_broken` (fail the connection).
+code and last stderr lines, found by the write's deadline) and `on_broken`
+(fail the connection).
 
 Lock discipline. On POSIX the pipe is non-blocking, so a server that does
 not read cannot hold a caller past its deadline: a message that cannot
@@ -63,7 +64,7 @@ class StdinWriter:
             ...  # the deadline passed first: nothing was written
     """
 
-    def __init__(self, stdin: IO[bytes], *, explain: Callable[[str], TransportError],
+    def __init__(self, stdin: IO[bytes], *, explain: Callable[[str, float | None], TransportError],
                  on_broken: Callable[[TransportError], None]) -> None:
         if sys.platform != "win32":
             # Writes then never block: a deadline, or close(), can end a
@@ -112,7 +113,7 @@ class StdinWriter:
                 fd = self._stdin.fileno()
             except ValueError:  # closed by close() since: the locked path says so
                 fd = -1
-            if fd >= 0 and self._write_alone(fd, data):
+            if fd >= 0 and self._write_alone(fd, data, deadline):
                 return True
         if not self._lock_for_writing(deadline):
             return False
@@ -128,7 +129,7 @@ class StdinWriter:
                     self._stdin.write(data)
                     self._stdin.flush()
                 except (ValueError, OSError) as exc:
-                    raise self._explain(f"cannot write to the server: {exc}") from exc
+                    raise self._explain(f"cannot write to the server: {exc}", deadline) from exc
                 return True
             return self._write_whole(self._stdin.fileno(), data, deadline)
         finally:
@@ -158,7 +159,7 @@ class StdinWriter:
             self._exclusive = False
             self._write_lock.release()
 
-    def _write_alone(self, fd: int, data: bytes) -> bool:
+    def _write_alone(self, fd: int, data: bytes, deadline: float | None) -> bool:
         """Write a message of at most PIPE_BUF bytes without the write lock:
         True once written; False when it must take the lock (a holder of the
         lock is writing or closing, or the pipe has no room for all of it).
@@ -192,7 +193,7 @@ class StdinWriter:
         finally:
             alone.discard(token)
         if failure is not None:
-            error = self._explain(f"cannot write to the server: {failure}")
+            error = self._explain(f"cannot write to the server: {failure}", deadline)
             if isinstance(error, ConnectionClosed):
                 error.may_have_executed = False  # nothing of it left: the client may send it elsewhere
             try:
@@ -257,7 +258,7 @@ class StdinWriter:
                 except BlockingIOError:
                     pass
                 except OSError as exc:  # EPIPE: the server closed its stdin or exited
-                    error = self._explain(f"cannot write to the server: {exc}")
+                    error = self._explain(f"cannot write to the server: {exc}", deadline)
                     if written == 0 and isinstance(error, ConnectionClosed):
                         # Nothing of it left: the client may send it elsewhere.
                         error.may_have_executed = False

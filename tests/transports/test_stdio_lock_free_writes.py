@@ -102,7 +102,7 @@ def test_a_lone_writer_stands_back_while_the_lock_holder_is_exclusive():
         sent = transport.bytes_sent
         writer._exclusive = True
         try:
-            assert writer._write_alone(fd, b'{"jsonrpc":"2.0","method":"x"}\n') is False
+            assert writer._write_alone(fd, b'{"jsonrpc":"2.0","method":"x"}\n', None) is False
         finally:
             writer._exclusive = False
         assert transport.bytes_sent == sent and not writer._alone

@@ -252,6 +252,35 @@ def test_a_server_that_dies_while_a_grandchild_holds_its_stdout_is_seen_to_exit(
         _kill(grandchild)
 
 
+def test_a_write_that_finds_stdin_closed_waits_for_the_exit_code_within_the_calls_time(tmp_path, monkeypatch):
+    # The write's EPIPE was explained by waiting up to 1 s for the server's
+    # exit code (and its last stderr) on the caller's thread, whatever the
+    # call's timeout: a timeout=0.2 call took 1 s. The wait ends by the
+    # call's deadline (the waits are recorded, not timed).
+    from mcp_sync.transports.stdio_process import ServerProcess
+
+    waits = []
+    exit_code = ServerProcess.exit_code
+
+    def recorded(self, wait):
+        waits.append((wait, threading.current_thread().name))
+        return exit_code(self, wait)
+
+    record = tmp_path / "record"
+    server = Stdio(sys.executable, [str(SERVERS / "stops_reading.py"), str(record)], shutdown_timeout=0.5)
+    with mcp_sync.connect(server, protocol=STATELESS, reconnect=False, timeout=10, probe_timeout=0.2) as client:
+        held = threading.Thread(target=lambda: pytest.raises(mcp_sync.McpError, client.call_tool, "hold",
+                                                             {"seconds": 30}))
+        held.start()
+        assert wait_until(lambda: record.exists() and "hold ran" in record.read_text(), 10)  # stdin closed
+        monkeypatch.setattr(ServerProcess, "exit_code", recorded)
+        with pytest.raises(mcp_sync.McpError):
+            client.call_tool("echo", {"text": "x"}, timeout=0.2)
+        mine = [wait for wait, thread in waits if thread == threading.current_thread().name]
+        assert mine and max(mine) <= 0.2, waits  # (the sender's thread, writing for no caller, may wait longer)
+    held.join(10)
+
+
 # -- a server that does not read its stdin ---------------------------------------------------------------
 
 
