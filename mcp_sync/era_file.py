@@ -18,7 +18,8 @@ process, `connect(era_cache=False)` for a client.
 Rules: at most `MAX_SERVERS` entries (the least recently written dropped);
 written atomically (a temporary file in the same directory, then a rename)
 with owner-only permissions (0600, directory 0700); a file that cannot be
-read or parsed is taken as empty and a failed write is logged at DEBUG:
+read or decoded, whatever it holds (or not a regular file: a named pipe is
+never waited on), is taken as empty and a failed write is logged at DEBUG:
 neither is ever an error. Across processes the last writer wins; an entry
 lost that way costs one probe. `_lock` serialises this process's
 read-modify-write cycles; nothing else is done under it.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import threading
 from collections.abc import Hashable
 from pathlib import Path
@@ -64,18 +66,46 @@ def _digest(key: Hashable) -> str:
 
 
 def _load(path: Path) -> dict[str, str]:
+    data = _read(path)
+    if data is None:
+        return {}
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            return {}
         content = json.loads(data)
-    except (OSError, ValueError):
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
         return {}
     eras = content.get("eras") if isinstance(content, dict) and content.get("format") == _FORMAT else None
     if not isinstance(eras, dict):
         return {}
     return {k: v for k, v in eras.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _read(path: Path) -> bytes | None:
+    """The file's bytes, or None when it is missing, unreadable, larger than
+    `MAX_FILE_BYTES` or not a regular file. Never blocks: opened with
+    `O_NONBLOCK`, so a named pipe put at the path (which an ordinary open
+    waits on until something writes to it) is refused by `fstat` at once;
+    on a regular file the flag changes nothing."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        handle = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(handle, MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    return None if size > MAX_FILE_BYTES else b"".join(chunks)
 
 
 def _store(path: Path, eras: dict[str, str]) -> None:

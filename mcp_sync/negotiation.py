@@ -58,6 +58,7 @@ from . import client_tasks, forking
 from .connection import Connection, Pending, poll
 from .errors import (
     AuthenticationError,
+    AuthorizationError,
     ConnectError,
     HTTPStatusError,
     InvalidResult,
@@ -425,11 +426,31 @@ def _restarts_server(target: Target | Transport, conn: Connection) -> bool:
     return isinstance(target, Target) and conn.transport.restarts_server
 
 
-def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: Starter) -> tuple[Connection, Settled]:
+def _explained_by_a_change(exc: BaseException, conn: Connection) -> bool:
+    """Whether the remembered era's `initialize` on `conn` failed in a way
+    a server changed since (upgraded in place to the stateless era)
+    explains: it refused it, answered something else, exited on it or
+    closed the connection, or never answered it. Not: credentials or a
+    server in trouble (an HTTP status other than a refused POST), nothing
+    to connect to, or a stdio server that failed without reading a byte
+    (it failed on its own; a fresh settle would fail the same way). A
+    client closed meanwhile is told by `settle()`."""
+    if isinstance(exc, (_Changed, ServerError, VersionNegotiationError)):
+        return True
+    if isinstance(exc, HTTPStatusError):
+        return _refused_post(exc)
+    if isinstance(exc, (ConnectError, AuthorizationError)) or not isinstance(exc, (TransportError, RequestTimeout)):
+        return False
+    return not conn.transport.read_nothing()
+
+
+def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: Starter, *,
+           use_memory: bool = True) -> tuple[Connection, Settled]:
     """Settle the era on `conn` (started on `target`); returns the connection
     to keep (another one when the server was restarted or the fallback
     chosen) and what was settled. Connections it does not return are
-    abandoned through `starter`; `conn` too when it raises."""
+    abandoned through `starter`; `conn` too when it raises. `use_memory`
+    False ignores the era remembered for the server (a fresh settle)."""
     allowed = terms.allowed
     stateless = [v for v in allowed if versions.dialect_for(v).stateless]
     initialize_era = [v for v in allowed if not versions.dialect_for(v).stateless]
@@ -442,23 +463,32 @@ def settle(conn: Connection, target: Target | Transport, terms: Terms, starter: 
         # some of its servers never answer.
         stateless = []
     key = _key(target)
-    remembered = recall(key, persist=terms.persist)
+    remembered = recall(key, persist=terms.persist) if use_memory else None
     if stateless and initialize_era and remembered is not None:
-        # Settled on the initialize era before in this process: no probe
-        # (a server that swallows it would cost `probe_timeout` again).
+        # Settled on the initialize era before, in this process or another:
+        # no probe (a server that swallows it would cost `probe_timeout` again).
         try:
             return _initialize_remembered(conn, target, remembered, initialize_era[0], terms, starter)
-        except (_Changed, ServerError, VersionNegotiationError, HTTPStatusError) as exc:
-            # An expired token or a server in trouble says nothing about the era.
-            if isinstance(exc, HTTPStatusError) and not _refused_post(exc):
+        except (_Changed, McpError) as exc:
+            if not _explained_by_a_change(exc, conn):
                 raise
-            # The server changed since (upgraded in place): settle afresh.
-            log.info("%s no longer takes initialize (%s); settling its protocol era again", target, exc)
-            forget(key)
+            # The server may have changed since (upgraded in place): the
+            # spec's "re-probing if the cached assumption later fails". The
+            # record is forgotten before the fresh settle, so a server that
+            # is simply dead is not tried on it again; the fresh settle
+            # ignores the memory (another thread may write it back
+            # meanwhile), so it costs at most one fresh settle, whose error
+            # is the one raised. The fresh connection is started first: it
+            # raises when the client was closed meanwhile (how `initialize`
+            # failed then, which says nothing of the server), and nothing
+            # is forgotten.
+            log.info("%s failed on initialize in its remembered protocol era (%s); settling its era again",
+                     target, exc)
             starter.abandon(conn, "settling the protocol era again")
             fresh = starter.start(target)
             try:
-                return settle(fresh, target, terms, starter)
+                forget(key)
+                return settle(fresh, target, terms, starter, use_memory=False)
             except BaseException:
                 starter.abandon(fresh, "the connection could not be set up")
                 raise

@@ -8,6 +8,8 @@ import os
 import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -202,3 +204,214 @@ def test_another_process_settles_afresh_once_the_server_changed_era(server):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2026-07-28", "hi"]
     assert json.loads(era_file_path().read_text())["eras"] == {}  # the failed assumption is forgotten
+
+
+# -- a remembered era the server no longer serves ----------------------------------------
+
+# A stdio server upgraded in place, run as `python changing.py RECORD MODE_FILE`.
+# It appends `start` to RECORD when it starts and the method of every request
+# it reads. MODE_FILE says what it is this time:
+#   old     an initialize-era (2025-03-26) server that swallows server/discover
+#           (tests/servers/swallows_probe.py);
+#   new     a stateless-only (2026-07-28) server (the bundled one) that exits
+#           on `initialize`, as some servers exit on a method they do not know;
+#   silent  the same, but it never answers `initialize` instead;
+#   hung    it reads every request and answers none;
+#   dead    it exits on every request it reads, saying which start it is;
+#   crash   it exits at start-up, reading nothing.
+CHANGING = r"""
+import json, os, subprocess, sys
+record, mode = sys.argv[1], open(sys.argv[2]).read().strip()
+if mode == "old":  # (it records its start itself)
+    os.execv(sys.executable, [sys.executable, __SWALLOWS__, *sys.argv[1:]])
+with open(record, "a") as f:
+    f.write("start\n")
+starts = open(record).read().split().count("start")
+if mode == "crash":
+    sys.stderr.write(f"cannot start (start {starts})\n")
+    sys.exit(3)
+child = None
+if mode in ("new", "silent"):
+    child = subprocess.Popen([sys.executable, "-m", "mcp_sync.testing.server", "--versions", "2026-07-28"],
+                             stdin=subprocess.PIPE, stdout=sys.stdout.buffer, bufsize=0)
+for line in sys.stdin.buffer:
+    message = json.loads(line)
+    method = message.get("method")
+    if "id" in message and method is not None:
+        with open(record, "a") as f:
+            f.write(method + "\n")
+    if mode == "hung":
+        continue
+    if mode == "dead" and method is not None:
+        sys.stderr.write(f"exiting on {method} (start {starts})\n")
+        sys.stderr.flush()
+        os._exit(1)
+    if child is not None:
+        if method == "initialize":
+            if mode == "silent":
+                continue
+            sys.stderr.write("unknown method initialize: exiting\n")
+            sys.stderr.flush()
+            child.kill()
+            os._exit(1)
+        child.stdin.write(line)
+""".replace("__SWALLOWS__", repr(str(Path(__file__).parent / "servers" / "swallows_probe.py")))
+
+
+@pytest.fixture
+def changing(tmp_path):
+    script, record, mode = tmp_path / "changing.py", tmp_path / "record", tmp_path / "mode"
+    script.write_text(CHANGING)
+    record.write_text("")
+    mode.write_text("old")
+    command = [sys.executable, str(script), str(record), str(mode)]
+    mcp_sync.connect(command, probe_timeout=0.5).close()  # remembered, here and on disk: initialize era
+    assert remembered_on_disk(command) == "initialize"
+    record.write_text("")
+    yield command, record, mode
+    mcp_sync.forget_eras()
+
+
+def remembered_on_disk(command: list[str]) -> str | None:
+    from mcp_sync import era_file
+
+    return era_file.recall(mcp_sync.Stdio(command[0], command[1:]).server_key())
+
+
+def remembered_here(command: list[str]) -> str | None:
+    return era_memory.recall(mcp_sync.Stdio(command[0], command[1:]).server_key())
+
+
+def test_a_remembered_era_whose_server_now_exits_on_initialize_is_settled_again(changing):
+    command, record, mode = changing
+    mode.write_text("new")  # upgraded in place: it exits on initialize now
+    with mcp_sync.connect(command, probe_timeout=5, timeout=10) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert echo(client) == "hi"
+    # The remembered initialize, then one fresh settle whose probe was answered.
+    assert seen(record) == ["start", "initialize", "start", "server/discover", "tools/call"]
+    # Forgotten in the process and on disk: another process probes at once.
+    assert remembered_here(command) is None and remembered_on_disk(command) is None
+    done = subprocess.run([sys.executable, "-c", CHILD, *command], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2026-07-28", "hi"]
+
+
+def test_a_remembered_era_whose_server_never_answers_initialize_is_settled_again(changing):
+    command, record, mode = changing
+    mode.write_text("silent")  # upgraded in place: it swallows initialize now
+    with mcp_sync.connect(command, probe_timeout=5, timeout=1) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert echo(client) == "hi"
+    assert seen(record) == ["start", "initialize", "start", "server/discover", "tools/call"]
+    assert remembered_here(command) is None and remembered_on_disk(command) is None
+
+
+def test_a_dead_server_costs_one_fresh_settle_and_says_why(changing):
+    command, record, mode = changing
+    mode.write_text("dead")  # it exits on every request it reads
+    with pytest.raises(mcp_sync.ServerExited) as raised:
+        mcp_sync.connect(command, probe_timeout=5, timeout=10)
+    # The remembered initialize, then one fresh settle (the probe, and
+    # initialize on a new process, as for any server that exits on the
+    # probe), and no more: the error raised is the last attempt's.
+    assert seen(record) == ["start", "initialize", "start", "server/discover", "start", "initialize"]
+    assert "exiting on initialize (start 3)" in str(raised.value)
+    assert remembered_here(command) is None and remembered_on_disk(command) is None
+    # The next connect has nothing remembered: one settle.
+    record.write_text("")
+    with pytest.raises(mcp_sync.ServerExited):
+        mcp_sync.connect(command, probe_timeout=5, timeout=10)
+    assert seen(record) == ["start", "server/discover", "start", "initialize"]
+
+
+def test_a_hung_server_costs_one_fresh_settle_and_says_why(changing):
+    command, record, mode = changing
+    mode.write_text("hung")
+    with pytest.raises(mcp_sync.RequestTimeout) as raised:
+        mcp_sync.connect(command, probe_timeout=0.5, timeout=1)
+    # The remembered initialize timed out, then one fresh settle: the probe,
+    # and initialize behind it in the same process; its timeout is raised.
+    assert seen(record) == ["start", "initialize", "start", "server/discover", "initialize"]
+    assert "neither server/discover" in str(raised.value)
+    assert remembered_here(command) is None and remembered_on_disk(command) is None
+
+
+def test_a_close_during_the_remembered_initialize_keeps_the_era(changing):
+    command, record, mode = changing
+    mode.write_text("hung")
+    client = mcp_sync.Client(command, probe_timeout=0.5, timeout=60)
+    failed: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            client.open()
+        except BaseException as exc:
+            failed.append(exc)
+
+    opener = threading.Thread(target=open_it)
+    opener.start()
+    deadline = time.monotonic() + 30
+    while seen(record) != ["start", "initialize"] and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the server has read the remembered initialize
+    assert seen(record) == ["start", "initialize"]
+    client.close()
+    opener.join(30)
+    assert not opener.is_alive() and isinstance(failed[0], mcp_sync.ConnectionClosed)
+    # Closing says nothing about the server's era: no fresh settle, nothing forgotten.
+    assert seen(record) == ["start", "initialize"]
+    assert remembered_here(command) == "initialize" and remembered_on_disk(command) == "initialize"
+
+
+def test_a_server_that_fails_before_reading_keeps_its_era(changing):
+    command, record, mode = changing
+    mode.write_text("crash")  # it exits at start-up: nothing about its era
+    with pytest.raises(mcp_sync.ServerExited) as raised:
+        mcp_sync.connect(command, probe_timeout=5, timeout=10)
+    assert seen(record) == ["start"]  # not started again: it would fail the same way
+    assert "cannot start (start 1)" in str(raised.value)
+    assert remembered_here(command) == "initialize" and remembered_on_disk(command) == "initialize"
+
+
+# -- a file that is not an era file --------------------------------------------------------
+
+
+def test_a_deeply_nested_file_is_taken_as_empty(server):
+    from mcp_sync import era_file
+
+    command, _record, _mode = server
+    path = era_file_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[" * 60_000)  # under MAX_FILE_BYTES, past the JSON parser's nesting
+    key = mcp_sync.Stdio(command[0], command[1:]).server_key()
+    assert era_file.recall(key) is None
+    era_file.forget(key)  # nothing to forget: no error
+    with mcp_sync.connect(command, probe_timeout=0.5) as client:  # settles as if nothing were remembered
+        assert client.protocol_version == "2025-03-26"
+    assert json.loads(path.read_text())["format"] == 1  # written afresh
+
+
+FIFO_CHILD = """
+import sys, mcp_sync
+from mcp_sync import era_file
+print(era_file.recall(("a", "key")))
+era_file.forget(("a", "key"))
+print(mcp_sync.connect(sys.argv[1:], probe_timeout=0.5).protocol_version)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_at_the_path_is_taken_as_empty_without_blocking(server, tmp_path):
+    command, _record, _mode = server
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.mkfifo(cache / "eras.json")  # nobody ever writes to it: opening it to read waits for a writer
+    env = dict(os.environ, MCP_SYNC_CACHE_DIR=str(cache))
+    # In a process of its own: a read that blocks is killed at the timeout.
+    done = subprocess.run([sys.executable, "-c", FIFO_CHILD, *command], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "2025-03-26"]
+    # remember() renamed a regular file over the pipe.
+    assert stat.S_ISREG((cache / "eras.json").stat().st_mode)
+    assert json.loads((cache / "eras.json").read_text())["format"] == 1
