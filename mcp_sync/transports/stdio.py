@@ -206,6 +206,14 @@ class Stdio(Target):
         check_flag("inherit_env", inherit_env)
         if cwd is not None and not isinstance(cwd, (str, bytes, os.PathLike)):
             raise TypeError(f"Stdio() cwd must be a path, not {cwd!r}")
+        # What no program can be given (the system takes C strings), refused
+        # here rather than as a bare error of the first connect().
+        for what, texts in (("command", [command]), ("args", args), ("env", (env or {}).values()),
+                            ("cwd", [] if cwd is None else [os.fsdecode(cwd)])):
+            if any("\0" in text for text in texts):
+                raise ValueError(f"Stdio() {what} must not contain a NUL character")
+        if env is not None and any(not name or "=" in name or "\0" in name for name in env):
+            raise ValueError("Stdio() env names must be non-empty and contain neither '=' nor a NUL character")
         if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
             raise ValueError("max_line_bytes must be a positive integer")
         # Finite: `close()` promises to return within three of these steps.

@@ -247,3 +247,19 @@ def test_stdio_target_argument_checks():
         Stdio("python", "server.py")
     with pytest.raises(ValueError):
         Stdio("python", [], max_line_bytes=0)
+
+
+@pytest.mark.parametrize("arguments, options, named", [
+    (["serve\0"], {}, "args"),
+    ([], {"env": {"TOKEN": "a\0b"}}, "env"),
+    ([], {"env": {"A=B": "c"}}, "env names"),
+    ([], {"env": {"": "c"}}, "env names"),
+    ([], {"cwd": "/tmp\0"}, "cwd"),
+])
+def test_what_no_program_can_be_given_is_refused_by_the_target(arguments, options, named):
+    # These passed Stdio() and failed at connect() with a bare ValueError
+    # ("embedded null byte", "illegal environment variable name").
+    with pytest.raises(ValueError, match=f"Stdio\\(\\) {named}"):
+        Stdio(sys.executable, arguments, **options)
+    with pytest.raises(ValueError, match="Stdio\\(\\) command"):
+        Stdio("python\0", [])
