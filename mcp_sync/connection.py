@@ -274,6 +274,7 @@ class Connection:
         pending: Pending,
         *,
         timeout: float | None,
+        until: float | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         reset_timeout_on_progress: bool = False,
         max_total_timeout: float | None = None,
@@ -285,7 +286,10 @@ class Connection:
 
         On timeout, on an exception from a callback, or on KeyboardInterrupt,
         the request is abandoned (cancelled on the server) and the exception
-        propagates. The timeout is absolute; with `reset_timeout_on_progress`
+        propagates. The timeout is absolute, and ends by `until` (a
+        `time.monotonic()` value: the call's deadline, of which waiting for
+        a slot or a reconnect took part) when that comes first; the error
+        names `timeout`, the call's. With `reset_timeout_on_progress`
         each progress notification restarts it, bounded by `max_total_timeout`.
         A response that is already in the inbox when the deadline passes is
         returned, not reported as a timeout (a slow progress callback must not
@@ -294,6 +298,8 @@ class Connection:
         try:  # from the first line: an interrupt anywhere here abandons the call
             started = time.monotonic()
             deadline = started + timeout if timeout is not None else None
+            if until is not None and deadline is not None and until < deadline:
+                deadline = until
             hard_deadline = (started + max_total_timeout if reset_timeout_on_progress and max_total_timeout is not None
                              and deadline is not None else None)
             if pending.unsent is not None:

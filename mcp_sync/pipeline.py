@@ -683,14 +683,6 @@ class Pipeline:
                 pending = None
                 # Made before the request goes out: from `send_request` to
                 # `wait()`, which abandons the call on any exception, nothing runs.
-                timeout, deadline = plan.timeout, plan.deadline
-                if timeout is not None and deadline is not None:
-                    # What is left of the call's time once part of it went to
-                    # waiting for a slot or a reconnect (over 10 ms: the deadline
-                    # is the call's, absolute). `PlainLane.send` has the same lines.
-                    left = deadline - time.monotonic()
-                    if left <= timeout - 0.01:
-                        timeout = max(left, 0.001)
                 # (`server_requests.on_call()`, made without a call of ours)
                 answer = functools.partial(self.server_requests.answer, handlers=call.handlers, conn=conn)
                 adopting = getattr(calling, "adopts", None)
@@ -705,7 +697,7 @@ class Pipeline:
                         cancellable=method not in dialect.uncancellable and "task" not in params,
                         headers=call.headers() if call.headers is not None else None, adopts=adopting)
                     outcome = conn.wait(
-                        pending, timeout=timeout, on_progress=plan.on_progress,
+                        pending, timeout=plan.timeout, until=plan.deadline, on_progress=plan.on_progress,
                         reset_timeout_on_progress=plan.reset_on_progress, max_total_timeout=plan.max_total,
                         on_log=self.server_log, on_server_request=answer,
                     )

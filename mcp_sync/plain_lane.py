@@ -25,7 +25,6 @@ can read it.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Union
 
@@ -113,13 +112,6 @@ class PlainLane:
             # loop, whole, which knows what to do about it.
             return self._resume(call, plan, None)
         generation = supervisor.session_generation
-        timeout, deadline = plan.timeout, plan.deadline
-        # What waiting for the slot left of the call's time: `_send_mending`'s
-        # rule, written out in both (a call less on every request).
-        if timeout is not None and deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= timeout - 0.01:
-                timeout = max(left, 0.001)
         wire = dict(call.params or ())
         if self._meta:
             wire["_meta"] = self._meta
@@ -129,8 +121,8 @@ class PlainLane:
         pending = None
         try:
             pending = conn.send_request("tools/call", wire, cancellable=self._cancellable, adopts=adopting)
-            response = conn.wait(pending, timeout=timeout, max_total_timeout=plan.max_total, on_log=self._on_log,
-                                 on_server_request=self._answer)
+            response = conn.wait(pending, timeout=plan.timeout, until=plan.deadline, max_total_timeout=plan.max_total,
+                                 on_log=self._on_log, on_server_request=self._answer)
         except MENDABLE as failure:
             attempt = Attempt(conn, generation, pending, self.settled.dialect, wire, failure)
         else:

@@ -148,3 +148,26 @@ def test_an_encoded_answer_is_refused_not_decoded(upstream):
                 client.call_tool("echo", {"text": "x"}, timeout=5)
             assert client.list_tools()
 
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_a_request_sent_again_times_out_naming_the_calls_own_timeout(upstream, protocol):
+    # The first attempt's connection is closed without an answer 0.3 s
+    # into the call, and a tools/list (safe to send again) is sent again,
+    # with what is left of the call's time. It timed out saying "timed out
+    # after 0.69 s" (`timeout` 0.69): not what the caller passed.
+    attempts: list[dict] = []
+
+    def close_then_hang(front, sock, message):
+        attempts.append(message)
+        if len(attempts) == 1:
+            front.stopping.wait(0.3)  # part of the call's time goes to the first attempt
+            return  # the front then closes the connection: no answer
+        front.stopping.wait(30)  # the attempt sent again is never answered
+
+    with HostileFront(upstream.url, {"tools/list": close_then_hang}) as front:
+        with mcp_sync.connect(front.url, protocol=protocol, timeout=10) as client:
+            with pytest.raises(RequestTimeout) as caught:
+                client.list_tools(timeout=1)
+    assert len(attempts) == 2
+    assert caught.value.timeout == 1 and "after 1 s" in str(caught.value), caught.value
