@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import attrs
 
@@ -145,6 +145,11 @@ class _Fetch:
 #: met them: a follower would have met them too, so it gets a copy.
 _SHARED_ERRORS = (ServerError, TransportError, ProtocolError)
 
+#: How many invalidations a cache remembers, to tell whether one came while
+#: a result was being fetched (`mark`); a fetch older than all of them is
+#: not stored.
+CHANGES_KEPT = 256
+
 
 class ResultCache:
     """A result cache; pass it to `connect(cache=...)`, share it between clients.
@@ -183,6 +188,11 @@ class ResultCache:
         self._entries: collections.OrderedDict[tuple[str, str], _Entry] = collections.OrderedDict()
         self._bytes = 0
         self._inflight: dict[tuple[str, str, str], _Fetch] = {}
+        # The invalidations so far (`_changes` numbers them, the last
+        # `CHANGES_KEPT` kept): a result fetched across one that covers it
+        # is the answer of before the change, and is not stored.
+        self._changes: collections.deque[_Change] = collections.deque(maxlen=CHANGES_KEPT)
+        self._changed = 0
         self.hits = 0
         self.misses = 0
         _caches.add(self)
@@ -251,6 +261,7 @@ class ResultCache:
                 fetch = self._inflight.get(flight_key)
                 if fetch is None:
                     fetch = self._inflight[flight_key] = _Fetch()
+                    since = self._changed
                     break  # this caller leads
             if not fetch.done.wait(remaining(deadline)):
                 assert timeout is not None
@@ -263,15 +274,15 @@ class ResultCache:
                 return StaleResult(found) if fetch.stale else dict(found)
             # The leader failed for reasons of its own: go round, and
             # lead if nobody else does by now.
-        return self._lead(fetch, flight_key, slot, context, load, stale_if_error)
+        return self._lead(fetch, flight_key, slot, context, load, stale_if_error, since)
 
     def _lead(self, fetch: _Fetch, flight_key: tuple[str, str, str], slot: tuple[str, str], context: str,
-              load: Callable[[], dict[str, Any]], stale_if_error: bool) -> dict[str, Any]:
+              load: Callable[[], dict[str, Any]], stale_if_error: bool, since: int) -> dict[str, Any]:
         try:
             result = load()
             text = json.dumps(result, separators=(",", ":"))
             fetch.text = text
-            self._store(slot, result, text, context)
+            self._store(slot, result, text, context, since)
             return result
         except TransportError as exc:
             stale = self._stale(slot, context) if stale_if_error else None
@@ -303,7 +314,24 @@ class ResultCache:
                 return None
             return entry.text
 
-    def put(self, server: str, key: str, context: str, result: Mapping[str, Any]) -> None:
+    def mark(self) -> int:
+        """Where the cache's invalidations stand now: taken before a request
+        whose result goes to `put(since=...)`.
+
+        Example::
+
+            since = cache.mark()
+            result = ...  # the request, made without the cache
+            cache.put(server, key, context, result, since=since)
+
+        Returns:
+            An opaque number for `put()`.
+        """
+        with self._lock:
+            return self._changed
+
+    def put(self, server: str, key: str, context: str, result: Mapping[str, Any], *,
+            since: int | None = None) -> None:
         """Store a result fetched without the cache (`bypass_cache`).
 
         Args:
@@ -313,10 +341,14 @@ class ResultCache:
             result: The result as received; one that is not complete
                 (``resultType`` other than ``"complete"``) or larger than
                 `max_bytes` is not stored.
+            since: `mark()` taken before the request: a result that an
+                invalidation received meanwhile covers is not stored (it
+                is the answer of before the change).
         """
-        self._store((server, key), result, json.dumps(result, separators=(",", ":")), context)
+        self._store((server, key), result, json.dumps(result, separators=(",", ":")), context, since)
 
-    def _store(self, slot: tuple[str, str], result: Mapping[str, Any], text: str, context: str) -> None:
+    def _store(self, slot: tuple[str, str], result: Mapping[str, Any], text: str, context: str,
+               since: int | None) -> None:
         if result.get("resultType", "complete") != "complete":
             return
         size = len(text)
@@ -332,6 +364,8 @@ class ResultCache:
             uri=params.get("uri") if isinstance(params, dict) else None,
         )
         with self._lock:
+            if since is not None and self._changed_since(since, slot[0], entry):
+                return
             old = self._entries.pop(slot, None)
             if old is not None:
                 self._bytes -= len(old.text)
@@ -361,6 +395,7 @@ class ResultCache:
         if not methods and uri is None:
             return 0
         with self._lock:
+            self._note_change(server, methods, uri)
             doomed = [
                 slot for slot, entry in self._entries.items()
                 if slot[0] == server and (entry.method in methods or (uri is not None and entry.uri == uri
@@ -374,6 +409,7 @@ class ResultCache:
         """Drop every entry, of every server. `hits` and `misses` are kept;
         fetches in flight still finish (and store their result)."""
         with self._lock:
+            self._note_change(None, None, None)
             self._entries.clear()
             self._bytes = 0
 
@@ -388,10 +424,42 @@ class ResultCache:
             How many entries were dropped.
         """
         with self._lock:
+            self._note_change(server, None, None)
             doomed = [slot for slot in self._entries if slot[0] == server]
             for slot in doomed:
                 self._bytes -= len(self._entries.pop(slot).text)
         return len(doomed)
+
+
+    def _note_change(self, server: str | None, methods: tuple[str, ...] | None, uri: str | None) -> None:
+        """(Under the lock.) An invalidation: of `server` (None: every
+        server), of the results of `methods` (None: all) or of the reads
+        of `uri`."""
+        self._changed += 1
+        self._changes.append(_Change(self._changed, server, methods, uri))
+
+    def _changed_since(self, since: int, server: str, entry: _Entry) -> bool:
+        """(Under the lock.) Whether an invalidation after `since` covers
+        `entry` of `server`; True when those changes are no longer kept."""
+        if since >= self._changed:
+            return False
+        if not self._changes or self._changes[0].number > since + 1:
+            return True  # some were forgotten: it cannot tell
+        for change in reversed(self._changes):
+            if change.number <= since:
+                return False
+            if change.server in (None, server) and (
+                    change.methods is None or entry.method in change.methods
+                    or (change.uri is not None and change.uri == entry.uri and entry.method == "resources/read")):
+                return True
+        return False
+
+
+class _Change(NamedTuple):
+    number: int
+    server: str | None  # None: every server
+    methods: tuple[str, ...] | None  # None: every method
+    uri: str | None
 
 
 #: Every cache alive in this process, for `_after_fork_in_child` (weakly:

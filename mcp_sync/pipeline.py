@@ -522,8 +522,9 @@ class Pipeline:
         if cache is None or key is None:
             return self.send(call)
         if call.options.get("bypass_cache"):
+            since = cache.mark()  # an answer a change received meanwhile covers is not stored
             result = self.send(call)
-            cache.put(self.cache_server, key, self._auth_context(), result)
+            cache.put(self.cache_server, key, self._auth_context(), result, since=since)
             return result
         # A caller that waits on another's identical fetch still keeps its
         # own deadline, also when it fetches itself after that one failed.

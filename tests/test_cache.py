@@ -320,3 +320,68 @@ def test_a_shared_cache_never_takes_a_new_in_process_server_for_a_collected_one(
         del server, client
         gc.collect()
     assert shared.hits == 0
+
+
+CHANGED = {"method": "notifications/tools/list_changed"}
+UPDATED = {"method": "notifications/resources/updated", "params": {"uri": "demo://a"}}
+
+
+def test_a_result_fetched_across_an_invalidation_is_not_stored():
+    # The reader dropped the list when list_changed arrived, then the
+    # caller stored the answer it had fetched before the change: the old
+    # list was served for its whole ttlMs.
+    cache, calls = ResultCache(), []
+    key = cache_key("tools/list", V)
+
+    def load():
+        calls.append(1)
+        if len(calls) == 1:
+            cache.invalidate("s", CHANGED)  # arrives right behind the answer
+        return {"tools": [], "ttlMs": 60_000}
+
+    cache.fetch("s", key, "", load)
+    cache.fetch("s", key, "", load)
+    assert len(calls) == 2  # the second asked the server: nothing old was kept
+    cache.fetch("s", key, "", load)
+    assert len(calls) == 2  # the second's answer, fetched after the change, was kept
+
+
+@pytest.mark.parametrize("change, kept", [
+    ({"method": "notifications/prompts/list_changed"}, True),   # another list
+    (UPDATED, True),                                             # a resource: not tools/list
+    (CHANGED, False),
+])
+def test_only_a_change_to_what_was_fetched_spoils_it(change, kept):
+    cache = ResultCache()
+    key = cache_key("tools/list", V)
+
+    def load():
+        cache.invalidate("s", change)
+        cache.invalidate("other server", CHANGED)
+        return {"tools": [], "ttlMs": 60_000}
+
+    cache.fetch("s", key, "", load)
+    assert (len(cache) == 1) is kept
+
+
+def test_a_result_fetched_bypassing_the_cache_across_an_invalidation_is_not_stored():
+    cache = ResultCache()
+    key = cache_key("resources/read", {**V, "uri": "demo://a"})
+    since = cache.mark()
+    cache.invalidate("s", UPDATED)  # while the request was out
+    cache.put("s", key, "", {"contents": [], "ttlMs": 60_000}, since=since)
+    assert len(cache) == 0
+    cache.put("s", key, "", {"contents": [], "ttlMs": 60_000}, since=cache.mark())
+    assert len(cache) == 1
+
+
+def test_a_mark_older_than_the_changes_kept_stores_nothing():
+    # The changes are kept bounded: past them, the cache cannot tell, and
+    # does not store.
+    cache = ResultCache()
+    key = cache_key("tools/list", V)
+    since = cache.mark()
+    for _ in range(10_000):
+        cache.invalidate("other server", CHANGED)
+    cache.put("s", key, "", {"tools": [], "ttlMs": 60_000}, since=since)
+    assert len(cache) == 0
