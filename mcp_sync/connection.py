@@ -206,7 +206,7 @@ class Connection:
         self._threads = EngineThreads(
             self._write, settle=self._settle, owes=self._owes, on_server_request=on_server_request,
             on_log=on_log, max_server_requests=max_server_requests, handler_timeout=handler_timeout,
-            drops=self.drops, at_once=answers_at_once)
+            drops=self.drops, at_once=answers_at_once, writers=getattr(transport, "parallel_writes", 1))
         self._new_delivery()
 
     def _new_delivery(self) -> None:

@@ -142,8 +142,10 @@ class EngineThreads:
         handler_timeout: float | None,
         drops: Drops,
         at_once: Callable[[dict[str, Any]], bool] | None = None,
+        writers: int = 1,
     ) -> None:
         self._write = write
+        self._writers = writers
         self._settle = settle
         self._owes = owes
         self._on_server_request = on_server_request
@@ -151,7 +153,7 @@ class EngineThreads:
         self._handler_timeout = handler_timeout
         self._drops = drops
         self._log_burst = Burst()
-        self._sender = Sender(write)
+        self._sender = Sender(write, writers=writers)  # (the transport's `parallel_writes`)
         self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
                                      name="mcp-sync-handler")
         # Client-task handlers (a person answering a task-augmented
@@ -376,7 +378,7 @@ class EngineThreads:
         """In a child after `os.fork()`: the parent's threads were not
         copied, and their locks may have been held at the fork. Fresh parts,
         closed at once, take their place: nothing runs or waits any more."""
-        self._sender = Sender(self._write)
+        self._sender = Sender(self._write, writers=self._writers)
         self._sender.close(timeout=0)
         self._handlers = HandlerPool(max_workers=1, max_pending=1)
         self._handlers.close(timeout=0)

@@ -17,7 +17,11 @@ more message would not help it either).
 
 The thread starts on first use and ends at `close()`; a write blocked in
 the transport is ended by the transport's own `close()`, which the
-connection does before joining this thread.
+connection does before joining this thread. A transport whose messages are
+requests of their own (HTTP: a POST each, in any order) may have them
+written `writers` at a time: one that the server leaves unanswered then
+holds up only its own thread, not the answers queued behind it. More
+threads start only when a message waits and every thread is writing.
 """
 
 from __future__ import annotations
@@ -53,10 +57,13 @@ class Sender:
     """
 
     def __init__(self, write: Callable[[Mapping[str, Any]], None], *, max_queued: int = DEFAULT_MAX_QUEUED,
-                 name: str = "mcp-sync-sender") -> None:
+                 name: str = "mcp-sync-sender", writers: int = 1) -> None:
+        if isinstance(writers, bool) or not isinstance(writers, int) or writers < 1:
+            raise ValueError(f"writers must be a positive integer, not {writers!r}")
         self._write = write
         self._max_queued = max_queued
         self._name = name
+        self._writers = writers
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[Mapping[str, Any]] = deque()
         # Deadlines: a heap of (when, seq, key); a key's factory lives in
@@ -64,9 +71,9 @@ class Sender:
         self._heap: list[tuple[float, int, Any]] = []
         self._due: dict[Any, Due] = {}
         self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._closed = False
-        self._writing = False
+        self._busy = 0  # threads writing (or running a due factory) now
         #: Messages dropped because the queue was full (for tests and status).
         self.dropped = 0
 
@@ -112,23 +119,37 @@ class Sender:
             self._due.pop(key, None)
 
     def _ensure_thread(self) -> None:
-        if self._thread is None:
-            thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-            thread.start()  # if this raises, nothing claims a thread that does not run
-            self._thread = thread
+        """(Under the lock.) A thread for what was just queued: the first,
+        or another when every one is writing and `writers` allows."""
+        threads = self._threads
+        if threads and (len(self._queue) <= len(threads) - self._busy or len(threads) >= self._writers):
+            return  # enough are waiting (and are notified), or the most already write
+        name = self._name if not threads else f"{self._name}-{len(threads) + 1}"
+        thread = threading.Thread(target=self._run, name=name, daemon=True)
+        # On the roll before it starts, so that close() joins it whatever
+        # stops `start()` half-way (an interrupt); off it if it never ran.
+        threads.append(thread)
+        try:
+            thread.start()
+        except RuntimeError:
+            threads.remove(thread)
+            if not threads:
+                raise
+            log.warning("no thread for another writer: the %d there are go on", len(threads))
 
-    def _next(self) -> Mapping[str, Any] | Due | None:
+    def _next(self, was_busy: bool) -> Mapping[str, Any] | Due | None:
         """The next message to write, or a due factory to run (outside the
         lock: it takes the connection's lock), waiting for one; None once
-        closed."""
+        closed. `was_busy`: the calling thread ran one before."""
         with self._cond:
-            self._writing = False
-            self._cond.notify_all()  # for `flush()`
+            if was_busy:
+                self._busy -= 1
+                self._cond.notify_all()  # for `flush()`
             while True:
                 if self._closed:
                     return None
                 if self._queue:
-                    self._writing = True
+                    self._busy += 1
                     return self._queue.popleft()
                 timeout = None
                 while self._heap:
@@ -139,16 +160,18 @@ class Sender:
                     timeout = remaining(when)
                     if timeout <= 0:
                         heapq.heappop(self._heap)
-                        self._writing = True
+                        self._busy += 1
                         return self._due.pop(key)
                     break
                 self._cond.wait(timeout)
 
     def _run(self) -> None:
+        busy = False
         while True:
-            item = self._next()
+            item = self._next(busy)
             if item is None:
                 return
+            busy = True
             message: Mapping[str, Any] | None = None
             try:
                 message = item() if callable(item) else item
@@ -173,9 +196,9 @@ class Sender:
         True when nothing is left."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while (self._queue or self._writing) and not self._closed:
+            while (self._queue or self._busy) and not self._closed:
                 left = remaining(deadline)
-                if left <= 0 or self._thread is None:
+                if left <= 0 or not self._threads:
                     return False
                 self._cond.wait(left)
             return not self._queue
@@ -189,8 +212,11 @@ class Sender:
             self._heap.clear()
             self._due.clear()
             self._cond.notify_all()
-            thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+            threads = [thread for thread in self._threads if thread is not threading.current_thread()]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in threads:
+            try:
+                thread.join(remaining(deadline))
+            except RuntimeError:  # never started (an interrupt in `start()`): nothing to wait for
+                continue
+        return not any(thread.is_alive() for thread in threads)

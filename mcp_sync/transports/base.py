@@ -139,6 +139,13 @@ class Transport(abc.ABC):
     """True when the transport mirrors tool parameters into headers
     (`x-mcp-header`), so tools with invalid annotations must be dropped."""
 
+    parallel_writes: int = 1
+    """How many of the messages nobody waits on (cancellations, answers to
+    the server's requests) `send()` may be called with at once, from as
+    many threads: 1 for a shared stream, which writes them in order; more
+    where each is a request of its own (HTTP), so that one the server
+    leaves unanswered holds up no other."""
+
     relates_server_requests: bool = False
     """True when a server request related to a call arrives on that call's
     own channel (`deliver(..., related_to=id)`: Streamable HTTP). False for

@@ -112,6 +112,7 @@ class HTTPTransport(Transport):
     restarts_server = False
     mirrors_headers = True
     relates_server_requests = True
+    parallel_writes = 4  # (within the one-way connection budget, `pool_size`)
 
     def __init__(self, target: HTTP) -> None:
         self._target = target

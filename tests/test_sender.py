@@ -1,0 +1,103 @@
+"""`Sender`: the writer of what no caller waits on."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from mcp_sync.sender import Sender
+from tests.helpers import wait_until
+
+
+def _blocking_writer(block: str):
+    """A write that hangs on a message whose method is `block` (until
+    `release`), and records the others."""
+    written: list[str] = []
+    release, hung = threading.Event(), threading.Event()
+
+    def write(message):
+        if message["method"] == block:
+            hung.set()
+            release.wait(30)
+        written.append(message["method"])
+
+    return write, written, release, hung
+
+
+def test_a_message_left_unanswered_holds_up_no_other_with_parallel_writers():
+    # Over HTTP each message is a POST of its own: one the server left
+    # unanswered held the only writer, and the answers queued behind it
+    # waited up to 30 s (their callers' calls timed out).
+    write, written, release, hung = _blocking_writer("stuck")
+    sender = Sender(write, writers=3)
+    try:
+        sender.put({"method": "stuck"})
+        assert hung.wait(10)
+        for i in range(5):
+            sender.put({"method": f"answer-{i}"})
+        assert wait_until(lambda: len(written) == 5, timeout=10), written
+        assert sender.flush(0.01) is False  # the stuck one is still being written
+    finally:
+        release.set()
+        assert sender.flush(10)
+        assert sender.close(timeout=10)
+    assert written[-1] == "stuck"
+
+
+def test_no_more_threads_than_writers_and_none_while_one_waits():
+    write, written, release, hung = _blocking_writer("stuck")
+    before = set(threading.enumerate())
+    sender = Sender(write, writers=2, name="test-sender")
+    try:
+        for _ in range(4):
+            sender.put({"method": "stuck"})
+        assert wait_until(lambda: len([t for t in set(threading.enumerate()) - before
+                                       if t.name.startswith("test-sender")]) == 2, timeout=10)
+        assert not written
+    finally:
+        release.set()
+        assert sender.flush(10) and written == ["stuck"] * 4
+        assert sender.close(timeout=10)
+    assert not [t for t in set(threading.enumerate()) - before if t.is_alive()]
+    # One message at a time: one thread is enough.
+    sender = Sender(lambda message: None, writers=4, name="test-sender")
+    for _ in range(20):
+        sender.put({"method": "x"})
+        assert sender.flush(10)
+    assert len([t for t in threading.enumerate() if t.name.startswith("test-sender")]) == 1
+    assert sender.close(timeout=10)
+
+
+def test_one_writer_keeps_the_order_and_waits_behind_a_stuck_message():
+    write, written, release, hung = _blocking_writer("stuck")
+    sender = Sender(write)
+    try:
+        sender.put({"method": "first"})
+        sender.put({"method": "stuck"})
+        sender.put({"method": "last"})
+        assert hung.wait(10)
+        assert written == ["first"]  # a stream's messages go in order: "last" waits
+    finally:
+        release.set()
+        assert sender.flush(10)
+        assert sender.close(timeout=10)
+    assert written == ["first", "stuck", "last"]
+
+
+@pytest.mark.parametrize("writers", [0, -1, 1.5, True, "2"])
+def test_writers_must_be_a_positive_integer(writers):
+    with pytest.raises(ValueError, match="writers"):
+        Sender(lambda message: None, writers=writers)
+
+
+def test_the_http_transport_writes_in_parallel_and_stdio_in_order():
+    import sys
+
+    import mcp_sync
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    with HTTPServer(demo_server()) as httpd, mcp_sync.connect(httpd.url) as client:
+        assert client._conn._threads._sender._writers == 4
+    with mcp_sync.connect([sys.executable, "-m", "mcp_sync.testing"]) as client:
+        assert client._conn._threads._sender._writers == 1
