@@ -270,7 +270,6 @@ class StdioTransport(Transport):
         self._stderr_ended = threading.Event()
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._handoff: Handoff | None = None  # forwards stderr lines the reader read
-        self._exit_fd: int | None = None  # the reader's watch on the process (`_watch_exit`)
         # Who closes stdout and stderr: `close()`, unless it gave up waiting
         # for the thread reading it (a process outside the server's group
         # holds the pipe); then that thread does, when it ends.
@@ -329,12 +328,6 @@ class StdioTransport(Transport):
         process, self._process = self._process, None
         if process is not None:
             process.forget()
-        exit_fd, self._exit_fd = self._exit_fd, None
-        if exit_fd is not None:  # this process's copy (the reader that owns it was not copied)
-            try:
-                os.close(exit_fd)
-            except OSError:
-                pass
 
     @property
     def _proc(self) -> subprocess.Popen[bytes] | None:
@@ -561,7 +554,8 @@ class StdioTransport(Transport):
         # The process itself, readable once it exited: a process it started
         # may hold its stdout, which then never ends (Linux 5.3+; elsewhere
         # the exit is known when stdout ends).
-        exit_fd = self._exit_fd = _watch_exit(proc.pid)
+        process = self._process
+        exit_fd = process.exit_fd if process is not None else None
         if exit_fd is not None:
             poller.register(exit_fd, select.POLLIN)
         try:
@@ -569,9 +563,8 @@ class StdioTransport(Transport):
         except Exception as exc:
             self._reader_failed(exc)
         finally:
-            if exit_fd is not None:
-                self._exit_fd = None
-                os.close(exit_fd)
+            if process is not None:
+                process.close_exit_watch()
             left = watched  # the pipes not done yet (after a failure nobody foresaw)
             if err_fd in left:
                 lines.finish()
@@ -584,7 +577,7 @@ class StdioTransport(Transport):
         """Read whichever pipe has bytes (`watched`: the pipes not ended),
         until both ended; stop reading stdout at the first error, or
         `_AFTER_EXIT_SECONDS` after the process exited (`exit_fd` readable)
-        with its stdout still open."""
+        with its stdout still open and no process left to read its stdin."""
         sink = self._sink
         assert sink is not None
         # A sink may take the messages of one read together (the engine's
@@ -599,6 +592,7 @@ class StdioTransport(Transport):
         ended: str | None = None
         report_at = exit_by = 0.0
         paused = False  # stderr is not read while its hand-off is full (see `Handoff.full`)
+        in_fd: int | None = None  # stdin's write end, watched once the process exited
         cut_at = 0.0  # when to stop waiting for stdout to end, the process having exited
         while True:
             due = report_at if ended is not None else None
@@ -726,7 +720,19 @@ class StdioTransport(Transport):
                             report_at = 0.0  # nothing more to wait for
                 elif fd == exit_fd:
                     poller.unregister(exit_fd)
-                    if out_fd in watched:  # (it ends at once, unless another process holds it)
+                    if self._process is not None:
+                        self._process.close_exit_watch()
+                    # Its stdout ends at once, unless another process holds it:
+                    # a helper it started, or the server itself when what was
+                    # started is a launcher that exits. Only a server that
+                    # nobody is left to read its stdin is gone for sure.
+                    writer = self._writer
+                    in_fd = writer.fileno() if writer is not None and not self._closing else None
+                    if out_fd in watched and in_fd is not None:
+                        poller.register(in_fd, 0)  # (its error is reported once no reader is left)
+                elif fd == in_fd:
+                    poller.unregister(in_fd)
+                    if out_fd in watched:
                         cut_at = time.monotonic() + _AFTER_EXIT_SECONDS
             if not watched and ended is None:
                 return
@@ -863,19 +869,6 @@ def _stderr_lines(text: bytes, ended: bool) -> tuple[list[str], bytes]:
             return lines, text[start:]
         lines.append(text[start:end].decode("utf-8", "replace").rstrip("\r\n"))
         start = end
-
-
-def _watch_exit(pid: int) -> int | None:
-    """A descriptor that becomes readable when process `pid` exits (a
-    pidfd), or None where there is none (not Linux 5.3+, or gone already)."""
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is None:
-        return None
-    try:
-        fd: int = pidfd_open(pid)
-    except OSError:
-        return None
-    return fd
 
 
 def _hung_up(stream: IO[bytes]) -> bool:

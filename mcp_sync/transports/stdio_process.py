@@ -53,12 +53,17 @@ class ServerProcess:
         process.stop(2.0, writer.close_stdin)  # EOF, SIGTERM, SIGKILL: 2 s each at most
     """
 
-    __slots__ = ("popen", "name")
+    __slots__ = ("popen", "name", "_exit_fd")
 
     def __init__(self, popen: subprocess.Popen[bytes], name: str) -> None:
         self.popen = popen
         #: The command, for the log.
         self.name = name
+        # Readable once the process exited, even while a process it started
+        # holds its pipes (Linux 5.3+: a pidfd; None elsewhere). Opened at
+        # once, before its pid could be reaped and reused; closed by the
+        # reader (`close_exit_watch`), or by `forget()` in a fork child.
+        self._exit_fd = _watch_exit(popen.pid)
 
     @classmethod
     def spawn(cls, argv: Sequence[str], *, env: Mapping[str, str] | None,
@@ -86,6 +91,21 @@ class ServerProcess:
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    @property
+    def exit_fd(self) -> int | None:
+        """A descriptor that becomes readable when the process exits (None
+        where there is none, or once `close_exit_watch()` closed it)."""
+        return self._exit_fd
+
+    def close_exit_watch(self) -> None:
+        """Close `exit_fd` (once; from the one thread that watches it)."""
+        exit_fd, self._exit_fd = self._exit_fd, None
+        if exit_fd is not None:
+            try:
+                os.close(exit_fd)
+            except OSError:
+                pass
 
     def exit_code(self, wait: float) -> int | None:
         """The server's exit code, waited for at most `wait` seconds; None
@@ -138,6 +158,7 @@ class ServerProcess:
                 os.close(stream.fileno())
             except (OSError, ValueError):
                 pass
+        self.close_exit_watch()  # (this process's copy: the reader watching it was not copied)
         _ORPHANS.append(proc)
 
     def _wait_group(self, timeout: float) -> bool:
@@ -171,6 +192,19 @@ class ServerProcess:
                 proc.terminate()
         except OSError as exc:
             log.debug("could not signal server %s: %s", self.name, exc)
+
+
+def _watch_exit(pid: int) -> int | None:
+    """A descriptor that becomes readable when process `pid` exits (a
+    pidfd), or None where there is none (not Linux 5.3+, or gone already)."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        fd: int = pidfd_open(pid)
+    except OSError:
+        return None
+    return fd
 
 
 def _own_process_group() -> dict[str, Any]:

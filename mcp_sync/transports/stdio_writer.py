@@ -85,6 +85,14 @@ class StdinWriter:
         #: Set once a message was cut off: nothing may be written after it.
         self._broken: TransportError | None = None
 
+    def fileno(self) -> int | None:
+        """stdin's descriptor (None once closed): a poll on it learns when
+        no process is left to read it."""
+        try:
+            return self._stdin.fileno()
+        except ValueError:
+            return None
+
     def unread(self) -> int:
         """How many bytes written to stdin the server has not read yet, as
         the pipe says (`FIONREAD` on its write end, which Linux answers);

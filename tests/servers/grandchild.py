@@ -1,10 +1,11 @@
 """The demo stdio server, after starting a grandchild that outlives it.
 
-    python grandchild.py PIDFILE [--escape]
+    python grandchild.py PIDFILE [--escape] [--stdout-only]
 
 Before serving, the server starts a grandchild that inherits its stdin,
 stdout and stderr, ignores SIGTERM and sleeps for an hour: a server that
-starts helpers and forgets them. With `--escape` the grandchild also leaves
+starts helpers and forgets them. With `--stdout-only` its stdin is
+/dev/null instead (a helper that does not read). With `--escape` the grandchild also leaves
 the server's session (`setsid()`), as a daemon would, so that signalling the
 server's process group cannot reach it. The grandchild's pid is written to
 PIDFILE (atomically) once it ignores SIGTERM, before the server answers
@@ -30,7 +31,9 @@ def main() -> int:
     pidfile = sys.argv[1]
     mode = "escape" if "--escape" in sys.argv[2:] else "stay"
     ready_r, ready_w = os.pipe()
-    child = subprocess.Popen([sys.executable, "-c", GRANDCHILD, str(ready_w), mode], pass_fds=(ready_w,))
+    stdin = subprocess.DEVNULL if "--stdout-only" in sys.argv[2:] else None
+    child = subprocess.Popen([sys.executable, "-c", GRANDCHILD, str(ready_w), mode], pass_fds=(ready_w,),
+                             stdin=stdin)
     os.close(ready_w)
     with os.fdopen(ready_r, "rb") as ready:
         if ready.readline() != b"ready\n":

@@ -28,6 +28,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import Stdio
+from mcp_sync.transports import stdio
 from tests.helpers import SLACK, demo_command, process_alive, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
@@ -220,25 +221,28 @@ def test_a_server_that_dies_while_a_grandchild_holds_its_stdout_is_seen_to_exit(
     # Its stdout never ends (the grandchild holds it), and nothing else told
     # of the exit: the call in flight waited out its timeout (for ever with
     # timeout=None), every later call timed out, and the server was never
-    # started again. The reader watches the process itself (Linux: a pidfd).
+    # started again. The reader watches the process itself (Linux: a
+    # pidfd), and its stdin: once nobody is left to read it, it is gone.
     pidfile = tmp_path / "grandchild.pid"
-    target = Stdio(sys.executable, [str(SERVERS / "grandchild.py"), str(pidfile)], shutdown_timeout=0.5)
+    target = Stdio(sys.executable, [str(SERVERS / "grandchild.py"), str(pidfile), "--stdout-only"],
+                   shutdown_timeout=0.5)
     client = mcp_sync.connect(target, protocol=era, timeout=30)
     grandchild = None
     try:
         assert client.call_tool("echo", {"text": "hi"}).text == "hi"
         grandchild = int(pidfile.read_text())
         server = client._conn.transport.pid
-        outcome = queue.SimpleQueue()
+        outcome, started = queue.SimpleQueue(), threading.Event()
 
         def call():
             try:
-                outcome.put(client.call_tool("sleep", {"seconds": 60}, timeout=None))
+                outcome.put(client.call_tool("countdown", {"steps": 600, "delay": 0.1}, timeout=None,
+                                             progress=lambda progress: started.set()))
             except BaseException as exc:  # noqa: BLE001 - reported to the test
                 outcome.put(exc)
 
         threading.Thread(target=call, daemon=True).start()
-        assert wait_until(lambda: client.stats().in_flight == 1, timeout=10)
+        assert started.wait(10)  # its first progress: the server has the request
         os.kill(server, signal.SIGKILL)
         error = outcome.get(timeout=30)  # no timeout of its own: only the exit can end it
         assert isinstance(error, mcp_sync.ServerExited), repr(error)
@@ -279,6 +283,25 @@ def test_a_write_that_finds_stdin_closed_waits_for_the_exit_code_within_the_call
         mine = [wait for wait, thread in waits if thread == threading.current_thread().name]
         assert mine and max(mine) <= 0.2, waits  # (the sender's thread, writing for no caller, may wait longer)
     held.join(10)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_server_started_by_a_launcher_that_exits_goes_on_working(tmp_path, era):
+    # The process started exits at once; the server it started holds the
+    # pipes and answers. Taken for the server's exit, it failed every call.
+    pidfile = tmp_path / "server.pid"
+    target = Stdio(sys.executable, [str(SERVERS / "launcher.py"), str(pidfile)], shutdown_timeout=0.5)
+    with mcp_sync.connect(target, protocol=era, timeout=30) as client:
+        conn, transport = client._conn, client._conn.transport
+        assert transport._process.exit_code(30) == 0  # the launcher is gone
+        server = int(pidfile.read_text())
+        # Five times what a server that exited is given to end its stdout:
+        # the connection stands (the server it started still reads stdin).
+        assert not wait_until(lambda: conn.failure is not None, timeout=5 * stdio._AFTER_EXIT_SECONDS)
+        for i in range(3):
+            assert client.call_tool("echo", {"text": str(i)}).text == str(i)
+        assert client._conn.transport is transport and client.status == "ready"
+    assert wait_until(lambda: not process_alive(server), timeout=10)  # its group went with close()
 
 
 # -- a server that does not read its stdin ---------------------------------------------------------------
