@@ -13,11 +13,14 @@ How it works. An entry (`Skill`) is a manifest: the SKILL.md URI, its
 frontmatter, and every file with its size and `sha256:` digest (or
 `"dynamic"`). Nothing is fetched before it is asked for: not on connect,
 not on listing. The entry last obtained for a skill (by `list()` or
-`get()`) is *held*, keyed by the server and the URI together, and every
-read is checked against it: a file it does not list is refused before
-anything is sent, the content's size and digest must match, and the
-frontmatter of SKILL.md must equal the entry's field by field. Content that
-fails a check is never returned: `SkillVerificationError` says which check.
+`get()`) is *held*, keyed by the server and the URI together (what is held
+follows the latest listing: a skill it no longer lists is let go, and a
+read of it gets its entry again), and every read is checked against it:
+a file it does not list is refused before anything is sent, the content's
+size and digest must match, and the frontmatter of SKILL.md (parsed
+without YAML aliases, within size and depth bounds) must equal the
+entry's field by field. Content that fails a check is never returned:
+`SkillVerificationError` says which check.
 The extension's limits (512 files, 16 MiB per skill) are checked from the
 entry before any read, and for a dynamic skill over what has been read.
 
@@ -29,12 +32,14 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import functools
 import importlib
 import logging
 import re
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import unquote
 
 import attrs
 
@@ -67,6 +72,18 @@ MAX_FILES = 512
 MAX_TOTAL_SIZE = 16 * 1024 * 1024
 #: The manifest's file name: the skill's URI ends with it.
 MANIFEST = "SKILL.md"
+#: SKILL.md's frontmatter, as a server sends it, is parsed only within these
+#: bounds (characters; nesting levels of the YAML nodes): PyYAML's pure-Python
+#: parser costs about a second for 64K characters, and some scalars cost
+#: more than linear time in their length (a sexagesimal int such as
+#: ``1:0:0:...`` is quadratic). Real frontmatter is a few hundred
+#: characters (a name, a description of at most 1024, some metadata).
+MAX_FRONTMATTER = 64 * 1024
+MAX_FRONTMATTER_DEPTH = 64
+#: Entries `get()` obtained that the latest `list()` did not list are held
+#: up to this many, the least recently got let go first (a read of one let
+#: go gets its entry again); the listed entries are all held.
+MAX_UNLISTED = 256
 _DYNAMIC = "dynamic"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _FRONTMATTER = re.compile(r"^---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
@@ -230,7 +247,12 @@ class Skills:
         # must still be collectable (its finalizer closes it).
         self._client = client
         self._lock = threading.Lock()
+        # Invariant: the entries of the latest complete `list()` (their keys
+        # in `_listed`) plus at most MAX_UNLISTED more that `get()` obtained,
+        # in the order they were obtained: what is held follows the server's
+        # latest listing, so a server that renames its skills cannot grow it.
         self._held: dict[tuple[str, str], Skill] = {}
+        self._listed: frozenset[tuple[str, str]] = frozenset()
         # Dynamic skills: bytes read so far, per file, for the size limit.
         self._dynamic_read: dict[tuple[str, str], dict[str, int]] = {}
 
@@ -248,7 +270,9 @@ class Skills:
 
         Returns:
             The valid entries, in the server's order; reads are checked
-            against them from now on.
+            against them from now on. Entries held before that this
+            listing leaves out are let go (a read of such a skill gets its
+            entry first).
 
         Raises:
             ExtensionNotDeclared: The server did not declare the extension.
@@ -273,8 +297,17 @@ class Skills:
                 except InvalidResult as exc:
                     log.warning("skills/list: an entry left out: %s", exc)
         with self._lock:
+            # A complete listing (a failed page raised above, holding
+            # nothing) replaces what was held: an entry it leaves out, listed
+            # before or only got, is let go with its dynamic read count, and
+            # a later read gets it again. A kept entry keeps its count.
+            kept = {skill.key: self._held[skill.key] for skill in skills if skill.key in self._held}
+            self._held = {}
+            self._listed = frozenset(skill.key for skill in skills)
+            for key in set(self._dynamic_read) - self._listed:
+                del self._dynamic_read[key]
             for skill in skills:
-                self._hold(skill)
+                self._hold(skill, kept.get(skill.key))
         return skills
 
     def get(self, uri: str, **options: Unpack[RequestOptions]) -> Skill:
@@ -306,7 +339,12 @@ class Skills:
         if skill.uri != uri:
             raise InvalidResult(f"skills/get {uri}: the server answered with the entry of {skill.uri}")
         with self._lock:
-            self._hold(skill)
+            self._hold(skill, self._held.pop(skill.key, None))  # popped: now the most recently got
+            if skill.key not in self._listed:
+                unlisted = [key for key in self._held if key not in self._listed]
+                for key in unlisted[:max(0, len(unlisted) - MAX_UNLISTED)]:
+                    del self._held[key]
+                    self._dynamic_read.pop(key, None)
         return skill
 
     def read(self, uri: str, path: str = MANIFEST, **options: Unpack[RequestOptions]) -> SkillContent:
@@ -429,7 +467,8 @@ class Skills:
 
     def held(self) -> builtins.list[Skill]:
         """The entries reads are checked against now (those `list()` and
-        `get()` obtained last), without asking the server.
+        `get()` obtained last), without asking the server: the latest
+        listing's, and at most 256 more obtained by `get()` since.
 
         Example::
 
@@ -443,9 +482,9 @@ class Skills:
     def _connected(self) -> Requester:
         return self._client
 
-    def _hold(self, skill: Skill) -> None:
-        """Under `_lock`: reads are checked against `skill` from now on."""
-        old = self._held.get(skill.key)
+    def _hold(self, skill: Skill, old: Skill | None) -> None:
+        """Under `_lock`: reads are checked against `skill` from now on
+        (`old`: the entry it replaces, if any)."""
         self._held[skill.key] = skill
         if old is None or old.files != skill.files:
             self._dynamic_read.pop(skill.key, None)
@@ -537,8 +576,12 @@ def _entry(server: str, raw: Any) -> Skill:
             if not isinstance(item, Mapping):
                 raise InvalidResult(f"{uri}: every resources item must be an object")
             file_uri, digest, size = item.get("uri"), item.get("digest"), item.get("size")
-            if not isinstance(file_uri, str) or not file_uri.startswith(root + "/"):
-                raise InvalidResult(f"{uri}: resource {file_uri!r} is not a file of the skill")
+            if not isinstance(file_uri, str) or not file_uri.startswith(root + "/") \
+                    or not _plain_path(file_uri[len(root) + 1:]):
+                # A host may write a skill's files by `SkillFile.path`: a
+                # path with a '..' segment would leave its folder.
+                raise InvalidResult(f"{uri}: resource {file_uri!r} is not a file of the skill "
+                                    "(a path inside it, with no empty, '.' or '..' segments)")
             if not isinstance(digest, str) or not _DIGEST.match(digest):
                 raise InvalidResult(f"{uri}: resource {file_uri} has digest {digest!r}, not sha256:<64 lowercase hex>")
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -563,10 +606,20 @@ def _resolve(skill: Skill, path: str) -> tuple[str, str]:
         relative = path[len(skill.root) + 1:]
     else:
         relative = path
-    segments = relative.split("/")
-    if any(segment in ("", ".", "..") for segment in segments) or "\\" in relative:
+    if not _plain_path(relative):
         raise ValueError(f"{path!r} is not a plain path inside the skill (no empty, '.' or '..' segments)")
     return f"{skill.root}/{relative}", relative
+
+
+def _plain_path(relative: str) -> bool:
+    """Whether `relative` names a file inside a directory whichever way it
+    is taken: no empty, '.' or '..' segment and no backslash, neither as
+    written nor percent-decoded (RFC 3986 makes ``%2E`` the same as ``.``,
+    and a host or server may decode ``%2F`` into a separator)."""
+    for form in (relative, unquote(relative)):
+        if "\\" in form or any(segment in ("", ".", "..") for segment in form.split("/")):
+            return False
+    return True
 
 
 def _content(result: Mapping[str, Any], uri: str) -> tuple[bytes, str | None]:
@@ -603,6 +656,41 @@ def _yaml(skill: Skill, uri: str) -> Any:
             "checking SKILL.md's frontmatter needs PyYAML: pip install 'mcp-sync-client[skills]'") from None
 
 
+@functools.cache
+def _loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader without aliases and nested at most
+    MAX_FRONTMATTER_DEPTH deep, so the parsed value is no bigger than the
+    text and no deeper than the bound (made once, when PyYAML is first
+    needed: it is not imported before).
+
+    An alias (``*name``) shares a node: a few hundred bytes of aliases of
+    aliases expand to billions of values when copied ("billion laughs"),
+    and an alias inside its own anchor makes a cycle. Real frontmatter
+    never needs aliases, so any alias is refused, not just costly ones. The
+    depth bound keeps the composer's recursion (and `_plain`'s, `_same`'s)
+    far from Python's recursion limit. The pure-Python loader, not
+    libyaml's: its composer is where both are refused."""
+    error = yaml.composer.ComposerError
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise error(None, None, "found an alias: aliases are not accepted in SKILL.md frontmatter",
+                            self.peek_event().start_mark)
+            if self.depth >= MAX_FRONTMATTER_DEPTH:
+                raise error(None, None, f"found values nested deeper than {MAX_FRONTMATTER_DEPTH} levels",
+                            self.peek_event().start_mark)
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return Loader
+
+
 def _plain(value: Any) -> Any:
     """A YAML value as JSON would carry it (YAML reads dates as dates)."""
     if isinstance(value, (datetime.date, datetime.datetime)):
@@ -637,10 +725,20 @@ def _check_frontmatter(yaml: Any, skill: Skill, uri: str, data: bytes) -> None:
     match = _FRONTMATTER.match(text)
     if match is None:
         raise SkillVerificationError("frontmatter", skill, uri, f"{uri} does not begin with YAML frontmatter")
+    frontmatter = match.group(1)
+    if len(frontmatter) > MAX_FRONTMATTER:
+        raise SkillVerificationError(
+            "frontmatter", skill, uri,
+            f"{uri}: its frontmatter is {len(frontmatter)} characters, over the limit of {MAX_FRONTMATTER}")
     try:
-        parsed = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        raise SkillVerificationError("frontmatter", skill, uri, f"{uri}: its frontmatter is not valid YAML: {exc}") from None
+        parsed = yaml.load(frontmatter, Loader=_loader(yaml))
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as exc:
+        # PyYAML's constructors convert with Python's own (int(), datetime()),
+        # which raise ValueError for what the server sent (month 13, an int
+        # over 4300 digits); RecursionError only as a last line, the depth
+        # being bounded. All of it is the server's bad frontmatter.
+        raise SkillVerificationError("frontmatter", skill, uri,
+                                     f"{uri}: its frontmatter is not valid YAML: {exc}") from None
     if not isinstance(parsed, Mapping):
         raise SkillVerificationError("frontmatter", skill, uri, f"{uri}: its frontmatter is not a mapping")
     parsed = _plain(parsed)

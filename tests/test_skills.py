@@ -15,7 +15,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync import skills as skills_module
-from mcp_sync.testing import HTTPServer, demo_server
+from mcp_sync.testing import HTTPServer, Server, demo_server
 from tests.servers.skills import (
     DIGEST_BAD,
     DYNAMIC,
@@ -384,3 +384,131 @@ def test_a_stale_entry_is_refreshed_with_get(cache):
         # A cached copy of the old content does not match the new entry: fetched again.
         assert client.skills.read(PDF, "references/FORMS.md").text == "The forms, revised.\n"
         assert len(sent(httpd, "resources/read", forms)) == (2 if cache else 3)
+
+
+# -- a server's SKILL.md is untrusted: no frontmatter costs more than linear work ----------------
+
+
+def _bomb(levels: int, width: int = 10) -> str:
+    """A "billion laughs": each level aliases the one before `width` times (width**levels copies)."""
+    lines = ["name: x", "description: y", "l0: &l0 [" + ",".join(['"lol"'] * width) + "]"]
+    lines += [f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("frontmatter, entry, refused", [
+    # An alias whose expansion the entry matches: accepted before, refused now (no alias at all).
+    ("name: x\ndescription: y\na: &v 1\nb: *v", {"a": 1, "b": 1}, "alias"),
+    ("name: x\ndescription: y\nloop: &a [*a]", {}, "alias"),            # was RecursionError
+    ("name: x\ndescription: y\nm:\n  <<: *v", {}, "alias"),               # a merge key is an alias
+    (_bomb(7), {}, "alias"),                                               # was a minute and 2.3 GB
+    ("name: x\ndescription: y\ndeep: " + "[" * 2000 + "]" * 2000, {}, "deeper than"),  # was RecursionError
+    ("name: x\ndescription: y\nwhen: 2026-13-45", {}, "not valid YAML"),   # was ValueError (month)
+    ("name: x\ndescription: y\nn: " + "1" * 5000, {}, "not valid YAML"),  # was ValueError (int digits)
+    # Sexagesimal ints cost quadratic time in their length: no frontmatter is long enough to matter.
+    ("name: x\ndescription: y\nn: 1" + ":0" * 40_000, {}, "over the limit"),
+])
+def test_bad_yaml_in_frontmatter_is_a_verification_error(frontmatter, entry, refused):
+    skill = skills_module._entry("x", {"uri": "skill://s/SKILL.md", "resources": "dynamic",
+                                       "frontmatter": {"name": "x", "description": "y", **entry}})
+    yaml = importlib.import_module("yaml")
+    with pytest.raises(mcp_sync.SkillVerificationError, match=refused) as failed:
+        skills_module._check_frontmatter(yaml, skill, skill.uri, f"---\n{frontmatter}\n---\nbody\n".encode())
+    assert failed.value.check == "frontmatter"
+
+
+def test_frontmatter_without_aliases_within_the_limits_is_read():
+    nested = "[" * (skills_module.MAX_FRONTMATTER_DEPTH - 2) + "1" + "]" * (skills_module.MAX_FRONTMATTER_DEPTH - 2)
+    value: Any = 1
+    for _ in range(skills_module.MAX_FRONTMATTER_DEPTH - 2):
+        value = [value]
+    pad = "p: " + "a" * (skills_module.MAX_FRONTMATTER - 200)
+    skill = skills_module._entry("x", {"uri": "skill://s/SKILL.md", "resources": "dynamic", "frontmatter": {
+        "name": "x", "description": "y", "anchored": 1, "deep": value, "p": pad[3:]}})
+    yaml = importlib.import_module("yaml")
+    text = f"---\nname: x\ndescription: y\nanchored: &unused 1\ndeep: {nested}\n{pad}\n---\n"
+    assert len(text) < skills_module.MAX_FRONTMATTER
+    skills_module._check_frontmatter(yaml, skill, skill.uri, text.encode())  # an anchor alone is harmless
+
+
+def test_a_frontmatter_bomb_from_a_server_is_refused():
+    server = Server()
+    server.skills.add("bomb", {"name": "x", "description": "y"}, dynamic=True)
+    server.set_resource_text("skill://bomb/SKILL.md", f"---\n{_bomb(9)}\n---\nbody\n")
+    with HTTPServer(server) as httpd, mcp_sync.connect(httpd.url, timeout=10) as client:
+        with pytest.raises(mcp_sync.SkillVerificationError, match="alias") as failed:
+            client.skills.read("skill://bomb/SKILL.md")
+        assert failed.value.check == "frontmatter"
+
+
+# -- an entry lists files inside its skill only -------------------------------------------------------
+
+
+@pytest.mark.parametrize("relative", ["../outside.md", "a/../../outside.md", "./x", "a//x", "a/", "..\\x",
+                                      "%2e%2e/outside.md", "a/%2E%2e/%2e%2E/x", "..%2F..%2Fx", "%2e"])
+def test_an_entry_listing_a_file_outside_its_skill_is_refused(relative):
+    fake = "sha256:" + "0" * 64
+    entry = {"uri": "skill://s/SKILL.md", "frontmatter": {"name": "s", "description": "d"},
+             "resources": [{"uri": "skill://s/SKILL.md", "digest": fake, "size": 1},
+                           {"uri": f"skill://s/{relative}", "digest": fake, "size": 1}]}
+    with pytest.raises(mcp_sync.InvalidResult, match="not a file of"):
+        skills_module._entry("x", entry)
+
+
+def test_list_leaves_out_a_skill_with_a_file_outside_it():
+    server = Server()
+    server.skills.add("pdf", {"name": "pdf", "description": "PDFs"}, body="x\n",
+                      files={"../../outside.md": "evil\n"})
+    server.skills.add("sound", {"name": "sound", "description": "Sound"}, files={"a/b.md": "fine\n"})
+    with HTTPServer(server) as httpd, mcp_sync.connect(httpd.url, timeout=10) as client:
+        assert [skill.name for skill in client.skills.list()] == ["sound"]
+        with pytest.raises(mcp_sync.InvalidResult, match="not a file of"):
+            client.skills.get("skill://pdf/SKILL.md")
+        assert [skill.name for skill in client.skills.held()] == ["sound"]
+
+
+# -- what the client holds follows the server's latest listing --------------------------------------
+
+
+def test_the_entries_held_follow_the_latest_listing():
+    server = Server()
+    server.skills.add("s-1", {"name": "first", "description": "d"}, dynamic=True)
+    with HTTPServer(server) as httpd, mcp_sync.connect(httpd.url, timeout=10) as client:
+        for i in range(50):  # a server that renames its skill every time
+            server.skills.add(f"s{i}", {"name": f"s{i}", "description": "d"}, dynamic=True)
+            server.skills.remove(f"skill://s{i - 1}/SKILL.md")
+            listed = client.skills.list()
+            assert [skill.key for skill in client.skills.held()] == [skill.key for skill in listed]
+            assert [skill.name for skill in listed] == [f"s{i}"]
+
+
+def test_a_skill_no_longer_listed_is_got_again_before_it_is_read():
+    server = skills_server(page_size=None)
+    with HTTPServer(server) as httpd, mcp_sync.connect(httpd.url, timeout=10) as client:
+        client.skills.list()
+        assert client.skills.read(DYNAMIC).text.endswith("Generated.\n")
+        assert sent(httpd, "skills/get") == []  # held from the listing
+        server.skills.remove(DYNAMIC)
+        client.skills.list()
+        assert DYNAMIC not in {skill.uri for skill in client.skills.held()}
+        with pytest.raises(mcp_sync.InvalidParams):  # the server serves it no more
+            client.skills.read(DYNAMIC)
+        assert len(sent(httpd, "skills/get", DYNAMIC)) == 1
+
+
+def test_entries_got_but_not_listed_are_bounded(monkeypatch):
+    monkeypatch.setattr(skills_module, "MAX_UNLISTED", 3)
+    server = Server()
+    uris = [server.skills.add(f"s{i}", {"name": f"s{i}", "description": "d"}, dynamic=True)["uri"]
+            for i in range(3)]
+    with HTTPServer(server) as httpd, mcp_sync.connect(httpd.url, timeout=10) as client:
+        client.skills.list()
+        more = [server.skills.add(f"t{i}", {"name": f"t{i}", "description": "d"}, dynamic=True)["uri"]
+                for i in range(5)]
+        for uri in more:
+            client.skills.get(uri)
+        client.skills.get(more[2])  # got again: the most recent
+        # Every listed entry stays; of the others, the 3 got last.
+        assert [skill.uri for skill in client.skills.held()] == uris + [more[3], more[4], more[2]]
+        client.skills.read(more[0])  # an entry let go is got again before a read
+        assert len(sent(httpd, "skills/get", more[0])) == 2
