@@ -12,6 +12,14 @@ rendered as a small subset of Markdown (`markdown_html`) whose only links
 are http, https and mailto ones (a resource link's URI is shown, never made
 a link); and sizes are capped so a huge result cannot freeze a notebook.
 
+Nor may a server's mistakes break a rendering: `from_wire` keeps most fields
+as sent, so any field may hold any JSON value. Every piece a server sent
+reaches the output through `_cut` or `_short`, which take any value (a
+non-string is shown as its compact JSON) and cap its size with a visible
+note; and the terminal view (`to_text`) shows control characters (but
+newline and tab) as visible escapes, as the ``mcp-sync`` command does, so a
+server cannot clear, recolour or retitle the terminal.
+
 Example::
 
     >>> from mcp_sync.types import Tool
@@ -72,6 +80,13 @@ MAX_TEXT_CHARS = 20_000
 MAX_ROWS = 500
 #: A description in a table cell: its first line, this long at most.
 _CELL_CHARS = 160
+#: A name, URI, media type, cursor or other one-line piece: this long at most.
+_LABEL_CHARS = 1000
+#: C0 controls but tab and newline, DEL, and the C1 controls (0x9b is a CSI
+#: on many terminals), each to its visible escape: the set of
+#: `mcp_sync.cli.neutralise` (not imported here: it loads the whole command;
+#: tests/test_display.py checks that the two agree).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
 
 _MEDIA_TYPE = re.compile(r"^[a-z]+/[a-z0-9.+\-]+$")
 _STYLE = (
@@ -95,8 +110,9 @@ def to_html(obj: Any) -> str:
 
 
 def to_text(obj: Any) -> str:
-    """A plain-text rendering of the same (what IPython's terminal shows)."""
-    return "\n".join(_text(obj))
+    """A plain-text rendering of the same (what IPython's terminal shows),
+    with control characters but newline and tab shown as escapes."""
+    return _neutralise("\n".join(_text(obj)))
 
 
 show_with(html=to_html, text=to_text)
@@ -135,7 +151,7 @@ def _e(value: Any) -> str:
 
 def _html(obj: Any) -> str:
     if isinstance(obj, Page):
-        more = f"<p>next_cursor: <code>{_e(obj.next_cursor)}</code></p>" if obj.next_cursor else ""
+        more = f"<p>next_cursor: <code>{_e(_short(obj.next_cursor))}</code></p>" if obj.next_cursor else ""
         return _html_list(obj.items) + more
     if isinstance(obj, (list, tuple)):
         return _html_list(list(obj))
@@ -155,7 +171,7 @@ def _html(obj: Any) -> str:
         return _block("Resource contents", "".join(_html_contents(c) for c in obj.contents))
     if isinstance(obj, CompleteResult):
         more = " (more available)" if obj.has_more else ""
-        return _block("Completions", "<ul>" + "".join(f"<li>{_e(v)}</li>" for v in obj.values[:MAX_ROWS])
+        return _block("Completions", "<ul>" + "".join(f"<li>{_e(_short(v))}</li>" for v in obj.values[:MAX_ROWS])
                       + f"</ul><p>{len(obj.values)} values{_e(more)}</p>")
     if isinstance(obj, PromptMessage):
         return _html_message(obj)
@@ -172,9 +188,9 @@ def _block(title: str, body: str, *, error: bool = False) -> str:
 
 
 def _html_tool(tool: Tool) -> str:
-    title = f"Tool <code>{_e(tool.name)}</code>"
+    title = f"Tool <code>{_e(_short(tool.name))}</code>"
     if tool.title and tool.title != tool.name:
-        title += f" ({_e(tool.title)})"
+        title += f" ({_e(_short(tool.title))})"
     body = markdown_html(tool.description) if tool.description else ""
     hints = _hints(tool.annotations)
     if hints:
@@ -188,7 +204,7 @@ def _html_tool(tool: Tool) -> str:
         body += "<p>Structured output:</p>" + (
             _html_table(["field", "type", "required", "description"],
                         [[f"<code>{_e(n)}</code>", _e(t), "yes" if r else "", _e(d)] for n, t, r, d in out])
-            if out else f"<pre>{_e(_json(tool.output_schema))}</pre>")
+            if out else f"<pre>{_e(_cut(_json(tool.output_schema)))}</pre>")
     return _block(title, body)
 
 
@@ -196,7 +212,7 @@ def _html_result(result: CallToolResult) -> str:
     title = "Tool error" if result.is_error else "Tool result"
     parts = [_html_content(block) for block in _shown_content(result)]
     if result.structured_content is not None:
-        parts.append(f"<p>Structured content:</p><pre>{_e(_json(result.structured_content))}</pre>")
+        parts.append(f"<p>Structured content:</p><pre>{_e(_cut(_json(result.structured_content)))}</pre>")
     if not parts:
         parts.append("<p><i>(no content)</i></p>")
     return _block(title, "".join(parts), error=result.is_error)
@@ -206,16 +222,16 @@ def _html_content(block: Any) -> str:
     if isinstance(block, TextContent):
         return f"<pre>{_e(_cut(block.text))}</pre>"
     if isinstance(block, ImageContent):
-        mime = (block.mime_type or "").lower()
+        mime = _short(block.mime_type).lower()
         return _html_image(block.data, mime, f"image: {mime or 'no type'}", alt=f"{mime} image", claimed=True)
     if isinstance(block, AudioContent):
         return _html_audio(block)
     if isinstance(block, ResourceLink):
-        about = f" {_e(block.description)}" if block.description else ""
-        return f"<p>Resource link <code>{_e(block.uri)}</code> {_e(block.name or '')}{about}</p>"
+        about = f" {_e(_cut(block.description))}" if block.description else ""
+        return f"<p>Resource link <code>{_e(_short(block.uri))}</code> {_e(_short(block.name))}{about}</p>"
     if isinstance(block, EmbeddedResource):
         return _html_contents(block.resource) if block.resource is not None else ""
-    return f"<pre>{_e(_json(getattr(block, 'raw', block)))}</pre>"
+    return f"<pre>{_e(_cut(_json(getattr(block, 'raw', block))))}</pre>"
 
 
 def _html_image(data: Any, mime: str, caption: str, *, alt: str, claimed: bool) -> str:
@@ -240,7 +256,7 @@ def _html_image(data: Any, mime: str, caption: str, *, alt: str, claimed: bool) 
 
 
 def _html_audio(block: AudioContent) -> str:
-    mime = (block.mime_type or "").lower()
+    mime = _short(block.mime_type).lower()
     size = _decoded_size(block.data)
     if size is None or not _MEDIA_TYPE.match(mime) or not mime.startswith("audio/"):
         return f"<p><i>[audio: {_e(mime or 'no type')}, not valid base64 audio data]</i></p>"
@@ -252,31 +268,31 @@ def _html_audio(block: AudioContent) -> str:
 
 
 def _html_contents(contents: Any) -> str:
-    head = f"<p><code>{_e(contents.uri)}</code> {_e(contents.mime_type or '')}</p>"
+    head = f"<p><code>{_e(_short(contents.uri))}</code> {_e(_short(contents.mime_type))}</p>"
     if isinstance(contents, TextResourceContents):
         return head + f"<pre>{_e(_cut(contents.text))}</pre>"
     if isinstance(contents, BlobResourceContents):
-        mime = (contents.mime_type or "").lower()
-        return head + _html_image(contents.blob, mime, "binary", alt=contents.uri, claimed=False)
+        mime = _short(contents.mime_type).lower()
+        return head + _html_image(contents.blob, mime, "binary", alt=_short(contents.uri), claimed=False)
     return head
 
 
 def _html_prompt(prompt: Prompt) -> str:
     body = markdown_html(prompt.description) if prompt.description else ""
-    rows = [[f"<code>{_e(a.name)}</code>", "yes" if a.required else "", _e(a.description or "")]
+    rows = [[f"<code>{_e(_short(a.name))}</code>", "yes" if a.required else "", _e(_cut(a.description))]
             for a in prompt.arguments]
     body += _html_table(["argument", "required", "description"], rows) if rows else "<p>No arguments.</p>"
-    return _block(f"Prompt <code>{_e(prompt.name)}</code>", body)
+    return _block(f"Prompt <code>{_e(_short(prompt.name))}</code>", body)
 
 
 def _html_message(message: PromptMessage) -> str:
     content = _html_content(message.content) if message.content is not None else ""
-    return f"<div><b>{_e(message.role)}</b>{content}</div>"
+    return f"<div><b>{_e(_short(message.role))}</b>{content}</div>"
 
 
 def _html_fields(obj: Any, kind: str, label: str) -> str:
     rows = [[_e(name), markdown_html(value) if name == "description" and isinstance(value, str)
-             else f"<pre>{_e(_cut(_json(value) if not isinstance(value, str) else value))}</pre>"]
+             else f"<pre>{_e(_cut(value if isinstance(value, str) else _json(value)))}</pre>"]
             for name, value in _fields(obj)]
     return _block(f"{_e(kind)} <code>{_e(label)}</code>" if label else _e(kind), _html_table(["field", "value"], rows))
 
@@ -333,15 +349,19 @@ _MD_EM = re.compile(r"(?<![*\w])\*(?=[^\s*])([^<*]{1,2000}?)(?<=[^\s*])\*(?![*\w
 _MD_SLOT = re.compile(r"\x00(\d+)\x00")
 
 
-def markdown_html(text: str) -> str:
+def markdown_html(text: Any) -> str:
     """A description (tool, prompt, resource) as HTML: the Markdown subset
-    above, with every character the server sent escaped.
+    above, with every character the server sent escaped. A description
+    that is not a string (a server's mistake) is shown as its compact
+    JSON, as written: it is no Markdown.
 
     Example::
 
         >>> print(markdown_html("**Two** and `code`.\\n\\n- <b>x</b>"))
         <div class="mcp-sync-md"><p><strong>Two</strong> and <code>code</code>.</p><ul><li>&lt;b&gt;x&lt;/b&gt;</li></ul></div>
     """
+    if not isinstance(text, str):
+        return f'<div class="mcp-sync-md"><p>{_e(_cut(text))}</p></div>'
     lines = _cut(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     out: list[str] = []
     words: list[str] = []  # the lines of the paragraph or list item being read
@@ -463,11 +483,11 @@ def _emphasis(escaped: str) -> str:
 def _text(obj: Any) -> list[str]:
     if isinstance(obj, Page):
         lines = _text_list(obj.items)
-        return lines + ([f"next_cursor: {obj.next_cursor}"] if obj.next_cursor else [])
+        return lines + ([f"next_cursor: {_short(obj.next_cursor)}"] if obj.next_cursor else [])
     if isinstance(obj, (list, tuple)):
         return _text_list(list(obj))
     if isinstance(obj, Tool):
-        lines = [f"Tool {obj.name}" + (f": {_first_line(obj.description)}" if obj.description else "")]
+        lines = [f"Tool {_short(obj.name)}" + (f": {_first_line(obj.description)}" if obj.description else "")]
         hints = _hints(obj.annotations)
         if hints:
             lines.append(f"  ({hints})")
@@ -486,14 +506,14 @@ def _text(obj: Any) -> list[str]:
             lines += ["    " + line for line in _cut(_json(obj.structured_content)).splitlines()]
         return lines
     if isinstance(obj, Prompt):
-        lines = [f"Prompt {obj.name}" + (f": {_first_line(obj.description)}" if obj.description else "")]
+        lines = [f"Prompt {_short(obj.name)}" + (f": {_first_line(obj.description)}" if obj.description else "")]
         lines += _aligned([[a.name, "required" if a.required else "", a.description or ""] for a in obj.arguments])
         return lines
     if isinstance(obj, GetPromptResult):
-        lines = [f"Prompt messages{': ' + obj.description if obj.description else ''}"]
+        lines = [f"Prompt messages{': ' + _cut(obj.description) if obj.description else ''}"]
         for message in obj.messages:
             content = _text_content(message.content) if message.content is not None else [""]
-            lines.append(f"  {message.role}: {content[0]}")
+            lines.append(f"  {_short(message.role)}: {content[0]}")
             lines += ["    " + line for line in content[1:]]
         return lines
     if isinstance(obj, ReadResourceResult):
@@ -502,7 +522,8 @@ def _text(obj: Any) -> list[str]:
             lines += ["  " + line for line in _text_contents(contents)]
         return lines
     if isinstance(obj, CompleteResult):
-        return [f"Completions: {', '.join(obj.values[:MAX_ROWS])}" + (" (more available)" if obj.has_more else "")]
+        values = _cut(", ".join(_short(v) for v in obj.values[:MAX_ROWS]))
+        return [f"Completions: {values}" + (" (more available)" if obj.has_more else "")]
     if isinstance(obj, WireModel):
         if _is_content(obj):
             return _text_content(obj)
@@ -519,16 +540,17 @@ def _text_content(block: Any) -> list[str]:
         return _cut(block.text).splitlines() or [""]
     if isinstance(block, (ImageContent, AudioContent)):
         size = _decoded_size(block.data)
-        return [f"[{block.type}: {block.mime_type or 'no type'}, {_bytes(size) if size is not None else 'invalid data'}]"]
+        about = _bytes(size) if size is not None else "invalid data"
+        return [f"[{block.type}: {_short(block.mime_type) or 'no type'}, {about}]"]
     if isinstance(block, ResourceLink):
-        return [f"[resource link: {block.uri}" + (f" {block.name}" if block.name else "") + "]"]
+        return [f"[resource link: {_short(block.uri)}" + (f" {_short(block.name)}" if block.name else "") + "]"]
     if isinstance(block, EmbeddedResource):
         return _text_contents(block.resource) if block.resource is not None else ["[resource]"]
-    return _json(getattr(block, "raw", block)).splitlines()
+    return _cut(_json(getattr(block, "raw", block))).splitlines()
 
 
 def _text_contents(contents: Any) -> list[str]:
-    head = f"{contents.uri}" + (f" ({contents.mime_type})" if contents.mime_type else "")
+    head = _short(contents.uri) + (f" ({_short(contents.mime_type)})" if contents.mime_type else "")
     if isinstance(contents, TextResourceContents):
         return [head + ":"] + ["  " + line for line in _cut(contents.text).splitlines()]
     size = _decoded_size(getattr(contents, "blob", ""))
@@ -549,7 +571,7 @@ def _text_list(items: list[Any]) -> list[str]:
 def _aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     if not rows:
         return []
-    cells = [[_one_line(cell) for cell in row] for row in rows]
+    cells = [[_one_line(_cut(cell)) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(map(len, cells)))]
     return [indent + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
 
@@ -562,18 +584,18 @@ def _rows(items: list[Any]) -> tuple[list[str], list[list[str]]]:
     its items (mixed or unknown items get one column of text)."""
     if items and all(isinstance(i, Tool) for i in items):
         return ["name", "description", "parameters"], [
-            [t.name, _first_line(t.description), ", ".join(
-                f"{n}{'*' if r else ''}" for n, _, r, _ in _parameters(t.input_schema))] for t in items]
+            [_short(t.name), _first_line(t.description), _short(", ".join(
+                f"{n}{'*' if r else ''}" for n, _, r, _ in _parameters(t.input_schema)))] for t in items]
     if items and all(isinstance(i, Resource) for i in items):
         return ["uri", "name", "mime type", "description"], [
-            [r.uri, r.name or "", r.mime_type or "", _first_line(r.description)] for r in items]
+            [_short(r.uri), _short(r.name), _short(r.mime_type), _first_line(r.description)] for r in items]
     if items and all(isinstance(i, ResourceTemplate) for i in items):
         return ["uri template", "name", "description"], [
-            [r.uri_template, r.name or "", _first_line(r.description)] for r in items]
+            [_short(r.uri_template), _short(r.name), _first_line(r.description)] for r in items]
     if items and all(isinstance(i, Prompt) for i in items):
         return ["name", "description", "arguments"], [
-            [p.name, _first_line(p.description),
-             ", ".join(f"{a.name}{'*' if a.required else ''}" for a in p.arguments)] for p in items]
+            [_short(p.name), _first_line(p.description),
+             _short(", ".join(f"{_short(a.name)}{'*' if a.required else ''}" for a in p.arguments))] for p in items]
     return ["item"], [[_first_line(" ".join(_text(i)))] for i in items]
 
 
@@ -624,7 +646,8 @@ def _same_json(a: Any, b: Any) -> bool:
 
 
 def _parameters(schema: Mapping[str, Any] | None) -> list[tuple[str, str, bool, str]]:
-    """(name, type, required, description) of each property of an object schema."""
+    """(name, type, required, description) of each property of an object schema,
+    each capped (`_short`): a schema is the server's too."""
     if not isinstance(schema, Mapping):
         return []
     properties = schema.get("properties")
@@ -636,11 +659,10 @@ def _parameters(schema: Mapping[str, Any] | None) -> list[tuple[str, str, bool, 
     rows = []
     for name, prop in properties.items():
         prop = prop if isinstance(prop, Mapping) else {}
-        description = prop.get("description")
-        description = _first_line(description) if isinstance(description, str) else ""
+        description = _first_line(prop.get("description"))  # a non-string as its JSON, like any field
         if "default" in prop:
-            description = (description + " " if description else "") + f"(default {_json(prop['default'])})"
-        rows.append((str(name), _type_of(prop), name in required_names, description))
+            description = (description + " " if description else "") + f"(default {_short(_json(prop['default']))})"
+        rows.append((_short(name), _short(_type_of(prop)), name in required_names, description))
     return rows
 
 
@@ -693,7 +715,7 @@ def _label(obj: Any) -> str:
     for name in ("name", "uri", "uri_template"):
         value = getattr(obj, name, None)
         if isinstance(value, str) and value:
-            return value
+            return _short(value)
     return ""
 
 
@@ -708,17 +730,45 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-def _cut(text: str | None) -> str:
-    text = text or ""
-    if len(text) <= MAX_TEXT_CHARS:
+def _as_text(value: Any) -> str:
+    """Any value a server sent as text: a string as it is, None as "", and
+    anything else (a wrong JSON type: a number, a list) as its compact JSON.
+    Never raises."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError, RecursionError):  # a cycle, say: not from JSON
+        return "…"
+
+
+def _cut(value: Any, limit: int | None = None, *, inline: bool = False) -> str:
+    """`value` as text (`_as_text`), at most `limit` characters (default
+    `MAX_TEXT_CHARS`, read now: tests lower it) and a note of how many
+    more there were. Every piece of a server's text reaches the output
+    through here or `_short`: that is what bounds a rendering's size."""
+    text = _as_text(value)
+    limit = MAX_TEXT_CHARS if limit is None else limit
+    if len(text) <= limit:
         return text
-    return text[:MAX_TEXT_CHARS] + f"\n… ({len(text) - MAX_TEXT_CHARS} more characters)"
+    return text[:limit] + ("" if inline else "\n") + f"… ({len(text) - limit} more characters)"
+
+
+def _short(value: Any) -> str:
+    """A one-line piece (a name, URI, media type, cursor) as text, cut at `_LABEL_CHARS`."""
+    return _cut(value, _LABEL_CHARS, inline=True)
+
+
+def _neutralise(text: str) -> str:
+    """`text` with terminal control characters shown as escapes, newlines and
+    tabs kept, CRLF as a newline: what `mcp_sync.cli.neutralise` does."""
+    return text.replace("\r\n", "\n").translate(_CONTROLS)
 
 
 def _first_line(text: Any) -> str:
-    if not isinstance(text, str):
-        return ""
-    line = text.strip().split("\n", 1)[0]
+    line = _as_text(text).strip().split("\n", 1)[0]
     return line if len(line) <= _CELL_CHARS else line[:_CELL_CHARS - 1] + "…"
 
 

@@ -234,7 +234,12 @@ def _message(text: str) -> str:
 
 
 def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+    """A count as drawn: a whole number in full up to 15 digits, anything
+    else in 3 significant digits (1.8e+308, nan, inf), so a server's huge
+    number cannot make a huge line. Never raises: `Progress.from_wire`
+    keeps numbers finite, but a hand-made `Progress` may hold any."""
+    number = Progress._float(value)
+    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else f"{number:.3g}"
 
 
 def _plain_line(progress: Progress, description: str | None) -> str:

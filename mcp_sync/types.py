@@ -1225,11 +1225,18 @@ class Progress:
     message: str | None = None
     raw: dict[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
 
+    #: The largest float (`sys.float_info.max`): what a number beyond a float's range becomes.
+    _BIGGEST: ClassVar[float] = 1.7976931348623157e308
+
     @classmethod
     def from_wire(cls, params: Mapping[str, Any]) -> Progress:
         """A `Progress` from a `notifications/progress` notification's
         params. Lenient: a field of the wrong type becomes its default (0
-        for `progress`, None for the others) instead of an error.
+        for `progress`, None for the others) instead of an error, and so
+        does a NaN. The numbers kept are finite: one beyond a float's range
+        (a JSON integer like 10**400, or an infinity) becomes the largest
+        float of its sign, so `fraction` and a callback's own arithmetic
+        cannot overflow; any other number is kept as sent.
 
         Example::
 
@@ -1242,11 +1249,17 @@ class Progress:
         Returns:
             The progress, never an error.
         """
-        progress = params.get("progress")
-        total = params.get("total")
+        progress: Any = params.get("progress")  # any JSON value until checked below
+        total: Any = params.get("total")
         message = params.get("message")
-        progress = progress if isinstance(progress, (int, float)) else 0
-        total = total if isinstance(total, (int, float)) else None
+        # The usual number (an int or float within a float's range: False
+        # for a NaN) is kept as it is, with no call: one per notification.
+        biggest = Progress._BIGGEST
+        if not (type(progress) in (int, float) and -biggest <= progress <= biggest):
+            progress = Progress._finite(progress)
+            progress = 0 if progress is None else progress
+        if total is not None and not (type(total) in (int, float) and -biggest <= total <= biggest):
+            total = Progress._finite(total)
         message = message if isinstance(message, str) else None
         if cls is not Progress:
             return cls(progress=progress, total=total, message=message, raw=dict(params))
@@ -1263,10 +1276,40 @@ class Progress:
 
     @property
     def fraction(self) -> float | None:
-        """progress / total, when the total is known and positive."""
-        if self.total:
-            return min(1.0, max(0.0, self.progress / self.total))
-        return None
+        """progress / total between 0 and 1, when the total is known and
+        positive (and the quotient a number: not for a NaN). Never raises,
+        even for values `from_wire` would not make (an int beyond a float's
+        range, an infinity)."""
+        total = self.total
+        if total is None or not total > 0:  # `not >`: a NaN total has no fraction either
+            return None
+        # Each side as a float (clamped): float division overflows to inf
+        # where int division would raise.
+        share = Progress._float(self.progress) / Progress._float(total)
+        if share != share:  # NaN: a NaN progress, or inf / inf
+            return None
+        return min(1.0, max(0.0, share))
+
+    @staticmethod
+    def _float(value: float) -> float:
+        """`value` as a float; an int beyond a float's range as the largest float of its sign."""
+        try:
+            return float(value)
+        except OverflowError:
+            return Progress._BIGGEST if value > 0 else -Progress._BIGGEST
+
+    @staticmethod
+    def _finite(value: Any) -> float | None:
+        """A number from the wire as `Progress` keeps it (see `from_wire`):
+        None for what is no number, NaN included; else a finite number, the
+        value itself when it is in a float's range (an int stays exact)."""
+        if not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, float):
+            if value != value:
+                return None
+            return max(-Progress._BIGGEST, min(Progress._BIGGEST, value))  # only an infinity changes
+        return value if -Progress._BIGGEST <= value <= Progress._BIGGEST else Progress._float(value)
 
 
 _set_progress, _set_total, _set_message, _set_raw = (

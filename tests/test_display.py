@@ -471,3 +471,102 @@ def test_descriptions_are_markdown_wherever_they_are_shown():
     assert "<td>Does <strong>this</strong>.</td>" in cells and "<td>[x](javascript:y) <code>z</code></td>" in cells
     # The terminal shows the Markdown as written.
     assert pretty(tool).splitlines()[0] == "Tool t: Does **this**."
+
+
+# -- what a server sent with the wrong JSON type, or far too much of it ----------------------
+#
+# `from_wire` keeps most fields as sent (a description may be a list), so the
+# renderings take any JSON value where a string belongs: shown as text
+# (compact JSON), escaped, never an exception out of `_repr_html_`.
+
+WRONG_TYPES = {
+    "tool description list": lambda: Tool.from_wire(
+        {"name": "t", "description": ["<b>x</b>"], "inputSchema": {"type": "object"}}),
+    "image mimeType int": lambda: CallToolResult.from_wire(
+        {"content": [{"type": "image", "data": "aGk=", "mimeType": 5}]}),
+    "audio mimeType int": lambda: CallToolResult.from_wire(
+        {"content": [{"type": "audio", "data": "aGk=", "mimeType": 5}]}),
+    "blob mimeType list": lambda: ReadResourceResult.from_wire(
+        {"contents": [{"uri": "a://b", "blob": "aGk=", "mimeType": ["image/png"]}]}),
+    "resource name int (list)": lambda: display.table(
+        [Resource.from_wire({"uri": "a://b", "name": 7}), Resource.from_wire({"uri": "a://c", "name": "x"})]),
+    "complete values ints": lambda: CompleteResult.from_wire({"completion": {"values": [1, "<b>2</b>"]}}),
+    "prompt description dict": lambda: Prompt.from_wire({"name": "p", "description": {"a": "<b>1</b>"}}),
+    "prompt result description list": lambda: GetPromptResult.from_wire({"description": [1], "messages": []}),
+    "resource description dict": lambda: Resource.from_wire({"uri": "a://b", "name": "r", "description": {"a": 1}}),
+    "tool list, description dict": lambda: [Tool.from_wire({"name": "t", "description": {"a": 1}})],
+    "resource link fields": lambda: CallToolResult.from_wire(
+        {"content": [{"type": "resource_link", "uri": "a://b", "name": 5, "description": [1]}]}),
+}
+
+
+@pytest.mark.parametrize("make", WRONG_TYPES.values(), ids=list(WRONG_TYPES))
+def test_a_field_of_the_wrong_json_type_is_shown_as_text(make):
+    obj = make()
+    source = display.to_html(obj)
+    Tags(source)  # parses
+    assert "<b>" not in source.replace('<b class="mcp-sync-title">', "")
+    assert display.to_text(obj)
+
+
+def test_wrong_types_are_shown_as_compact_json():
+    assert "<p>[&quot;&lt;b&gt;x&lt;/b&gt;&quot;]</p>" in WRONG_TYPES["tool description list"]()._repr_html_()
+    assert pretty(WRONG_TYPES["complete values ints"]()) == "Completions: 1, <b>2</b>"
+    assert pretty(WRONG_TYPES["resource name int (list)"]()).splitlines()[1].split() == ["a://b", "7"]
+    assert "image: 5" in WRONG_TYPES["image mimeType int"]()._repr_html_()
+
+
+def test_wrong_types_from_a_real_server_display():
+    server = mcp_sync.testing.Server()
+    server.tool(name="t", description={"text": "not a string"})(lambda args, ctx: "x")
+    server.resource("a://img", "img", mime_type=5)(lambda: b"\x89PNG")
+    with mcp_sync.connect(server) as client:
+        tool = client.list_tools()[0]
+        assert "{&quot;text&quot;:&quot;not a string&quot;}" in tool._repr_html_()
+        assert pretty(tool).startswith('Tool t: {"text":"not a string"}')
+        contents = client.read_resource("a://img")
+        assert "a://img" in contents._repr_html_() and "a://img (5)" in pretty(contents)
+
+
+HUGE = 3 * display.MAX_TEXT_CHARS
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CallToolResult.from_wire({"content": [{"type": "text", "text": "see structured"}],
+                                      "structuredContent": {"rows": ["x" * HUGE]}}),
+    lambda: CallToolResult.from_wire({"content": [{"type": "weird", "payload": "y" * HUGE}]}),
+    lambda: Tool.from_wire({"name": "t", "inputSchema": {"type": "object", "properties": {
+        "a": {"type": "string", "default": "z" * HUGE}}}}),
+    lambda: Tool.from_wire({"name": "t", "inputSchema": {"type": "object"},
+                            "outputSchema": {"type": "object", "x": "w" * HUGE}}),
+    lambda: Tool.from_wire({"name": "t" * HUGE, "title": "u" * HUGE, "inputSchema": {"type": "object"}}),
+    lambda: Tool.from_wire({"name": "t", "inputSchema": {"type": "object", "properties": {
+        "a" * HUGE: {"type": "b" * HUGE, "enum": ["c" * HUGE]}}}}),
+    lambda: CallToolResult.from_wire({"content": [{"type": "resource_link", "uri": "a:" + "v" * HUGE,
+                                                   "name": "n" * HUGE, "description": "d" * HUGE}]}),
+    lambda: ReadResourceResult.from_wire({"contents": [{"uri": "a:" + "v" * HUGE, "mimeType": "m" * HUGE,
+                                                        "text": "x"}]}),
+    lambda: Page(items=[Tool.from_wire({"name": "t"})], next_cursor="c" * HUGE),
+    lambda: CompleteResult.from_wire({"completion": {"values": ["v" * HUGE]}}),
+    lambda: mcp_sync.types.Implementation.from_wire({"name": "n", "version": "v", "x": ["e" * HUGE]}),
+], ids=["structured content", "unknown content", "schema default", "output schema", "tool name",
+        "parameter", "resource link", "resource head", "cursor", "completion", "fields"])
+def test_every_piece_a_server_sent_is_capped_in_html_and_text(make):
+    obj = make()
+    source, text = display.to_html(obj), display.to_text(obj)
+    assert "more characters)" in source  # cut, and visibly so
+    assert len(source) < 2 * HUGE and len(text) < 2 * HUGE, (len(source), len(text))
+
+
+def test_the_terminal_gets_a_servers_control_characters_as_visible_escapes():
+    tool = Tool.from_wire({"name": "t\x1b]0;owned\x07", "description": "ok\x1b[2J\x1b[H\x9b1m",
+                           "inputSchema": {"type": "object"}})
+    result = CallToolResult.from_wire({"content": [{"type": "text", "text": "a\tb\nhello\x1b]52;c;ZXZpbA==\x07\r\n"}]})
+    assert pretty(tool) == "Tool t\\x1b]0;owned\\x07: ok\\x1b[2J\\x1b[H\\x9b1m"
+    assert pretty(result) == "Tool result:\n  a\tb\n  hello\\x1b]52;c;ZXZpbA==\\x07"
+    # The same characters as the command line's `neutralise` (not imported
+    # by display: it loads the whole command): all controls but tab and newline.
+    from mcp_sync.cli import neutralise
+
+    every = "".join(map(chr, range(0x200)))
+    assert display._neutralise(every) == neutralise(every)

@@ -220,3 +220,31 @@ def test_plain_is_true_false_or_none(value):
     """`plain="no"` drew the plain bar (a truthy string)."""
     with pytest.raises(TypeError, match="plain must be True, False or None"):
         mcp_sync.progress_bar(plain=value)
+
+
+def test_a_huge_integer_from_a_server_neither_raises_nor_draws_a_huge_line():
+    # 10**400 is valid JSON but no float: Progress.from_wire clamps it.
+    server = Server()
+
+    @server.tool
+    def big(args, ctx):
+        ctx.progress(10**400, 10)
+        return "done"
+
+    out = io.StringIO()
+    with mcp_sync.connect(server) as client:
+        assert client.call_tool("big", progress=mcp_sync.progress_bar(plain=True, file=out)).text == "done"
+    assert out.getvalue() == "[########################] 1.8e+308/10 100%\n"
+
+
+@pytest.mark.parametrize("progress", [
+    Progress(progress=10**400), Progress(progress=-10**400, total=10**400), Progress(progress=float("nan"), total=3),
+    Progress(progress=1, total=float("nan")), Progress(progress=float("inf"), total=float("inf")),
+    Progress(progress=float("-inf"), total=2), Progress(progress=10**20, total=10**21),
+])
+def test_numbers_no_server_sends_properly_do_not_break_the_bar(progress):
+    # Made by hand, these skip from_wire's clamping: the bar copes anyway.
+    out = io.StringIO()
+    with mcp_sync.progress_bar(plain=True, file=out) as bar:
+        bar(progress)
+    assert 0 < len(out.getvalue()) < 80, out.getvalue()

@@ -265,3 +265,32 @@ def test_text_of_a_block_without_a_string_fails_as_the_join_does():
     assert result.content[0].text is None
     with pytest.raises(TypeError):
         result.text
+
+
+def test_progress_numbers_are_always_finite():
+    # A server's 10**400 is valid JSON but no float; NaN and Infinity are not
+    # JSON at all, though Python's json reads them. from_wire never raises on
+    # them, and what it keeps is finite, so `fraction` and a callback's own
+    # arithmetic (int(p.progress), p.progress / p.total) cannot raise either.
+    import math
+    import sys
+
+    biggest = sys.float_info.max
+    p = types.Progress.from_wire({"progressToken": 1, "progress": 10**400, "total": 10})
+    assert (p.progress, p.total, p.fraction) == (biggest, 10, 1.0)
+    p = types.Progress.from_wire({"progress": -10**400, "total": 10**400})
+    assert (p.progress, p.total, p.fraction) == (-biggest, biggest, 0.0)
+    p = types.Progress.from_wire({"progress": float("inf"), "total": float("-inf")})
+    assert (p.progress, p.total, p.fraction) == (biggest, -biggest, None)
+    p = types.Progress.from_wire({"progress": float("nan"), "total": float("nan")})
+    assert (p.progress, p.total, p.fraction) == (0, None, None)
+    # Numbers a float holds are kept as sent (an int stays an int).
+    p = types.Progress.from_wire({"progress": 10**300, "total": 2.5})
+    assert (type(p.progress), p.progress, p.total) == (int, 10**300, 2.5)
+    # fraction copes with what only a hand-made Progress holds.
+    assert types.Progress(progress=10**400, total=10).fraction == 1.0
+    assert 0 <= types.Progress(progress=5, total=10**400).fraction < 1e-300
+    assert types.Progress(progress=math.nan, total=10).fraction is None
+    assert types.Progress(progress=1, total=math.nan).fraction is None
+    assert types.Progress(progress=math.inf, total=math.inf).fraction is None
+    assert types.Progress(progress=1, total=-2).fraction is None
