@@ -450,3 +450,25 @@ def test_a_persons_answer_is_sent_though_the_wait_timed_out_while_they_answered(
         task = client.call_tool("confirm_delete", {"filename": "/tmp/x"}, task=True)
         assert task.wait(timeout=1.0).text == "deleted /tmp/x"
     assert asked == ["Delete /tmp/x?"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("exc", [SystemExit(2), pytest.fail.Exception("assertion in the job")],
+                         ids=["SystemExit", "Failed"])
+def test_a_task_tool_raising_a_base_exception_completes_with_is_error(era, exc):
+    # Its thread used to die with the exception and leave the task
+    # "working": every wait() ran to its timeout.
+    from mcp_sync.testing import task_tool
+
+    def job(args, ctx):
+        raise exc
+
+    server = Server(name="failing")
+    task_tool(server, "job", job)
+    try:
+        with mcp_sync.connect(server, protocol=era, tasks=era == LEGACY) as client:
+            task = client.call_tool("job", {}, task=True)
+            result = task.wait(timeout=10)
+            assert result.is_error and result.text == str(exc) and task.status == "completed"
+    finally:
+        close_tasks(server)

@@ -16,12 +16,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import re
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from ._protocol import json_problem
+
 JSONDict = dict[str, Any]
+
+_log = logging.getLogger("mcp_sync.testing")
 
 #: JSON Schema primitive type -> check of a decoded JSON value.
 _TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
@@ -119,6 +124,33 @@ class ToolDef:
             "content": [text_content(json.dumps(value, ensure_ascii=False))],
             "structuredContent": value,
         }
+
+    def answer(self, value: Any) -> JSONDict:
+        """The CallToolResult body for a return value, as `result_from`, or
+        an `isError` result when it is not one a client can receive: a value
+        JSON cannot encode (a datetime in `structuredContent`) is named
+        here, with where it is, rather than dropped by the transport that
+        fails to write it."""
+        try:
+            result = self.result_from(value)
+        except (TypeError, ValueError, RecursionError) as exc:  # not a content block; a value JSON has no form for
+            problem = json_problem(value)
+            return failure_result(exc if problem is None else _unencodable(self.name, problem))
+        problem = json_problem(result)
+        return result if problem is None else failure_result(_unencodable(self.name, problem))
+
+
+def _unencodable(tool: str, problem: str) -> TypeError:
+    # A warning as well as the isError result: the server's side of a stdio
+    # or HTTP test sees it too (`serve_stdio` shows warnings on stderr).
+    _log.warning("the result of tool %s cannot be encoded as JSON: %s", tool, problem)
+    return TypeError(f"the result of tool {tool} cannot be encoded as JSON: {problem}; "
+                     "return JSON values only (str, int, float, bool, None, list, dict)")
+
+
+def failure_result(exc: BaseException) -> JSONDict:
+    """The `isError` CallToolResult body of a tool that raised `exc`: its message as text."""
+    return {"content": [text_content(str(exc) or type(exc).__name__)], "isError": True}
 
 
 @dataclass

@@ -7,9 +7,13 @@ the method is served in it and runs the handler on a worker thread. The
 handlers read the `Server`'s registered definitions under its lock (and
 never call user code while holding it); tool, resource and prompt functions
 get a `ToolContext` when they take one. A tool's exception becomes an
-`isError` result; `RpcError` raised by a tool is a JSON-RPC error on
-purpose. This module must not know about eras beyond the error code of a
-missing resource, nor about how results are delivered.
+`isError` result, whatever it is (SystemExit and pytest's `Failed` too,
+which are BaseExceptions: on a worker thread they exit nothing and must not
+leave the call unanswered), and so does a result JSON cannot encode;
+`RpcError` raised by a tool is a JSON-RPC error on purpose, and the
+private `InputRequired` unwinds to the session. This module must not know
+about eras beyond the error code of a missing resource, nor about how
+results are delivered.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import logging
 from typing import TYPE_CHECKING, Callable
 
 from . import _tasks
+from ._asking import InputRequired
 from ._context import Call, ToolContext
-from ._features import ArgumentError, paginate, resource_contents, text_content
+from ._features import ArgumentError, failure_result, paginate, resource_contents
 from ._protocol import INVALID_PARAMS, RESOURCE_NOT_FOUND_LEGACY, JSONDict, RpcError
 
 if TYPE_CHECKING:
@@ -83,12 +88,12 @@ def _tools_call(session: ServerSession, call: Call) -> JSONDict:
         return created
     try:
         value = tool.fn(checked, ToolContext(session, call))
-        return tool.result_from(value)
-    except RpcError:
-        raise  # a tool may answer with a JSON-RPC error on purpose
-    except Exception as exc:
+    except (RpcError, InputRequired):
+        raise  # a JSON-RPC error on purpose; a question for the client (stateless era)
+    except BaseException as exc:  # KeyboardInterrupt too: on a worker thread it is never a user's Ctrl-C
         _log.debug("tool %s failed: %r", name, exc)
-        return {"content": [text_content(str(exc) or type(exc).__name__)], "isError": True}
+        return failure_result(exc)
+    return tool.answer(value)
 
 
 def _resources_list(session: ServerSession, call: Call) -> JSONDict:

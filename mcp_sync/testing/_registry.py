@@ -106,7 +106,7 @@ class Server:
         #: (False: capabilities say false, resources/subscribe and
         #: subscriptions/listen get -32601, notify_* do nothing).
         self.change_notifications = bool(change_notifications)
-        self.max_workers = max_workers
+        self.max_workers = max_workers  # checked by the property's setter
         #: Seals the stateless era's `requestState` (HMAC key: `request_state_key`,
         #: random per Server by default; lifetime: `request_state_ttl` seconds).
         self._sealer = StateSealer(request_state_key, request_state_ttl)
@@ -127,6 +127,19 @@ class Server:
         self._cache_hints: dict[tuple[str, str | None], tuple[int | None, str | None]] = {}
         #: The Skills extension, made by the first use of `skills`.
         self._skill_shelf: SkillShelf | None = None
+
+    @property
+    def max_workers(self) -> int:
+        """How many worker threads each session may run handlers on (at least 1)."""
+        return self._max_workers
+
+    @max_workers.setter
+    def max_workers(self, value: int) -> None:
+        # Checked here, where the mistake is made: a session's pool refuses
+        # it only when a client connects, far from the line to fix.
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"max_workers must be a positive integer (the worker threads per session), not {value!r}")
+        self._max_workers = value
 
     # -- registration -----------------------------------------------------
 
@@ -167,6 +180,10 @@ class Server:
         Registering a name again replaces the earlier tool."""
         if callable(name):
             return self.tool()(name)
+        if name is not None:
+            _check_str("tool name", name)
+            if not name:
+                raise ValueError("a tool needs a non-empty name")
         schema = dict(input_schema) if input_schema is not None else {"type": "object"}
         if schema.get("type") != "object":
             raise ValueError('a tool inputSchema must have "type": "object" at its root')
@@ -198,6 +215,8 @@ class Server:
         """Register `fn() -> str | bytes` as the resource at `uri` (decorator);
         bytes are sent base64-encoded as a blob. `fn(ctx)` gets a
         `RequestContext` (to ask the client, see `ToolContext`)."""
+        _check_str("resource uri", uri)
+        _check_str("resource name", name)
 
         def register(fn: _F) -> _F:
             with self._lock:
@@ -224,6 +243,8 @@ class Server:
         matching a simple `{var}` template (decorator). The function may
         raise LookupError (or return None) for "resource not found".
         `fn(params, ctx)` also gets a `RequestContext`."""
+        _check_str("resource template uri_template", uri_template)
+        _check_str("resource template name", name)
         compile_template(uri_template)  # reject unsupported templates now, not when decorating
 
         def register(fn: _F) -> _F:
@@ -235,27 +256,50 @@ class Server:
 
         return register
 
+    @overload
+    def prompt(self, name: _F, /) -> _F: ...
+
+    @overload
     def prompt(
         self,
-        name: str,
+        name: str | None = None,
         description: str | None = None,
         arguments: Iterable[Mapping[str, Any]] | None = None,
         *,
         title: str | None = None,
-    ) -> Callable[[_F], _F]:
+    ) -> Callable[[_F], _F]: ...
+
+    def prompt(
+        self,
+        name: Any = None,
+        description: str | None = None,
+        arguments: Iterable[Mapping[str, Any]] | None = None,
+        *,
+        title: str | None = None,
+    ) -> Any:
         """Register `fn(args: dict[str, str]) -> str | list` as a prompt
-        (decorator). `arguments` is a list of `{"name", "description",
-        "required"}`. A str becomes one user text message; list items are
-        str (user text) or `{"role", "content"}` messages. `fn(args, ctx)`
-        also gets a `RequestContext` (to ask the client, see `ToolContext`)."""
+        (decorator; bare `@server.prompt` works too, as for `tool`). `name`
+        defaults to the function's name. `arguments` is a list of `{"name",
+        "description", "required"}`. A str becomes one user text message;
+        list items are str (user text) or `{"role", "content"}` messages.
+        `fn(args, ctx)` also gets a `RequestContext` (to ask the client, see
+        `ToolContext`)."""
+        if callable(name):  # bare `@server.prompt`: `name` is the function
+            return self.prompt()(name)
+        if name is not None:
+            _check_str("prompt name", name)
+            if not name:
+                raise ValueError("a prompt needs a non-empty name")
         args = [dict(arg) for arg in arguments or ()]
         for arg in args:
             if not isinstance(arg.get("name"), str):
                 raise ValueError("every prompt argument needs a string 'name'")
 
         def register(fn: _F) -> _F:
+            prompt_name = name if name is not None else fn.__name__
             with self._lock:
-                self._prompts[name] = PromptDef(name, fn, description, args, title, _takes_context(fn, 1))
+                self._prompts[prompt_name] = PromptDef(prompt_name, fn, description, args, title,
+                                                       _takes_context(fn, 1))
             self.notify_changed("prompts")
             return fn
 
@@ -267,6 +311,8 @@ class Server:
         "prompt", `ref` its name) or of a resource template ("ref/resource"
         or "resource", `ref` the template or URI) (decorator)."""
         kind = _normalize_ref_type(ref_type)
+        _check_str("completion ref", ref)
+        _check_str("completion argument", argument)
         if kind is None:
             raise ValueError(f"ref_type must be 'ref/prompt' or 'ref/resource', not {ref_type!r}")
 
@@ -485,6 +531,12 @@ class Server:
 
     def server_info(self) -> JSONDict:
         return {"name": self.name, "version": self.version}
+
+
+def _check_str(what: str, value: Any) -> None:
+    """TypeError at the registration for a value a client could not read as a string."""
+    if not isinstance(value, str):
+        raise TypeError(f"the {what} must be a string, not {type(value).__name__} {value!r}")
 
 
 def _takes_context(fn: Callable[..., Any], arity: int) -> bool:

@@ -41,6 +41,14 @@ How a session works:
   `end_subscriptions()` ends it: graceful, the response
   {resultType: "complete", _meta: {subscriptionId, serverInfo}}; otherwise
   `notifications/cancelled` {requestId: <listen id>} and no response.
+* Every request is answered, whatever its handler does: an exception that
+  is not a tool's (a tool's is an `isError` result, see `_handlers`) is a
+  -32603 error, BaseExceptions included (SystemExit, KeyboardInterrupt,
+  pytest's `Failed`: on a worker thread none of them is the process
+  exiting or a user's Ctrl-C, and one dropped would leave the client
+  waiting out its timeout); an answer JSON cannot encode is replaced, in
+  `_finish`, by a -32603 error naming the value, before it reaches `send`
+  (whose transport could only drop it).
 * `close()` stops accepting messages, cancels everything in flight, and joins
   every thread the session started; after it returns `send` is not called.
 * `open_session(send, related=True)` calls `send(message, related_id)` instead,
@@ -104,6 +112,7 @@ from ._protocol import (
     RpcError,
     is_number,
     is_request_id,
+    json_problem,
 )
 from ._shapes import shape
 from ._subscriptions import Listen, accept_filter, serve_listen
@@ -516,10 +525,11 @@ class ServerSession:
             # A prompt or resource handler whose question to the client failed.
             response = {"jsonrpc": "2.0", "id": call.id,
                         "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {exc}"}}
-        except Exception as exc:
+        except BaseException as exc:  # see the module docstring: every request is answered
             _log.exception("internal error handling %s", call.method)
+            reason = str(exc) or type(exc).__name__  # KeyboardInterrupt() has no message
             response = {"jsonrpc": "2.0", "id": call.id,
-                        "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {exc}"}}
+                        "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {reason}"}}
         self._finish(call, response)
         if call.method == "initialize" and not call.stateless and "result" in response:
             with self._lock:
@@ -541,6 +551,8 @@ class ServerSession:
         return out
 
     def _finish(self, call: Call, response: JSONDict | None) -> None:
+        if response is not None:
+            response = self._encodable(call, response)
         with self._lock:
             if self._inflight.get(call.id) is call:
                 del self._inflight[call.id]
@@ -549,6 +561,22 @@ class ServerSession:
             if response is None or call.cancelled.is_set():
                 return
             self._deliver(response, call.id)
+
+    def _encodable(self, call: Call, response: JSONDict) -> JSONDict:
+        """`response`, or a -32603 error naming what in it JSON cannot encode.
+
+        Checked here, once, for every transport: stdio and HTTP encode in
+        `send`, where a failure could only be logged and the answer dropped
+        (the client would wait out its timeout, or see a closed connection)."""
+        if "result" in response:
+            problem = json_problem(response["result"])
+        else:
+            problem = json_problem(response.get("error"), "error")
+        if problem is None:
+            return response
+        message = f"Internal error: the answer to {call.method} cannot be encoded as JSON: {problem}"
+        _log.warning("%s (request %r)", message, call.id)
+        return {"jsonrpc": "2.0", "id": call.id, "error": {"code": INTERNAL_ERROR, "message": message}}
 
     def _post_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         response: JSONDict = {"jsonrpc": "2.0"}
@@ -606,6 +634,11 @@ class ServerSession:
     def _log(self, call: Call, level: str, data: Any, logger: str | None) -> None:
         if level not in LEVEL_RANK:
             raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        # Checked whatever the level lets out, so the mistake shows in every
+        # run, in the handler that made it (not as a notification dropped).
+        problem = json_problem(data)
+        if problem is not None:
+            raise TypeError(f"the log data cannot be encoded as JSON: {problem}")
         threshold = call.log_level if call.stateless else self._log_level
         if threshold is None or LEVEL_RANK[level] < LEVEL_RANK[threshold]:
             return
@@ -621,6 +654,11 @@ class ServerSession:
     # -- asking the client ---------------------------------------------------
 
     def _ask(self, call: Call, keys: list[str], questions: list[JSONDict], timeout: float | None) -> list[JSONDict]:
+        # A question JSON cannot carry fails in the handler that asked it:
+        # sent, it would be dropped, and the handler would wait for an answer.
+        problem = json_problem(questions)
+        if problem is not None:
+            raise TypeError(f"the question to the client cannot be encoded as JSON: {problem}")
         return _asking.ask(self, call, keys, questions, timeout)
 
 

@@ -45,7 +45,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ._context import ToolContext
-from ._features import ToolDef, object_schema as _object, text_content
+from ._features import ToolDef, failure_result, object_schema as _object
 from ._protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -309,14 +309,16 @@ class TaskStore:
 def _run(task: ServerTask, tool: ToolDef, fn: Callable[[JSONDict, Any], Any], args: JSONDict) -> None:
     try:
         value = fn(args, TaskContext(task))
-        task.settle("completed", result=tool.result_from(value))
     except TaskCancelled:
         task.cancel()
     except RpcError as exc:  # a protocol-level failure: the task fails with it
         task.settle("failed", error=exc.to_json())
-    except Exception as exc:  # the tool failed: a completed task with an error result
+    except BaseException as exc:  # the tool failed (SystemExit, pytest's Failed too): a completed task
+        # with an error result; a task left "working" would be waited on for ever.
         _log.debug("task tool %s failed: %r", tool.name, exc)
-        task.settle("completed", result={"content": [text_content(str(exc) or type(exc).__name__)], "isError": True})
+        task.settle("completed", result=failure_result(exc))
+    else:
+        task.settle("completed", result=tool.answer(value))
 
 
 def store_of(server: Server) -> TaskStore | None:

@@ -7,7 +7,11 @@ newline-delimited JSON-RPC from stdin, hands each message to one
 compact JSON under a lock, flushing every line (a tool's requests to the
 client go out the same way, and the client's responses read from stdin are
 routed back to the waiting tool). A line that is not JSON is
-answered with a -32700 error (no id). Diagnostics go to stderr only. At
+answered with a -32700 error (no id). Diagnostics go to stderr only: when
+nothing else shows the package's log (no handler but the library's
+NullHandler), `serve_stdio` writes its warnings there itself, so an answer
+the server had to replace (a tool result JSON cannot encode) is seen by
+whoever runs the program, not only by the client. At
 end of input it cancels the work in flight, joins the session's threads
 (waiting at most `close_timeout` seconds for tools that ignore
 cancellation) and exits 0.
@@ -81,6 +85,7 @@ def serve_stdio(
     """Serve one session over byte streams (default: this process's stdio) until EOF; returns 0."""
     source = stdin if stdin is not None else sys.stdin.buffer
     write = _LineWriter(stdout if stdout is not None else sys.stdout.buffer)
+    shown = _show_warnings_on_stderr()
     session: ServerSession = server.open_session(write)
     try:
         for raw in source:
@@ -103,7 +108,26 @@ def serve_stdio(
         if closer.is_alive():
             _log.warning("some tools ignored cancellation; exiting without them")
         write.stop()
+        if shown is not None:
+            logging.getLogger("mcp_sync.testing").removeHandler(shown)
     return 0
+
+
+def _show_warnings_on_stderr() -> logging.Handler | None:
+    """A stderr handler for the package's warnings, added for one
+    `serve_stdio` run when no handler would show them (the library adds
+    only a NullHandler; a program that configured logging, as `main`
+    does, keeps its own); None when one would."""
+    logger: logging.Logger | None = logging.getLogger("mcp_sync.testing")
+    while logger is not None:
+        if any(not isinstance(handler, logging.NullHandler) for handler in logger.handlers):
+            return None
+        logger = logger.parent if logger.propagate else None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+    logging.getLogger("mcp_sync.testing").addHandler(handler)
+    return handler
 
 
 def serve_http(

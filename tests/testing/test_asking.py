@@ -964,3 +964,26 @@ def test_http_stateless_rounds_and_missing_capability(serve: Any, connect: Any) 
     tampered = retry(_flip(second["result"]["requestState"], 3), {"input-2": {"action": "accept"}})
     assert tampered["error"]["code"] == -32602
     check_missing_capability(round_trip("show_roots", {}, status=400), {"roots": {}})
+
+
+@pytest.mark.parametrize("stateless", [True, False])
+def test_a_question_that_cannot_be_encoded_fails_in_the_tool_that_asks_it(askers: Any, stateless: bool) -> None:
+    # Sent, it would be dropped by the transport that fails to write it,
+    # and the tool would wait for an answer that cannot come.
+    from tests.testing.unencodable_server import When
+
+    server = Server()
+
+    @server.tool
+    def ask(args: dict[str, Any], ctx: ToolContext) -> Any:
+        schema = {"type": "object", "properties": {"when": {"type": "string", "default": When()}}}
+        return ctx.elicit("when?", schema, timeout=WAIT)
+
+    asker = askers(server)
+    if stateless:
+        result = asker.final("tools/call", asker.ask_round("tools/call", {"name": "ask"}))
+    else:
+        asker.initialize_with(ALL_CAPS)
+        result = asker.call_tool("ask")
+    assert result["isError"] is True
+    assert "cannot be encoded as JSON" in text_of(result) and "<When 2026-01-01>" in text_of(result)

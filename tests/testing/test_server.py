@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 import time
 from typing import Any
@@ -20,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mcp_sync
-from mcp_sync.testing import SUPPORTED_VERSIONS, Server, ToolContext, demo_server
+from mcp_sync.testing import SUPPORTED_VERSIONS, RpcError, Server, ToolContext, demo_server
+from tests.testing import unencodable_server
 from tests.testing.peers import Conn, Proc, WAIT, modern_meta
 from tests.testing.schema_util import (
     LEGACY,
@@ -29,6 +31,7 @@ from tests.testing.schema_util import (
     META_SERVER_INFO,
     META_VERSION,
     MODERN,
+    REPO,
     check_all_notifications,
     check_error_any_revision,
     check_notification,
@@ -1055,3 +1058,186 @@ def test_a_request_the_server_fails_to_handle_is_answered_with_an_internal_error
         with pytest.raises(mcp_sync.ServerError, match="Internal error: a bug in the test server") as info:
             client.call_tool("echo", {"text": "hi"}, timeout=20)
     assert info.value.code == -32603
+
+
+# --------------------------------------------------------------------------
+# Mistakes in handlers: every request is answered, none waits out its timeout
+
+
+# What `pytest.fail()` and `pytest.skip()` raise derives from BaseException,
+# as SystemExit and KeyboardInterrupt do.
+_BASE_EXCEPTIONS = [SystemExit(1), KeyboardInterrupt(), GeneratorExit(),
+                    pytest.fail.Exception("failed in the server"), pytest.skip.Exception("skipped in the server")]
+
+
+@pytest.mark.parametrize("exc", _BASE_EXCEPTIONS, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("stateless", [True, False])
+def test_a_handler_raising_a_base_exception_is_answered(conns: Any, exc: BaseException, stateless: bool) -> None:
+    # On a worker thread none of these can be a user's Ctrl-C or an exit of
+    # the process: they are the handler's failure, answered like any other
+    # (a tool: an isError result; a prompt or resource: -32603), where they
+    # used to be logged and dropped, and the client waited out its timeout.
+    server = Server()
+
+    @server.tool(name="raises")
+    def raises(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise exc
+
+    @server.prompt("raises")
+    def prompt(args: dict[str, str]) -> str:
+        raise exc
+
+    @server.resource("test://raises", "raises")
+    def resource() -> str:
+        raise exc
+
+    conn = conns(server, stateless)
+    if not stateless:
+        conn.initialize()
+    result = conn.call_tool("raises")
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": str(exc) or type(exc).__name__}]
+    for method, params in [("prompts/get", {"name": "raises"}), ("resources/read", {"uri": "test://raises"})]:
+        error = conn.error(method, params)
+        assert error["code"] == -32603 and (str(exc) or type(exc).__name__) in error["message"]
+    assert conn.result("tools/list")["tools"][0]["name"] == "raises"  # the session still serves
+
+
+@pytest.mark.parametrize("transport", ["memory", "http"])
+def test_a_tool_raising_system_exit_is_an_error_result_through_the_client(transport: str) -> None:
+    from mcp_sync.testing import HTTPServer
+
+    server = Server()
+
+    @server.tool
+    def exits(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise SystemExit("the tool called sys.exit()")
+
+    @server.tool
+    def fails(args: dict[str, Any], ctx: ToolContext) -> str:
+        pytest.fail("an assertion in the server")
+
+    def check(client: mcp_sync.Client) -> None:
+        result = client.call_tool("exits", timeout=WAIT)
+        assert result.is_error and result.text == "the tool called sys.exit()"
+        result = client.call_tool("fails", timeout=WAIT)
+        assert result.is_error and result.text == "an assertion in the server"
+
+    if transport == "http":
+        with HTTPServer(server) as http, mcp_sync.connect(http.url) as client:
+            check(client)
+    else:
+        with mcp_sync.connect(server) as client:
+            check(client)
+
+
+def test_an_answer_that_cannot_be_encoded_is_an_error_naming_the_value(conns: Any) -> None:
+    # The answer is checked before it reaches `send`: a transport that
+    # cannot encode it used to drop it (stdio: the client waited out its
+    # timeout; HTTP: "closed the connection without answering").
+    conn = conns(unencodable_server.build())
+    result = conn.call_tool("when")
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert "cannot be encoded as JSON" in text and "structuredContent.at[1]" in text and "<When 2026-01-01>" in text
+    error = conn.error("tools/call", {"name": "rpc_data"})
+    assert error["code"] == -32603 and "error.data.when" in error["message"]
+    error = conn.error("prompts/get", {"name": "when"})
+    assert error["code"] == -32603 and "<When 2026-01-01>" in error["message"]
+    # ctx.log fails in the tool, at the mistake, whether or not the level lets it out.
+    result = conn.call_tool("logs")
+    assert result["isError"] is True and "log data" in result["content"][0]["text"]
+    assert conn.call_tool("ok")["content"] == [{"type": "text", "text": "fine"}]
+
+
+def test_an_answer_that_cannot_be_encoded_is_answered_over_every_transport() -> None:
+    from mcp_sync.testing import HTTPServer
+
+    stderr: list[str] = []
+
+    def check(client: mcp_sync.Client) -> None:
+        result = client.call_tool("when", timeout=WAIT)
+        assert result.is_error and "structuredContent.at[1]" in result.text
+        with pytest.raises(mcp_sync.ServerError, match=r"error\.data\.when") as info:
+            client.call_tool("rpc_data", timeout=WAIT)
+        assert info.value.code == -32603
+        assert client.call_tool("ok", timeout=WAIT).text == "fine"
+
+    with mcp_sync.connect(unencodable_server.build()) as client:
+        check(client)
+    with HTTPServer(unencodable_server.build()) as http, mcp_sync.connect(http.url) as client:
+        check(client)
+    command = mcp_sync.Stdio(sys.executable, ["-m", "tests.testing.unencodable_server"], cwd=REPO,
+                             stderr=stderr.append)
+    with mcp_sync.connect(command) as client:
+        check(client)
+    # The stdio server says so on its stderr too, where its operator looks.
+    assert any("the result of tool when cannot be encoded as JSON" in line for line in stderr), stderr
+    assert any("the answer to tools/call cannot be encoded as JSON" in line for line in stderr), stderr
+
+
+# --------------------------------------------------------------------------
+# Mistakes in registrations and construction: an error at the mistake
+
+
+def test_a_bare_prompt_decorator_registers_the_function_under_its_name(conns: Any) -> None:
+    server = Server()
+
+    @server.prompt
+    def greet(args: dict[str, str]) -> str:
+        return "hi"
+
+    assert callable(greet) and greet({}) == "hi"  # the function itself, not a decorator
+    conn = conns(server)
+    assert [p["name"] for p in conn.result("prompts/list")["prompts"]] == ["greet"]
+    messages = conn.result("prompts/get", {"name": "greet"})["messages"]
+    assert messages == [{"role": "user", "content": {"type": "text", "text": "hi"}}]
+
+
+@pytest.mark.parametrize("register, error, fragment", [
+    (lambda s: s.prompt(123), TypeError, "prompt name must be a string"),
+    (lambda s: s.prompt(""), ValueError, "a prompt needs a non-empty name"),
+    (lambda s: s.resource(123, "x"), TypeError, "resource uri must be a string"),
+    (lambda s: s.resource("test://x", 5), TypeError, "resource name must be a string"),
+    (lambda s: s.resource_template("test://{a}", None), TypeError, "resource template name must be a string"),
+    (lambda s: s.completion("prompt", 7, "arg"), TypeError, "completion ref must be a string"),
+    (lambda s: s.completion("prompt", "p", None), TypeError, "completion argument must be a string"),
+    (lambda s: s.tool(5), TypeError, "tool name must be a string"),
+    (lambda s: s.tool(""), ValueError, "a tool needs a non-empty name"),
+])
+def test_a_registration_with_a_wrong_value_fails_at_once(register: Any, error: type[Exception], fragment: str) -> None:
+    # At the registration, not when a client lists or calls what it made.
+    with pytest.raises(error, match=fragment):
+        register(Server())
+
+
+def test_bare_decorators_that_need_arguments_fail_at_once() -> None:
+    # Python's own TypeError (a missing uri, name, ref...) says what to add.
+    server = Server()
+    for decorator in (server.resource, server.resource_template, server.completion):
+        with pytest.raises(TypeError, match="missing"):
+            decorator(lambda: "x")
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.5, "4", None])
+def test_max_workers_is_checked_when_the_server_is_made(value: Any) -> None:
+    with pytest.raises(ValueError, match="max_workers must be a positive integer"):
+        Server(max_workers=value)
+    server = Server()
+    with pytest.raises(ValueError, match="max_workers must be a positive integer"):
+        server.max_workers = value
+    assert server.max_workers == 16  # unchanged by the refused value
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("-32000", "boom"), "RpcError code must be an int"),
+    ((True, "boom"), "RpcError code must be an int"),
+    ((-32000.0, "boom"), "RpcError code must be an int"),
+    ((-32000, None), "RpcError message must be a str"),
+    ((-32000, b"boom"), "RpcError message must be a str"),
+])
+def test_rpc_error_checks_its_arguments(args: tuple[Any, ...], fragment: str) -> None:
+    with pytest.raises(TypeError, match=fragment):
+        RpcError(*args)
+    assert RpcError(-32000, "boom", {"n": 1}).to_json() == {"code": -32000, "message": "boom", "data": {"n": 1}}
+
