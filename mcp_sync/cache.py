@@ -134,11 +134,14 @@ class _Fetch:
     neither, and each follower then fetches for itself.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, method: str, uri: str | None) -> None:
         self.done = threading.Event()
         self.text: str | None = None
         self.stale = False
         self.shared: McpError | None = None
+        # What it fetches, to tell whether an invalidation covers it.
+        self.method = method
+        self.uri = uri
 
 
 #: Errors that say something about the server, not about the caller that
@@ -147,8 +150,8 @@ _SHARED_ERRORS = (ServerError, TransportError, ProtocolError)
 
 #: How many invalidations a cache remembers, to tell whether one came while
 #: a result was being fetched (`mark`); a fetch older than all of them is
-#: not stored.
-CHANGES_KEPT = 256
+#: not stored (of any server: so, generous).
+CHANGES_KEPT = 4096
 
 
 class ResultCache:
@@ -260,7 +263,7 @@ class ResultCache:
                     counted = True
                 fetch = self._inflight.get(flight_key)
                 if fetch is None:
-                    fetch = self._inflight[flight_key] = _Fetch()
+                    fetch = self._inflight[flight_key] = _Fetch(*_what(key))
                     since = self._changed
                     break  # this caller leads
             if not fetch.done.wait(remaining(deadline)):
@@ -297,7 +300,8 @@ class ResultCache:
             raise
         finally:
             with self._lock:
-                self._inflight.pop(flight_key, None)
+                if self._inflight.get(flight_key) is fetch:  # (not a newer one, see `_note_change`)
+                    del self._inflight[flight_key]
             fetch.done.set()
 
     def _after_fork(self) -> None:
@@ -354,14 +358,13 @@ class ResultCache:
         size = len(text)
         if size > self.max_bytes:
             return
-        method = json.loads(slot[1])[0]
-        params = json.loads(slot[1])[2]
+        method, uri = _what(slot[1])
         entry = _Entry(
             text=text,
             expires=time.monotonic() + ttl_seconds(result),
             private_to=context if result.get("cacheScope") == "private" else None,
             method=method,
-            uri=params.get("uri") if isinstance(params, dict) else None,
+            uri=uri,
         )
         with self._lock:
             if since is not None and self._changed_since(since, slot[0], entry):
@@ -436,7 +439,14 @@ class ResultCache:
         server), of the results of `methods` (None: all) or of the reads
         of `uri`."""
         self._changed += 1
-        self._changes.append(_Change(self._changed, server, methods, uri))
+        change = _Change(self._changed, server, methods, uri)
+        self._changes.append(change)
+        # A fetch it covers brings the answer of before the change: whoever
+        # asks from now on fetches afresh instead of joining it (its own
+        # followers, who asked before the change, still get its answer).
+        for flight_key, fetch in list(self._inflight.items()):
+            if change.covers(flight_key[0], fetch.method, fetch.uri):
+                del self._inflight[flight_key]
 
     def _changed_since(self, since: int, server: str, entry: _Entry) -> bool:
         """(Under the lock.) Whether an invalidation after `since` covers
@@ -448,9 +458,7 @@ class ResultCache:
         for change in reversed(self._changes):
             if change.number <= since:
                 return False
-            if change.server in (None, server) and (
-                    change.methods is None or entry.method in change.methods
-                    or (change.uri is not None and change.uri == entry.uri and entry.method == "resources/read")):
+            if change.covers(server, entry.method, entry.uri):
                 return True
         return False
 
@@ -460,6 +468,18 @@ class _Change(NamedTuple):
     server: str | None  # None: every server
     methods: tuple[str, ...] | None  # None: every method
     uri: str | None
+
+    def covers(self, server: str, method: str, uri: str | None) -> bool:
+        """Whether this change makes a result of `server`'s `method` (of `uri`) stale."""
+        return self.server in (None, server) and (
+            self.methods is None or method in self.methods
+            or (self.uri is not None and self.uri == uri and method == "resources/read"))
+
+
+def _what(key: str) -> tuple[str, str | None]:
+    """The method and URI of a request, from its `cache_key()`."""
+    method, _, params = json.loads(key)[:3]
+    return method, params.get("uri") if isinstance(params, dict) else None
 
 
 #: Every cache alive in this process, for `_after_fork_in_child` (weakly:

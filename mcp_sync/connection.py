@@ -131,6 +131,17 @@ def _timed_out(pending: Pending, timeout: float | None, total: bool, max_total: 
                           method=pending.method, timeout=timeout)
 
 
+def naming_the_calls_timeout(error: RequestTimeout, timeout: float) -> RequestTimeout:
+    """`error` of a wait given what was left of a call's `timeout` (the rest
+    went to waiting for another caller's identical fetch), naming the
+    call's own timeout, as every other timeout of the call does."""
+    spent = error.timeout
+    if spent is None or spent == timeout or error.max_total_timeout is not None:
+        return error
+    message = str(error).replace(f"timed out after {spent:g} s", f"timed out after {timeout:g} s", 1)
+    return RequestTimeout(message, method=error.method, timeout=timeout)
+
+
 def _subject(pending: Pending) -> str:
     """The method, and the tool, prompt or resource it names (for errors)."""
     params = pending.params

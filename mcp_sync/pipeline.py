@@ -35,7 +35,7 @@ from ._version import __version__
 from .admission import Admission, Slot
 from .cache import ResultCache, cache_key, client_identity, server_identity
 from .calls import HeadersFn, ToolCatalog, TypedCalls
-from .connection import Connection, State, new_id_counter
+from .connection import Connection, State, naming_the_calls_timeout, new_id_counter
 from .errors import (
     ConnectionClosed,
     HeaderMismatch,
@@ -547,7 +547,12 @@ class Pipeline:
                                          method=call.method, timeout=timeout)
                 if left < timeout:
                     own = call._replace(options=cast(RequestOptions, {**options, limit_name: left}))
-            return self.send(own)
+            try:
+                return self.send(own)
+            except RequestTimeout as exc:
+                if own is call or limit_name != "timeout":
+                    raise
+                raise naming_the_calls_timeout(exc, cast(float, timeout)) from None
 
         result = cache.fetch(self.cache_server, key, self._auth_context(), load,
                              stale_if_error=self.options.stale_if_error, timeout=timeout, method=call.method)

@@ -521,7 +521,7 @@ class Supervisor:
                 subscription.interrupt()
             try:
                 renewed = negotiation.renew(conn, settled, self.terms, deadline=deadline)
-            except McpError as exc:
+            except BaseException as exc:  # (a Ctrl-C too: the renewal is left half done)
                 if method is None:
                     raise  # the healer's own: it says what follows
                 self.healer.session_lost(conn, lost, generation)

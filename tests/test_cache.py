@@ -385,3 +385,43 @@ def test_a_mark_older_than_the_changes_kept_stores_nothing():
         cache.invalidate("other server", CHANGED)
     cache.put("s", key, "", {"tools": [], "ttlMs": 60_000}, since=since)
     assert len(cache) == 0
+
+
+def test_a_cached_kind_of_request_that_times_out_names_the_calls_own_timeout():
+    # Through the cache, the request was given what was left of the call's
+    # time (a few microseconds less), and its error said "timed out after
+    # 0.999961 s".
+    from mcp_sync.testing import Server
+
+    release = threading.Event()
+    server = Server(name="slow")
+    server.resource("mem://slow", "slow")(lambda: release.wait(10) and "x")
+    with mcp_sync.connect(server, cache=True, timeout=10) as client:
+        try:
+            with pytest.raises(mcp_sync.RequestTimeout) as caught:
+                client.read_resource("mem://slow", timeout=1)
+        finally:
+            release.set()  # (before close(), which waits for the handler)
+    assert caught.value.timeout == 1 and "after 1 s" in str(caught.value), caught.value
+
+
+def test_a_caller_asking_after_a_change_does_not_join_a_fetch_begun_before_it():
+    # It was handed the answer of before the change (which was rightly
+    # not stored, but still served to whoever joined the fetch).
+    cache, key = ResultCache(), cache_key("tools/list", V)
+    started, release, outcome = threading.Event(), threading.Event(), {}
+
+    def old():
+        started.set()
+        release.wait(10)
+        return {"tools": [{"name": "old"}], "ttlMs": 60_000}
+
+    leader = threading.Thread(target=lambda: outcome.update(leader=cache.fetch("s", key, "", old, timeout=10)))
+    leader.start()
+    assert started.wait(10)
+    cache.invalidate("s", CHANGED)
+    after = cache.fetch("s", key, "", lambda: {"tools": [{"name": "new"}], "ttlMs": 60_000}, timeout=10)
+    release.set()
+    leader.join(10)
+    assert after["tools"] == [{"name": "new"}] and outcome["leader"]["tools"] == [{"name": "old"}]
+    assert cache.fetch("s", key, "", old)["tools"] == [{"name": "new"}]  # the new answer was kept

@@ -241,6 +241,28 @@ def test_a_call_waiting_for_another_threads_session_renewal_keeps_its_timeout_an
         assert client.call_tool("echo", {"text": "after"}).text == "after"
 
 
+def test_a_session_renewal_cut_short_by_an_interrupt_is_finished_by_the_healer():
+    # Ctrl-C while the call set the session up again left the status
+    # "reconnecting", with nothing reconnecting, until another call came.
+    import _thread
+
+    httpd, hold, release, held = _slow_initialize_server()
+    with httpd, mcp_sync.connect(httpd.url, protocol="2025-11-25", timeout=30) as client:
+        client.call_tool("echo", {"text": "hi"})
+        httpd.expire_sessions()
+        hold.set()
+        timer = threading.Thread(target=lambda: held.wait(10) and _thread.interrupt_main())
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                client.call_tool("echo", {"text": "x"}, timeout=20)
+        finally:
+            timer.join(10)
+            hold.clear()
+            release.set()
+        assert wait_until(lambda: client.status is Status.READY, 10), client.status
+
+
 def test_calls_waiting_for_a_reconnect_are_bounded_by_max_queued(tmp_path):
     """While one call reconnects (the backoff makes it slow), new calls wait
     in the admission queue: beyond `max_queued` they fail at once."""
