@@ -5,6 +5,7 @@ metrics of `stats()`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -192,24 +193,38 @@ def _slow_initialize_server():
     return HTTPServer(mcp_sync.testing.demo_server(), gate=gate, get_stream=False), hold, release, held
 
 
-def test_a_session_renewal_is_bounded_by_the_calls_timeout_and_finished_by_the_healer():
-    # A call that met the expired session renewed it with the client's
-    # 30 s timeout, whatever its own (timeout=1 took as long as the
-    # server's initialize), and a renewal that failed left the status
-    # "reconnecting" with nothing reconnecting.
+@contextlib.contextmanager
+def _renewal_held():
+    """A client whose server ended its session and holds the `initialize`
+    that renews it until `let_go()` (or the block's end): (client, held,
+    let_go), `held` set once a renewal is being held."""
     httpd, hold, release, held = _slow_initialize_server()
+
+    def let_go():
+        hold.clear()
+        release.set()
+
     with httpd, mcp_sync.connect(httpd.url, protocol="2025-11-25", timeout=30) as client:
         assert client.call_tool("echo", {"text": "hi"}).text == "hi"
         httpd.expire_sessions()
         hold.set()
         try:
-            with pytest.raises(mcp_sync.RequestTimeout) as caught:
-                client.call_tool("echo", {"text": "x"}, timeout=1)
-            assert caught.value.timeout == 1  # the call's own, not what was left of it
-            assert held.is_set()
+            yield client, held, let_go
         finally:
-            hold.clear()
-            release.set()
+            let_go()
+
+
+def test_a_session_renewal_is_bounded_by_the_calls_timeout_and_finished_by_the_healer():
+    # A call that met the expired session renewed it with the client's
+    # 30 s timeout, whatever its own (timeout=1 took as long as the
+    # server's initialize), and a renewal that failed left the status
+    # "reconnecting" with nothing reconnecting.
+    with _renewal_held() as (client, held, let_go):
+        with pytest.raises(mcp_sync.RequestTimeout) as caught:
+            client.call_tool("echo", {"text": "x"}, timeout=1)
+        assert caught.value.timeout == 1  # the call's own, not what was left of it
+        assert held.is_set()
+        let_go()
         # The healer finishes the renewal by itself: ready, with no call.
         assert wait_until(lambda: client.status is Status.READY, 10), client.status
         assert client.call_tool("echo", {"text": "after"}).text == "after"
@@ -218,11 +233,7 @@ def test_a_session_renewal_is_bounded_by_the_calls_timeout_and_finished_by_the_h
 def test_a_call_waiting_for_another_threads_session_renewal_keeps_its_timeout_and_hears_an_interrupt():
     import _thread
 
-    httpd, hold, release, held = _slow_initialize_server()
-    with httpd, mcp_sync.connect(httpd.url, protocol="2025-11-25", timeout=30) as client:
-        client.call_tool("echo", {"text": "hi"})
-        httpd.expire_sessions()
-        hold.set()
+    with _renewal_held() as (client, held, let_go):
         renewing = threading.Thread(target=lambda: client.call_tool("echo", {"text": "a"}, timeout=20))
         renewing.start()
         try:
@@ -235,8 +246,7 @@ def test_a_call_waiting_for_another_threads_session_renewal_keeps_its_timeout_an
                 client.call_tool("echo", {"text": "c"}, timeout=20)
             timer.join()
         finally:
-            hold.clear()
-            release.set()
+            let_go()
             renewing.join(30)
         assert client.call_tool("echo", {"text": "after"}).text == "after"
 
@@ -246,11 +256,7 @@ def test_a_session_renewal_cut_short_by_an_interrupt_is_finished_by_the_healer()
     # "reconnecting", with nothing reconnecting, until another call came.
     import _thread
 
-    httpd, hold, release, held = _slow_initialize_server()
-    with httpd, mcp_sync.connect(httpd.url, protocol="2025-11-25", timeout=30) as client:
-        client.call_tool("echo", {"text": "hi"})
-        httpd.expire_sessions()
-        hold.set()
+    with _renewal_held() as (client, held, let_go):
         timer = threading.Thread(target=lambda: held.wait(10) and _thread.interrupt_main())
         timer.start()
         try:
@@ -258,8 +264,7 @@ def test_a_session_renewal_cut_short_by_an_interrupt_is_finished_by_the_healer()
                 client.call_tool("echo", {"text": "x"}, timeout=20)
         finally:
             timer.join(10)
-            hold.clear()
-            release.set()
+            let_go()
         assert wait_until(lambda: client.status is Status.READY, 10), client.status
 
 
