@@ -305,6 +305,7 @@ class StdioTransport(Transport):
                                        on_broken=lambda error: self._report(sink, error))
             name = os.path.basename(target.command)
             if sys.platform == "win32" or callable(target.stderr):
+                process.close_exit_watch()  # (only the poll loop below watches the process)
                 self._drain = threading.Thread(target=self._drain_stderr, name=f"mcp-sync-stderr-{name}",
                                                daemon=True)
                 self._reader = threading.Thread(target=self._read_stdout, name=f"mcp-sync-reader-{name}",
@@ -364,6 +365,8 @@ class StdioTransport(Transport):
                 # that left the group holds them, and then waiting is useless.
                 self._join_readers(time.monotonic() + _JOIN_SLACK)
                 self._close_pipes(process.popen, writer)
+                if self._reader is None or not self._reader.is_alive():
+                    process.close_exit_watch()  # (else the reader still watching closes it as it ends)
             self._closed = True
 
     def _join_readers(self, until: float) -> None:
