@@ -49,6 +49,7 @@ from ._version import __version__
 from .client import Client
 from .client_requests import UNLISTED_TOOL
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config, with_options
+from .control_chars import JSON_ESCAPED, neutralise
 from .errors import ConfigError, McpError, MethodNotFound, MissingClientCapability, ServerError
 from .handlers import console_form, defaults_form
 from .options import Reconnect, close_names, unknown_names
@@ -69,25 +70,6 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 #: A closed pipe on stdout: as a process killed by SIGPIPE would end.
 EXIT_BROKEN_PIPE = 141
-
-#: C0 controls but tab and newline, DEL, and the C1 controls (0x9b is a CSI
-#: on many terminals), each to its visible escape.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
-#: The same characters in JSON output, as JSON escapes (the value is unchanged).
-_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in _CONTROLS}
-
-
-def neutralise(text: str) -> str:
-    r"""`text` with terminal control characters made visible; newlines and
-    tabs are kept, and CRLF line ends become plain newlines.
-
-    Example::
-
-        >>> neutralise("\x1b[2Jhello\r\n")
-        '\\x1b[2Jhello\n'
-    """
-    return text.replace("\r\n", "\n").translate(_CONTROLS)
-
 
 #: The few colours used (SGR parameters), by what they mark.
 _STYLES = {"error": "1;31", "name": "36", "required": "33", "failed": "31"}
@@ -357,8 +339,7 @@ def _dump(value: Any, out: TextIO) -> None:
 
 
 def _json_text(value: Any) -> str:
-    # json.dumps escapes C0 controls itself, but not DEL and C1 ones.
-    return json.dumps(value, indent=2, ensure_ascii=False).translate(_JSON_CONTROLS)
+    return json.dumps(value, indent=2, ensure_ascii=False).translate(JSON_ESCAPED)
 
 
 def _table(rows: Sequence[tuple[str, str]], out: TextIO, empty: str) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 
 import attrs
 
+from .control_chars import neutralise
 from .types import (
     AudioContent,
     BlobResourceContents,
@@ -82,12 +83,6 @@ MAX_ROWS = 500
 _CELL_CHARS = 160
 #: A name, URI, media type, cursor or other one-line piece: this long at most.
 _LABEL_CHARS = 1000
-#: C0 controls but tab and newline, DEL, and the C1 controls (0x9b is a CSI
-#: on many terminals), each to its visible escape: the set of
-#: `mcp_sync.cli.neutralise` (not imported here: it loads the whole command;
-#: tests/test_display.py checks that the two agree).
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
-
 _MEDIA_TYPE = re.compile(r"^[a-z]+/[a-z0-9.+\-]+$")
 _STYLE = (
     "<style>.mcp-sync table{border-collapse:collapse;margin:.3em 0}"
@@ -112,7 +107,7 @@ def to_html(obj: Any) -> str:
 def to_text(obj: Any) -> str:
     """A plain-text rendering of the same (what IPython's terminal shows),
     with control characters but newline and tab shown as escapes."""
-    return _neutralise("\n".join(_text(obj)))
+    return neutralise("\n".join(_text(obj)))
 
 
 show_with(html=to_html, text=to_text)
@@ -759,12 +754,6 @@ def _cut(value: Any, limit: int | None = None, *, inline: bool = False) -> str:
 def _short(value: Any) -> str:
     """A one-line piece (a name, URI, media type, cursor) as text, cut at `_LABEL_CHARS`."""
     return _cut(value, _LABEL_CHARS, inline=True)
-
-
-def _neutralise(text: str) -> str:
-    """`text` with terminal control characters shown as escapes, newlines and
-    tabs kept, CRLF as a newline: what `mcp_sync.cli.neutralise` does."""
-    return text.replace("\r\n", "\n").translate(_CONTROLS)
 
 
 def _first_line(text: Any) -> str:

@@ -1,4 +1,4 @@
-"""A ready progress display for the `progress=` option: `progress_bar()`.
+r"""A ready progress display for the `progress=` option: `progress_bar()`.
 
 Owns drawing a call's `Progress` updates: with `tqdm.auto` when tqdm is
 installed (a widget in a notebook, a bar in a terminal), else a plain bar of
@@ -34,6 +34,7 @@ import time
 from types import TracebackType
 from typing import IO, Any
 
+from .control_chars import VISIBLE
 from .types import Progress
 
 __all__ = ["ProgressBar", "progress_bar"]
@@ -43,9 +44,6 @@ _REDRAW_EVERY = 0.1
 #: ...and writes a new line at most this often elsewhere (a log must not get a line per step).
 _LINE_EVERY = 1.0
 _WIDTH = 24
-#: C0 controls, DEL and the C1 controls (0x9b is a CSI on many terminals),
-#: each to its visible escape; the same set as `mcp_sync.cli.neutralise`.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
 
 
 def _tqdm_class() -> Any:
@@ -230,7 +228,7 @@ def _message(text: str) -> str:
     """A server's message on one line (its own line breaks would defeat the
     carriage return), at most 200 characters, with control characters shown
     as escapes: it comes from the server, and must not drive the terminal."""
-    return " ".join(text.split())[:200].translate(_CONTROLS)
+    return " ".join(text.split())[:200].translate(VISIBLE)
 
 
 def _number(value: float) -> str:

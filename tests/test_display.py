@@ -564,9 +564,3 @@ def test_the_terminal_gets_a_servers_control_characters_as_visible_escapes():
     result = CallToolResult.from_wire({"content": [{"type": "text", "text": "a\tb\nhello\x1b]52;c;ZXZpbA==\x07\r\n"}]})
     assert pretty(tool) == "Tool t\\x1b]0;owned\\x07: ok\\x1b[2J\\x1b[H\\x9b1m"
     assert pretty(result) == "Tool result:\n  a\tb\n  hello\\x1b]52;c;ZXZpbA==\\x07"
-    # The same characters as the command line's `neutralise` (not imported
-    # by display: it loads the whole command): all controls but tab and newline.
-    from mcp_sync.cli import neutralise
-
-    every = "".join(map(chr, range(0x200)))
-    assert display._neutralise(every) == neutralise(every)

@@ -117,7 +117,8 @@ def _show_warnings_on_stderr() -> logging.Handler | None:
     """A stderr handler for the package's warnings, added for one
     `serve_stdio` run when no handler would show them (the library adds
     only a NullHandler; a program that configured logging, as `main`
-    does, keeps its own); None when one would."""
+    does, keeps its own); None when one would. Not `Logger.hasHandlers()`:
+    it counts that NullHandler."""
     logger: logging.Logger | None = logging.getLogger("mcp_sync.testing")
     while logger is not None:
         if any(not isinstance(handler, logging.NullHandler) for handler in logger.handlers):
