@@ -938,14 +938,19 @@ def _servers(args: argparse.Namespace, command: list[str], out: TextIO, err: Tex
         err.write(f"mcp-sync: using {path}\n")
         config = load_config(path)
     described = [_describe(config, name) for name in config]
+    # An entry of the wrong shape is listed with what is wrong with it
+    # (its message without the file and server it begins with).
+    unusable = {name: why.split(f"server {name!r}", 1)[-1].lstrip(": ") for name, why in config.unusable.items()}
     if args.json:
-        _dump(described + [{"name": name, "disabled": True} for name in sorted(config.disabled)], out)
+        _dump(described + [{"name": name, "unusable": why} for name, why in sorted(unusable.items())]
+              + [{"name": name, "disabled": True} for name in sorted(config.disabled)], out)
         return 0
     rows = []
     for info in described:
         where = shlex.join([info["command"], *info["args"]]) if info["type"] == "stdio" else info["url"]
         secrets = [f"{key}: {', '.join(info[key])}" for key in ("env", "headers") if key in info]
         rows.append((info["name"], info["type"], where + (f"  ({'; '.join(secrets)})" if secrets else "")))
+    rows += [(name, "-", f"(unusable: {why})") for name, why in sorted(unusable.items())]
     rows += [(name, "-", "(disabled)") for name in sorted(config.disabled)]
     if not rows:
         out.write("(no servers)\n")

@@ -13,13 +13,19 @@ constructors only.
 
 Substitution happens when an entry is read (`config[name]`), not when the
 file is loaded: a variable missing for one server does not stop the others
-from being used, and the error names the variable and the server.
+from being used, and the error names the variable and the server. So with
+an entry of the wrong shape (a file is shared by several hosts, each with
+its own ideas): it is set aside at load time (`unusable`, and a warning on
+the `mcp_sync.config` logger), and only `config[name]` for it raises. What
+makes the whole file unreadable (not JSON, no servers object, a name
+defined twice) is an error at load time.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import logging
 import os
 import re
 import sys
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["ServerConfig", "load_config", "config_locations", "find_config", "connect_configured"]
 
 ConfigSource = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+log = logging.getLogger(__name__)
 
 #: `type` values that mean Streamable HTTP (hosts spell it several ways).
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamablehttp"})
@@ -67,6 +75,7 @@ class ServerConfig(Mapping[str, Target]):
             (or `servers`) object.
         path: The file they were read from, or None.
         disabled: The names of the entries left out.
+        unusable: Why each entry of the wrong shape cannot be used, by name.
 
     Attributes:
         path (Path | None): The file read (absolute), None for a mapping.
@@ -74,11 +83,15 @@ class ServerConfig(Mapping[str, Target]):
             keys kept, nothing substituted.
         disabled (frozenset[str]): The entries marked `"disabled": true`,
             which are left out.
+        unusable (dict[str, str]): The entries of the wrong shape (no
+            `command` or `url`, an unknown `type`, a value of the wrong
+            kind), left out too, each with the error `config[name]`
+            raises for it: the file's other servers can be used.
 
     Raises:
         ConfigError: From `config[name]`, for a name the file does not
             define (it is also a `KeyError`), or an entry that cannot be
-            used (a missing variable, a bad `envFile`, ...).
+            used (one in `unusable`, a missing variable, a bad `envFile`, ...).
 
     Example::
 
@@ -89,14 +102,17 @@ class ServerConfig(Mapping[str, Target]):
     """
 
     def __init__(self, entries: Mapping[str, Mapping[str, Any]], *, path: Path | None = None,
-                 disabled: frozenset[str] = frozenset()) -> None:
+                 disabled: frozenset[str] = frozenset(), unusable: Mapping[str, str] | None = None) -> None:
         self.path = path
         self.entries: dict[str, dict[str, Any]] = {name: dict(entry) for name, entry in entries.items()}
         self.disabled = disabled
+        self.unusable: dict[str, str] = dict(unusable or {})
 
     def __getitem__(self, name: str) -> Target:
         entry = self.entries.get(name) if isinstance(name, str) else None
         if entry is None:
+            if isinstance(name, str) and name in self.unusable:
+                raise ConfigError(self.unusable[name])
             raise _UnknownServer(self._unknown(name))
         return _target(name, entry, self._where(), self._workspace())
 
@@ -150,8 +166,10 @@ def load_config(source: ConfigSource | ServerConfig) -> ServerConfig:
     is read; `${workspaceFolder}` and `${userHome}` are the project folder
     and the home folder. Unknown keys are kept (`entries`) and ignored;
     entries with `"disabled": true` are left out, unchecked (`disabled`
-    names them). Everything wrong raises
-    `ConfigError`, naming the file and the server.
+    names them). An entry of the wrong shape is left out with a warning
+    (`unusable` says why; `config[name]` raises that `ConfigError`), so
+    that the file's other servers can be used; what makes the file
+    unreadable raises `ConfigError`, naming the file.
 
     Example::
 
@@ -172,7 +190,7 @@ def load_config(source: ConfigSource | ServerConfig) -> ServerConfig:
 
     Raises:
         ConfigError: The file is missing, unreadable or not valid JSON, or
-            it has no `mcpServers`/`servers` object, or an entry is malformed.
+            it has no `mcpServers`/`servers` object, or defines a name twice.
         TypeError: `source` is neither a path nor a mapping.
     """
     path: Path | None = None
@@ -198,8 +216,10 @@ def load_config(source: ConfigSource | ServerConfig) -> ServerConfig:
     else:
         raise TypeError(f"load_config() takes a file path or a mapping, not {type(source).__name__}")
     where = str(path) if path is not None else "the config"
-    servers, disabled = _servers_of(data, where)
-    return ServerConfig(servers, path=path, disabled=disabled)
+    servers, disabled, unusable = _servers_of(data, where)
+    for why in unusable.values():
+        log.warning("%s (left out: the file's other servers can be used)", why)
+    return ServerConfig(servers, path=path, disabled=disabled, unusable=unusable)
 
 
 def config_locations(cwd: str | os.PathLike[str] | None = None) -> list[Path]:
@@ -271,7 +291,7 @@ def find_config(server: str | None = None, *, cwd: str | os.PathLike[str] | None
         if server is None:
             return path
         config = load_config(path)
-        if server in config:
+        if server in config or server in config.unusable:  # (which `config[server]` then explains)
             return path
         if server in config.disabled:
             disabled_in.append(path)
@@ -442,7 +462,9 @@ def _string_end(text: str, start: int) -> int:
     return j + 1
 
 
-def _servers_of(data: Any, where: str) -> tuple[dict[str, dict[str, Any]], frozenset[str]]:
+def _servers_of(data: Any, where: str) -> tuple[dict[str, dict[str, Any]], frozenset[str], dict[str, str]]:
+    """The entries to use, the names of those disabled, and why each
+    entry of the wrong shape cannot be used."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: the top level must be a JSON object, not {_kind(data)}")
     found: list[tuple[str, Any]] = []
@@ -459,25 +481,30 @@ def _servers_of(data: Any, where: str) -> tuple[dict[str, dict[str, Any]], froze
             raise ConfigError(f"{where}: no \"mcpServers\" or \"servers\" object")
     servers: dict[str, dict[str, Any]] = {}
     disabled: set[str] = set()
+    unusable: dict[str, str] = {}
     for key, block in found:
         if not isinstance(block, Mapping):
             raise ConfigError(f"{where}: \"{key}\" must be an object of servers, not {_kind(block)}")
         for name, entry in block.items():
-            if not isinstance(entry, Mapping):
-                raise ConfigError(f"{where}: server {name!r} must be an object, not {_kind(entry)}")
-            if name in servers or name in disabled:
+            if name in servers or name in disabled or name in unusable:
                 raise ConfigError(f"{where}: server {name!r} is defined twice")
-            if entry.get("disabled") is True:  # never used: its shape is no reason to refuse the file
+            if not isinstance(entry, Mapping):
+                unusable[name] = f"{where}: server {name!r} must be an object, not {_kind(entry)}"
+            elif entry.get("disabled") is True:  # never used: its shape is no reason to refuse the file
                 disabled.add(name)
             else:
-                _check_entry(name, entry, where)
-                servers[name] = dict(entry)
-    return servers, frozenset(disabled)
+                try:
+                    _check_entry(name, entry, where)
+                except ConfigError as exc:
+                    unusable[name] = str(exc)
+                else:
+                    servers[name] = dict(entry)
+    return servers, frozenset(disabled), unusable
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), f"a {type(value).__name__}")
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), f"a {type(value).__name__}")
 
 
 def kind_of_entry(name: str, entry: Mapping[str, Any], where: str) -> str:

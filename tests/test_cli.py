@@ -496,6 +496,25 @@ def test_servers_lists_the_config_found_without_secrets(tmp_path):
         assert secret not in proc.stdout + proc.stderr
 
 
+def test_a_config_file_with_an_entry_of_the_wrong_shape_serves_the_others(tmp_path):
+    # A file shared with another host: one entry of a transport or shape
+    # mcp-sync cannot use made every command fail, whatever server it named.
+    write_config(tmp_path, {"demo": DEMO_ENTRY, "ws": {"type": "websocket", "url": "ws://x"},
+                            "typo": {"comand": "x"}})
+    proc = run_script("call", "add", "a=2", "b=3", "--server", "demo", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "5"
+    proc = run_script("tools", "--server", "ws", cwd=tmp_path)
+    assert proc.returncode == 1 and "server 'ws' has unknown type 'websocket' (known: stdio, http, sse)" in proc.stderr
+    proc = run_script("servers", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[:2] for line in proc.stdout.splitlines()] == [["demo", "stdio"], ["typo", "-"], ["ws", "-"]]
+    assert "(unusable: has neither \"command\" nor \"url\")" in proc.stdout
+    listed = json.loads(run_script("servers", "--json", cwd=tmp_path).stdout)
+    assert listed[1:] == [{"name": "typo", "unusable": "has neither \"command\" nor \"url\""},
+                          {"name": "ws", "unusable": "has unknown type 'websocket' (known: stdio, http, sse)"}]
+
+
 def test_servers_of_a_named_config_file(tmp_path):
     path = write_config(tmp_path / "elsewhere", {"one": {"url": "http://127.0.0.1:9/mcp"}}, name="mcp.json")
     proc = run_script("servers", "--config", str(path), cwd=tmp_path)

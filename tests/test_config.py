@@ -196,7 +196,7 @@ def test_bad_json_names_the_file_and_line(tmp_path):
     assert isinstance(caught.value, mcp_sync.McpError)
 
 
-@pytest.mark.parametrize("data, message", [
+@pytest.mark.parametrize("entry, message", [
     ({"mcpServers": {"a": {"args": ["x"]}}}, "server 'a' has neither \"command\" nor \"url\""),
     ({"servers": {"a": {"type": "websocket", "url": "ws://x"}}}, "server 'a' has unknown type 'websocket'"),
     ({"servers": {"a": {"type": "stdio", "url": "http://x"}}}, "type stdio but has no \"command\""),
@@ -204,12 +204,34 @@ def test_bad_json_names_the_file_and_line(tmp_path):
     ({"mcpServers": {"a": {"command": "x", "args": "--flag"}}}, "\"args\" must be a list of strings"),
     ({"mcpServers": {"a": {"command": "x", "env": {"K": None}}}}, "env 'K' must be a string"),
     ({"mcpServers": {"a": {"url": "https://x", "headers": ["A: b"]}}}, "\"headers\" must be an object"),
+    ({"mcpServers": {"a": {"command": 5}}}, "\"command\" must be a string, not a number"),
+    ({"mcpServers": {"a": "python server.py"}}, "server 'a' must be an object, not a string"),
+])
+def test_an_entry_of_the_wrong_shape_is_set_aside_and_the_others_work(tmp_path, entry, message, caplog):
+    # One such entry (a file shared with hosts that know other transports
+    # or keys) made the whole file unusable: every server in it failed.
+    # It is left out, with a warning; asking for it raises why.
+    (block, servers), = entry.items()
+    path = write(tmp_path / "c.json", {block: {**servers, "demo": {"command": "demo-server"}}})
+    config = mcp_sync.load_config(path)
+    assert list(config) == ["demo"] and "a" not in config
+    assert config["demo"].command == "demo-server"
+    assert message in config.unusable["a"] and str(path) in config.unusable["a"]
+    with pytest.raises(mcp_sync.ConfigError) as caught:
+        config["a"]
+    assert str(caught.value) == config.unusable["a"] and not isinstance(caught.value, KeyError)
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_sync.config"] == [
+        f"{config.unusable['a']} (left out: the file's other servers can be used)"]
+
+
+@pytest.mark.parametrize("data, message", [
     ({"mcpServers": ["a"]}, "\"mcpServers\" must be an object"),
+    ({"mcpServers": {"a": {"command": "x"}}, "servers": {"a": {"command": 5}}}, "server 'a' is defined twice"),
     ({"mcpServers": {}, "servers": {}, "x": 1}, None),
     ({"name": "not a config"}, "no \"mcpServers\" or \"servers\" object"),
     ([1, 2], "the top level must be a JSON object"),
 ])
-def test_bad_entries(tmp_path, data, message):
+def test_a_file_that_cannot_be_read_as_a_whole_is_refused(tmp_path, data, message):
     path = write(tmp_path / "c.json", data)
     if message is None:
         assert len(mcp_sync.load_config(path)) == 0
@@ -217,6 +239,13 @@ def test_bad_entries(tmp_path, data, message):
     with pytest.raises(mcp_sync.ConfigError) as caught:
         mcp_sync.load_config(path)
     assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_find_config_finds_the_file_defining_an_unusable_entry_and_says_what_is_wrong(tmp_path, monkeypatch):
+    write(tmp_path / ".mcp.json", {"mcpServers": {"a": {"type": "websocket", "url": "ws://x"}}})
+    assert mcp_sync.find_config("a", cwd=tmp_path) == tmp_path / ".mcp.json"
+    with pytest.raises(mcp_sync.ConfigError, match="unknown type 'websocket'"):
+        mcp_sync.connect_configured("a", config=tmp_path / ".mcp.json")
 
 
 def test_a_disabled_entry_is_not_checked(tmp_path):

@@ -86,6 +86,10 @@ def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "",
         if not isinstance(path, (str, os.PathLike)):
             raise ConfigError(f"{config_name} must be a config file's path, not {type(path).__name__}")
         config = load_config(path)
+    for why in config.unusable.values():
+        # Set aside by `load_config` (a file shared by hosts), but these are
+        # the app's own settings: every server in them is meant to work.
+        raise ConfigError(why)
     return config, check_options(options, prefix=prefix, lower=lower)
 
 
