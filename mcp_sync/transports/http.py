@@ -75,7 +75,7 @@ from ..protocol import jsonrpc
 from ..protocol.headers import standard_headers
 from .base import MessageSink, Transport
 from .decoding import UnsupportedEncoding, coding_of
-from .http11 import Response
+from .http11 import CLOSED_WITHOUT_ANSWERING, Response
 from .http_answer import AnswerLink, AnswerStream, Message, json_answer, json_rpc_error
 from .http_request import ERROR_BODY_PREVIEW, Requester, session_unknown
 from .http_session import GET_JOIN_SECONDS, Session, SessionHost
@@ -133,6 +133,9 @@ class HTTPTransport(Transport):
         self._others: set[Exchange] = set()
         self._closing = False
         self._closed = False
+        #: Whether the server ever answered a request (a flag: written
+        #: without a lock, only ever to True): see `_post_failed`.
+        self._heard = False
         #: Streams whose end callers will not wait for (see `_stream_on_caller`).
         self._skip_end_waits = 0
         self._close_lock = threading.Lock()
@@ -305,7 +308,20 @@ class HTTPTransport(Transport):
 
     def _request(self, exchange: Exchange, method: str, headers: Mapping[str, str], body: bytes | None) -> Response:
         """`Requester.request`, the session id allowed to the origin that issued it."""
-        return self._wire.request(exchange, method, headers, body, session_origin=self._session.origin)
+        response = self._wire.request(exchange, method, headers, body, session_origin=self._session.origin)
+        self._heard = True
+        return response
+
+    def _post_failed(self, exc: OSError | ValueError) -> ConnectError:
+        """The error of a POST that failed with `exc`: a server that never
+        answered and resets (or closes) a plain-HTTP request is most often
+        an HTTPS server (Python's and Node's TLS servers do so), which is
+        worth saying, as the reset alone says nothing."""
+        hint = ""
+        if not self._heard and self._target.url[:7].lower() == "http://" and (
+                isinstance(exc, ConnectionResetError) or str(exc) == CLOSED_WITHOUT_ANSWERING):
+            hint = " (the server never answered: if it speaks HTTPS, try https://)"
+        return ConnectError(f"POST to {self._target.url} failed: {exc}{hint}")
 
     def _side_bound(self) -> float:
         """The bound of a side request (a one-way POST, setting the GET
@@ -334,7 +350,7 @@ class HTTPTransport(Transport):
         except NoFreeSlot:
             raise ConnectError(f"POST to {self._target.url}: no connection was free within {bound:g} s") from None
         except (OSError, ValueError) as exc:
-            raise ConnectError(f"POST to {self._target.url} failed: {exc}") from exc
+            raise self._post_failed(exc) from exc
         except (TransportError, KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:
@@ -385,7 +401,7 @@ class HTTPTransport(Transport):
                 # The caller's deadline passed during a read on its own
                 # thread: it reports the timeout itself; deliver nothing.
                 exchange.stop.set()
-            self._fail(exchange, ConnectError(f"POST to {self._target.url} failed: {exc}"))
+            self._fail(exchange, self._post_failed(exc))
         else:
             # Anything else (RecursionError from a pathological answer, a
             # bug) fails this request, never the thread silently: a caller

@@ -60,6 +60,10 @@ MAX_INTERIM = 10
 _RECV_SIZE = 65536
 
 
+#: What a connection that ended before a status line raises (`ResponseError`).
+CLOSED_WITHOUT_ANSWERING = "the server closed the connection without answering"
+
+
 class ResponseError(ValueError):
     """The server's answer is not a well-formed HTTP/1.1 response."""
 
@@ -347,10 +351,13 @@ class Response:
     def _read_status(self) -> None:
         line = self._line()
         if not line:
-            raise ResponseError("the server closed the connection without answering")
+            raise ResponseError(CLOSED_WITHOUT_ANSWERING)
         self._status(line)
 
     def _status(self, line: bytes) -> None:
+        if line[:1] in (b"\x15", b"\x16") and line[1:2] == b"\x03":
+            # A TLS record (an alert, or a handshake) where a status line goes.
+            raise ResponseError("the server answered in TLS, not plain HTTP (it speaks HTTPS: try https://)")
         parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not (parts[1].isascii() and parts[1].isdigit() and len(parts[1]) == 3):
             raise ResponseError(f"not an HTTP/1.x status line: {line[:80]!r}")

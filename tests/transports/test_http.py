@@ -692,6 +692,67 @@ def test_https_with_a_private_ca(serve, tls):
         assert client.call_tool("echo", {"text": "unverified"}).text == "unverified"
 
 
+def test_plain_http_to_an_https_server_says_to_try_https(serve, tls):
+    # Python's TLS server resets a plain-HTTP request: the error said only
+    # "Connection reset by peer".
+    server_context, _ = tls
+    httpd = serve(ssl_context=server_context)
+    with pytest.raises(mcp_sync.ConnectError) as caught:
+        mcp_sync.connect(httpd.url.replace("https://", "http://"), timeout=10)
+    assert "if it speaks HTTPS, try https://" in str(caught.value)
+
+
+class _NotHttpServer:
+    """A TCP server on loopback that reads a request head and then, instead
+    of answering: sends a TLS alert record ("alert"), closes ("close"), or
+    resets the connection ("reset"), as TLS servers of several kinds do."""
+
+    def __init__(self, how):
+        import socket
+
+        self.how = how
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/mcp"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        import socket
+        import struct
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                if self.how == "alert":
+                    conn.sendall(b"\x15\x03\x01\x00\x02\x02\x46")  # fatal: protocol_version
+                elif self.how == "reset":
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def close(self):
+        self.sock.close()
+        self.thread.join(10)
+
+
+@pytest.mark.parametrize("how, says", [
+    ("alert", "the server answered in TLS, not plain HTTP (it speaks HTTPS: try https://)"),
+    ("close", "the server closed the connection without answering (the server never answered: "
+              "if it speaks HTTPS, try https://)"),
+    ("reset", "(the server never answered: if it speaks HTTPS, try https://)"),
+])
+def test_a_server_answering_plain_http_with_tls_or_nothing_says_to_try_https(how, says):
+    server = _NotHttpServer(how)
+    try:
+        with pytest.raises(mcp_sync.ConnectError) as caught:
+            mcp_sync.connect(server.url, protocol="2026-07-28", timeout=10)
+        assert says in str(caught.value)
+    finally:
+        server.close()
+
+
 # -- many threads ------------------------------------------------------------------------------------------------
 
 
