@@ -90,7 +90,7 @@ def _parts(result: CallToolResult, images: frozenset[str]) -> list[tuple[str, An
         for text in texts:
             try:
                 said = said or json.loads(text) == structured
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past what json.loads follows
                 continue
         if not said:
             parts.append(("text", json.dumps(structured, ensure_ascii=False)))

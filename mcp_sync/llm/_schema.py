@@ -135,15 +135,19 @@ def _strict(node: Any, top: bool = False) -> Any:
         return [_strict(item) for item in node]
     if not isinstance(node, Mapping):
         return node
-    if "patternProperties" in node or node.get("additionalProperties") not in (None, False):
-        raise NotStrict("an object with additionalProperties or patternProperties")
     every = node.get("allOf")
     if every is not None:
         # One schema in `allOf` (how generators put a description beside a
-        # `$ref`) is that schema; more cannot be said in strict mode.
+        # `$ref`) is that schema; more cannot be said in strict mode. It is
+        # merged first: what it admits is checked as the node's own below.
         if not (isinstance(every, list) and len(every) == 1 and isinstance(every[0], Mapping)):
             raise NotStrict("allOf with more than one schema")
-        node = {**every[0], **{key: value for key, value in node.items() if key != "allOf"}}
+        node = _merged(every[0], node)
+    if "patternProperties" in node or node.get("additionalProperties") not in (None, False):
+        raise NotStrict("an object with additionalProperties or patternProperties")
+    if "required" in node and not _names(node["required"]):
+        # Which properties are optional is unknown: none can be made nullable rightly.
+        raise NotStrict("required is not a list of property names")
     types = node.get("type")
     is_object = types == "object" or (isinstance(types, list) and "object" in types) or "properties" in node
     if is_object and not top and not isinstance(node.get("properties"), Mapping) \
@@ -172,6 +176,30 @@ def _strict(node: Any, top: bool = False) -> Any:
         out["required"] = list(properties)
         out["additionalProperties"] = False
     return out
+
+
+def _names(value: Any) -> bool:
+    """Whether `value` is what `required` must be: a list of property names."""
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def _merged(inner: Mapping[str, Any], outer: Mapping[str, Any]) -> dict[str, Any]:
+    """`outer` (without its `allOf`) over the one schema of its `allOf`:
+    both hold, so their `properties` and `required` are joined, not the
+    outer's put in place of the inner's (`plain_schema` gives every
+    object a `properties`, empty, which would hide the inner ones). One
+    property in both cannot be said as one schema in strict mode."""
+    merged = {**inner, **{key: value for key, value in outer.items() if key != "allOf"}}
+    own, added = outer.get("properties"), inner.get("properties")
+    if isinstance(own, Mapping) and isinstance(added, Mapping):
+        if own.keys() & added.keys():
+            raise NotStrict("a property named both beside and inside allOf")
+        merged["properties"] = {**added, **own}
+    if "required" in outer and "required" in inner:
+        if not (_names(outer["required"]) and _names(inner["required"])):
+            raise NotStrict("required is not a list of property names")
+        merged["required"] = list(dict.fromkeys([*inner["required"], *outer["required"]]))
+    return merged
 
 
 def _nullable(schema: Any) -> Any:
@@ -224,8 +252,10 @@ def _drop(value: Any, spec: Any, root: Mapping[str, Any], depth: int) -> Any:
     properties = spec.get("properties")
     if not isinstance(value, dict) or not isinstance(properties, Mapping):
         return value
-    required = spec.get("required")
-    required = set(required) if isinstance(required, list) else set()
+    required = spec.get("required", [])
+    if not _names(required):
+        return value  # which properties are optional is unknown: as sent
+    required = set(required)
     out: dict[str, Any] = {}
     for name, item in value.items():
         declared = properties.get(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -43,6 +44,8 @@ API = Literal["openai-chat", "openai-responses", "anthropic"]
 (Responses) or ``"anthropic"`` (Messages)."""
 
 _APIS = ("openai-chat", "openai-responses", "anthropic")
+#: The name limits of the APIs: each has its own API names.
+_LIMITS = (OPENAI_NAME_LIMIT, ANTHROPIC_NAME_LIMIT)
 
 
 @attrs.frozen
@@ -197,9 +200,13 @@ class ToolSet:
         self.strict = strict
         self.errors: dict[str, McpError] = {}
         self._selection: Selection = tools if callable(tools) or tools is None else list(tools)
-        #: The exposed tools by name, and the API names of each name limit (filled on first use), as one
-        #: pair that `refresh()` replaces whole: a run on another thread sees the old pair or the new, never a mix.
-        self._state: tuple[dict[str, ExposedTool], dict[int, dict[str, str]]] = ({}, {})
+        #: The exposed tools by name, and the API names of each name limit, as one pair that `refresh()`
+        #: replaces whole and nothing changes in place: a run on another thread sees the old pair or the
+        #: new, never a mix. Every limit's names are made with the pair, so none is first given out from
+        #: a pair a refresh has already read (and then not kept by it).
+        self._state: tuple[dict[str, ExposedTool], dict[int, dict[str, str]]] = ({}, {limit: {} for limit in _LIMITS})
+        # Serialises the step from one pair to the next, so two refreshes each keep the other's names.
+        self._refreshing = threading.Lock()
         self.refresh()
 
     # -- listing -----------------------------------------------------------------------
@@ -242,8 +249,9 @@ class ToolSet:
         # The API names given out so far stay with their tools (`api_names`'
         # `kept`): a model's answer written from the earlier definitions
         # must not run another tool that took its name.
-        given = self._state[1]
-        self._state = (entries, {limit: api_names(entries, limit, kept=mapping) for limit, mapping in given.items()})
+        with self._refreshing:
+            given = self._state[1]
+            self._state = (entries, {limit: api_names(entries, limit, kept=given[limit]) for limit in _LIMITS})
         self.errors = errors
 
     def _may_hold(self, name: str, failed: Mapping[str, McpError]) -> bool:
@@ -276,7 +284,7 @@ class ToolSet:
             print(list(tools.names("openai-chat")))     # ['local_echo', ...]
         """
         state = self._state
-        mapping = _mapping(state, _limit(api))
+        mapping = state[1][_limit(api)]
         back = {name: api_name for api_name, name in mapping.items()}
         return {back[entry.name]: entry for entry in state[0].values()}
 
@@ -300,7 +308,7 @@ class ToolSet:
             print(tools.resolve("local_echo").name)     # local.echo
         """
         state = self._state
-        mapping = _mapping(state, _limit(api))
+        mapping = state[1][_limit(api)]
         if api_name not in mapping:
             raise KeyError(api_name)
         return state[0][mapping[api_name]]
@@ -463,7 +471,8 @@ class ToolSet:
           empty list when there were no calls.
 
         Nothing the model got wrong raises: arguments that are not a JSON
-        object, a tool name that is not in the set, a call past its
+        object or that the client refuses before sending (a value an
+        `Mcp-Param-*` header cannot carry), a tool name that is not in the set, a call past its
         timeout, an MCP error (the server refused, the connection failed,
         the output did not match its schema) each become an error result
         the model can read (``"Error: ..."``, or ``is_error: true``), in
@@ -633,6 +642,12 @@ class ToolSet:
             return _results.Outcome(None, f"{call.name} did not finish within {timeout:g} s, and was cancelled")
         except McpError as exc:
             return _results.Outcome(None, f"{call.name} failed: {exc}")
+        except (TypeError, ValueError) as exc:
+            # The set passes call_tool a tool it listed and a valid timeout:
+            # what the client refuses before sending is the model's
+            # arguments (a value no `Mcp-Param-*` header can carry, say).
+            return _results.Outcome(None, f"the arguments of {call.name} were refused before sending ({exc}); "
+                                          "fix them and call again")
         return _results.Outcome(result)
 
     # -- the loop ----------------------------------------------------------------------
@@ -712,15 +727,6 @@ class ToolSet:
         if on_max_rounds == "raise":
             raise MaxRoundsExceeded(f"the model still asked for tools after {max_rounds} rounds", result)
         return result
-
-
-def _mapping(state: tuple[dict[str, ExposedTool], dict[int, dict[str, str]]], limit: int) -> dict[str, str]:
-    """API name -> tool name for one name limit (two threads may both
-    compute it the first time: the same result, so either may win)."""
-    mapping = state[1].get(limit)
-    if mapping is None:
-        mapping = state[1][limit] = api_names(state[0], limit)
-    return mapping
 
 
 def _limit(api: str) -> int:
