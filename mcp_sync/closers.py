@@ -89,8 +89,11 @@ class Closers:
             if closer.is_alive():
                 if deadline is not None and self.clock() >= deadline:
                     return False
-                with self.lock:  # past its budget: no longer waited for
-                    self.running.pop(closer, None)
+                with self.lock:
+                    # Past its budget: no longer waited for here, but still
+                    # running, so `shut()` hands it back with the leaving ones.
+                    if self.running.pop(closer, None) is not None:
+                        self._leave(closer)
 
     def shut(self) -> None:
         """From now on close inline, and wait for every close in progress,

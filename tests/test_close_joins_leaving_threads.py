@@ -129,3 +129,32 @@ def test_a_reconnect_thread_that_cannot_start_leaves_nothing_to_join(monkeypatch
     monkeypatch.undo()
     assert client._supervisor.healer.thread is None and "no thread to reconnect" in caplog.text
     client.close()  # joins nothing that never started
+
+
+def test_a_closer_past_its_budget_is_still_handed_back_to_close():
+    # `done()` stops waiting for a close past its budget, so that a
+    # reconnect goes on; the thread still runs, and `shut()` (the client's
+    # `close()`) must still hand it back to join. It was dropped from every
+    # list: `close()` returned with that thread running.
+    from mcp_sync.closers import Closers
+
+    release = threading.Event()
+
+    class SlowToClose:
+        close_budget = 0.05
+
+        def close(self, reason: str = "") -> None:
+            release.wait(30)
+
+    closers = Closers()
+    closers.close_later(SlowToClose(), "test")  # type: ignore[arg-type]
+    [closer] = [thread for thread in closers.running]
+    try:
+        assert closers.done(None) is True  # gave up on it at its budget
+        assert closer.is_alive()
+        closers.shut()
+        assert closer in closers.left()
+    finally:
+        release.set()
+        closer.join(30)
+    assert not closer.is_alive()

@@ -289,3 +289,48 @@ def test_members_copies_a_weak_set_that_grows_meanwhile():
     with pytest.raises(RuntimeError):
         list(Growing([kept[0]]))
     assert set(forking.members(objects)) == set(kept)
+
+
+_SETTINGS_HELD_AT_A_C_FORK = r'''
+import ctypes, os, sys, threading
+from mcp_sync.contrib import _clients
+from tests.helpers import reap
+
+parent = os.getpid()
+entered, release = threading.Event(), threading.Event()
+
+def source():
+    if os.getpid() == parent:  # the parent's read holds the registry's lock across the fork
+        entered.set()
+        release.wait()
+    return _clients.read_settings({"demo": {"command": "x"}}, None, None)
+
+registry = _clients.Clients(source)
+reading = threading.Thread(target=registry.names)
+reading.start()
+assert entered.wait(30)
+pid = ctypes.PyDLL(None).fork()
+if pid == 0:
+    code = 1
+    try:
+        code = 0 if registry.names() == ["demo"] else 2
+    finally:
+        os._exit(code)
+release.set()
+reading.join()
+[code] = reap([pid], 20.0)
+print("child:", code)
+sys.exit(0 if code == 0 else 1)
+'''
+
+
+def test_a_child_forked_from_c_reads_the_settings_with_a_lock_of_its_own():
+    # `configured_servers()`, the health view and `manage.py mcp` read the
+    # settings first: in a child forked from C (no at-fork hook) while a
+    # parent thread held the registry's lock, that read waited for ever on
+    # the inherited lock (the child was killed at the deadline). It checks
+    # the fork first, as every entry point does.
+    done = subprocess.run([sys.executable, "-c", _SETTINGS_HELD_AT_A_C_FORK], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "child: 0" in done.stdout, done.stdout + done.stderr
+

@@ -81,6 +81,13 @@ def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "",
         if not isinstance(servers, Mapping):
             raise ConfigError(f"{servers_name} must be a mapping of server name to entry "
                               f"(an mcpServers object), not {type(servers).__name__}")
+        # The names are what `get_client(name)` and `--server NAME` look up,
+        # and what messages list: strings, as in a JSON mcpServers object.
+        # Another key would pass `load_config()` and break every lookup.
+        named = [name for name in servers if not isinstance(name, str)]
+        if named:
+            raise ConfigError(f"{servers_name}: server names must be strings, not "
+                              f"{', '.join(repr(name) for name in named)}")
         config = load_config({"mcpServers": servers})
     else:
         if not isinstance(path, (str, os.PathLike)):
@@ -103,31 +110,39 @@ def check_options(options: Any, *, prefix: str = "", lower: bool = False) -> dic
     Raises:
         TypeError: Not a mapping, or an unknown option.
         ValueError: A value out of range.
+
+    Each message starts with the setting's name: raised at start-up or at
+    a first use, far from the settings file, `connect()`'s own words alone
+    ("unexpected keyword argument 'timout'") would not say where to look.
     """
+    name = setting_names(prefix, lower=lower)[2]
     if options is None:
         return {}
     if not isinstance(options, Mapping):
-        raise TypeError(f"{setting_names(prefix, lower=lower)[2]} must be a mapping of connect() options, "
-                        f"not {type(options).__name__}")
+        raise TypeError(f"{name} must be a mapping of connect() options, not {type(options).__name__}")
     from ..transports import (
         _http_options,  # the HTTP option names, known to the transports only
     )
 
-    http = {name: value for name, value in options.items() if name in _http_options()}
-    ClientOptions(**{name: value for name, value in options.items() if name not in http})
-    if http:
-        from ..transports.http_target import HTTP
+    http = {key: value for key, value in options.items() if key in _http_options()}
+    try:
+        ClientOptions(**{key: value for key, value in options.items() if key not in http})
+        if http:
+            from ..transports.http_target import HTTP
 
-        # Checked on a target that is never used (an `auth=` provider is
-        # left out: it would take this URL for its server's).
-        HTTP("http://127.0.0.1/", **{name: value for name, value in http.items() if name != "auth"})
+            # Checked on a target that is never used (an `auth=` provider is
+            # left out: it would take this URL for its server's).
+            HTTP("http://127.0.0.1/", **{key: value for key, value in http.items() if key != "auth"})
+    except (TypeError, ValueError) as exc:
+        exc.args = (f"{name}: {exc}",)  # (the error of this check alone: named in place, type kept)
+        raise
     return dict(options)
 
 
 def problems(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: bool = False) -> list[Problem]:
     """Everything wrong with the settings, found without connecting: for a
     system check. The ids are `E001`... (errors) and `W001`... (warnings)."""
-    servers_name, config_name, options_name = setting_names(prefix, lower=lower)
+    servers_name, config_name, _ = setting_names(prefix, lower=lower)
     if servers is not None and path is not None:
         return [Problem("E001", f"both {servers_name} and {config_name} are set",
                         "keep one: the servers in settings, or the path of a config file")]
@@ -154,7 +169,7 @@ def problems(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: 
     try:
         check_options(options, prefix=prefix, lower=lower)
     except (TypeError, ValueError) as exc:
-        found.append(Problem("E004", f"{options_name}: {exc}",
+        found.append(Problem("E004", str(exc),  # (it names the setting)
                              "it takes the keyword arguments of mcp_sync.connect()"))
     return found
 
@@ -197,6 +212,7 @@ class Clients:
 
     def settings(self) -> tuple[ServerConfig, dict[str, Any]]:
         """The config and options, read from the settings on first use."""
+        forking.check()  # (an entry point: `configured_servers()`, the health view, `manage.py mcp`)
         with self._lock:
             if self._loaded is None:
                 self._loaded = self._source()
@@ -261,10 +277,19 @@ class Clients:
     def close(self) -> None:
         """Close every client of this process; the next `get()` connects
         again, from the settings as they are then."""
+        self.reload(None)
+
+    def reload(self, source: Callable[[], tuple[ServerConfig, dict[str, Any]]] | None) -> None:
+        """Read the settings from `source` from now on (None: the same
+        source, read again), closing every client made from the old ones.
+        One step under the lock: no `get()` in between connects from the
+        old settings and keeps its client."""
         forking.check()
         with self._lock:
             clients = [*self._clients.values(), *self._inherited]
             self._clients, self._inherited = {}, []
+            if source is not None:
+                self._source = source
             self._loaded = None
             self._generation += 1
         for client in clients:

@@ -67,7 +67,9 @@ class MCP:
     def init_app(self, app: Flask) -> None:
         """Read `MCP_SERVERS` or `MCP_CONFIG`, and `MCP_CLIENT_OPTIONS`, from
         `app.config`. Nothing connects yet; an entry's environment variables
-        are read when its server is first used.
+        are read when its server is first used. Called again for the same
+        app (its settings changed), it closes the clients made from the old
+        settings; the next `client()` connects from the new ones.
 
         Args:
             app: The Flask app.
@@ -86,7 +88,15 @@ class MCP:
         # Read now, so that a wrong setting fails at start, not at the first request.
         loaded = _clients.read_settings(app.config.get("MCP_SERVERS"), app.config.get("MCP_CONFIG"),
                                         app.config.get("MCP_CLIENT_OPTIONS"), prefix="app.config.")
-        app.extensions[EXTENSION] = _clients.Clients(lambda: loaded)
+        # One registry per app for its life: called again (a settings
+        # reload), the app's registry takes the new settings and closes the
+        # clients of the old ones, which a replaced registry would have left
+        # running for as long as anything held them.
+        clients = app.extensions.get(EXTENSION)
+        if isinstance(clients, _clients.Clients):
+            clients.reload(lambda: loaded)
+        else:
+            app.extensions[EXTENSION] = _clients.Clients(lambda: loaded)
 
     def client(self, name: str) -> Client:
         """The shared client of the configured server `name` in this process.

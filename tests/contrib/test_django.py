@@ -233,6 +233,59 @@ def test_management_command_options_and_typos(app: None, marker: str) -> None:
     assert wait_until_gone(marker) == {}, "the command left a server running"
 
 
+def test_management_command_applies_http_options_to_the_url_servers_only(app: None, marker: str) -> None:
+    # MCP_CLIENT_OPTIONS' HTTP options (headers, verify, ...) go with the
+    # servers that have a URL, as get_client() applies them: a program takes
+    # none, and a URL server gets them on its target (connect() refuses them
+    # next to a target object). Before, every command failed with status 2.
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    seen: list[str | None] = []
+
+    def gate(request: Any) -> None:
+        seen.append(request.headers.get("X-Team"))
+
+    options = {"timeout": 20, "headers": {"X-Team": "blue"}, "verify": False}
+    with HTTPServer(demo_server(), gate=gate) as http:
+        with override_settings(MCP_SERVERS={"demo": demo(marker), "web": {"url": http.url}},
+                               MCP_CLIENT_OPTIONS=options):
+            assert run_mcp("call", "echo", "text=hi", "--server", "demo") == (0, "hi\n", "")
+            assert run_mcp("call", "echo", "text=hi", "--server", "web") == (0, "hi\n", "")
+    assert seen and set(seen) == {"blue"}, seen
+    assert wait_until_gone(marker) == {}, "the command left a server running"
+
+
+@pytest.mark.parametrize("servers", [{1: {"command": "x"}}, {("a", "b"): {"command": "x"}}])
+def test_a_server_name_that_is_not_a_string_is_reported_not_raised(app: None, servers: dict[Any, Any]) -> None:
+    # The system check reports every problem as a message; a name that is
+    # not a string crashed it (a TypeError out of `manage.py check`) and made
+    # get_client() and `manage.py mcp` fail with a message about str.join.
+    import mcp_sync
+    from mcp_sync.contrib.django import get_client
+
+    with override_settings(MCP_SERVERS=servers):
+        found = mcp_messages()
+        assert [id for id, _ in found] == ["mcp_sync.E002"], found
+        assert "settings.MCP_SERVERS" in found[0][1] and "must be strings" in found[0][1], found
+        with pytest.raises(mcp_sync.ConfigError, match="settings.MCP_SERVERS"):
+            get_client("x")
+        code, _, err = run_mcp("servers")
+        assert code == 1 and "settings.MCP_SERVERS" in err, err
+
+
+def test_wrong_client_options_name_the_setting_once(app: None) -> None:
+    from mcp_sync.contrib.django import get_client
+
+    with override_settings(MCP_SERVERS={"d": {"command": "x"}}, MCP_CLIENT_OPTIONS="timeout=3"):
+        assert mcp_messages() == [("mcp_sync.E004", "settings.MCP_CLIENT_OPTIONS must be a mapping of connect() "
+                                                    "options, not str")]
+    with override_settings(MCP_SERVERS={"d": {"command": "x"}}, MCP_CLIENT_OPTIONS={"timout": 3}):
+        with pytest.raises(TypeError, match=r"^settings\.MCP_CLIENT_OPTIONS: .*timout"):
+            get_client("d")
+        code, _, err = run_mcp("servers")
+        assert code == 1 and "settings.MCP_CLIENT_OPTIONS: " in err and "timout" in err, err
+
+
 # -- import cost and gunicorn -------------------------------------------------------
 
 

@@ -130,5 +130,42 @@ def test_factory_apps_have_their_own_clients(apps: list[tuple[MCP, Flask]], mark
     assert wait_until_gone(marker) == {}
 
 
+def test_init_app_again_closes_the_clients_of_the_settings_it_replaces(apps: list[tuple[MCP, Flask]],
+                                                                     marker: str) -> None:
+    # A settings reload (init_app() again on the same app) starts from the
+    # new settings; the clients of the old ones were left open, their server
+    # processes running, for as long as anything held them.
+    mcp, app = make(apps, MCP_SERVERS={"demo": demo(marker)})
+    old = mcp.client("demo")
+    assert len(server_processes(marker)) == 1
+    app.config["MCP_SERVERS"] = {"demo": demo(marker + "-new")}
+    mcp.init_app(app)
+    assert old.status == "closed"
+    assert wait_until_gone(marker) == {}, "the client of the replaced settings was left running"
+    new = mcp.client("demo")
+    assert new is not old and new.call_tool("echo", {"text": "hi"}).text == "hi"
+    assert len(server_processes(marker + "-new")) == 1
+
+
+@pytest.mark.parametrize("servers", [{1: {"command": "x"}}, {None: {"command": "x"}}])
+def test_a_server_name_that_is_not_a_string_fails_at_init_app(servers: dict[Any, Any]) -> None:
+    # Found at start, naming the setting, rather than as a TypeError about
+    # str.join at the first client() of any name.
+    with pytest.raises(mcp_sync.ConfigError, match=r"app\.config\.MCP_SERVERS: server names must be strings"):
+        MCP(_app(MCP_SERVERS=servers))
+
+
+@pytest.mark.parametrize(("options", "error", "words"), [
+    ({"timout": 3}, TypeError, "timout"),
+    ({"timeout": -1}, ValueError, "positive"),
+    ({"verify": 3}, TypeError, "verify"),
+])
+def test_a_wrong_client_option_names_the_setting(options: dict[str, Any], error: type[Exception], words: str) -> None:
+    # Raised at start-up, far from the settings: connect()'s words alone
+    # ("unexpected keyword argument 'timout'") did not say where to look.
+    with pytest.raises(error, match=r"^app\.config\.MCP_CLIENT_OPTIONS: .*" + words):
+        MCP(_app(MCP_SERVERS={}, MCP_CLIENT_OPTIONS=options))
+
+
 def test_gunicorn_preload_two_workers(marker: str) -> None:
     check_preloaded("tests.contrib.served_flask:app", marker, workers=2, label="flask contrib --preload --workers 2")

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand  # type: ignore[import-untyp
 
 from ..... import cli
 from .....client import Client, connect
+from .....config import with_options
 from .....errors import ConfigError
 
 #: The options that name a target of their own: the plain CLI then.
@@ -109,8 +110,12 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
              if any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in own)}
 
     def connect_configured(target: Any, **given: Any) -> Client:
+        # The settings' HTTP options (`headers`, `verify`, ...) go onto a
+        # URL server's target and are left out for a program, as
+        # `get_client()` does: `connect()` takes them with a URL string only.
+        configured, rest = with_options(target, options)
         chosen = {key: value for key, value in given.items()
-                  if value is not None and (key in typed or key not in options)}
-        return connect(target, **{**options, **chosen})
+                  if value is not None and (key in typed or key not in rest)}
+        return connect(configured, **{**rest, **chosen})
 
     return cli.main(list(argv), stdout=stdout, stderr=stderr, connect_fn=connect_configured, config=config)
