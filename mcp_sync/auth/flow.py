@@ -22,6 +22,13 @@ expired token cause one refresh, and the others use its result. The HTTP
 transport adds its own single-flight step for 401s (see its
 `_refresh_auth`). The lock is never held while the transport waits for an
 MCP answer.
+
+Providers sharing one storage (worker processes; an `OAuth` made per web
+request) share tokens through it: before a refresh, and after one is
+refused, the storage is read again, and tokens another provider put there
+meanwhile are taken instead. With a rotating refresh token only those
+work: refreshing ours would spend a refresh token used up already, and
+dropping ours on the refusal would delete that provider's good ones.
 """
 
 from __future__ import annotations
@@ -113,6 +120,23 @@ def _union(*groups: Iterable[str] | None) -> list[str]:
         for scope in group or ():
             seen.setdefault(scope, None)
     return list(seen)
+
+
+def _auth_method(client: ClientInfo, metadata: Mapping[str, Any], signing_key: SigningKey | None) -> str:
+    """RFC 6749 §2.3 / RFC 8414: the method the client was registered
+    with, else one the authorization server (its `metadata`) advertises
+    that fits what we hold."""
+    if client.auth_method in _AUTH_METHODS:
+        return client.auth_method
+    supported = metadata.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
+    if signing_key is not None:
+        return "private_key_jwt"
+    if client.client_secret:
+        for method in ("client_secret_basic", "client_secret_post"):
+            if method in supported:
+                return method
+        return "client_secret_basic"
+    return "none"
 
 
 class TokenFlow:
@@ -448,9 +472,26 @@ class TokenFlow:
             self._failure = (time.monotonic(), exc, tokens)
         return self._tokens
 
+    def _renewed_elsewhere(self, tokens: Tokens) -> Tokens | None:
+        """The tokens another provider sharing the storage put there in
+        place of `tokens` (see the module docstring), now held here too;
+        None while it holds `tokens`, or none."""
+        self._loaded = False
+        current = self._load()
+        if current is None or current.access_token == tokens.access_token:
+            self._tokens = tokens if current is not None else None  # the object the failure memory knows
+            return None
+        log.info("using the tokens for %s that another provider sharing the storage obtained", self.server_url)
+        self._failure = None
+        return current
+
     def _refresh(self, tokens: Tokens) -> Tokens | None:
         """The refresh_token grant; None (and the tokens dropped) when the
         server refuses it."""
+        elsewhere = self._renewed_elsewhere(tokens)
+        if elsewhere is not None and (not elsewhere.expired() or not elsewhere.refresh_token):
+            return elsewhere
+        tokens = elsewhere or tokens  # expiring too: its refresh token is the live one
         if self._discovery is None or (tokens.issuer and self._discovery.issuer != tokens.issuer):
             if not tokens.issuer:
                 return None
@@ -461,6 +502,9 @@ class TokenFlow:
         try:
             renewed = self._token_request(form, client, scope=tokens.scope, previous=tokens)
         except OAuthError as exc:
+            elsewhere = self._renewed_elsewhere(tokens)
+            if elsewhere is not None:  # its refresh used ours up just before ours arrived
+                return elsewhere
             log.info("the refresh token for %s was refused (%s); authorizing again", self.server_url, exc.error)
             self._keep(None)
             return None
@@ -668,25 +712,9 @@ class TokenFlow:
             self._dpop.nonce_from(url, answer.headers)
         return answer
 
-    def _auth_method(self, client: ClientInfo, signing_key: SigningKey | None) -> str:
-        """RFC 6749 §2.3 / RFC 8414: the method the client was registered
-        with, else one the server advertises that fits what we hold."""
-        if client.auth_method in _AUTH_METHODS:
-            return client.auth_method
-        assert self._discovery is not None
-        supported = self._discovery.metadata.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
-        if signing_key is not None:
-            return "private_key_jwt"
-        if client.client_secret:
-            for method in ("client_secret_basic", "client_secret_post"):
-                if method in supported:
-                    return method
-            return "client_secret_basic"
-        return "none"
-
     def _authenticate(self, client: ClientInfo, form: dict[str, str], headers: dict[str, str],
                       signing_key: SigningKey | None) -> None:
-        method = self._auth_method(client, signing_key)
+        method = _auth_method(client, self._discovery.metadata if self._discovery else {}, signing_key)
         if method == "client_secret_basic" and client.client_secret:
             # RFC 6749 §2.3.1: each part form-urlencoded before base64.
             pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"

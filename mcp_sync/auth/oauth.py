@@ -69,6 +69,15 @@ def _too_old(pending: Any, now: float) -> bool:
     return not now - created <= PENDING_LIFETIME  # (a NaN is too old)
 
 
+def _timestamp(value: Any) -> float | None:
+    """A server's timestamp (RFC 7591 `client_secret_expires_at`) as a
+    float; None for anything else: not a number, NaN, an infinity, or an
+    integer past a float's range (`float()` raises OverflowError for it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e18 < value < 1e18:
+        return None  # (a NaN fails the comparison too)
+    return float(value)
+
+
 @attrs.frozen
 class AuthorizationStart:
     """An authorization in progress: send the person to `url`. `state`
@@ -545,7 +554,7 @@ class OAuth(TokenFlow):
             client_secret=secret if isinstance(secret, str) and secret else None,
             auth_method=answered_method if isinstance(answered_method, str) else method,
             redirect_uris=[u for u in uris if isinstance(u, str)] if isinstance(uris, list) else [redirect_uri],
-            secret_expires_at=float(expires) if isinstance(expires, (int, float)) and not isinstance(expires, bool) else None,
+            secret_expires_at=_timestamp(expires),
         )
         self._storage.save(f"client {found.issuer}", info.to_dict())
         log.info("registered client %s at %s", client_id, found.issuer)

@@ -29,15 +29,16 @@ Example::
 from __future__ import annotations
 
 import html
-import http.server
+import re
+import selectors
 import socket
 import sys
 import threading
 import time
 import webbrowser
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urljoin, urlsplit
+from typing import Protocol, runtime_checkable
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import attrs
 import requests
@@ -48,6 +49,7 @@ from ..transports.http_network import NetworkSettings
 from ..waiting import remaining
 from ._http import fetch
 from .discovery import is_loopback
+from .pkce import same_secret
 
 __all__ = ["RedirectHandler", "LoopbackRedirect", "PasteRedirect", "HeadlessRedirect", "check_redirect_uri"]
 
@@ -113,7 +115,10 @@ class LoopbackRedirect:
     listener exists only while `authorize()` runs, on the calling thread:
     no thread or socket outlives the call. The URL is also shown (on
     stderr by default) for when no browser opens; `timeout` bounds the
-    wait for the person.
+    wait for the person, whatever else connects to the port meanwhile. Only
+    the redirect carrying this authorization's `state` ends the wait: one
+    from an earlier authorization's tab, or any other request, is answered
+    with an error page and ignored.
 
     Example::
 
@@ -198,56 +203,165 @@ class LoopbackRedirect:
             AuthorizationError: The port cannot be bound, or no redirect
                 came within `timeout`.
         """
-        received: list[str] = []
-        path = self.path
-        redirect_base = self.redirect_uri
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if urlsplit(self.path).path != path:
-                    self.send_error(404)
-                    return
-                received.append(urljoin(redirect_base, self.path))
-                page = ("<!doctype html><title>Authorization</title><p>Authorization is complete; "
-                        "you can close this tab.</p>").encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(page)))
-                self.end_headers()
-                self.wfile.write(page)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # the callback URL carries the code: never log it
-
+        redirect_uri = self.redirect_uri
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         try:
-            server = _ListenerV6((self.host, self.port), Handler) if ":" in self.host else \
-                http.server.HTTPServer((self.host, self.port), Handler)
+            server = socket.create_server((self.host, self.port), family=family, backlog=16)
         except OSError as exc:
-            raise AuthorizationError(f"cannot listen for the redirect on {self.redirect_uri}: {exc}") from None
+            raise AuthorizationError(f"cannot listen for the redirect on {redirect_uri}: {exc}") from None
         try:
             if self.show is not None:
                 self.show(authorization_url)
             if self.open_browser:
                 webbrowser.open(authorization_url)
-            deadline = time.monotonic() + self.timeout
-            while not received:
-                left = remaining(deadline)
-                if left <= 0:
-                    raise AuthorizationError(
-                        f"no redirect reached {self.redirect_uri} within {self.timeout:g} s; authorization was not completed"
-                    )
-                server.timeout = min(left, 1.0)
-                server.handle_request()
+            listener = _CallbackListener(server, self.path, redirect_uri, _only(authorization_url, "state"))
+            callback = listener.wait(time.monotonic() + self.timeout)
         finally:
-            server.server_close()
-        return received[0]
+            server.close()
+        if callback is None:
+            raise AuthorizationError(
+                f"no redirect reached {redirect_uri} within {self.timeout:g} s; authorization was not completed"
+            )
+        return callback
 
     def __repr__(self) -> str:
         return f"LoopbackRedirect({self.host}:{self._port or 'auto'}{self.path})"
 
 
-class _ListenerV6(http.server.HTTPServer):
-    address_family = socket.AF_INET6
+def _only(url: str, name: str) -> str | None:
+    """The one value of query parameter `name` in `url`; None when it is
+    absent or repeated."""
+    values = parse_qs(urlsplit(url).query, keep_blank_values=True).get(name)
+    return values[0] if values is not None and len(values) == 1 else None
+
+
+#: The largest request head the loopback listener reads: a callback URL
+#: with a code and state is far smaller.
+_MAX_HEAD = 32 * 1024
+#: Connections the loopback listener holds at once; past it the oldest is
+#: closed (a browser opens a few, some never used).
+_MAX_CONNECTIONS = 32
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            431: "Request Header Fields Too Large"}
+
+
+class _CallbackListener:
+    """The loopback listener's wait for one authorization's redirect, on the
+    calling thread.
+
+    Whatever else reaches the port must neither hold the wait past its
+    deadline nor end it: a browser opens connections it sends nothing on
+    (preconnects), any local program can connect, and a tab left from an
+    earlier authorization can load its callback again. So every connection
+    is read without blocking, side by side (none waits behind another), and
+    answered once its head is in; all of them end with the wait. Only a GET
+    of `path` whose `state` is this authorization's ends it (any GET of
+    `path` when the authorization URL has no single `state`); anything else
+    gets an error page and the wait goes on."""
+
+    def __init__(self, server: socket.socket, path: str, redirect_uri: str, state: str | None) -> None:
+        self._server = server
+        self._path = path
+        self._redirect_uri = redirect_uri
+        self._state = state
+        #: Each open connection and the bytes of its head read so far.
+        self._heads: dict[socket.socket, bytearray] = {}
+
+    def wait(self, deadline: float) -> str | None:
+        """The callback URL, or None when `deadline` (`time.monotonic()`)
+        passed first."""
+        self._server.setblocking(False)
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._server, selectors.EVENT_READ)
+            try:
+                while (left := remaining(deadline)) > 0:
+                    for key, _ in selector.select(left):
+                        sock = key.fileobj
+                        assert isinstance(sock, socket.socket)
+                        if sock is self._server:
+                            self._accept(selector)
+                        elif (callback := self._read(selector, sock, deadline)) is not None:
+                            return callback
+                return None
+            finally:
+                for sock in self._heads:
+                    sock.close()
+                self._heads.clear()
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        try:
+            sock, _ = self._server.accept()
+        except OSError:
+            return  # gone before it was taken, or out of descriptors: the wait goes on
+        if len(self._heads) >= _MAX_CONNECTIONS:
+            oldest = next(iter(self._heads))
+            self._drop(selector, oldest)
+        sock.setblocking(False)
+        self._heads[sock] = bytearray()
+        selector.register(sock, selectors.EVENT_READ)
+
+    def _drop(self, selector: selectors.BaseSelector, sock: socket.socket) -> None:
+        selector.unregister(sock)
+        del self._heads[sock]
+        sock.close()
+
+    def _read(self, selector: selectors.BaseSelector, sock: socket.socket, deadline: float) -> str | None:
+        try:
+            data = sock.recv(8192)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(selector, sock)
+            return None
+        head = self._heads[sock]
+        head += data
+        end = _HEAD_END.search(head)
+        if end is None and len(head) <= _MAX_HEAD:
+            return None  # more to come
+        status, callback = (431, None) if end is None or end.start() > _MAX_HEAD else \
+            self._judge(bytes(head[:end.start()]))
+        _answer(sock, status, remaining(deadline))
+        self._drop(selector, sock)
+        return callback
+
+    def _judge(self, head: bytes) -> tuple[int, str | None]:
+        """The status to answer a request head with, and the callback URL
+        when it is this authorization's redirect."""
+        request_line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
+        parts = request_line.split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/") or not parts[1].startswith("/"):
+            return 400, None
+        method, target = parts[0], parts[1]
+        if urlsplit(target).path != self._path:
+            return 404, None
+        if method != "GET":
+            return 405, None
+        callback = urljoin(self._redirect_uri, target)
+        if self._state is not None and not same_secret(_only(callback, "state"), self._state):
+            return 400, None  # another authorization's redirect, or none at all
+        return 200, callback
+
+
+def _answer(sock: socket.socket, status: int, seconds: float) -> None:
+    """A short page for `status`; what the peer does with it is its affair."""
+    if status == 200:
+        text = "Authorization is complete; you can close this tab."
+    elif status == 400:
+        text = "This is not the redirect of the authorization in progress; it was ignored."
+    else:
+        text = _REASONS[status] + "."
+    page = f"<!doctype html><title>Authorization</title><p>{text}</p>".encode()
+    allow = "Allow: GET\r\n" if status == 405 else ""
+    head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: text/html; charset=utf-8\r\n"
+            f"Content-Length: {len(page)}\r\nConnection: close\r\n{allow}\r\n").encode("latin-1")
+    try:
+        sock.settimeout(max(0.001, min(seconds, 1.0)))  # a peer that reads nothing holds it no longer
+        sock.sendall(head + page)
+    except OSError:
+        pass
 
 
 class PasteRedirect:

@@ -54,6 +54,7 @@ __all__ = ["TokenStorage", "MemoryStorage", "FileStorage"]
 
 #: Open the file itself, never what a symbolic link points to (0 where the platform lacks it).
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 @runtime_checkable
@@ -196,7 +197,10 @@ class FileStorage:
         try:
             if not _NOFOLLOW and os.path.islink(self.path):
                 raise OSError(errno.ELOOP, "a symbolic link")  # no O_NOFOLLOW here: look first
-            fd = os.open(self.path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            # O_NONBLOCK: opening a named pipe put at the path would wait
+            # for a writer, for ever; so opened, it is refused below as not
+            # a regular file. (For a regular file the flag changes nothing.)
+            fd = os.open(self.path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             return {}
         except OSError as exc:
@@ -208,6 +212,7 @@ class FileStorage:
             raise AuthorizationError(f"the token file {self.path} cannot be read: {type(exc).__name__}") from None
         try:
             self._check_safe(os.fstat(fd))
+            os.set_blocking(fd, True)
         except BaseException as exc:
             os.close(fd)
             if isinstance(exc, OSError):
@@ -216,10 +221,15 @@ class FileStorage:
         try:
             with os.fdopen(fd, encoding="utf-8") as f:
                 data = json.load(f)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             raise AuthorizationError(f"the token file {self.path} cannot be read: {type(exc).__name__}") from None
+        except (ValueError, RecursionError) as exc:
+            # RecursionError: nested past the parser's depth ("[[[[...").
+            raise AuthorizationError(f"the token file {self.path} cannot be read: {type(exc).__name__}; it is not "
+                                     f"what this library writes: remove it (the tokens are obtained again)") from None
         if not isinstance(data, dict):
-            raise AuthorizationError(f"the token file {self.path} does not hold a JSON object")
+            raise AuthorizationError(f"the token file {self.path} does not hold a JSON object; it is not what this "
+                                     "library writes: remove it (the tokens are obtained again)")
         return data
 
     def _check_safe(self, info: os.stat_result) -> None:

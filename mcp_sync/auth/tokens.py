@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -27,6 +27,25 @@ def _known_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     written by another release may hold more, or fewer."""
     names = {field.name for field in attrs.fields(cls)}
     return {k: v for k, v in data.items() if k in names}
+
+
+def is_access_token(value: Any) -> TypeGuard[str]:
+    """Whether `value` can be an access token: RFC 6749 A.12's visible
+    ASCII (%x21-7E here: a space would split the `Authorization` header).
+    Anything else cannot go into a header or a DPoP proof's `ath`."""
+    return isinstance(value, str) and bool(value) and value.isascii() and value.isprintable() and " " not in value
+
+
+def _check_stored(name: str, value: Any, kind: type | tuple[type, ...], *, optional: bool = True) -> None:
+    """One field of a stored dict must have the type the flow relies on: a
+    store is the user's (a file edited by hand, a database row another
+    program wrote), and a wrong type would fail every later request."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"the stored {name!r} is not a {getattr(kind, '__name__', 'number')}")
+    if isinstance(value, float) and value != value:  # NaN: never expired, never equal
+        raise ValueError(f"the stored {name!r} is not a number")
 
 
 @attrs.define(repr=False)
@@ -121,9 +140,24 @@ class Tokens:
             The tokens.
 
         Raises:
-            TypeError: `data` has no `access_token`.
+            TypeError: `data` has no `access_token`, or a field of the
+                wrong type.
+            ValueError: A value no token endpoint answer could have made
+                (an access token that is not visible ASCII, an unknown
+                token type, an empty refresh token, a NaN time).
         """
-        return cls(**_known_fields(cls, data))
+        fields = _known_fields(cls, data)
+        if not is_access_token(fields.get("access_token")):
+            raise TypeError("the stored 'access_token' is missing or not visible ASCII")
+        if fields.get("token_type", "Bearer") not in ("Bearer", "DPoP"):
+            raise ValueError("the stored 'token_type' is neither 'Bearer' nor 'DPoP'")
+        for name in ("expires_at", "issued_at"):
+            _check_stored(name, fields.get(name), (int, float))
+        for name in ("refresh_token", "scope", "issuer", "resource"):
+            _check_stored(name, fields.get(name), str)
+        if fields.get("refresh_token") == "":
+            raise ValueError("the stored 'refresh_token' is empty")
+        return cls(**fields)
 
     def __repr__(self) -> str:
         expires = "unknown" if self.expires_at is None else f"{self.expires_at - time.time():.0f}s"
@@ -198,9 +232,24 @@ class ClientInfo:
             The client registration.
 
         Raises:
-            TypeError: `data` lacks `client_id` or `issuer`.
+            TypeError: `data` lacks `client_id` or `issuer`, or has a field
+                of the wrong type.
+            ValueError: An empty `client_id`, or a NaN expiry.
         """
-        return cls(**_known_fields(cls, data))
+        fields = _known_fields(cls, data)
+        for name in ("client_id", "issuer"):
+            _check_stored(name, fields.get(name), str, optional=False)
+        if "kind" in fields:
+            _check_stored("kind", fields["kind"], str, optional=False)
+        if not fields["client_id"]:
+            raise ValueError("the stored 'client_id' is empty")
+        for name in ("client_secret", "auth_method"):
+            _check_stored(name, fields.get(name), str)
+        _check_stored("secret_expires_at", fields.get("secret_expires_at"), (int, float))
+        uris = fields.get("redirect_uris", [])
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise TypeError("the stored 'redirect_uris' is not a list of strings")
+        return cls(**fields)
 
     def __repr__(self) -> str:
         secret = "<redacted>" if self.client_secret else None
@@ -236,8 +285,9 @@ def tokens_from_answer(
     if body is None:
         raise AuthorizationError(f"the token endpoint {answer.url} answered with something that is not a JSON object")
     access_token = body.get("access_token")
-    if not isinstance(access_token, str) or not access_token or any(c in access_token for c in "\r\n\0 "):
-        raise AuthorizationError("the token response has no valid 'access_token'")
+    if not is_access_token(access_token):
+        raise AuthorizationError("the token response has no valid 'access_token' (RFC 6749: visible ASCII): ask the "
+                                 "authorization server's operator")
     token_type = body.get("token_type", "Bearer")
     if not isinstance(token_type, str) or token_type.lower() not in ("bearer", "dpop"):
         raise AuthorizationError(f"the token response has an unsupported token_type {token_type!r}")

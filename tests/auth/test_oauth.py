@@ -232,6 +232,22 @@ def test_refused_registration_is_reported_with_the_servers_error(serve):
     assert auth.authorization_requests == 0
 
 
+@pytest.mark.parametrize("expires_at", [10**400, "soon", True, None], ids=["past-a-float", "text", "bool", "null"])
+def test_a_registration_with_an_unusable_secret_expiry_still_authorizes(serve, expires_at):
+    # RFC 7591's client_secret_expires_at past a float's range raised
+    # OverflowError from start() (and, through a call, an error blaming
+    # "the token provider"). An expiry that is no usable number is taken as
+    # none given.
+    auth = serve(AuthServer(auth_methods=("client_secret_basic", "none")))
+    mcp = serve(ProtectedMCP(auth))
+    auth.registration_error = (201, {"client_id": "given-id", "client_secret": "given-secret",
+                                     "client_secret_expires_at": expires_at})
+    storage = MemoryStorage()
+    start = OAuth(mcp.url, redirect_uri=REDIRECT, storage=storage).start()
+    assert parse_qs(urlsplit(start.url).query)["client_id"] == ["given-id"]
+    assert storage.load(f"client {auth.issuer}")["secret_expires_at"] is None
+
+
 # -- 3. client identity ---------------------------------------------------------------------------
 
 

@@ -761,6 +761,9 @@ def test_a_token_response_over_the_size_limit_is_refused(serve, limit, size):
     (b'{"access_token": "abc", "expires_in": 1' + b"0" * 400 + b"}", "invalid 'expires_in'"),
     (b'{"access_token": "abc", "expires_in": "' + b"9" * 5000 + b'"}', "invalid 'expires_in'"),
     (b'{"access_token": "abc", "expires_in": 1e999}', "invalid 'expires_in'"),
+    # Not visible ASCII (RFC 6749 A.12): kept, it failed every later request
+    # with a ConnectError about a header that is "not Latin-1 text".
+    ('{"access_token": "tok\u4e2d", "token_type": "Bearer"}'.encode(), "no valid 'access_token'"),
 ])
 def test_a_malformed_token_response_is_a_clear_error(serve, body, complaint):
     auth = serve(AuthServer())
@@ -770,6 +773,107 @@ def test_a_malformed_token_response_is_a_clear_error(serve, body, complaint):
     with pytest.raises(mcp_sync.AuthorizationError, match=complaint):
         use(mcp, oauth)
     assert oauth.tokens is None and mcp.seen_tokens == [None]
+
+
+@pytest.mark.parametrize("fields", [{"expires_at": "soon"}, {"issued_at": "x"}, {"refresh_token": ["r"], "expires_at": 1.0}])
+def test_stored_tokens_of_the_wrong_types_are_ignored_not_an_error_on_every_call(serve, tmp_path, fields, caplog):
+    # A token file edited by hand or written by another program: the flow
+    # says it ignores unreadable stored tokens, but a wrong type raised
+    # TypeError inside every request ("the answer to request 1 could not be
+    # read"), for as long as the file held them.
+    auth, mcp, path, token = servers_and_a_stored_token(serve, tmp_path)
+    edit_stored_token(path, token, **fields)
+    redirect = Recording()
+    with caplog.at_level(logging.WARNING, logger="mcp_sync.auth"):
+        use(mcp, OAuth(redirect=redirect, storage=FileStorage(path)))
+    assert "ignoring unreadable stored tokens" in caplog.text
+    assert len(redirect.urls) == 1 and auth.authorization_requests == 2  # authorized again, once
+    assert oauth_token(path) != token and oauth_token(path) in auth.issued
+
+
+@pytest.mark.parametrize("expired_at", ["server", "client"])
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_tokens_another_worker_refreshed_are_used_not_refreshed_again(serve, tmp_path, kind, expired_at):
+    # Two providers sharing one storage (two worker processes, or an OAuth
+    # made per web request as the web-app guide does) both hold the same
+    # tokens. One refreshes them; the refresh token rotates. The other then
+    # refreshed with the used-up refresh token, was refused, deleted the
+    # fresh tokens from the shared storage and sent the user to authorize
+    # again. It takes the tokens the storage holds now instead.
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    path = tmp_path / "tokens.json"
+    shared = MemoryStorage()
+
+    def storage():
+        return FileStorage(path) if kind == "file" else shared
+
+    use(mcp, OAuth(redirect=HeadlessRedirect(), storage=storage()))
+    [old] = auth.issued
+    if expired_at == "client":
+        key = f"tokens {mcp.url}"
+        storage().save(key, {**storage().load(key), "expires_at": time.time() - 1})
+    first_redirect, second_redirect = Recording(), Recording()
+    first = OAuth(mcp.url, redirect=first_redirect, storage=storage())
+    second = OAuth(mcp.url, redirect=second_redirect, storage=storage())
+    assert first.tokens.access_token == second.tokens.access_token == old  # both hold them
+    if expired_at == "server":
+        auth.expire_all()
+    use(mcp, first)
+    [refresh] = token_forms(auth, "refresh_token")
+    renewed = first.tokens.access_token
+    assert renewed != old
+    seen = len(mcp.seen_tokens)
+    use(mcp, second)
+    assert second_redirect.urls == [] and first_redirect.urls == [] and auth.authorization_requests == 1
+    assert token_forms(auth, "refresh_token") == [refresh]  # no second refresh, with the used-up token
+    assert set(mcp.seen_tokens[seen:]) <= {f"Bearer {old}", f"Bearer {renewed}"}
+    assert mcp.seen_tokens[-1] == f"Bearer {renewed}"
+    assert second.tokens.access_token == renewed and OAuth(mcp.url, storage=storage()).tokens.access_token == renewed
+
+
+def test_a_refresh_refused_because_another_worker_refreshed_first_takes_its_tokens(serve):
+    # The race itself: the second worker reads the storage before the
+    # first one's refresh is saved, and sends its own refresh after the
+    # first's used the refresh token up. Its refusal must not delete the
+    # first worker's fresh tokens, nor ask the user again.
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    shared = MemoryStorage()
+    use(mcp, OAuth(redirect=HeadlessRedirect(), storage=shared))
+    key = f"tokens {mcp.url}"
+    before = shared.load(key)
+
+    class Lagging:
+        """The shared storage as the second worker sees it: the tokens as
+        they were before, until its own refresh has reached the server."""
+
+        def __init__(self) -> None:
+            self.token_requests = auth.token_requests
+
+        def load(self, name):
+            if name == key and auth.token_requests <= self.token_requests + 1:
+                return dict(before)
+            return shared.load(name)
+
+        def save(self, name, value):
+            shared.save(name, value)
+
+        def delete(self, name):
+            shared.delete(name)
+
+    lagging = Lagging()
+    redirect = Recording()
+    second = OAuth(mcp.url, redirect=redirect, storage=lagging)
+    assert second.tokens.access_token == before["access_token"]
+    auth.expire_all()
+    use(mcp, OAuth(mcp.url, redirect=Recording(), storage=shared))  # the first worker refreshes
+    renewed = shared.load(key)["access_token"]
+    use(mcp, second)
+    [first_refresh, second_refresh] = token_forms(auth, "refresh_token")
+    assert second_refresh["refresh_token"] == first_refresh["refresh_token"]  # refused: used up
+    assert redirect.urls == [] and auth.authorization_requests == 1
+    assert shared.load(key)["access_token"] == renewed and mcp.seen_tokens[-1] == f"Bearer {renewed}"
 
 
 def test_file_storage_is_private_and_outlives_the_provider(serve, tmp_path):

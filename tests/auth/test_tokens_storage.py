@@ -49,6 +49,11 @@ def test_token_types_are_normalized(token_type, normalized):
 @pytest.mark.parametrize("body", [
     {}, {"access_token": ""}, {"access_token": 5}, {"access_token": None}, {"access_token": ["at"]},
     {"access_token": "a b"}, {"access_token": "at\r\nX-Injected: 1"}, {"access_token": "a\0b"},
+    # RFC 6749 A.12: visible ASCII only. Anything else cannot be sent in a
+    # header (it failed every later request as a ConnectError) or signed
+    # into a DPoP proof's `ath` (a ValueError).
+    {"access_token": "at\u4e2d"}, {"access_token": "caf\u00e9"}, {"access_token": "a\tb"}, {"access_token": "a\x7fb"},
+    {"access_token": "a\x01b"},
 ])
 def test_a_missing_or_invalid_access_token_is_refused(body):
     with pytest.raises(AuthorizationError, match="no valid 'access_token'"):
@@ -150,6 +155,38 @@ def test_tokens_and_client_info_round_trip_through_dicts():
     assert not c.secret_expired(now=1e18)  # RFC 7591: 0 means never
     assert ClientInfo("c", "i", secret_expires_at=100.0).secret_expired(now=100.0)
     assert not ClientInfo("c", "i", secret_expires_at=100.0).secret_expired(now=99.0)
+
+
+@pytest.mark.parametrize("fields", [
+    {"access_token": 5}, {"access_token": ""}, {"access_token": "a b"}, {"access_token": "caf\u00e9"},
+    {"token_type": 1}, {"token_type": "MAC"}, {"expires_at": "soon"}, {"expires_at": True}, {"expires_at": float("nan")},
+    {"issued_at": "x"}, {"refresh_token": 7}, {"refresh_token": ""}, {"scope": 5}, {"issuer": ["x"]},
+    {"resource": 1},
+])
+def test_stored_tokens_of_the_wrong_types_are_refused(fields):
+    # A store written by hand, by another program or damaged: such tokens
+    # raised TypeError from expired() on every request (the transport
+    # reported it as an answer it "could not read"), or were sent as
+    # "Bearer 5". from_dict refuses them; the flow then ignores the entry.
+    data = {**Tokens("at", expires_at=5.0, refresh_token="rt", issued_at=1.0).to_dict(), **fields}
+    with pytest.raises((TypeError, ValueError)):
+        Tokens.from_dict(data)
+
+
+def test_stored_tokens_of_the_right_types_are_taken():
+    assert Tokens.from_dict({"access_token": "at", "expires_at": 5, "issued_at": None}).expires_at == 5
+    assert Tokens.from_dict({"access_token": "at", "token_type": "DPoP"}).token_type == "DPoP"
+
+
+@pytest.mark.parametrize("fields", [
+    {"client_id": 5}, {"client_id": ""}, {"issuer": None}, {"client_secret": 1}, {"auth_method": 2},
+    {"redirect_uris": "http://x"}, {"redirect_uris": [1]}, {"secret_expires_at": "soon"},
+    {"secret_expires_at": True}, {"kind": None},
+])
+def test_stored_client_registrations_of_the_wrong_types_are_refused(fields):
+    data = {**ClientInfo("cid", "https://as", client_secret="s", secret_expires_at=10.0).to_dict(), **fields}
+    with pytest.raises((TypeError, ValueError)):
+        ClientInfo.from_dict(data)
 
 
 def test_repr_redacts_secrets():
@@ -328,7 +365,9 @@ def test_file_storage_missing_file_and_missing_keys(tmp_path):
 
 
 @pytest.mark.parametrize("content, problem", [("{not json", "cannot be read"), ("[1, 2]", "does not hold a JSON object"),
-                                              ('"text"', "does not hold a JSON object"), ("\xff\xfe", "cannot be read")])
+                                              ('"text"', "does not hold a JSON object"), ("\xff\xfe", "cannot be read"),
+                                              # Deeper than the parser goes: it was a RecursionError.
+                                              ("[" * 200_000, "cannot be read")])
 def test_file_storage_refuses_a_corrupt_file_naming_it(tmp_path, content, problem):
     path = tmp_path / "tokens.json"
     path.write_bytes(content.encode("latin-1"))
@@ -338,6 +377,42 @@ def test_file_storage_refuses_a_corrupt_file_naming_it(tmp_path, content, proble
             action()
         assert str(path) in str(caught.value)
     assert path.read_bytes() == content.encode("latin-1")  # never overwritten
+
+
+def test_file_storage_refuses_a_named_pipe_without_waiting_for_a_writer(tmp_path):
+    # Opening a FIFO for reading waits for a writer: a pipe at the path held
+    # every load (and so every request needing a token) for ever.
+    path = tmp_path / "tokens.json"
+    os.mkfifo(path, 0o600)
+    storage = FileStorage(path)
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            storage.load("k")
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=load)
+    thread.start()
+    thread.join(5)
+    if thread.is_alive():
+        os.close(os.open(path, os.O_WRONLY))  # release it, then fail
+        thread.join(5)
+        pytest.fail("load() waited for a writer of the named pipe")
+    [error] = errors
+    assert isinstance(error, AuthorizationError) and "not a regular file" in str(error)
+    with pytest.raises(AuthorizationError, match="not a regular file"):
+        storage.save("k", {"v": 1})
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)  # never replaced
+
+
+def test_a_corrupt_file_error_says_what_to_do(tmp_path):
+    path = tmp_path / "tokens.json"
+    path.write_text("{not json")
+    with pytest.raises(AuthorizationError, match="remove it") as caught:
+        FileStorage(path).load("k")
+    assert str(path) in str(caught.value)
 
 
 def test_file_storage_ignores_a_value_that_is_not_an_object(tmp_path):
