@@ -486,6 +486,8 @@ def _servers_of(data: Any, where: str) -> tuple[dict[str, dict[str, Any]], froze
         if not isinstance(block, Mapping):
             raise ConfigError(f"{where}: \"{key}\" must be an object of servers, not {_kind(block)}")
         for name, entry in block.items():
+            if not isinstance(name, str):  # (a mapping built in Python: JSON's keys are strings)
+                raise ConfigError(f"{where}: server names must be strings, not {name!r}")
             if name in servers or name in disabled or name in unusable:
                 raise ConfigError(f"{where}: server {name!r} is defined twice")
             if not isinstance(entry, Mapping):

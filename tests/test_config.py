@@ -241,6 +241,13 @@ def test_a_file_that_cannot_be_read_as_a_whole_is_refused(tmp_path, data, messag
     assert message in str(caught.value) and str(path) in str(caught.value)
 
 
+def test_a_mapping_whose_server_names_are_not_strings_is_refused():
+    # Built in Python: `config[1]` and every message listing the names
+    # raised TypeError (from str.join) instead.
+    with pytest.raises(mcp_sync.ConfigError, match="the config: server names must be strings, not 1"):
+        mcp_sync.load_config({"mcpServers": {1: {"command": "x"}, "b": {"command": "y"}}})
+
+
 def test_find_config_finds_the_file_defining_an_unusable_entry_and_says_what_is_wrong(tmp_path, monkeypatch):
     write(tmp_path / ".mcp.json", {"mcpServers": {"a": {"type": "websocket", "url": "ws://x"}}})
     assert mcp_sync.find_config("a", cwd=tmp_path) == tmp_path / ".mcp.json"
