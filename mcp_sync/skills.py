@@ -579,9 +579,10 @@ def _entry(server: str, raw: Any) -> Skill:
             if not isinstance(file_uri, str) or not file_uri.startswith(root + "/") \
                     or not _plain_path(file_uri[len(root) + 1:]):
                 # A host may write a skill's files by `SkillFile.path`: a
-                # path with a '..' segment would leave its folder.
+                # path with a '..' segment (or, on Windows, a drive) would
+                # leave its folder.
                 raise InvalidResult(f"{uri}: resource {file_uri!r} is not a file of the skill "
-                                    "(a path inside it, with no empty, '.' or '..' segments)")
+                                    "(a path inside it, with no empty, '.' or '..' segments and no ':')")
             if not isinstance(digest, str) or not _DIGEST.match(digest):
                 raise InvalidResult(f"{uri}: resource {file_uri} has digest {digest!r}, not sha256:<64 lowercase hex>")
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -607,17 +608,20 @@ def _resolve(skill: Skill, path: str) -> tuple[str, str]:
     else:
         relative = path
     if not _plain_path(relative):
-        raise ValueError(f"{path!r} is not a plain path inside the skill (no empty, '.' or '..' segments)")
+        raise ValueError(f"{path!r} is not a plain path inside the skill (no empty, '.' or '..' segments, "
+                         "no ':')")
     return f"{skill.root}/{relative}", relative
 
 
 def _plain_path(relative: str) -> bool:
     """Whether `relative` names a file inside a directory whichever way it
-    is taken: no empty, '.' or '..' segment and no backslash, neither as
-    written nor percent-decoded (RFC 3986 makes ``%2E`` the same as ``.``,
-    and a host or server may decode ``%2F`` into a separator)."""
+    is taken: no empty, '.' or '..' segment, no backslash and no colon (on
+    Windows ``C:/x`` and ``C:x`` leave the folder for a drive, and
+    ``a.md:x`` names a file's hidden stream), neither as written nor
+    percent-decoded (RFC 3986 makes ``%2E`` the same as ``.``, and a host
+    or server may decode ``%2F`` into a separator)."""
     for form in (relative, unquote(relative)):
-        if "\\" in form or any(segment in ("", ".", "..") for segment in form.split("/")):
+        if "\\" in form or ":" in form or any(segment in ("", ".", "..") for segment in form.split("/")):
             return False
     return True
 

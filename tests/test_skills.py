@@ -445,7 +445,9 @@ def test_a_frontmatter_bomb_from_a_server_is_refused():
 
 
 @pytest.mark.parametrize("relative", ["../outside.md", "a/../../outside.md", "./x", "a//x", "a/", "..\\x",
-                                      "%2e%2e/outside.md", "a/%2E%2e/%2e%2E/x", "..%2F..%2Fx", "%2e"])
+                                      "%2e%2e/outside.md", "a/%2E%2e/%2e%2E/x", "..%2F..%2Fx", "%2e",
+                                      # Windows: a drive (absolute or drive-relative), an alternate data stream
+                                      "C:/Windows/evil.md", "C:evil.md", "a/notes.md:hidden", "C%3A/evil.md"])
 def test_an_entry_listing_a_file_outside_its_skill_is_refused(relative):
     fake = "sha256:" + "0" * 64
     entry = {"uri": "skill://s/SKILL.md", "frontmatter": {"name": "s", "description": "d"},
