@@ -89,17 +89,33 @@ def answer_rounds(
                 f"{method}: the server still asks for input after {answered} rounds (max_input_rounds)",
                 result=result, rounds=answered,
             )
-        if max_total_timeout is not None and time.monotonic() - started > max_total_timeout:
-            raise RequestTimeout(f"{method}: maximum total timeout exceeded ({max_total_timeout:g} s)",
-                                 method=method, max_total_timeout=max_total_timeout)
+        _within_total(method, started, max_total_timeout)  # no person is asked past it
         requests, state = _read(method, result)
         answered += 1
         if not requests:
-            # Only state: the server is working; ask again shortly.
-            threading.Event().wait(STATE_ONLY_DELAY)
+            # Only state: the server is working; ask again shortly (never
+            # pausing past the bound: the pause is part of the call).
+            left = _left(started, max_total_timeout)
+            threading.Event().wait(STATE_ONLY_DELAY if left is None else min(STATE_ONLY_DELAY, max(left, 0.0)))
             responses = None
-            continue
-        responses = answer_requests(method, result, requests, handlers, schemas)
+        else:
+            responses = answer_requests(method, result, requests, handlers, schemas)
+        # The handlers' time (a person typing) and the pause count against
+        # the bound of the whole call: no round goes out once it has passed.
+        _within_total(method, started, max_total_timeout)
+
+
+def _left(started: float, max_total_timeout: float | None) -> float | None:
+    """Seconds left of the whole call's bound (None: no bound)."""
+    return None if max_total_timeout is None else started + max_total_timeout - time.monotonic()
+
+
+def _within_total(method: str, started: float, max_total_timeout: float | None) -> None:
+    """Raise `RequestTimeout` once `max_total_timeout` has passed since the call `started`."""
+    left = _left(started, max_total_timeout)
+    if left is not None and left <= 0:
+        raise RequestTimeout(f"{method}: maximum total timeout exceeded ({max_total_timeout:g} s)",
+                             method=method, max_total_timeout=max_total_timeout)
 
 
 def _read(method: str, result: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:

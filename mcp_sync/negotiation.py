@@ -76,7 +76,7 @@ from .protocol.inputs import merge_capabilities
 from .protocol.versions import Dialect, FallBack, Reprobe, UseStateless
 from .transports.base import Target, Transport
 from .types import DiscoverResult, Implementation, InitializeResult
-from .waiting import deadline_in, remaining
+from .waiting import deadline_in, expired, remaining
 
 __all__ = [
     "SKILLS_EXTENSION", "TASKS_EXTENSION", "Identity", "Settled", "Starter", "Terms",
@@ -131,8 +131,11 @@ def initialize_capabilities(capabilities: Mapping[str, Any], version: str) -> di
         {'list': {}, 'cancel': {}, 'requests': {'sampling': {'createMessage': {}}}}
     """
     dialect = versions.dialect_for(version)
-    declared = dict(capabilities)
-    tasks = client_tasks.capability(capabilities) if dialect.core_tasks else None
+    # Only what the revision defines (no elicitation before 2025-06-18):
+    # this is what is sent and what the session is known to have declared,
+    # so the two never differ (a request of a kind never declared is refused).
+    declared = dialect.declarable_capabilities(capabilities)
+    tasks = client_tasks.capability(declared) if dialect.core_tasks else None
     if tasks is not None:
         declared = merge_capabilities({"tasks": tasks}, declared)
     if not dialect.initialize_extensions:
@@ -234,18 +237,21 @@ def probe(
     timeout: float,
     on_log: Callback,
     failure_means_initialize_era: bool,
+    until: float | None = None,
 ) -> UseStateless | FallBack:
     """Send `server/discover` until the answer settles the era.
 
     Silence within `timeout` means an initialize-era server. A transport failure
     during the probe (an initialize-era server that dies on an unknown method) means
     one too when the caller can restart the server (`failure_means_initialize_era`).
+    `until` (a `time.monotonic()` deadline: a waiting call's) ends every
+    wait, the re-probes' too, when it comes first.
     """
     for _attempt in range(3):
         response: dict[str, Any] | None
         try:
             pending = conn.send_request("server/discover", _discover_params(version, identity))
-            response = conn.wait(pending, timeout=timeout, on_log=on_log)
+            response = conn.wait(pending, timeout=timeout, until=until, on_log=on_log)
         except RequestTimeout:
             response = None
         except AuthenticationError:
@@ -282,14 +288,42 @@ def initialize(
     on_log: Callback,
     on_server_request: Callback,
     on_declared: Callable[[Mapping[str, Any]], None] | None = None,
-) -> InitializeResult:
+    response: Mapping[str, Any] | None = None,
+) -> tuple[InitializeResult, str]:
     """The initialize handshake: `initialize`, a check of the negotiated
-    version, then `notifications/initialized`. Returns the session.
-    `on_declared` is told the capabilities declared once the server
-    accepted them, before `notifications/initialized`."""
-    pending = send_initialize(conn, version, identity)
-    response = conn.wait(pending, timeout=timeout, on_log=on_log, on_server_request=on_server_request)
-    return complete_initialize(conn, response, version, allowed, identity, on_declared)
+    version, then `notifications/initialized`. Returns the session and the
+    version the `initialize` it accepted asked for (what was declared
+    follows from it). `on_declared` is told the capabilities declared once
+    the server accepted them, before `notifications/initialized`.
+    `response` is the answer to an `initialize` for `version` sent already.
+
+    A refusal that lists the versions the server supports (the lifecycle
+    page's own example: -32602 with `data.supported`) is answered with one
+    more `initialize`, in the newest of them the client allows, within the
+    same `timeout`; a second refusal is raised."""
+    deadline = deadline_in(timeout)
+    if response is None:
+        response = conn.wait(send_initialize(conn, version, identity), timeout=timeout, on_log=on_log,
+                             on_server_request=on_server_request)
+    offered = _offered_instead(response, version, allowed)
+    if offered is not None:
+        log.info("the server refused initialize for %s and supports %s: asking for that", version, offered)
+        version = offered
+        response = conn.wait(send_initialize(conn, version, identity), timeout=timeout, until=deadline,
+                             on_log=on_log, on_server_request=on_server_request)
+    return complete_initialize(conn, response, version, allowed, identity, on_declared), version
+
+
+def _offered_instead(response: Mapping[str, Any], requested: str, allowed: Sequence[str]) -> str | None:
+    """The initialize-era version to ask for instead, when `response`
+    refused `requested` and its `data.supported` lists one `allowed`."""
+    error = response.get("error")
+    data = error.get("data") if isinstance(error, Mapping) else None
+    supported = data.get("supported") if isinstance(data, Mapping) else None
+    if not isinstance(supported, list):
+        return None
+    return next((v for v in allowed if v != requested and v in supported and v in versions.INITIALIZE_VERSIONS),
+                None)
 
 
 def send_initialize(conn: Connection, version: str, identity: Identity) -> Pending:
@@ -298,10 +332,10 @@ def send_initialize(conn: Connection, version: str, identity: Identity) -> Pendi
     params = {
         "protocolVersion": version,
         # A capability the revision lacks is not declared (elicitation
-        # before 2025-06-18), nor a clientInfo field (title). When
-        # negotiating down, `version` is the newest asked for, so nothing
-        # is dropped then.
-        "capabilities": dialect.declarable_capabilities(initialize_capabilities(identity.capabilities, version)),
+        # before 2025-06-18, see `initialize_capabilities`), nor a
+        # clientInfo field (title). When negotiating down, `version` is the
+        # newest asked for, so nothing is dropped then.
+        "capabilities": initialize_capabilities(identity.capabilities, version),
         "clientInfo": dialect.client_info(identity.client_info),
     }
     return conn.send_request("initialize", params, cancellable=False)
@@ -651,9 +685,11 @@ def _race(conn: Connection, discover: Pending, target: Target | Transport, versi
             conn.abandon(probing, "the server answered initialize")
             if answer is not None and _settles_era(answer, terms.allowed):
                 return answer, None
-        session = complete_initialize(conn, response, version, terms.allowed, identity, terms.on_declared)
+        session, asked = initialize(conn, version, terms.allowed, identity, timeout=remaining(deadline),
+                                    on_log=terms.on_log, on_server_request=answerer,
+                                    on_declared=terms.on_declared, response=response)
         return None, Settled(target, versions.dialect_for(session.protocol_version), session=session,
-                             declared=initialize_capabilities(identity.capabilities, version))
+                             declared=initialize_capabilities(identity.capabilities, asked))
 
 
 def _settles_era(answer: Mapping[str, Any], allowed: Sequence[str]) -> bool:
@@ -697,12 +733,18 @@ def check(conn: Connection, settled: Settled, terms: Terms, timeout: float) -> N
                   timeout=timeout, on_log=terms.on_log)
 
 
-def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVersion, terms: Terms) -> Settled:
+def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVersion, terms: Terms,
+            deadline: float | None = None) -> Settled:
     """After a -32022 on a ready stateless connection: settle the version
-    again among those the server offered; raises `refusal` when none fits."""
+    again among those the server offered; raises `refusal` when none fits.
+    `deadline` is the refused call's: the probe is made for that call, so
+    it waits until then at the most (`probe_timeout` is the bound of a
+    probe nobody waits on), and none is made once it has passed."""
     choice = next((v for v in terms.allowed if versions.dialect_for(v).stateless and v in refusal.supported), None)
+    if expired(deadline):
+        choice = None
     if choice is not None:
-        verdict = _probe(conn, choice, terms, _restarts_server(settled.target, conn))
+        verdict = _probe(conn, choice, terms, _restarts_server(settled.target, conn), until=deadline)
     if choice is None or not isinstance(verdict, UseStateless):
         # A copy: the frames its traceback will hold (this one and the
         # callers') hold `refusal`, which must not hold them in turn.
@@ -711,10 +753,11 @@ def reprobe(conn: Connection, settled: Settled, refusal: UnsupportedProtocolVers
     return fresh if fresh.discovered is not None else fresh._replace(discovered=settled.discovered)
 
 
-def _probe(conn: Connection, version: str, terms: Terms, restarts: bool) -> UseStateless | FallBack:
+def _probe(conn: Connection, version: str, terms: Terms, restarts: bool,
+           until: float | None = None) -> UseStateless | FallBack:
     with terms.traced("server/discover", version):
         return probe(conn, version, terms.allowed, terms.identity(), timeout=terms.probe_timeout,
-                     on_log=terms.on_log, failure_means_initialize_era=restarts)
+                     on_log=terms.on_log, failure_means_initialize_era=restarts, until=until)
 
 
 def _stateless(conn: Connection, target: Target | Transport, verdict: UseStateless) -> Settled:
@@ -727,12 +770,12 @@ def _initialize(conn: Connection, target: Target | Transport, version: str, term
                 timeout: float | None = None, discovered: DiscoverResult | None = None) -> Settled:
     identity = terms.identity()
     with terms.traced("initialize", version):
-        session = initialize(conn, version, terms.allowed, identity,
-                             timeout=terms.timeout if timeout is None else timeout,
-                             on_log=terms.on_log, on_server_request=terms.answerer(conn),
-                             on_declared=terms.on_declared)
+        session, asked = initialize(conn, version, terms.allowed, identity,
+                                    timeout=terms.timeout if timeout is None else timeout,
+                                    on_log=terms.on_log, on_server_request=terms.answerer(conn),
+                                    on_declared=terms.on_declared)
     return Settled(target, versions.dialect_for(session.protocol_version), session=session,
-                   discovered=discovered, declared=initialize_capabilities(identity.capabilities, version))
+                   discovered=discovered, declared=initialize_capabilities(identity.capabilities, asked))
 
 
 def _initialize_remembered(conn: Connection, target: Target | Transport, remembered: str, version: str,

@@ -159,6 +159,14 @@ class ServerRequests:
         if method in client_tasks.METHODS:
             return self._about_tasks(method, params)
         kind = inputs.kind_of(method, params)
+        if method == "elicitation/create" and isinstance(self.declared.get("elicitation"), Mapping) \
+                and (kind is None or not inputs.declared(kind, self.declared)):
+            # The client does handle the method, in other modes: a mode it
+            # did not declare (or one no revision defines) is -32602, which
+            # the elicitation page's error handling requires, not -32601.
+            mode = params.get("mode", "form") if isinstance(params, Mapping) else "form"
+            raise Refusal(codes.INVALID_PARAMS, f"Invalid params: elicitation mode {mode!r} was not declared in "
+                                                f"the client's capabilities")
         if kind is None or kind not in handlers or not inputs.declared(kind, self.declared):
             raise Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {method} (this client does not handle it)")
         try:

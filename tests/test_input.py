@@ -345,3 +345,19 @@ def test_max_total_timeout_bounds_a_paused_call():
         with pytest.raises(mcp_sync.RequestTimeout) as info:
             client.call_tool("ask_twice", {}, timeout=0.5, max_total_timeout=0.8)
         assert info.value.max_total_timeout == 0.8
+
+
+def test_max_total_timeout_bounds_a_paused_call_in_the_stateless_era_too():
+    # The same promise as above, over multi round-trip requests: the
+    # answer given past the bound is not sent in one more round.
+    def slow(params):
+        time.sleep(0.6)  # (past the 0.3 s bound, whatever the machine's load)
+        return {"action": "accept", "content": {"name": "Late", "guests": 2}}
+
+    with HTTPServer(demo_server()) as httpd, \
+            mcp_sync.connect(httpd.url, protocol="2026-07-28", input_handlers={"form": slow}) as client:
+        with pytest.raises(mcp_sync.RequestTimeout) as info:
+            client.call_tool("book_table", {"date": "x"}, max_total_timeout=0.3)
+        assert info.value.max_total_timeout == 0.3
+        calls = [r.json["params"] for r in httpd.requests if r.json and r.json.get("method") == "tools/call"]
+    assert len(calls) == 1 and "inputResponses" not in calls[0]

@@ -195,3 +195,35 @@ def test_only_mrtr_methods_may_answer_input_required():
         answer_rounds(Server(need({"k": FORM})), "tools/list", {}, handlers={"form": form}, answer_input=True,
                       max_rounds=10, input_responses=None, request_state=None, schemas=SchemaCache(),
                       max_total_timeout=None)
+
+
+def test_no_round_goes_out_once_the_persons_time_passed_max_total_timeout():
+    # docs/input.md: while a handler runs "only max_total_timeout bounds the
+    # whole call". The handler returns after the bound: the call ends there,
+    # and the answers are not sent in a round past it.
+    import time
+
+    def slow(params):
+        time.sleep(0.3)  # (a person typing: past the 0.1 s bound, whatever the machine's load)
+        return form(params)
+
+    server = Server(need({"k": FORM}, state="s"), {"content": [], "done": True})
+    with pytest.raises(mcp_sync.RequestTimeout) as info:
+        run(server, {"form": slow}, max_total_timeout=0.1)
+    assert info.value.max_total_timeout == 0.1 and info.value.method == "tools/call"
+    assert len(server.sent) == 1
+
+
+def test_a_state_only_pause_never_outlasts_max_total_timeout():
+    import time
+
+    from mcp_sync import multiround
+
+    server = Server(need(state="working"), {"content": [], "done": True})
+    started = time.monotonic()
+    with pytest.raises(mcp_sync.RequestTimeout):
+        run(server, max_total_timeout=0.01)
+    elapsed = time.monotonic() - started
+    assert len(server.sent) == 1
+    # The pause stops at the bound, not STATE_ONLY_DELAY later (a generous margin).
+    assert elapsed < multiround.STATE_ONLY_DELAY

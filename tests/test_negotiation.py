@@ -199,3 +199,34 @@ def test_demo_server_program_in_every_era(protocol):
     with mcp_sync.connect(demo_command(), protocol=protocol) as client:
         assert client.protocol_version == (protocol or "2026-07-28")
         assert client.call_tool("add", {"a": 1, "b": 2}).structured_content == {"sum": 3}
+
+
+STRICT_2024 = r'''
+import json, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m or m["method"] == "server/discover":
+        continue  # silent on the probe, as some initialize-era servers are
+    if m["method"] == "initialize" and m["params"]["protocolVersion"] != "2024-11-05":
+        send({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32602, "message": "Unsupported protocol version",
+              "data": {"supported": ["2024-11-05"], "requested": m["params"]["protocolVersion"]}}})
+    elif m["method"] == "initialize":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": "2024-11-05",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "strict", "version": "1"}}})
+    else:
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "ok"}]}})
+'''
+
+
+def test_an_initialize_refused_with_the_supported_versions_settles_on_one_of_them(tmp_path):
+    # The lifecycle page's example refusal (-32602, data.supported), from a
+    # server silent on the probe: initialize goes again, in 2024-11-05.
+    import sys
+
+    script = tmp_path / "strict.py"
+    script.write_text(STRICT_2024)
+    with mcp_sync.connect([sys.executable, str(script)], probe_timeout=0.3) as client:
+        assert client.protocol_version == "2024-11-05"
+        assert client.call_tool("echo").text == "ok"

@@ -113,3 +113,95 @@ def test_what_initialize_declared_is_told_before_notifications_initialized():
     assert [m["method"] for m in sent[position:]] == ["notifications/initialized"]
     assert capabilities == settled.declared
     kept.close()
+
+
+def test_a_reprobe_after_a_refused_call_ends_by_that_calls_deadline():
+    # A -32022 refuses a call with (say) a 0.3 s timeout; the server is then
+    # silent on server/discover. The probe is made for the call, so it must
+    # not wait `probe_timeout` (here 30 s) past the call's deadline.
+    import time
+
+    from mcp_sync.errors import UnsupportedProtocolVersion
+    from mcp_sync.protocol.versions import dialect_for
+
+    probes: list[dict[str, Any]] = []
+
+    def silent_on_probe(message: dict[str, Any]) -> dict[str, Any] | None:
+        probes.append(message)
+        return None if message["method"] == "server/discover" else {}
+
+    starter, target = Starter(), ScriptedTarget(silent_on_probe)
+    conn = starter.start(target)
+    settled = negotiation.Settled(target, dialect_for("2026-07-28"))
+    refusal = UnsupportedProtocolVersion(-32022, "Unsupported protocol version",
+                                         {"supported": ["2026-07-28"]}, method="tools/call")
+    started = time.monotonic()
+    with pytest.raises(UnsupportedProtocolVersion):
+        negotiation.reprobe(conn, settled, refusal, terms(probe_timeout=30.0), deadline=started + 0.3)
+    assert time.monotonic() - started < 10  # (the deadline, with a generous margin; not probe_timeout)
+    assert [m["method"] for m in probes] == ["server/discover"]
+    # A deadline already past sends no probe at all.
+    with pytest.raises(UnsupportedProtocolVersion):
+        negotiation.reprobe(conn, settled, refusal, terms(probe_timeout=30.0), deadline=time.monotonic() - 1)
+    assert len(probes) == 1
+    conn.close()
+
+
+def test_what_is_declared_is_what_initialize_sent_in_a_revision_without_elicitation():
+    # 2025-03-26 has no elicitation: it is not sent, so the session must not
+    # count it as declared either (its answerer would take the server's
+    # elicitation/create, which the server was never told the client handles).
+    from mcp_sync.negotiation import Identity
+
+    def old_server(message: dict[str, Any]) -> dict[str, Any] | None:
+        if message["method"] == "initialize":
+            return {"protocolVersion": "2025-03-26", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}
+        return initialize_era_server(message)
+
+    told: list[Any] = []
+    starter, target = Starter(), ScriptedTarget(old_server)
+    identity = Identity({"elicitation": {"form": {}}, "roots": {}}, {"name": "t", "version": "1"}, None)
+    kept, settled = negotiation.settle(
+        starter.start(target), target,
+        terms(allowed=("2025-03-26",), on_declared=told.append)._replace(identity=lambda: identity), starter)
+    sent = next(m for m in target.opened[0].sent if m.get("method") == "initialize")["params"]["capabilities"]
+    assert sent == {"roots": {}}
+    assert dict(settled.declared) == sent and [dict(c) for c in told] == [sent]
+    kept.close()
+
+
+def _strict_2024_server(message: dict[str, Any]) -> dict[str, Any] | None:
+    """An initialize-era server that refuses any other version the way the
+    lifecycle page's example does (-32602 with data.supported)."""
+    if message["method"] == "initialize" and message["params"]["protocolVersion"] != "2024-11-05":
+        return {"error": {"code": -32602, "message": "Unsupported protocol version",
+                          "data": {"supported": ["2024-11-05"], "requested": message["params"]["protocolVersion"]}}}
+    if message["method"] == "initialize":
+        return {"protocolVersion": "2024-11-05", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}
+    return initialize_era_server(message)
+
+
+def test_an_initialize_refused_with_the_versions_the_server_supports_is_asked_again_in_one_of_them():
+    from mcp_sync.negotiation import Identity
+
+    identity = Identity({"elicitation": {"form": {}}}, {"name": "t", "version": "1"}, None)
+    starter, target = Starter(), ScriptedTarget(_strict_2024_server)
+    kept, settled = negotiation.settle(starter.start(target), target, terms()._replace(identity=lambda: identity),
+                                       starter)
+    asked = [m["params"]["protocolVersion"] for m in target.opened[0].sent if m.get("method") == "initialize"]
+    assert asked == ["2025-11-25", "2024-11-05"] and kept is starter.started[0]
+    assert settled.dialect.version == "2024-11-05" and settled.session is not None
+    # Declared: what the initialize the server accepted sent (2024-11-05 has no elicitation).
+    sent = [m for m in target.opened[0].sent if m.get("method") == "initialize"][-1]["params"]["capabilities"]
+    assert dict(settled.declared) == sent == {}
+    assert methods(target.opened[0])[-1] == "notifications/initialized"
+    kept.close()
+
+
+def test_an_initialize_refused_with_no_allowed_version_listed_is_raised_after_one_request():
+    from mcp_sync.errors import InvalidParams
+
+    starter, target = Starter(), ScriptedTarget(_strict_2024_server)
+    with pytest.raises(InvalidParams):
+        negotiation.settle(starter.start(target), target, terms(allowed=("2025-11-25", "2025-06-18")), starter)
+    assert methods(target.opened[0]) == ["initialize"]

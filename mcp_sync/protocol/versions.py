@@ -297,7 +297,8 @@ def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str])
                 if version in offered:
                     return Reprobe(version)
             raise VersionNegotiationError(
-                f"the server supports protocol versions {offered}, none of which this client allows ({list(allowed)})",
+                f"the server supports protocol versions {offered}, none of which this client allows "
+                f"({list(allowed)}): {_what_to_do(offered)}",
                 requested=list(allowed), supported=offered,
             )
         if _recognised_modern_error(error):
@@ -316,18 +317,42 @@ def read_probe_answer(message: Mapping[str, Any] | None, allowed: Sequence[str])
     if any(v in offered for v in allowed if v in INITIALIZE_VERSIONS):
         return FallBack("the server's only shared versions are initialize-era ones")
     raise VersionNegotiationError(
-        f"the server supports protocol versions {offered}, none of which this client allows ({list(allowed)})",
+        f"the server supports protocol versions {offered}, none of which this client allows "
+        f"({list(allowed)}): {_what_to_do(offered)}",
         requested=list(allowed), supported=offered,
     )
 
 
+def _what_to_do(offered: Sequence[str]) -> str:
+    """What a user can do when the server's versions and the allowed ones
+    meet nowhere: name a revision both speak (an initialize-era pin goes
+    straight to `initialize`), or, when the server speaks none this client
+    knows, say that."""
+    known = [v for v in SUPPORTED_VERSIONS if v in offered]
+    if known:
+        return f"connect with protocol={known[0]!r}, a revision both speak"
+    return (f"this client speaks only {', '.join(SUPPORTED_VERSIONS)}: upgrade mcp_sync, or use a server "
+            f"that speaks one of them")
+
+
 def check_negotiated(result: Mapping[str, Any], requested: str, allowed: Sequence[str]) -> str:
-    """The version an `initialize` result settled on, if the client allows it."""
+    """The version an `initialize` result settled on, if the client allows it.
+    The error says why not, and what to do next."""
     negotiated = result.get("protocolVersion")
-    if not isinstance(negotiated, str) or negotiated not in allowed or negotiated in STATELESS_VERSIONS:
-        raise VersionNegotiationError(
-            f"the server answered initialize with protocol version {negotiated!r}, "
-            f"which this client does not allow (requested {requested}, allowed {list(allowed)})",
-            requested=requested, negotiated=negotiated if isinstance(negotiated, str) else None,
-        )
-    return negotiated
+    if isinstance(negotiated, str) and negotiated in allowed and negotiated not in STATELESS_VERSIONS:
+        return negotiated
+    if not isinstance(negotiated, str):
+        why = ("which is not a protocol version (a string such as '2025-11-25'): the server breaks the "
+               "protocol; tell its authors")
+    elif negotiated in STATELESS_VERSIONS:
+        why = (f"a revision without initialize (the server breaks the protocol); connect with "
+               f"protocol={negotiated!r} to settle it with server/discover instead")
+    elif negotiated in _DIALECTS:
+        why = (f"which this client was not allowed to use (requested {requested}, allowed {list(allowed)}); "
+               f"allow it with protocol={negotiated!r}, or protocol=None to negotiate any")
+    else:
+        why = f"a revision unknown here; {_what_to_do(())}"
+    raise VersionNegotiationError(
+        f"the server answered initialize with protocol version {negotiated!r}, {why}",
+        requested=requested, negotiated=negotiated if isinstance(negotiated, str) else None,
+    )

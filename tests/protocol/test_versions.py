@@ -134,3 +134,32 @@ def test_check_negotiated():
         versions.check_negotiated({"protocolVersion": "2025-06-18"}, "2025-11-25", ("2025-11-25",))
     with pytest.raises(VersionNegotiationError):
         versions.check_negotiated({}, "2025-11-25", ALL)
+
+
+@pytest.mark.parametrize("answered, advice", [
+    # A revision the client speaks but was not allowed to use: allow it.
+    ("2024-11-05", "allow it with protocol='2024-11-05', or protocol=None"),
+    # The stateless revision has no initialize: settle it with the probe.
+    ("2026-07-28", "connect with protocol='2026-07-28' to settle it with server/discover"),
+    # One the client does not know: which it speaks, and to upgrade.
+    ("2099-01-01", "this client speaks only 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05: "
+                   "upgrade mcp_sync"),
+    (20251125, "not a protocol version"),
+])
+def test_a_refused_initialize_answer_says_what_to_do_next(answered, advice):
+    with pytest.raises(VersionNegotiationError) as info:
+        versions.check_negotiated({"protocolVersion": answered}, "2025-11-25", ("2026-07-28", "2025-11-25"))
+    assert advice in str(info.value)
+
+
+@pytest.mark.parametrize("supported, advice", [
+    (["2025-06-18"], "connect with protocol='2025-06-18', a revision both speak"),
+    (["2099-01-01"], "upgrade mcp_sync"),
+])
+def test_no_version_in_common_says_what_to_do_next(supported, advice):
+    with pytest.raises(VersionNegotiationError) as info:
+        read_probe_answer(error(-32022, {"supported": supported}), ("2026-07-28", "2025-11-25"))
+    assert advice in str(info.value)
+    with pytest.raises(VersionNegotiationError) as info:
+        read_probe_answer(discover(supported), ("2026-07-28",))
+    assert advice in str(info.value)
