@@ -125,6 +125,15 @@ class PlainLane:
                                  on_log=self._on_log, on_server_request=self._answer)
         except MENDABLE as failure:
             attempt = Attempt(conn, generation, pending, self.settled.dialect, wire, failure)
+        except BaseException:
+            # Invariant: a call registered here is forgotten (and cancelled)
+            # whatever ends it but a failure the retry loop goes on from.
+            # `wait()` abandons it on anything raised inside its `try`; an
+            # interrupt landing as `wait()` starts, before that `try`, is
+            # this one's (a second `abandon()` does nothing).
+            if pending is not None:
+                conn.abandon(pending, "request abandoned by the client")
+            raise
         else:
             if supervisor.attempts:
                 supervisor.alive()

@@ -20,8 +20,9 @@ the transport is ended by the transport's own `close()`, which the
 connection does before joining this thread. A transport whose messages are
 requests of their own (HTTP: a POST each, in any order) may have them
 written `writers` at a time: one that the server leaves unanswered then
-holds up only its own thread, not the answers queued behind it. More
-threads start only when a message waits and every thread is writing.
+holds up only its own thread, not the answers queued behind it nor an
+answer due at a deadline. More threads start only when a message waits,
+or a deadline is pending, and every thread is writing.
 """
 
 from __future__ import annotations
@@ -119,11 +120,16 @@ class Sender:
             self._due.pop(key, None)
 
     def _ensure_thread(self) -> None:
-        """(Under the lock.) A thread for what was just queued: the first,
-        or another when every one is writing and `writers` allows."""
+        """(Under the lock.) A thread for what waits: the first, or another
+        when `writers` allows and fewer threads are free than there is
+        work. Work is each queued message, and the deadlines as one: a free
+        thread waits for the earliest, so one that comes due while every
+        thread is writing (a handler-timeout answer behind a POST the
+        server leaves unanswered) is not held up by those writes."""
         threads = self._threads
-        if threads and (len(self._queue) <= len(threads) - self._busy or len(threads) >= self._writers):
-            return  # enough are waiting (and are notified), or the most already write
+        work = len(self._queue) + (1 if self._due else 0)
+        if threads and (work <= len(threads) - self._busy or len(threads) >= self._writers):
+            return  # enough are free (and are notified), or the most already write
         name = self._name if not threads else f"{self._name}-{len(threads) + 1}"
         thread = threading.Thread(target=self._run, name=name, daemon=True)
         # On the roll before it starts, so that close() joins it whatever
@@ -161,7 +167,11 @@ class Sender:
                     if timeout <= 0:
                         heapq.heappop(self._heap)
                         self._busy += 1
-                        return self._due.pop(key)
+                        due = self._due.pop(key)
+                        # This thread may be the one that waited for the
+                        # deadlines: another waits for the next, if any.
+                        self._ensure_thread()
+                        return due
                     break
                 self._cond.wait(timeout)
 

@@ -11,7 +11,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 SCRIPTED = str(HERE / "servers" / "scripted.py")
@@ -226,3 +228,26 @@ def check_echoes(results, errors, threads: int, calls: int):
         assert len(pairs) == calls  # nothing lost or duplicated
         for sent, got in pairs:
             assert got == sent  # nothing crossed
+
+
+class Injected(KeyboardInterrupt):
+    """The interrupt a test lands at a chosen point (`interrupt_at_point`)."""
+
+
+def interrupt_at_point(k: int, is_point: Callable[[Any, str, Any], bool],
+                       describe: Callable[[Any, str, Any], str]) -> tuple[Callable[..., Any], list[str]]:
+    """A profile function (for `sys.setprofile`) that raises `Injected` at
+    the k-th event of this thread for which `is_point(frame, event, arg)`
+    holds (a place where CPython delivers an asynchronous exception, such
+    as Ctrl-C), and the list where it records that place (`describe`)."""
+    seen, fired = [0], []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if fired or not is_point(frame, event, arg):
+            return
+        if seen[0] == k:
+            fired.append(describe(frame, event, arg))
+            raise Injected()
+        seen[0] += 1
+
+    return profile, fired

@@ -23,7 +23,7 @@ from mcp_sync import admission as admission_module
 from mcp_sync import waiting as waiting_module
 from mcp_sync.admission import Admission
 from mcp_sync.errors import ConnectionClosed, McpError, Overloaded, RequestTimeout
-from tests.helpers import SLACK, wait_until
+from tests.helpers import SLACK, Injected, interrupt_at_point, wait_until
 
 
 def run_in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
@@ -410,10 +410,6 @@ def test_interrupt_main_ends_a_wait_on_the_main_thread_without_a_leak():
     admission.release()
 
 
-class Injected(KeyboardInterrupt):
-    """The interrupt the fault walk lands in `acquire()`."""
-
-
 ADMISSION_FILE = admission_module.__file__
 CALLEES = {ADMISSION_FILE, threading.__file__, waiting_module.__file__}
 
@@ -424,29 +420,21 @@ def interrupt_at(k: int) -> tuple[Callable[..., Any], list[str]]:
     admission.py: a function starting, or a call (C or Python) returning to
     admission code. (Not before a call: nothing is checked there.) Once
     `acquire()` has returned, the slot is the caller's business."""
-    seen = [0]
-    fired: list[str] = []
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if fired or event == "c_call":
-            return
+    def is_point(frame: Any, event: str, arg: Any) -> bool:
+        if event == "c_call":
+            return False
         if event == "return":
             # A call from admission code returning. (Garbage collection may
             # run a weakref callback anywhere; an exception there is ignored,
             # so those returns are no place to test.)
             if frame.f_code.co_filename not in CALLEES:
-                return
+                return False
             caller = frame.f_back  # (so not `acquire()` returning to its caller)
-            if caller is None or caller.f_code.co_filename != ADMISSION_FILE:
-                return
-        elif frame.f_code.co_filename != ADMISSION_FILE:
-            return
-        if seen[0] == k:
-            fired.append(f"{event} {getattr(arg, '__name__', '')} in {frame.f_code.co_name}")
-            raise Injected()
-        seen[0] += 1
+            return caller is not None and caller.f_code.co_filename == ADMISSION_FILE
+        return frame.f_code.co_filename == ADMISSION_FILE
 
-    return profile, fired
+    return interrupt_at_point(k, is_point,
+                              lambda frame, event, arg: f"{event} {getattr(arg, '__name__', '')} in {frame.f_code.co_name}")
 
 
 class Scenario:

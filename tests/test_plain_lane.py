@@ -16,7 +16,7 @@ import mcp_sync
 from mcp_sync.options import Reconnect
 from mcp_sync.status import Status
 from mcp_sync.testing import RpcError, Server
-from tests.helpers import cyclic_garbage, demo_command, wait_until
+from tests.helpers import Injected, cyclic_garbage, demo_command, interrupt_at_point, wait_until
 
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
 
@@ -467,3 +467,59 @@ def test_a_call_waiting_for_its_slot_while_the_version_is_settled_again_takes_th
         assert seen == [("tools/call", None)]  # the retry loop, from scratch
         assert client.call_tool("echo", {"text": "y"}).text == "y"
         assert pipeline._lane.settled is supervisor.settled and len(seen) == 1  # a new lane for the new terms
+
+
+def interrupt_in_lane(k: int):
+    """A profile function that raises `Injected` at the k-th point of this
+    thread where CPython 3.11 delivers an asynchronous exception (Ctrl-C)
+    in `PlainLane.send()`: a function it calls starting (`RESUME`), or a C
+    function it calls returning (`CALL`). A Python function returning to it
+    is no such point (`RETURN_VALUE` checks nothing)."""
+    from mcp_sync import plain_lane
+
+    send = plain_lane.PlainLane.send.__code__
+
+    def is_point(frame, event, arg):
+        if event == "call":
+            return frame.f_back is not None and frame.f_back.f_code is send
+        return event == "c_return" and frame.f_code is send
+
+    return interrupt_at_point(
+        k, is_point, lambda frame, event, arg: f"{event} {getattr(arg, '__name__', frame.f_code.co_name)}")
+
+
+@pytest.mark.parametrize("transport", ["memory", "stdio"])
+def test_an_interrupt_anywhere_in_the_lane_leaves_no_route_behind(transport):
+    # An interrupt landing as `wait()` started (before its own `try`, which
+    # abandons the call) left the call in the connection's table and its
+    # inbox with it: no cancellation reached the server, the route stayed
+    # until an answer came (for ever, if none did), and while it stayed it
+    # counted as a call waiting (a server request that names no call was no
+    # longer given to the one real caller).
+    gate = threading.Event()
+    target = lane_server(gate) if transport == "memory" else demo_command()
+    tool, args = ("stuck", {}) if transport == "memory" else ("sleep", {"seconds": 30})
+    points = []
+    with mcp_sync.connect(target, timeout=0.5) as client:
+        try:
+            client.call_tool("echo", {"text": "warm"})
+            for k in range(100):
+                profile, fired = interrupt_in_lane(k)
+                sys.setprofile(profile)
+                try:
+                    client.call_tool(tool, args)
+                except (Injected, mcp_sync.RequestTimeout):
+                    pass
+                finally:
+                    sys.setprofile(None)
+                if not fired:
+                    break  # every point was walked: this call ran to its timeout
+                points.extend(fired)
+                conn = client._supervisor.conn
+                with conn._lock:
+                    left = dict(conn._router.calls)
+                    conn._router.calls.clear()  # (so the next point starts clean)
+                assert not left, f"interrupted at {fired[0]}: calls {sorted(left)} left in the table"
+        finally:
+            gate.set()
+    assert "call wait" in points  # the walk reached the window

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -101,3 +102,52 @@ def test_the_http_transport_writes_in_parallel_and_stdio_in_order():
         assert client._conn._threads._sender._writers == 4
     with mcp_sync.connect([sys.executable, "-m", "mcp_sync.testing"]) as client:
         assert client._conn._threads._sender._writers == 1
+
+
+@pytest.mark.parametrize("stuck_by", ["a message", "an earlier deadline's answer"])
+def test_an_answer_due_at_a_deadline_is_not_held_up_by_a_stuck_write(stuck_by):
+    # A handler that overran its `handler_timeout` is answered with an error
+    # by a factory the sender runs at that deadline. With parallel writers
+    # (HTTP), no thread was free to run it while every one was writing: the
+    # answer waited for the stuck POST to end (up to the request timeout),
+    # though `writers` allowed another thread.
+    write, written, release, hung = _blocking_writer("stuck")
+    late = threading.Event()
+
+    def recording(message):
+        write(message)
+        if message["method"] == "late":
+            late.set()
+
+    sender = Sender(recording, writers=3)
+    try:
+        if stuck_by == "a message":
+            sender.put({"method": "stuck"})
+        else:
+            sender.at(time.monotonic(), "first", lambda: {"method": "stuck"})
+        assert hung.wait(10)
+        sender.at(time.monotonic() + 0.05, "second", lambda: {"method": "late"})
+        assert late.wait(10), "the due answer waited behind the stuck write"
+        assert "stuck" not in written  # (still being written)
+    finally:
+        release.set()
+        assert sender.flush(10)
+        assert sender.close(timeout=10)
+    assert written == ["late", "stuck"]
+
+
+def test_one_writer_sends_a_due_answer_in_order_behind_what_it_writes():
+    # A stream (stdio) has one writer: its messages go in order, so a due
+    # answer waits behind a stuck write there, and no second thread starts.
+    write, written, release, hung = _blocking_writer("stuck")
+    before = set(threading.enumerate())
+    sender = Sender(write, name="test-sender-one")
+    try:
+        sender.put({"method": "stuck"})
+        assert hung.wait(10)
+        sender.at(time.monotonic(), "due", lambda: {"method": "late"})
+        assert len([t for t in set(threading.enumerate()) - before if t.name.startswith("test-sender-one")]) == 1
+    finally:
+        release.set()
+        assert wait_until(lambda: written == ["stuck", "late"], timeout=10), written
+        assert sender.close(timeout=10)
