@@ -52,7 +52,7 @@ from .options import (
     _Unset,
 )
 from .pipeline import Pipeline
-from .protocol import inputs
+from .protocol import inputs, versions
 from .status import Status, StatusChange
 from .supervisor import Supervisor
 from .transports import Target, resolve_target
@@ -183,7 +183,8 @@ def connect(
     Raises:
         TypeError: an unknown option (the nearest one is named) or a value
             of the wrong type; a target that is none of the above.
-        ValueError: a value out of range (nothing is started).
+        ValueError: a value out of range, or `protocol` allowing only
+            2026-07-28 for an `SSE` target (nothing is started).
         ConnectError: the server could not be started or reached.
         ServerExited: the server process ended during start-up (its last
             stderr lines are in the message).
@@ -277,6 +278,12 @@ class Client(ClientRequests):
             raise TypeError("options must be a ClientOptions")
         elif keywords:
             options = attrs.evolve(options, **keywords)
+        if getattr(target, "kind", None) == "sse" and all(
+                versions.dialect_for(version).stateless for version in options.allowed_versions):
+            # Known before anything is sent: an argument error, not the server's.
+            raise ValueError("the HTTP+SSE transport (SSE(url)) carries only initialize-era protocol versions "
+                             "(2025-11-25 and older), and protocol= allows none: allow one, or connect to the "
+                             "server's Streamable HTTP URL for 2026-07-28")
         # A token provider may stand for an extension the client then declares
         # (the client credentials and enterprise-managed authorization ones).
         provided = getattr(getattr(target, "auth", None), "client_capabilities", None)

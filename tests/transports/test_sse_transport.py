@@ -263,13 +263,6 @@ def test_close_from_another_thread_during_a_call(serve):
     assert [t for t in threading.enumerate() if t.name.startswith("mcp-sync")] == []
 
 
-def test_only_initialize_era_versions_travel_over_sse(serve):
-    sse = serve()
-    with pytest.raises(mcp_sync.VersionNegotiationError, match="HTTP\\+SSE"):
-        mcp_sync.connect(mcp_sync.SSE(sse.url), protocol="2026-07-28")
-    assert posts(sse, "/messages") == []
-
-
 def test_the_sse_target_checks_options_like_http():
     with pytest.raises(ValueError, match="max_response_bytes"):
         mcp_sync.SSE("http://127.0.0.1:1/sse", max_response_bytes=0)
@@ -550,3 +543,23 @@ def test_close_while_waiting_for_the_endpoint_event_is_connection_closed():
             conn.close()
         listener.close()
     assert [type(exc) for exc in raised] == [mcp_sync.ConnectionClosed]
+
+
+def test_sse_with_only_stateless_versions_allowed_is_refused_before_anything_is_sent():
+    # The conflict is in the arguments: it was found after the GET that
+    # opens the stream (a ConnectError for a server that was not there, or
+    # VersionNegotiationError, "the server's", once connected).
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/sse"
+        with pytest.raises(ValueError, match="carries only initialize-era protocol versions"):
+            mcp_sync.connect(mcp_sync.SSE(url), protocol="2026-07-28")
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # no connection was made
+        # One initialize-era version allowed is enough.
+        mcp_sync.Client(mcp_sync.SSE(url), protocol=["2026-07-28", "2025-11-25"]).close()
+    finally:
+        listener.close()
