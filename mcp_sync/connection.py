@@ -169,6 +169,7 @@ class Connection:
     only hand the message on (the client's dispatcher queue). `on_log`
     handles log messages that came for no call, on the handler pool.
     `drops` counts what was dropped to keep memory bounded (see `Drops`).
+    `on_cancelled()` is told of each cancellation made (see `_cancel`).
     """
 
     def __init__(
@@ -186,8 +187,12 @@ class Connection:
         on_session_lost: Callable[[Connection, TransportError], None] | None = None,
         on_events_lost: Callable[[Connection, float], None] | None = None,
         answers_at_once: Callable[[dict[str, Any]], bool] | None = None,
+        on_cancelled: Callable[[], None] | None = None,
     ) -> None:
         self.transport = transport
+        # Told once per request it cancels on the server (`_cancel`), on the
+        # thread that gave up: it must only count (`stats().cancellations`).
+        self._on_cancelled = on_cancelled
         # Told once when the transport fails (on the thread that noticed:
         # it must only hand the news on, never do IO).
         self._on_failed = on_failed
@@ -254,29 +259,34 @@ class Connection:
         # Made before the lock, its id given under it: the lock is held only
         # for the table update (every caller and the reader take it).
         pending = Pending(0, method, cancellable, self._max_server_requests, adopts, params)
-        with self._lock:
-            if self.state is not State.OPEN:
-                self._raise_if_unusable()
-            pending.id = pending.inbox.id = request_id = next(self._ids)
-            self._router.add_call(request_id, pending)
-        if progress:
-            params = dict(params or {})
-            meta = dict(params.get("_meta") or {})
-            meta["progressToken"] = request_id
-            params["_meta"] = meta
-        # `jsonrpc.request()`, written out: this runs on every call.
-        message: dict[str, Any] = {"jsonrpc": jsonrpc.JSONRPC, "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        if self._exchanges:
-            pending.unsent = (message, headers)
-            return pending
         try:
+            with self._lock:
+                if self.state is not State.OPEN:
+                    self._raise_if_unusable()
+                pending.id = pending.inbox.id = request_id = next(self._ids)
+                self._router.add_call(request_id, pending)
+            if progress:
+                params = dict(params or {})
+                meta = dict(params.get("_meta") or {})
+                meta["progressToken"] = request_id
+                params["_meta"] = meta
+            # `jsonrpc.request()`, written out: this runs on every call.
+            message: dict[str, Any] = {"jsonrpc": jsonrpc.JSONRPC, "id": request_id, "method": method}
+            if params is not None:
+                message["params"] = params
+            if self._exchanges:
+                pending.unsent = (message, headers)
+                return pending
             self.transport.send(message, headers)
         except BaseException:
-            with self._lock:
-                self._router.remove_call(request_id)
-            self._hand_on_leftovers(pending)  # a request adopted meanwhile goes to the handler threads
+            # Invariant: a call registered here is forgotten unless its
+            # caller holds its `Pending`: a refused send, or an interrupt
+            # anywhere (as the lock is released, say). It was not sent, so
+            # nothing is cancelled. (Id 0: not registered yet.)
+            if pending.id:
+                with self._lock:
+                    self._router.remove_call(pending.id)
+                self._hand_on_leftovers(pending)  # a request adopted meanwhile goes to the handler threads
             raise
         return pending
 
@@ -437,18 +447,23 @@ class Connection:
         Never blocks on IO: the transport's `cancel()` only aborts, and the
         `notifications/cancelled` goes through the sender. Server requests
         left in the inbox are handed to the client's handlers, never dropped.
-        A late response is dropped by the router.
+        A late response is dropped by the router. A request still unsent
+        (left to `wait()` by `send_request`) is only forgotten: the server
+        never saw it. A second `abandon()` does nothing.
         """
         with self._lock:
             forgotten = self._router.remove_call(pending.id) is not None
             usable = self.state is State.OPEN
         # Nothing can reach the inbox any more (puts happen under the lock).
         self._hand_on_leftovers(pending)
-        if not forgotten or not usable:
+        if not forgotten or not usable or pending.unsent is not None:
             return
         self._cancel(pending.id, reason, notify=pending.cancellable)
 
     def _cancel(self, request_id: Any, reason: str, *, notify: bool) -> None:
+        """Cancel a request that was sent and is still unanswered; with
+        `notify` (one that may be cancelled) it counts as one cancellation
+        (`on_cancelled`), the one place that counts them."""
         try:
             # Per-request transports close the request's stream (the whole
             # cancellation in 2026-07-28 HTTP); shared streams need the
@@ -456,9 +471,13 @@ class Connection:
             self.transport.cancel(request_id)
         except TransportError as exc:
             log.debug("could not cancel request %s: %s", request_id, exc)
-        if notify and self.transport.cancels_by_notification:
+        if not notify:
+            return  # (`initialize`, a task-augmented request: not cancelled, not counted)
+        if self.transport.cancels_by_notification:
             self._threads.post(jsonrpc.notification(
                 "notifications/cancelled", {"requestId": request_id, "reason": reason}), spare=True)
+        if self._on_cancelled is not None:
+            self._on_cancelled()
 
     def _hand_on_leftovers(self, pending: Pending) -> None:
         while True:

@@ -39,9 +39,15 @@ Which number has which source, so that nothing is counted twice:
 - a request's outcome (and so the timeout total) comes only from
   `record()`: `Stats.timeouts` is the number of calls recorded with the
   outcome `"timeout"`;
-- `count("cancellations")` counts `notifications/cancelled` sent to the
-  server (after a timeout, an interrupt or an explicit cancel alike), which
-  is not the same as calls that ended `"cancelled"`;
+- `count("cancellations")` counts the requests the client cancelled on
+  the server, told by the engine where each cancellation is made
+  (`Connection._cancel`): a `notifications/cancelled` queued, or, over
+  2026-07-28 Streamable HTTP, the request's own stream closed (that era's
+  cancellation). After a timeout, an interrupt, a callback that raised or
+  a subscription closed alike; never for a call that ended before it was
+  sent (a timeout waiting for an admission slot), for `initialize` (which
+  may not be cancelled) nor for a call answered already. Not the same as
+  calls that ended `"cancelled"`;
 - `count("shed")` counts calls refused with `Overloaded` before anything
   was sent; such a call is not also `record()`-ed;
 - `count("reconnects")` counts connections re-established after a failure.
@@ -67,9 +73,11 @@ _FOLD_AT = 256
 
 #: The outcomes a finished request is recorded with: "ok" (a result),
 #: "error" (any other `McpError`: the server's error, a failed transport, a
-#: protocol violation), "timeout" (`RequestTimeout`), "cancelled" (the caller
-#: cancelled it), "interrupted" (KeyboardInterrupt, or an exception raised by
-#: the caller's own callback or input handler).
+#: protocol violation, an input handler's answer refused as invalid),
+#: "timeout" (`RequestTimeout`), "cancelled" (the caller cancelled it),
+#: "interrupted" (KeyboardInterrupt, or an exception raised by the caller's
+#: own callback or input handler, as it is or as the `InputHandlerError`
+#: whose cause it is).
 OUTCOMES = ("ok", "error", "timeout", "cancelled", "interrupted")
 #: The event counters `Metrics.count` accepts.
 COUNTERS = ("reconnects", "shed", "cancellations")
@@ -272,8 +280,11 @@ class Stats:
         requests_total (int): The calls of `requests` added up.
         timeouts (int): Calls that ended with `RequestTimeout` (their
             outcome ``"timeout"``).
-        cancellations (int): `notifications/cancelled` sent to the server
-            (after a timeout, an interrupt or an explicit cancel alike).
+        cancellations (int): Requests cancelled on the server: a
+            `notifications/cancelled` queued, or (2026-07-28 Streamable
+            HTTP) the request's stream closed; after a timeout, an
+            interrupt, a callback that raised or a subscription closed
+            alike. A call that ended before it was sent counts none.
         reconnects (int): Connections re-established after a failure.
         shed (int): Calls refused with `Overloaded` before anything was sent
             (not counted in `requests`).

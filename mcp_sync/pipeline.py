@@ -39,6 +39,7 @@ from .connection import Connection, State, naming_the_calls_timeout, new_id_coun
 from .errors import (
     ConnectionClosed,
     HeaderMismatch,
+    InputHandlerError,
     InvalidResult,
     Overloaded,
     RequestTimeout,
@@ -275,7 +276,8 @@ class Pipeline:
             dispatcher.put(message)
 
         return {"on_server_request": self.server_requests.unrelated, "on_notification": on_notification,
-                "on_log": self.server_log, "answers_at_once": self.server_requests.answers_at_once}
+                "on_log": self.server_log, "answers_at_once": self.server_requests.answers_at_once,
+                "on_cancelled": functools.partial(self.metrics.count, "cancellations")}  # where each is made
 
     def on_declared(self, capabilities: Mapping[str, Any]) -> None:
         """What `initialize` declared, told before `notifications/initialized`
@@ -524,7 +526,7 @@ class Pipeline:
         if call.options.get("bypass_cache"):
             since = cache.mark()  # an answer a change received meanwhile covers is not stored
             result = self.send(call)
-            cache.put(self.cache_server, key, self._auth_context(), result, since=since)
+            cache.put(self.cache_server, key, _auth_context(self.supervisor), result, since=since)
             return result
         # A caller that waits on another's identical fetch still keeps its
         # own deadline, also when it fetches itself after that one failed.
@@ -554,20 +556,11 @@ class Pipeline:
                     raise
                 raise naming_the_calls_timeout(exc, cast(float, timeout)) from None
 
-        result = cache.fetch(self.cache_server, key, self._auth_context(), load,
+        result = cache.fetch(self.cache_server, key, _auth_context(self.supervisor), load,
                              stale_if_error=self.options.stale_if_error, timeout=timeout, method=call.method)
         if getattr(result, "stale", False):
             log.warning("%s: the server could not be reached; serving a stale cached result", call.method)
         return result
-
-    def _auth_context(self) -> str:
-        """Whose private results these are: who the transport's requests are
-        made as (another token, another cache), else this server's one
-        context. Read from the transport without IO: credentials are the
-        transport's, fetched (and refreshed) inside its exchanges."""
-        conn = self.supervisor.conn
-        scope = conn.transport.credential_scope() if conn is not None else None
-        return scope or "-"
 
     # -- step 3: admission, metrics, keepalive ------------------------------------------------------
 
@@ -617,20 +610,16 @@ class Pipeline:
         except Overloaded:
             outcome = "shed"
             raise
-        except KeyboardInterrupt:
-            outcome = "interrupted"
+        except BaseException as failure:
+            outcome = _outcome_of(failure)
             raise
         finally:
             if keepalive is not None:
                 keepalive.idle()
             if outcome == "shed":
                 self.metrics.count("shed")  # refused before anything was sent: not a request
-            else:
+            else:  # (a cancellation is counted by the engine, where it is made: `Connection._cancel`)
                 self.metrics.finished(call.method, outcome, time.monotonic() - started)
-                if outcome in ("timeout", "interrupted"):
-                    settled = supervisor.settled
-                    if settled is not None and settled.dialect.may_cancel(call.method):
-                        self.metrics.count("cancellations")  # the engine told the server it gave up
 
     # -- step 4: the one retry loop, and the engine ---------------------------------------------------
 
@@ -709,6 +698,14 @@ class Pipeline:
                     )
                 except MENDABLE as failure:
                     outcome = failure
+                except BaseException:
+                    # As in the plain lane: a call registered here is forgotten
+                    # (and cancelled) whatever ends it but a failure handled
+                    # below; `wait()` abandons it on what it raises, and this on
+                    # an interrupt as `wait()` starts (a second abandon does nothing).
+                    if pending is not None:
+                        conn.abandon(pending, "request abandoned by the client")
+                    raise
                 else:
                     if supervisor.attempts:
                         supervisor.alive()
@@ -784,13 +781,53 @@ def _plan(call: Call, timeouts: Timeouts) -> Plan:
     max_total = options.get("max_total_timeout", timeouts.max_total)
     check_timeout("max_total_timeout", max_total)
     reset_on_progress = bool(options.get("reset_timeout_on_progress", False))
-    on_progress = (lambda p: progress(Progress.from_wire(p))) if progress is not None else None
+    on_progress = _callers_progress(progress) if progress is not None else None
     layers = (params_meta, option_meta, trace_meta)
     return Plan(timeout, deadline_in(timeout), max_total,
                 # A progress token is asked for when progress resets the
                 # timeout, even with no callback to show it.
                 wants_progress=progress is not None or reset_on_progress, on_progress=on_progress,
                 reset_on_progress=reset_on_progress, layers=layers if any(layers) else None)
+
+
+def _callers_progress(progress: Callable[[Progress], Any]) -> Callable[[dict[str, Any]], None]:
+    """The engine's progress callback for a call's `progress=`. What
+    `progress` raises passes through this frame: `_outcome_of` knows it so."""
+    def on_progress(params: dict[str, Any]) -> None:
+        progress(Progress.from_wire(params))
+    return on_progress
+
+
+#: The frame every exception of a caller's `progress=` callback passes through.
+_CALLERS_PROGRESS = _callers_progress(print).__code__
+
+
+def _outcome_of(failure: BaseException) -> str:
+    """The outcome (`metrics.OUTCOMES`) of a call that `failure` ended, but
+    for a timeout or a shed call: "interrupted" for a KeyboardInterrupt or
+    an exception of the caller's own code (its progress callback, or its
+    input handler, which `InputHandlerError` carries as its cause), else
+    "error"."""
+    if isinstance(failure, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(failure, InputHandlerError) and failure.__cause__ is not None:
+        return "interrupted"  # the handler raised (an answer refused has no cause)
+    where = failure.__traceback__
+    while where is not None:
+        if where.tb_frame.f_code is _CALLERS_PROGRESS:
+            return "interrupted"
+        where = where.tb_next
+    return "error"
+
+
+def _auth_context(supervisor: Supervisor) -> str:
+    """Whose private results these are: who the transport's requests are
+    made as (another token, another cache), else this server's one
+    context. Read from the transport without IO: credentials are the
+    transport's, fetched (and refreshed) inside its exchanges."""
+    conn = supervisor.conn
+    scope = conn.transport.credential_scope() if conn is not None else None
+    return scope or "-"
 
 
 def _may_resend(supervisor: Supervisor, closed: ConnectionClosed, conn: Connection, pending: Any, method: str,

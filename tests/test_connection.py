@@ -462,3 +462,76 @@ def test_an_answer_json_cannot_carry_is_replaced_by_an_error():
                                                      "values are not JSON compliant")
     finally:
         conn.close()
+
+
+# -- what counts as a cancellation (`on_cancelled`, for `stats().cancellations`) --------------
+
+
+class ExchangingTransport(PlayedTransport):
+    """A transport whose caller sends its own request in `wait()` (as
+    Streamable HTTP does): `send_request` leaves it unsent."""
+
+    def exchange(self, message, headers, deadline):
+        self.send(message, headers)
+        return 0.0
+
+
+def counted_engine(transport):
+    told = []
+    conn = Connection(transport, new_id_counter(), on_cancelled=lambda: told.append(1))
+    conn.start()
+    return conn, told
+
+
+@pytest.mark.parametrize("by_notification", [True, False])
+def test_each_cancellation_made_is_told_once(by_notification):
+    # A notifications/cancelled queued, or (a per-request transport) the
+    # request's own stream closed: each is one cancellation.
+    transport = PlayedTransport(by_notification=by_notification)
+    conn, told = counted_engine(transport)
+    try:
+        timed_out = conn.send_request("tools/call", {})
+        with pytest.raises(RequestTimeout):
+            conn.wait(timed_out, timeout=0.01)
+        abandoned = conn.send_request("tools/call", {})
+        conn.abandon(abandoned, "given up")
+        conn.abandon(abandoned, "given up")  # a second abandon does nothing
+        assert told == [1, 1]
+        sent = [transport.next_sent() for _ in range(4 if by_notification else 2)]
+        cancels = [m["params"]["requestId"] for m in sent if m.get("method") == "notifications/cancelled"]
+        assert cancels == ([timed_out.id, abandoned.id] if by_notification else [])
+    finally:
+        conn.close()
+
+
+def test_a_request_that_may_not_be_cancelled_or_was_answered_counts_no_cancellation():
+    transport = PlayedTransport()
+    conn, told = counted_engine(transport)
+    try:
+        initialize = conn.send_request("initialize", {}, cancellable=False)
+        with pytest.raises(RequestTimeout):
+            conn.wait(initialize, timeout=0.01)
+        answered = conn.send_request("tools/call", {})
+        respond(transport, answered.id)
+        conn.wait(answered, timeout=5)
+        conn.abandon(answered, "too late")
+        assert told == []
+    finally:
+        conn.close()
+
+
+def test_a_request_abandoned_before_it_was_sent_is_not_cancelled():
+    # An exchanging transport's request goes out in `wait()`: given up before
+    # that, the server never saw it, so nothing is cancelled, nor counted.
+    transport = ExchangingTransport()
+    conn = Connection(transport, new_id_counter())
+    conn.start()
+    try:
+        pending = conn.send_request("tools/call", {})
+        conn.abandon(pending, "given up before it was sent")
+        assert conn.in_flight == 0
+        assert transport.cancelled == []
+        with pytest.raises(queue.Empty):
+            transport.sent.get(timeout=0.05)
+    finally:
+        conn.close()

@@ -2,7 +2,9 @@
 the box"): the fixed-memory histogram's percentiles stay within their
 documented error bound against an exact computation, the recorder counts
 exactly under many threads, its memory is bounded whatever method names it
-is given, and its snapshots are frozen and JSON-ready.
+is given, and its snapshots are frozen and JSON-ready. And what a client
+counts: a cancellation only where one was made, and a call the caller's
+own callback or handler ended as "interrupted".
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import mcp_sync
 from mcp_sync.metrics import COUNTERS, OTHER, OUTCOMES, Histogram, Metrics, MethodStats, Stats
+from mcp_sync.testing import HTTPServer, Server, demo_server
+from tests.helpers import wait_until
 
 LOW = 10e-6  # the histogram's smallest bucket bound, as documented
 RATIO = 1.2  # the documented worst relative overestimate (1 + 20 %)
@@ -382,3 +387,145 @@ def test_after_fork_gives_a_fresh_lock_and_fresh_counts() -> None:
     assert done.wait(timeout=5), "record() blocked on the lock held at fork time"
     t.join(timeout=5)
     assert metrics.snapshot().requests["ping"].count == 1
+
+
+# -- what a client counts (`client.stats()`) ---------------------------------------------------
+
+
+
+def counting_server(gate: threading.Event) -> Server:
+    server = Server(name="counting")
+    server.holding = threading.Event()
+    server.cancelled_calls = []
+    server.echoed = []
+
+    @server.tool(input_schema={"type": "object"})
+    def echo(args, ctx):
+        server.echoed.append(args)
+        return str(args.get("text", ""))
+
+    @server.tool(input_schema={"type": "object"})
+    def hold(args, ctx):
+        server.holding.set()
+        gate.wait(30)
+        return "held"
+
+    @server.tool(input_schema={"type": "object"})
+    def report(args, ctx):
+        ctx.progress(1, 2)
+        if ctx.cancelled.wait(30):  # the client gave up on it and said so
+            server.cancelled_calls.append(args)
+        return "reported"
+
+    @server.tool(input_schema={"type": "object"})
+    def ask(args, ctx):
+        ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        if ctx.cancelled.wait(30):
+            server.cancelled_calls.append(args)
+        return "asked"
+
+    return server
+
+
+def test_a_call_that_timed_out_waiting_for_its_slot_counts_no_cancellation() -> None:
+    # Nothing of it was sent, so nothing was cancelled: it counted one.
+    gate = threading.Event()
+    server = counting_server(gate)
+    with mcp_sync.connect(server, max_in_flight=1, timeout=10) as client:
+        holder = threading.Thread(target=client.call_tool, args=("hold", {}), daemon=True)
+        holder.start()
+        try:
+            assert server.holding.wait(10)
+            with pytest.raises(mcp_sync.RequestTimeout):
+                client.call_tool("echo", {"text": "queued"}, timeout=0.2)
+        finally:
+            gate.set()
+            holder.join(10)
+        stats = client.stats()
+    assert server.echoed == []  # it never reached the server
+    assert stats.timeouts == 1 and stats.cancellations == 0
+    assert {k: v for k, v in stats.requests["tools/call"].outcomes.items() if v} == {"ok": 1, "timeout": 1}
+
+
+def test_a_call_that_timed_out_after_it_was_sent_counts_its_cancellation() -> None:
+    gate = threading.Event()
+    server = counting_server(gate)
+    with mcp_sync.connect(server, timeout=10) as client:
+        try:
+            with pytest.raises(mcp_sync.RequestTimeout):
+                client.call_tool("report", {}, timeout=0.2)
+            assert wait_until(lambda: server.cancelled_calls, 10)
+        finally:
+            gate.set()
+        stats = client.stats()
+    assert stats.timeouts == 1 and stats.cancellations == 1
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_a_progress_callback_that_raises_counts_an_interrupted_call_and_its_cancellation(protocol) -> None:
+    # The metrics' definition: "interrupted" is a KeyboardInterrupt or an
+    # exception raised by the caller's own callback; the call is cancelled
+    # on the server, and that counts as a cancellation.
+    gate = threading.Event()
+    server = counting_server(gate)
+
+    def progress(update):
+        raise ValueError("the caller's own callback")
+
+    with mcp_sync.connect(server, protocol=protocol, timeout=10) as client:
+        try:
+            with pytest.raises(ValueError, match="the caller's own callback"):
+                client.call_tool("report", {}, progress=progress)
+            assert wait_until(lambda: server.cancelled_calls, 10), "the server was not told the call was cancelled"
+        finally:
+            gate.set()
+        stats = client.stats()
+    assert {k: v for k, v in stats.requests["tools/call"].outcomes.items() if v} == {"interrupted": 1}
+    assert stats.cancellations == 1 and stats.timeouts == 0
+
+
+def test_an_input_handler_that_raises_counts_an_interrupted_call_and_its_cancellation() -> None:
+    # Initialize-era HTTP: the question comes on the call's own response
+    # stream and its handler runs inside the call, on the caller's thread.
+    def form(params):
+        raise RuntimeError("the caller's own handler")
+
+    with HTTPServer(demo_server()) as httpd, \
+            mcp_sync.connect(httpd.url, protocol="2025-11-25", input_handlers={"form": form}, timeout=30) as client:
+        with pytest.raises(mcp_sync.InputHandlerError, match="the caller's own handler"):
+            client.call_tool("book_table", {"date": "friday"})
+        stats = client.stats()
+    assert {k: v for k, v in stats.requests["tools/call"].outcomes.items() if v} == {"interrupted": 1}
+    assert stats.cancellations == 1  # (initialize-era HTTP: a notifications/cancelled)
+
+
+def test_an_input_handler_that_answers_something_invalid_is_an_error() -> None:
+    # Nothing of the caller's raised: the library refused what it answered.
+    def form(params):
+        return {"action": "accept", "content": {"name": "Ada", "guests": "many"}}
+
+    with HTTPServer(demo_server()) as httpd, \
+            mcp_sync.connect(httpd.url, protocol="2025-11-25", input_handlers={"form": form}, timeout=30) as client:
+        with pytest.raises(mcp_sync.InputHandlerError):
+            client.call_tool("book_table", {"date": "friday"})
+        stats = client.stats()
+    assert {k: v for k, v in stats.requests["tools/call"].outcomes.items() if v} == {"error": 1}
+
+
+def test_an_error_of_the_library_is_still_an_error() -> None:
+    # Only the caller's own code makes a call "interrupted": a server's error
+    # answer stays "error" and cancels nothing.
+    with mcp_sync.connect(counting_server(threading.Event()), timeout=10) as client:
+        with pytest.raises(mcp_sync.ServerError):
+            client.call_tool("no-such-tool", {}, timeout=10)
+        stats = client.stats()
+    assert {k: v for k, v in stats.requests["tools/call"].outcomes.items() if v} == {"error": 1}
+    assert stats.cancellations == 0
+
+
+def test_a_subscription_closed_counts_its_cancellation() -> None:
+    # Closing it sends notifications/cancelled for its listen request.
+    with mcp_sync.connect(demo_server(), timeout=10) as client:
+        subscription = client.listen()
+        subscription.close()
+        assert client.stats().cancellations == 1
