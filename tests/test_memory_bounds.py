@@ -349,6 +349,108 @@ def test_server_requests_beyond_the_bound_are_refused_never_dropped_silently(eng
     conn2.close()
 
 
+
+class _StalledServer(PlayedTransport):
+    """A server that floods and does not read what the client writes until
+    `reading` is set: every write blocks until then."""
+
+    def __init__(self):
+        super().__init__()
+        self.reading = threading.Event()
+
+    def send(self, message, headers=None):
+        if "method" not in message:  # an answer (the client's own requests still go)
+            self.reading.wait(30)
+        super().send(message, headers)
+
+
+def test_a_flood_of_server_requests_stalls_the_reader_and_every_one_is_answered_once():
+    # The server writes 5,000 roots/list requests and reads none of the client's
+    # answers for a while: the client neither drops an answer nor a
+    # refusal (the server would wait for it for ever) nor queues without
+    # bound; the reader waits (backpressure) while the sender's queue is
+    # crowded, then every request gets exactly one answer.
+    count = 5000
+    transport = _StalledServer()
+    conn = Connection(transport, new_id_counter(), max_server_requests=4)
+    conn.start()
+    sender = conn._threads._sender
+    delivered: list[int] = []
+    high: list[int] = []
+
+    def flood():
+        for i in range(count):
+            transport.sink.deliver({"jsonrpc": "2.0", "id": f"r{i}", "method": "roots/list"})
+            high.append(sender.pending)
+            delivered.append(i)
+
+    reader = threading.Thread(target=flood)
+    reader.start()
+    try:
+        # While the server does not read, the reader stops: it cannot have
+        # delivered them all (no answer leaves, so no room comes).
+        assert wait_until(lambda: sender.crowded)
+        reader.join(0.2)
+        assert reader.is_alive() and len(delivered) < count
+        transport.reading.set()
+        reader.join(30)
+        assert not reader.is_alive()
+        answers = [transport.next_sent() for _ in range(count)]
+        assert sorted(a["id"] for a in answers) == sorted(f"r{i}" for i in range(count))  # each once
+        assert transport.sent.empty() and sender.dropped == 0
+        # Bounded: half the queue, plus the answers owed by the handler
+        # pool at once (4) and one for the reader that passed the mark.
+        assert max(high) <= 1024 // 2 + 4 + 1
+        # (No handler here: those the pool takes are -32601, the rest refused for load.)
+        assert {a["error"]["message"] for a in answers} == {"too many server requests in progress",
+                                                            "Method not found: roots/list"}
+    finally:
+        transport.reading.set()
+        conn.close()
+
+
+
+def test_a_caller_that_gives_up_never_waits_for_room_in_a_crowded_sender():
+    # Backpressure is for the reader only: a caller that abandons its call
+    # hands the server requests its inbox held to the handlers without
+    # waiting for the sender, even while the sender's queue is crowded.
+    transport = _StalledServer()
+    conn = Connection(transport, new_id_counter(), max_server_requests=1)
+    conn.start()
+    sender = conn._threads._sender
+    pending = conn.send_request("tools/call", {})
+    transport.next_sent()
+    transport.sink.deliver({"jsonrpc": "2.0", "id": "mine", "method": "elicitation/create", "params": {}},
+                           related_to=pending.id)
+
+    def flood():
+        for i in range(2000):
+            transport.sink.deliver({"jsonrpc": "2.0", "id": f"r{i}", "method": "roots/list"})
+
+    reader = threading.Thread(target=flood)
+    reader.start()
+    try:
+        assert wait_until(lambda: sender.crowded)
+        gave_up = threading.Thread(target=conn.abandon, args=(pending, "gave up"))
+        gave_up.start()
+        gave_up.join(10)  # returns at once; it would wait for ever for a server that does not read
+        assert not gave_up.is_alive() and reader.is_alive()
+        transport.reading.set()
+        reader.join(30)
+        # Every one is answered once (read before close, which would drop
+        # the answer of a handler still running).
+        answered: set[str] = set()
+        while len(answered) < 2001:
+            message = transport.next_sent()
+            if "method" not in message:
+                assert message["id"] not in answered
+                answered.add(message["id"])
+        assert answered == {"mine"} | {f"r{i}" for i in range(2000)}
+    finally:
+        transport.reading.set()
+        conn.close()
+
+
 def test_a_plain_response_costs_one_queue_item(engine):
     conn, transport = engine
     pending = conn.send_request("tools/call", {})

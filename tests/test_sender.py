@@ -151,3 +151,95 @@ def test_one_writer_sends_a_due_answer_in_order_behind_what_it_writes():
         release.set()
         assert wait_until(lambda: written == ["stuck", "late"], timeout=10), written
         assert sender.close(timeout=10)
+
+
+# -- the bound without a lost answer: spare messages drop, answers never; the reader waits ------
+
+
+def _gated_writer():
+    """A write that blocks until `gate` is set (a server not reading)."""
+    gate, written = threading.Event(), []
+
+    def write(message):
+        gate.wait(10)
+        written.append(message["id"])
+
+    return gate, written, write
+
+
+def test_an_answer_is_never_dropped_and_a_spare_message_stops_at_half_the_bound():
+    gate, written, write = _gated_writer()
+    sender = Sender(write, max_queued=8)
+    try:
+        spare = [sender.put({"id": f"c{i}"}, spare=True) for i in range(6)]
+        # Four wait at most (half of 8), one more if the blocked write took
+        # the first already: the last is dropped whichever.
+        assert spare[:4] == [True] * 4 and spare[-1] is False
+        assert sender.dropped == spare.count(False) and sender.pending == 4
+        answers = [sender.put({"id": f"a{i}"}) for i in range(20)]  # beyond the bound, all kept
+        assert answers == [True] * 20 and sender.dropped == spare.count(False)
+        gate.set()
+        assert sender.flush(5)
+        assert [i for i in written if i.startswith("a")] == [f"a{i}" for i in range(20)]
+    finally:
+        gate.set()
+        sender.close(timeout=5)
+
+
+def test_the_reader_waits_for_room_until_a_quarter_is_left():
+    gate, written, write = _gated_writer()
+    sender = Sender(write, max_queued=16)
+    for i in range(12):
+        sender.put({"id": f"a{i}"})
+    assert sender.crowded
+    seen: list[int] = []
+    reader = threading.Thread(target=lambda: (sender.wait_for_room(), seen.append(sender.pending)))
+    reader.start()
+    try:
+        # Nothing is written while the gate is shut, so the queue cannot
+        # shrink and the reader cannot have returned.
+        reader.join(0.2)
+        assert reader.is_alive() and not seen
+        gate.set()
+        reader.join(5)
+        assert not reader.is_alive() and seen[0] <= 16 // 4
+    finally:
+        gate.set()
+        sender.close(timeout=5)
+    assert not sender.wait_for_room()  # closed: never waits
+
+
+def test_close_wakes_a_reader_waiting_for_room():
+    gate, written, write = _gated_writer()
+    sender = Sender(write, max_queued=8)
+    for i in range(8):
+        sender.put({"id": f"a{i}"})
+    returned = threading.Event()
+    reader = threading.Thread(target=lambda: (sender.wait_for_room(), returned.set()))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # the write is blocked: no room can come
+    sender.close(timeout=0)
+    assert returned.wait(5)
+    gate.set()
+    assert sender.close(timeout=5)
+
+
+def test_a_write_that_delivers_on_the_senders_own_thread_never_waits_for_room():
+    # In-process, a write may run the server, which may deliver a request
+    # on this very thread: the sender must never wait for itself.
+    waited: list[bool] = []
+    holder: list[Sender] = []
+
+    def write(message):
+        if message["id"] == "a0":
+            waited.append(holder[0].wait_for_room())
+
+    sender = Sender(write, max_queued=8)
+    holder.append(sender)
+    for i in range(8):
+        sender.put({"id": f"a{i}"})
+    try:
+        assert sender.flush(5) and waited == [False]
+    finally:
+        sender.close(timeout=5)
