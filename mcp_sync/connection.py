@@ -473,10 +473,13 @@ class Connection:
             log.debug("could not cancel request %s: %s", request_id, exc)
         if not notify:
             return  # (`initialize`, a task-augmented request: not cancelled, not counted)
+        made = True  # (closing the request's stream is the whole cancellation: done above)
         if self.transport.cancels_by_notification:
-            self._threads.post(jsonrpc.notification(
+            # Dropped when the sender's queue is crowded (the server copes
+            # without it): then no cancellation was made, and none counts.
+            made = self._threads.post(jsonrpc.notification(
                 "notifications/cancelled", {"requestId": request_id, "reason": reason}), spare=True)
-        if self._on_cancelled is not None:
+        if made and self._on_cancelled is not None:
             self._on_cancelled()
 
     def _hand_on_leftovers(self, pending: Pending) -> None:

@@ -171,11 +171,12 @@ class EngineThreads:
 
     # -- what the engine hands on ------------------------------------------------------
 
-    def post(self, message: Mapping[str, Any], *, spare: bool = True) -> None:
+    def post(self, message: Mapping[str, Any], *, spare: bool = True) -> bool:
         """Queue `message` for the sender (a cancellation); never blocks.
         `spare` (the default): dropped when the queue is half full, as the
-        peer copes without it; only answers are never dropped (`respond`)."""
-        self._sender.put(message, spare=spare)
+        peer copes without it; only answers are never dropped (`respond`).
+        False when it was dropped."""
+        return self._sender.put(message, spare=spare)
 
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
                 error: Mapping[str, Any] | None = None, *, spare: bool = False) -> bool:

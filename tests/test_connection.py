@@ -504,6 +504,33 @@ def test_each_cancellation_made_is_told_once(by_notification):
         conn.close()
 
 
+def test_a_cancellation_the_crowded_sender_drops_is_not_counted():
+    # A notifications/cancelled is spare: the sender drops it when half its
+    # queue is full. It was counted all the same (`post` said nothing).
+    release = threading.Event()
+
+    class StuckOnCancellations(PlayedTransport):
+        def send(self, message, headers=None):
+            if message.get("method") == "notifications/cancelled":
+                release.wait(30)  # the sender's one thread, stuck on the first
+            super().send(message, headers)
+
+    transport = StuckOnCancellations()
+    conn, told = counted_engine(transport)
+    try:
+        pendings = [conn.send_request("tools/call", {}) for _ in range(700)]
+        for pending in pendings:
+            conn.abandon(pending, "given up")
+        assert 0 < len(told) < 700  # (all 700 before)
+        release.set()
+        cancels = 0
+        while cancels < len(told):  # each one counted goes out
+            cancels += transport.next_sent().get("method") == "notifications/cancelled"
+    finally:
+        release.set()
+        conn.close()
+
+
 def test_a_request_that_may_not_be_cancelled_or_was_answered_counts_no_cancellation():
     transport = PlayedTransport()
     conn, told = counted_engine(transport)
