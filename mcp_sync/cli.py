@@ -35,7 +35,9 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator, Mapping
@@ -50,9 +52,10 @@ from .client import Client
 from .client_requests import UNLISTED_TOOL
 from .config import ServerConfig, kind_of_entry, url_of, find_config, load_config, with_options
 from .control_chars import JSON_ESCAPED, neutralise
-from .errors import ConfigError, McpError, MethodNotFound, MissingClientCapability, ServerError
+from .errors import (ConfigError, McpError, MethodNotFound, MissingClientCapability, RequestTimeout, ServerError,
+                     VersionNegotiationError)
 from .handlers import console_form, defaults_form
-from .options import Reconnect, close_names, unknown_names
+from .options import DEFAULT_PROBE_TIMEOUT, Reconnect, close_names, unknown_names
 from .progress import ProgressBar
 from .transports import HTTP, Stdio, Target
 from .types import (
@@ -90,16 +93,29 @@ def _wants_colour(stream: TextIO) -> bool:
         return False
 
 
+#: A lone surrogate to its escape. Valid JSON (`"\ud83d"`, as a
+#: JavaScript server cutting a string inside an emoji's pair sends it)
+#: gives Python such a str, which a UTF-8 stream refuses to write: shown as
+#: `\ud83d`, also the JSON escape of the same value in JSON output.
+_SURROGATES = {c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)}
+
+
+def _visible(text: str) -> str:
+    """`text` as the command prints it: control characters and lone
+    surrogates as their escapes (newlines and tabs kept)."""
+    return neutralise(text).translate(_SURROGATES)
+
+
 class _Neutralised:
-    """A text stream that neutralises control characters in what is written,
-    and knows whether it takes colour."""
+    """A text stream that neutralises control characters (and lone
+    surrogates) in what is written, and knows whether it takes colour."""
 
     def __init__(self, stream: TextIO) -> None:
         self.raw = stream
         self.colour = _wants_colour(stream)
 
     def write(self, text: str) -> int:
-        return self.raw.write(neutralise(text))
+        return self.raw.write(_visible(text))
 
     def flush(self) -> None:
         self.raw.flush()
@@ -112,9 +128,32 @@ def _put(stream: TextIO, text: str, style: str | None = None) -> None:
     """Write `text` (neutralised), in `style` when the stream takes colour;
     the colour codes bypass the neutralising, the text does not."""
     if style is not None and isinstance(stream, _Neutralised) and stream.colour and text:
-        stream.raw.write(f"\x1b[{_STYLES[style]}m{neutralise(text)}\x1b[0m")
+        stream.raw.write(f"\x1b[{_STYLES[style]}m{_visible(text)}\x1b[0m")
     else:
         stream.write(text)
+
+
+class _NotFinite(Exception):
+    """A JSON number literal that is not a finite number (`NaN`,
+    `Infinity`, `1e400`): Python's parser takes them, JSON has none, and
+    the request could not be sent."""
+
+
+def _finite(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise _NotFinite(f"{token} is not a number JSON can send (finite numbers only)")
+    return value
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _NotFinite(f"{token} is not a number JSON can send (finite numbers only)")
+
+
+def _json_loads(text: str) -> Any:
+    """`json.loads` for what the user typed: `_NotFinite` for a number
+    JSON cannot carry (`ValueError` for text that is not JSON)."""
+    return json.loads(text, parse_float=_finite, parse_constant=_refuse_constant)
 
 
 def _parse_pairs(pairs: Sequence[str], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -138,15 +177,40 @@ def _parse_pairs(pairs: Sequence[str], schema: Mapping[str, Any] | None = None) 
             out[key] = value
             continue
         try:
-            out[key] = json.loads(value)
+            out[key] = _json_loads(value)
+        except _NotFinite:
+            if raw or types:
+                raise ValueError(f"{key}: {value!r} is not a number JSON can send (finite numbers only)") from None
+            out[key] = value  # not JSON: text, as for any parameter the schema does not type
+            continue
         except ValueError:
             if raw:
                 raise ValueError(f"{key}:= takes JSON, and {value!r} is not JSON") from None
+            number = _number(value, types)
+            if number is not None:
+                out[key] = number
+                continue
             if types:
                 what = " or ".join(str(t) for t in types)
                 raise ValueError(f"{key} takes {what} (the tool's inputSchema says), and {value!r} is not one") from None
             out[key] = value
     return out
+
+
+def _number(text: str, types: Sequence[Any]) -> int | float | None:
+    """A number JSON does not spell but a person does (`.5`, `+1`, `01`,
+    `5.`), for a parameter typed `number` or `integer`; None otherwise
+    (a non-finite one too: JSON cannot carry it)."""
+    if "number" not in types and "integer" not in types:
+        return None
+    for read in (int, float):
+        try:
+            value = read(text)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            return value
+    return None
 
 
 #: The options accepted before and after the subcommand. After it, they are
@@ -295,8 +359,8 @@ def _load_args(spec: str, stdin: TextIO) -> dict[str, Any]:
         except (OSError, UnicodeDecodeError) as exc:
             raise _UsageError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        value = json.loads(text)
-    except ValueError as exc:
+        value = _json_loads(text)
+    except (ValueError, _NotFinite) as exc:
         raise _UsageError(f"{where} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise _UsageError(f"{where} must be a JSON object, not {type(value).__name__}")
@@ -856,9 +920,7 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO,
     options: dict[str, Any] = {}
     target: Any
     if args.url:
-        target = args.url
-        if "://" not in target:
-            raise _UsageError(f"--url needs its scheme: --url http://{target} (or https://)")
+        target = _with_scheme(args.url)
         if headers:
             options["headers"] = headers
         # An Authorization header given by hand wins over $MCP_SYNC_TOKEN.
@@ -880,6 +942,19 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO,
         assert _uses_demo(args, command, config)
         target = [sys.executable, "-m", "mcp_sync.testing.server"]
     return target, options
+
+
+def _with_scheme(url: str) -> str:
+    """`--url`'s URL, its scheme in lower case (`HTTP://` is `http://`:
+    schemes are case-insensitive, RFC 3986, and the usage hints take any
+    case); a usage error without a scheme, whose fix is itself a URL
+    (`//host/mcp` and `:8000/mcp` need a host after `http://`)."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        return scheme.lower() + sep + rest if is_url(url) else url
+    fixed = url.lstrip("/")
+    fixed = f"localhost{fixed}" if fixed.startswith(":") else fixed
+    raise _UsageError(f"--url needs its scheme: --url http://{fixed} (or https://)")
 
 
 def _uses_demo(args: argparse.Namespace, command: list[str], config: ServerConfig | None) -> bool:
@@ -996,10 +1071,43 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         status = main(["call", "add", "a=2", "b=3"])  # prints 5, returns 0
         main(["tools", "--server", "calc"], config=load_config({"mcpServers": servers}))
     """
+    try:
+        return _main(argv, stdout, stderr, connect_fn, config)
+    except BrokenPipeError:
+        # Stdout closed where the command's own handling does not reach
+        # (--help, a completion script, the completion helper's names).
+        if stdout is None:
+            _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+class _Closed:
+    """A standard stream closed before the command began (`>&-`: Python
+    makes it None). Stdout's writes fail as a closed pipe's do (status
+    141, nothing printed); stderr's are dropped, with nowhere to go, so
+    that the status is still the one the error has."""
+
+    def __init__(self, *, stdout: bool) -> None:
+        self.stdout = stdout
+
+    def write(self, text: str) -> int:
+        if self.stdout:
+            raise BrokenPipeError(32, "standard output is closed")
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | None,
+          connect_fn: Callable[..., Client], config: ServerConfig | None) -> int:
     # Everything printed may hold a server's text (results, descriptions,
     # error messages, form prompts, an authorization URL, its stderr).
-    out = cast(TextIO, _Neutralised(stdout or sys.stdout))
-    err = cast(TextIO, _Neutralised(stderr or sys.stderr))
+    out = cast(TextIO, _Neutralised(stdout or sys.stdout or cast(TextIO, _Closed(stdout=True))))
+    err = cast(TextIO, _Neutralised(stderr or sys.stderr or cast(TextIO, _Closed(stdout=False))))
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in argv:
@@ -1050,6 +1158,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             # is over once its requests are, so a server that dies under the
             # last one is not started again (nor its attempt logged) while
             # the command exits.
+            if args.timeout < DEFAULT_PROBE_TIMEOUT:
+                # The server/discover probe is a request too: with the
+                # library's 10 s, `--timeout 1` waited 11 s for a server
+                # that answers nothing.
+                options["probe_timeout"] = args.timeout
             with connect_fn(target, timeout=args.timeout, protocol=args.protocol, input_handlers=handlers,
                             reconnect=Reconnect(eager=False), **options) as client:
                 # Each request waits as long as the client was made to: a
@@ -1058,8 +1171,13 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 try:
                     return _run(client, args, out, err)
                 except MissingClientCapability as exc:
-                    if not handlers and "elicitation" in f"{exc} {exc.required_capabilities}":
-                        exc.args = (f"{exc}; {_no_forms(args.answer)}",)  # (this command's own error: in place)
+                    # (this command's own error: amended in place)
+                    if _wants_url_elicitation(exc):
+                        exc.args = (f"{exc}; the server asks you to open a page (URL-mode elicitation): "
+                                    "mcp-sync does not open URL-mode elicitations, whatever --answer says; "
+                                    "use an MCP host that does",)
+                    elif not handlers and "elicitation" in f"{exc} {exc.required_capabilities}":
+                        exc.args = (f"{exc}; {_no_forms(args.answer)}",)
                     raise
     except BrokenPipeError:
         # The reader went away (`mcp-sync tools | head -1`): nothing to say
@@ -1078,7 +1196,87 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         # without a scheme, a pair without "=").
         return _failed(exc, EXIT_USAGE, args.json, err)
     except (_NotFound, McpError, OSError) as exc:
+        if isinstance(exc, RequestTimeout):
+            _timeout_for_the_command(exc)
+        elif isinstance(exc, VersionNegotiationError):
+            _protocol_for_the_command(exc)
+        if isinstance(exc, McpError):
+            _stderr_cut_short(exc, shown=args.verbose)
         return _failed(exc, EXIT_ERROR, args.json, err)
+
+
+#: The library's advice on a timeout, for Python code (`timeout=`,
+#: `connect(timeout=...)`): the command's is `--timeout`.
+_PYTHON_TIMEOUT_ADVICE = re.compile(r": pass a larger timeout=.*$", re.DOTALL)
+#: The start-up timeout names connect()'s `probe_timeout`, which the command
+#: sets from `--timeout` (`within probe_timeout (1 s)` -> `within 1 s`).
+_PROBE_TIMEOUT_NAMED = re.compile(r"within probe_timeout \(([^)]*)\)")
+
+
+def _timeout_for_the_command(exc: RequestTimeout) -> None:
+    """Amend a timeout (the error is this command's own: in place) to
+    name the option that sets it, `--timeout`, instead of the library's
+    Python arguments."""
+    text = str(exc.args[0]) if exc.args else str(exc)
+    text = _PYTHON_TIMEOUT_ADVICE.sub("", text)
+    text = _PROBE_TIMEOUT_NAMED.sub(r"within \1", text).removesuffix(" (timeout)")
+    exc.args = (f"{text}: give a larger --timeout SECONDS (seconds per request)",)
+
+
+#: The library's advice on protocol versions, in `connect()`'s words, and
+#: the command's: `protocol=None` is leaving `--protocol` out.
+_PYTHON_PROTOCOL_ADVICE = (
+    (re.compile(r"protocol=None negotiates"), "without --protocol it negotiates"),
+    (re.compile(r"protocol=None to negotiate any"), "leave out --protocol to negotiate any"),
+    (re.compile(r"\bpin '([^']+)' or older"), r"--protocol \1 or older"),
+    (re.compile(r"\bprotocol='([^']+)'"), r"--protocol \1"),
+)
+
+
+def _protocol_for_the_command(exc: VersionNegotiationError) -> None:
+    """Amend a version negotiation failure (the error is this command's
+    own: in place) to name `--protocol` where the library names
+    `connect(protocol=...)`."""
+    text = str(exc.args[0]) if exc.args else str(exc)
+    for pattern, said in _PYTHON_PROTOCOL_ADVICE:
+        text = pattern.sub(said, text)
+    exc.args = (text,)
+
+
+#: How the library heads the server's last stderr lines, after its first
+#: line (which holds the last of them).
+_STDERR_LINES = "; last stderr lines:\n"
+
+
+def _stderr_cut_short(exc: McpError, *, shown: bool) -> None:
+    """Amend an error that ends with the server's last stderr lines (the
+    error is this command's own: in place) to its first line, which holds
+    the last of them, saying that `-v` shows the others when there were
+    more and they were not `shown` already: the last line is often no
+    cause (npx ends with "A complete log of this run can be found in:
+    ..."). Whether the request had been sent is kept: the library says it
+    after the lines."""
+    text = str(exc.args[0]) if exc.args else str(exc)
+    first, found, lines = text.partition(_STDERR_LINES)
+    if not found:
+        return
+    if len(lines.splitlines()) > 1 and not shown:
+        first += "; mcp-sync -v shows the server's stderr, of which this is the last line"
+    # The note the library puts after the last stderr line, lost with them.
+    if getattr(exc, "may_have_executed", None) is True:
+        first += " (the request had been sent: it may have run on the server; it is not sent again)"
+    exc.args = (first,)
+
+
+def _wants_url_elicitation(exc: MissingClientCapability) -> bool:
+    """Whether the server refused for want of URL-mode elicitation only
+    (`elicitation.url`: a page to open), which no `--answer` provides."""
+    required = exc.required_capabilities
+    if isinstance(required, Mapping):
+        wanted = required.get("elicitation")
+        return isinstance(wanted, Mapping) and bool(wanted) and set(wanted) <= {"url"} and len(required) == 1
+    text = str(exc)
+    return "elicitation.url" in text and "elicitation.form" not in text
 
 
 def _failed(exc: BaseException, status: int, as_json: bool, err: TextIO) -> int:
@@ -1086,8 +1284,10 @@ def _failed(exc: BaseException, status: int, as_json: bool, err: TextIO) -> int:
     (`error`, `type`, `status`) a program can read."""
     text = _first_line(exc)
     if as_json:
+        # JSON's own escapes for DEL and the C1 controls: the stream's
+        # visible `\x7f` is no JSON escape, and the line must parse.
         err.write(json.dumps({"error": text, "type": type(exc).__name__.lstrip("_"), "status": status},
-                             ensure_ascii=False) + "\n")
+                             ensure_ascii=False).translate(JSON_ESCAPED) + "\n")
     else:
         _put(err, "mcp-sync: error:", "error")
         err.write(f" {text}\n")
@@ -1100,7 +1300,7 @@ def _quiet_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # not a real file (a test's StringIO)
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's StringIO), or None (closed at start)
         pass
 
 
@@ -1110,7 +1310,9 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc)
     if not text:
         return type(exc).__name__
-    first = text.splitlines()[0]
+    # At a newline only: str.splitlines() also cuts at NEL (\x85), U+2028
+    # and other separators a server's text may hold mid-line.
+    first = text.split("\n", 1)[0].removesuffix("\r")
     return first.removesuffix("; last stderr lines:")
 
 
