@@ -285,6 +285,7 @@ def find_config(server: str | None = None, *, cwd: str | os.PathLike[str] | None
     """
     places = config_locations(cwd)
     disabled_in: list[Path] = []
+    defined: dict[str, None] = {}  # what the files found define, for the error
     for path in places:
         if not path.is_file():
             continue
@@ -295,10 +296,11 @@ def find_config(server: str | None = None, *, cwd: str | os.PathLike[str] | None
             return path
         if server in config.disabled:
             disabled_in.append(path)
+        defined.update(dict.fromkeys(config))
     looked = ", ".join(str(p) for p in places)
     what = f"defining server {server!r}" if server is not None else ""
     also = (f"; it is disabled in {', '.join(str(p) for p in disabled_in)} (its \"disabled\": true)"
-            if disabled_in else "")
+            if disabled_in else f"; the files found define: {', '.join(defined)}" if defined else "")
     raise ConfigError(f"no MCP config file {what}{' ' if what else ''}found (looked at {looked}){also}")
 
 

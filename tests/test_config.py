@@ -241,6 +241,15 @@ def test_a_file_that_cannot_be_read_as_a_whole_is_refused(tmp_path, data, messag
     assert message in str(caught.value) and str(path) in str(caught.value)
 
 
+def test_find_config_for_a_server_no_file_defines_lists_the_ones_they_do(tmp_path, monkeypatch):
+    for variable in ("HOME", "XDG_CONFIG_HOME", "APPDATA"):  # (no file of the person running the tests)
+        monkeypatch.setenv(variable, str(tmp_path / "home"))
+    write(tmp_path / ".mcp.json", {"mcpServers": {"a": {"command": "x"}, "b": {"url": "http://127.0.0.1:9/mcp"}}})
+    with pytest.raises(mcp_sync.ConfigError) as caught:
+        mcp_sync.find_config("c", cwd=tmp_path)
+    assert str(caught.value).endswith("; the files found define: a, b")
+
+
 def test_a_mapping_whose_server_names_are_not_strings_is_refused():
     # Built in Python: `config[1]` and every message listing the names
     # raised TypeError (from str.join) instead.
