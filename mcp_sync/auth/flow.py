@@ -404,14 +404,10 @@ class TokenFlow:
 
     def _load(self) -> Tokens | None:
         if not self._loaded:
-            data = self._storage.load(self._tokens_key())
-            try:
-                self._tokens = Tokens.from_dict(data) if data else None
-            except (TypeError, ValueError):
-                log.warning("ignoring unreadable stored tokens for %s", self.server_url)
-                self._tokens = None
+            self._tokens = _stored(self._storage, self._tokens_key(), self.server_url)
             self._loaded = True
         return self._tokens
+
 
     def _keep(self, tokens: Tokens | None) -> None:
         self._tokens = tokens
@@ -475,13 +471,14 @@ class TokenFlow:
     def _renewed_elsewhere(self, tokens: Tokens) -> Tokens | None:
         """The tokens another provider sharing the storage put there in
         place of `tokens` (see the module docstring), now held here too;
-        None while it holds `tokens`, or none."""
-        self._loaded = False
-        current = self._load()
+        None while it holds `tokens`, or none. (`_loaded` stays as it is:
+        `credential_scope()` reads the tokens held without the lock while
+        this runs under it.)"""
+        current = _stored(self._storage, self._tokens_key(), self.server_url)
         if current is None or current.access_token == tokens.access_token:
-            self._tokens = tokens if current is not None else None  # the object the failure memory knows
             return None
         log.info("using the tokens for %s that another provider sharing the storage obtained", self.server_url)
+        self._tokens = current
         self._failure = None
         return current
 
@@ -506,7 +503,10 @@ class TokenFlow:
             if elsewhere is not None:  # its refresh used ours up just before ours arrived
                 return elsewhere
             log.info("the refresh token for %s was refused (%s); authorizing again", self.server_url, exc.error)
-            self._keep(None)
+            # Forgotten here only: the storage is not emptied, as another
+            # provider sharing it may have saved fresh tokens since the
+            # read above (the authorization that follows overwrites it).
+            self._tokens, self._loaded = None, True
             return None
         self._keep(renewed)
         return renewed
@@ -735,3 +735,13 @@ class TokenFlow:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._server_url!r})"
+
+
+def _stored(storage: TokenStorage, key: str, server_url: str) -> Tokens | None:
+    """The tokens `storage` holds under `key` now (read, not kept)."""
+    data = storage.load(key)
+    try:
+        return Tokens.from_dict(data) if data else None
+    except (TypeError, ValueError):
+        log.warning("ignoring unreadable stored tokens for %s", server_url)
+        return None

@@ -281,6 +281,8 @@ class _CallbackListener:
                         assert isinstance(sock, socket.socket)
                         if sock is self._server:
                             self._accept(selector)
+                        elif sock not in self._heads:
+                            continue  # dropped by an `_accept` earlier in this batch: closed
                         elif (callback := self._read(selector, sock, deadline)) is not None:
                             return callback
                 return None

@@ -1048,3 +1048,85 @@ def test_who_a_client_is_made_as_is_read_without_a_refresh(serve, tmp_path):
     oauth.token()  # the request's own path refreshes it
     assert grants(auth, "refresh_token") == 1
     assert oauth.credential_scope() not in (None, first)  # another token, another identity for the cache
+
+
+def test_a_refused_refresh_leaves_the_shared_storage_to_the_worker_that_saved_in_it(serve):
+    # The second worker's view of the storage lags (a replica, or the first
+    # worker's save landing just after its re-read): its refresh is refused
+    # and it still sees its own old tokens. It deleted the storage's entry,
+    # the first worker's fresh tokens. It forgets its own tokens only.
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    shared = MemoryStorage()
+    use(mcp, OAuth(redirect=HeadlessRedirect(), storage=shared))
+    key = f"tokens {mcp.url}"
+    before = shared.load(key)
+
+    class Stale:
+        def load(self, name):
+            return dict(before) if name == key else shared.load(name)
+
+        def save(self, name, value):
+            shared.save(name, value)
+
+        def delete(self, name):
+            shared.delete(name)
+
+    class NobodyAnswers(HeadlessRedirect):
+        def authorize(self, authorization_url: str) -> str:
+            raise mcp_sync.AuthorizationError("nobody answered (the test)")
+
+    second = OAuth(mcp.url, redirect=NobodyAnswers(), storage=Stale())
+    assert second.tokens.access_token == before["access_token"]
+    auth.expire_all()
+    use(mcp, OAuth(mcp.url, redirect=Recording(), storage=shared))  # the first worker refreshes
+    renewed = shared.load(key)["access_token"]
+    with pytest.raises(mcp_sync.McpError):
+        use(mcp, second)  # refused, then asks again: nobody answers
+    assert len(token_forms(auth, "refresh_token")) == 2
+    assert shared.load(key)["access_token"] == renewed  # the first worker's tokens are still there
+
+
+def test_credential_scope_reads_without_waiting_while_a_refresh_reads_the_storage(serve):
+    # `credential_scope()` must not wait for a refresh in progress (the
+    # cache asks it on every call): the refresh's second look at the
+    # storage marked the tokens unloaded, and a scope asked meanwhile took
+    # the lock and waited out the whole refresh.
+    auth = serve(AuthServer())
+    mcp = serve(ProtectedMCP(auth))
+    shared = MemoryStorage()
+    use(mcp, OAuth(redirect=HeadlessRedirect(), storage=shared))
+    key = f"tokens {mcp.url}"
+    shared.save(key, {**shared.load(key), "expires_at": time.time() - 1})
+    reading, release = threading.Event(), threading.Event()
+
+    class Held(MemoryStorage):
+        armed = False
+
+        def load(self, name):
+            if self.armed and name == key:
+                reading.set()
+                release.wait(30)  # the refresh holds the provider's lock meanwhile
+            return shared.load(name)
+
+        def save(self, name, value):
+            shared.save(name, value)
+
+    storage = Held()
+    oauth = OAuth(mcp.url, redirect=Recording(), storage=storage)
+    scope = oauth.credential_scope()
+    storage.armed = True
+    refresher = threading.Thread(target=oauth.token)
+    asked: list[object] = []
+    asker = threading.Thread(target=lambda: asked.append(oauth.credential_scope()))
+    refresher.start()
+    try:
+        assert reading.wait(10)
+        asker.start()
+        asker.join(10)
+        assert asked == [scope]  # at once, while the storage read is still held
+    finally:
+        release.set()
+        refresher.join(30)
+        if asker.is_alive():
+            asker.join(10)

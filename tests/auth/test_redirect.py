@@ -12,6 +12,7 @@ import requests
 
 from mcp_sync.auth import LoopbackRedirect
 from mcp_sync.errors import AuthorizationError
+from tests.helpers import wait_until
 
 AUTHORIZATION_URL = "https://as.example.com/authorize?client_id=c&state=the-state&response_type=code"
 
@@ -128,3 +129,75 @@ def test_no_socket_or_thread_outlives_the_wait():
     assert [t for t in threading.enumerate() if t not in before] == []
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", redirect.port)) != 0
+
+
+def test_a_connection_dropped_for_a_new_one_in_the_same_batch_is_not_read(monkeypatch):
+    # The 33rd connection closes the oldest: when that one's bytes came in
+    # the same `select()` as the new connection, the loop read the closed
+    # socket and `ValueError` (an fd of -1) escaped the wait, closing the
+    # port on the person's real redirect. Each `select()` here waits for
+    # the test's go, so the batch is the one the test arranged.
+    import selectors
+
+    from mcp_sync.auth import redirect
+
+    go, gated = threading.Semaphore(0), [0]  # (gated: the selects begun, each waiting for its go)
+
+    class Gated(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+        def select(self, timeout=None):
+            gated[0] += 1
+            go.acquire()
+            return super().select(timeout)
+
+    def step():
+        """Let the listener take one batch, and wait until it waits again."""
+        begun = gated[0]
+        go.release()
+        assert wait_until(lambda: gated[0] > begun or outcome, 10)
+        assert not outcome, outcome  # (the wait ended: with what escaped it)
+
+    monkeypatch.setattr(redirect.selectors, "DefaultSelector", Gated)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    listener = redirect._CallbackListener(server, "/callback", f"http://127.0.0.1:{port}/callback", "good")
+    outcome: list[object] = []  # what the wait returned or raised
+    thread = threading.Thread(target=lambda: outcome.append(_outcome(listener.wait, time.monotonic() + 30)))
+    thread.start()
+    clients = []
+    try:
+        assert wait_until(lambda: gated[0] == 1, 10)
+        while len(listener._heads) < redirect._MAX_CONNECTIONS:
+            clients.append(socket.create_connection(("127.0.0.1", port)))
+            step()  # accepted
+        oldest = next(iter(listener._heads))
+        clients[0].sendall(b"GET /x")  # the oldest's bytes, and a 33rd connection: one batch
+        clients.append(socket.create_connection(("127.0.0.1", port)))
+        assert wait_until(lambda: len(select_readable([server, oldest])) == 2, 10)
+        step()
+        real = socket.create_connection(("127.0.0.1", port))
+        clients.append(real)
+        step()  # accepted
+        real.sendall(b"GET /callback?code=c&state=good HTTP/1.1\r\n\r\n")
+        go.release()
+        thread.join(10)
+        assert outcome == [f"http://127.0.0.1:{port}/callback?code=c&state=good"], outcome
+    finally:
+        for _ in range(100):
+            go.release()
+        thread.join(10)
+        for sock in clients:
+            sock.close()
+        server.close()
+
+
+def _outcome(wait, deadline):
+    try:
+        return wait(deadline)
+    except Exception as exc:  # noqa: BLE001 - what escaped the wait is the finding
+        return exc
+
+
+def select_readable(socks):
+    import select
+
+    return select.select(socks, [], [], 0)[0]
