@@ -12,7 +12,7 @@ Must not know: how a client talks to its server. It uses the public API of
 that `close()` can end a connect in progress, and every option and guarantee of a single
 client (timeouts, reconnects, thread safety) holds per server.
 
-Lock discipline: `_lock` guards `_closed`, `_pool`, `_catalog`, `_listed`, `_relisting` and each
+Lock discipline: `_lock` guards `_closed`, `_catalog`, `_listed`, `_relisting` and each
 slot's `client` and `connecting`; a slot's own `lock` is held for the whole
 of its connect, so threads that need the same server connect it once.
 `close()` takes `_lock` first and closes a connect in progress (which ends
@@ -23,12 +23,16 @@ each client reconnects by itself.
 Why a pool owned by the group and not a thread per listing: the threads are
 bounded (`max_workers`) and `close()` joins them, so no thread outlives
 the group; a listing waits for its own tasks only, each of which is bounded
-by its server's connect and request timeouts.
+by its server's connect and request timeouts. Each server's tasks run one
+at a time (`_Lanes`): a server slow to connect or answer holds one of the
+threads, never those the other servers' tasks need.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import functools
 import inspect
 import logging
 import re
@@ -157,7 +161,10 @@ class ClientGroup:
             fails here, named).
         separator: Put between the server name and a tool or prompt name.
         max_workers: The most servers asked at once by a listing; None: one
-            thread per server, up to 32.
+            thread per server, up to 32. Each server's listings use at most
+            its share (`max_workers // servers`, at least 1) at once, the
+            rest waiting their turn, so a slow server never holds the
+            threads the others need.
         **connect_options: `connect()` options for every server; HTTP
             options (`headers=`, `auth=`, ...) apply to the URL strings.
 
@@ -223,7 +230,8 @@ class ClientGroup:
         self._slots = slots
         self._lock = threading.Lock()
         self._closed = False
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lanes = _Lanes(max_workers, len(slots))
+        self._connectors = _Connectors()
         #: kind -> server -> the names (or URIs, templates) it listed last; replaced whole, under `_lock`.
         self._catalog: dict[str, dict[str, frozenset[str]]] = {}
         #: (server, kind) -> the number of the listing `_catalog` holds (the latest asked).
@@ -239,7 +247,8 @@ class ClientGroup:
         let go here) and no pool (its threads were not copied: work queued
         to it would never run). The clients reconnect by themselves."""
         self._lock = threading.Lock()
-        self._pool = None
+        self._lanes = _Lanes(self.max_workers, len(self._slots))
+        self._connectors = _Connectors()
         self._relisting = {}
         for slot in self._slots.values():
             slot.lock = threading.Lock()
@@ -275,12 +284,29 @@ class ClientGroup:
             McpError: What `connect()` raises for that server, such as
                 `ConnectError`.
         """
+        return self._member(server, None)
+
+    def _member(self, server: str, deadline: float | None) -> Client:
+        """`client(server)`, waited for until `deadline` (a call's) at most:
+        then the connect runs on a thread of its own and goes on past it,
+        bounded by the group's timeouts, for the callers after this one."""
         forking.check()  # the slots' locks and clients are the parent's after a fork from C
         slot = self._slot(server)
         client = slot.client
         if client is not None and client.status != "closed":  # (closed by its user: connected again)
             return client
-        return slot.connects.run(lambda: self._connect(slot))
+        return slot.connects.run(lambda: self._connect(slot), deadline, start=self._connectors.start, late=lambda: (
+            RequestTimeout(f"connecting to server {server!r} took longer than the call's timeout; the connect goes "
+                           "on, bounded by the group's timeouts: try again later, or pass a larger timeout=")))
+
+    def _ready(self, server: str, options: RequestOptions, bound: str, deadline: float | None,
+               spent: bool = False) -> tuple[Client, RequestOptions]:
+        """The server's client, connected within the call's `deadline`, and
+        the call's options: cut to what is left when connecting it (or, if
+        `spent`, routing) used some."""
+        connected = self._slot(server).client is not None
+        return self._member(server, deadline), (options if connected and not spent else
+                                                _within(options, bound, deadline))
 
     def _connect(self, slot: _Slot) -> Client:
         """The slot's client, connected now unless another thread did."""
@@ -347,10 +373,12 @@ class ClientGroup:
         """
         return self._route(name, kind)[:2]
 
-    def _route(self, name: str, kind: str) -> tuple[str, str, bool]:
-        """`resolve()`, and whether the group's listing chose the server
-        (an unqualified name): a name the caller qualified is never routed
-        elsewhere."""
+    def _route(self, name: str, kind: str, deadline: float | None = None) -> tuple[str, str, bool, bool]:
+        """`resolve()`, whether the group's listing chose the server (an
+        unqualified name): a name the caller qualified is never routed
+        elsewhere, and whether the servers were listed for it. A listing
+        gets half of what is left until `deadline` (a call's), so one
+        member slow to connect or list holds no call past its timeout."""
         if kind not in ("tool", "prompt"):
             raise ValueError(f"kind must be 'tool' or 'prompt', not {kind!r}")
         if not isinstance(name, str) or not name:
@@ -359,27 +387,29 @@ class ClientGroup:
         qualified = [(s, name[len(s) + len(sep):]) for s in self._slots
                      if name.startswith(s + sep) and len(name) > len(s) + len(sep)]
         if len(qualified) == 1:
-            return (*qualified[0], False)
+            return (*qualified[0], False, False)
         listing = kind + "s"
         if len(qualified) > 1:  # servers "a" and "a.b": what they listed decides
             known = self._known(listing)
             offered = [(s, n) for s, n in qualified if n in known.get(s, ())]
-            if len(offered) != 1:  # not listed yet, or changed since: ask them
-                known = self._relist(listing)[0]
+            listed = len(offered) != 1
+            if listed:  # not listed yet, or changed since: ask them
+                known = self._relist(listing, _halfway(deadline))[0]
                 offered = [(s, n) for s, n in qualified if n in known.get(s, ())]
             if len(offered) == 1:
-                return (*offered[0], False)
+                return (*offered[0], False, listed)
             raise RoutingError(f"{kind} name {name!r} could belong to several servers "
                                f"({', '.join(s for s, _ in qualified)})",
                                candidates=[self.qualify(s, n) for s, n in qualified])
         known = self._known(listing)
         owners = [s for s in self._slots if name in known.get(s, ())]  # in the group's order
         failed: dict[str, McpError] = {}
-        if not owners:  # never listed, or the servers changed since: ask them
-            known, failed = self._relist(listing)
+        listed = not owners
+        if listed:  # never listed, or the servers changed since: ask them
+            known, failed = self._relist(listing, _halfway(deadline))
             owners = [s for s in self._slots if name in known.get(s, ())]
         if len(owners) == 1:
-            return owners[0], name, True
+            return owners[0], name, True, listed
         if owners:
             candidates = [self.qualify(s, name) for s in owners]
             raise RoutingError(f"{kind} name {name!r} is ambiguous: use one of {', '.join(candidates)}",
@@ -402,29 +432,22 @@ class ClientGroup:
         timeout; with `reset_timeout_on_progress`, its `max_total_timeout`)
         bounds the whole: the listing gets half of what is left (a server
         slow to list is left out), the second call the rest."""
-        resets = bool(options.get("reset_timeout_on_progress"))
-        if resets:
-            bound, total = "max_total_timeout", options.get("max_total_timeout", self._max_total)
-        else:
-            bound, total = "timeout", options.get("timeout", self._request_timeout)
-        deadline = deadline_in(total)
-        server, there, by_listing = self._route(name, kind)
+        bound, deadline = _bound_of(options, self._request_timeout, self._max_total)
+        server, there, by_listing, listed = self._route(name, kind, deadline)
+        client, used = self._ready(server, options, bound, deadline, listed)
         try:
-            return call(self.client(server), there, options)
+            return call(client, there, used)
         except InvalidParams:
             if not by_listing or expired(deadline):
                 raise
-            left = remaining(deadline)
-            known = self._relist(kind + "s", None if left is None else time.monotonic() + left / 2)[0]
+            known = self._relist(kind + "s", _halfway(deadline))[0]
             owners = [s for s in self._slots if name in known.get(s, ())]
             if len(owners) != 1 or owners[0] == server or expired(deadline):
                 raise
             moved_to = owners[0]
         log.info("%s %r moved from server %r to %r since the group listed it: called there", kind, name, server,
                  moved_to)
-        used = options if deadline is None else cast(
-            RequestOptions, {**options, bound: remaining(deadline, at_least=_LEAST)})
-        return call(self.client(moved_to), name, used)
+        return call(self._member(moved_to, deadline), name, _within(options, bound, deadline))
 
     # -- listings ----------------------------------------------------------------------
 
@@ -444,7 +467,8 @@ class ClientGroup:
             ConnectionClosed: The group is closed.
         """
         check_request_options(options)
-        return self._gather("tools", lambda c: c.list_tools(**options), lambda t: self.qualify(t.server, t.item.name))
+        return self._gather("tools", lambda c: c.list_tools(**options), lambda t: self.qualify(t.server, t.item.name),
+                            _listing_deadline(options))
 
     def list_prompts(self, **options: Unpack[RequestOptions]) -> Listing[Prompt]:
         """Every prompt of every server, like `list_tools()`.
@@ -461,7 +485,7 @@ class ClientGroup:
         """
         check_request_options(options)
         return self._gather("prompts", lambda c: c.list_prompts(**options),
-                            lambda t: self.qualify(t.server, t.item.name))
+                            lambda t: self.qualify(t.server, t.item.name), _listing_deadline(options))
 
     def list_resources(self, **options: Unpack[RequestOptions]) -> Listing[Resource]:
         """Every direct resource of every server; `name` is the URI.
@@ -478,7 +502,8 @@ class ClientGroup:
             ConnectionClosed: The group is closed.
         """
         check_request_options(options)
-        return self._gather("resources", lambda c: c.list_resources(**options), lambda t: t.item.uri)
+        return self._gather("resources", lambda c: c.list_resources(**options), lambda t: t.item.uri,
+                            _listing_deadline(options))
 
     def list_resource_templates(self, **options: Unpack[RequestOptions]) -> Listing[ResourceTemplate]:
         """Every resource template of every server; `name` is the template.
@@ -496,7 +521,7 @@ class ClientGroup:
         """
         check_request_options(options)
         return self._gather("resource_templates", lambda c: c.list_resource_templates(**options),
-                            lambda t: t.item.uri_template)
+                            lambda t: t.item.uri_template, _listing_deadline(options))
 
     # -- calls -------------------------------------------------------------------------
 
@@ -525,7 +550,9 @@ class ClientGroup:
         check_request_options(options)
         check_tool_arguments(arguments)  # (before any server is connected)
         if isinstance(tool, GroupItem):
-            return self.client(tool.server).call_tool(tool.item, arguments, **options)
+            client, used = self._ready(tool.server, options,
+                                       *_bound_of(options, self._request_timeout, self._max_total))
+            return client.call_tool(tool.item, arguments, **used)
         return self._call_routed(tool, "tool", options,
                                  lambda client, name, used: client.call_tool(name, arguments, **used))
 
@@ -552,7 +579,9 @@ class ClientGroup:
         check_request_options(options)
         check_prompt_arguments(arguments)
         if isinstance(prompt, GroupItem):
-            return self.client(prompt.server).get_prompt(prompt.item.name, arguments, **options)
+            client, used = self._ready(prompt.server, options,
+                                       *_bound_of(options, self._request_timeout, self._max_total))
+            return client.get_prompt(prompt.item.name, arguments, **used)
         return self._call_routed(prompt, "prompt", options,
                                  lambda client, name, used: client.get_prompt(name, arguments, **used))
 
@@ -581,13 +610,17 @@ class ClientGroup:
             McpError: What `Client.read_resource()` or `client()` raises.
         """
         check_request_options(options)
+        bound, deadline = _bound_of(options, self._request_timeout, self._max_total)
         if isinstance(uri, GroupItem):
-            return self.client(uri.server).read_resource(uri.item.uri, **options)
+            client, used = self._ready(uri.server, options, bound, deadline)
+            return client.read_resource(uri.item.uri, **used)
         if not isinstance(uri, str) or not uri:
             raise TypeError("read_resource() needs a URI string")
-        if server is None:
-            server = self._resource_owner(uri)
-        return self.client(server).read_resource(uri, **options)
+        listed = False
+        if server is None:  # found by listing, within the read's timeout
+            server, listed = _resource_owner(self, uri, deadline)
+        client, used = self._ready(server, options, bound, deadline, listed)
+        return client.read_resource(uri, **used)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -599,7 +632,6 @@ class ClientGroup:
         forking.check()  # a child forked from C lets go of the parent's pool and clients first
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
             connecting = [slot.connecting for slot in self._slots.values() if slot.connecting is not None]
         for starting in connecting:
             starting.close()  # a connect in progress fails at once, and its slot's lock is let go
@@ -608,12 +640,8 @@ class ClientGroup:
                 client, slot.client = slot.client, None
             if client is not None:
                 client.close()
-        if pool is not None:
-            # Clients are closed: the tasks still running end at once; queued ones are dropped.
-            # From one of the pool's own threads (a handler during a listing) it cannot
-            # join itself: the others end as their tasks do.
-            own = threading.current_thread() in getattr(pool, "_threads", ())
-            pool.shutdown(wait=not own, cancel_futures=True)
+        self._connectors.close()  # (the connects they ran end at once: their clients are closed)
+        self._lanes.close()  # clients closed: the tasks still running end at once
 
     def __enter__(self) -> ClientGroup:
         return self
@@ -643,16 +671,14 @@ class ClientGroup:
         caller's deadline) is waited for instead of a new one, so that a
         server slow to answer never holds more than one of the threads."""
         forking.check()  # the pool's threads are the parent's after a fork from C
-        with self._lock:  # submitted under the lock: close() cannot shut the pool down in between
+        with self._lock:
             if self._closed:
                 raise ConnectionClosed("the client group is closed")
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(self.max_workers, "mcp-sync-group")
             futures = {}
             for name in self._slots:
                 running = self._relisting.get((name, kind)) if shared else None
                 if running is None or running.done():
-                    running = self._pool.submit(self._list_one, name, kind, fetch)
+                    running = self._lanes.submit(name, functools.partial(self._list_one, name, kind, fetch))
                     if shared:
                         self._relisting[(name, kind)] = running
                 futures[name] = running
@@ -662,6 +688,8 @@ class ClientGroup:
             try:
                 found = future.result(timeout=remaining(until))
             except concurrent.futures.TimeoutError:
+                if not shared:  # not started yet: dropped, so a lane holds only what someone waits for
+                    future.cancel()
                 errors[server] = RequestTimeout(f"listing the {kind} of {server!r} took longer than the call's "
                                                 f"timeout", method=f"{kind}/list", timeout=None)
                 continue
@@ -686,12 +714,7 @@ class ClientGroup:
             found: list[Any] = []  # a server without the capability offers nothing of the kind
         else:
             found = fetch(client)
-        if kind == "tools" or kind == "prompts":
-            names = frozenset(item.name for item in found)
-        elif kind == "resources":
-            names = frozenset(item.uri for item in found)
-        else:
-            names = frozenset(item.uri_template for item in found)
+        names = _names_of(kind, found)
         with self._lock:
             if number > self._listed.get((server, kind), 0):  # else a listing asked later ended first
                 self._listed[server, kind] = number
@@ -712,27 +735,191 @@ class ClientGroup:
                               lambda entry: "", until, shared=until is not None).errors
         return self._known(kind), errors
 
-    def _resource_owner(self, uri: str) -> str:
-        def owners() -> list[str]:
-            listed = self._known("resources")
-            exact = [s for s in self._slots if uri in listed.get(s, ())]
-            if exact:
-                return exact
-            templates = self._known("resource_templates")
-            return [s for s in self._slots if any(_template_matches(t, uri) for t in templates.get(s, ()))]
 
+def _resource_owner(group: ClientGroup, uri: str, deadline: float | None) -> tuple[str, bool]:
+    """The one server of `group` that lists `uri` (or else a template it
+    matches), listing them again, by half of what is left until
+    `deadline`, when none does; and whether it listed."""
+
+    def owners() -> list[str]:
+        listed = group._known("resources")
+        exact = [s for s in group._slots if uri in listed.get(s, ())]
+        if exact:
+            return exact
+        templates = group._known("resource_templates")
+        return [s for s in group._slots if any(_template_matches(t, uri) for t in templates.get(s, ()))]
+
+    found = owners()
+    failed: dict[str, McpError] = {}
+    listed = not found
+    if listed:
+        until = _halfway(deadline)
+        failed = {**group._relist("resources", until)[1], **group._relist("resource_templates", until)[1]}
         found = owners()
-        failed: dict[str, McpError] = {}
-        if not found:
-            failed = {**self._relist("resources")[1], **self._relist("resource_templates")[1]}
-            found = owners()
-        if len(found) == 1:
-            return found[0]
-        if found:
-            raise RoutingError(f"resource {uri!r} is offered by several servers ({', '.join(found)}): "
-                               "pass server=", candidates=found)
-        unreachable = f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
-        raise RoutingError(f"no server of the group offers resource {uri!r}{unreachable}: pass server=")
+    if len(found) == 1:
+        return found[0], listed
+    if found:
+        raise RoutingError(f"resource {uri!r} is offered by several servers ({', '.join(found)}): "
+                           "pass server=", candidates=found)
+    unreachable = f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
+    raise RoutingError(f"no server of the group offers resource {uri!r}{unreachable}: pass server=")
+
+
+class _Lanes:
+    """The group's threads (at most `max_workers`, made on first use), with
+    one lane per server that runs at most its share of the threads' tasks
+    at once (`max_workers // lanes`, at least 1), the others waiting in order: a server
+    slow to connect or answer holds its share, never the threads the other
+    servers' tasks need (a listing of a healthy server ends in time while a
+    hanging one connects). A task cancelled before it started is skipped.
+    Lock discipline: `_lock` guards all but the tasks, which run without
+    it; it is taken under the group's `_lock`, never the reverse."""
+
+    def __init__(self, max_workers: int, lanes: int) -> None:
+        self._max_workers, self._per_lane = max_workers, max(1, max_workers // max(1, lanes))
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        #: lane -> its tasks not started yet, and how many of its tasks run
+        self._queued: dict[str, collections.deque[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]] = {}
+        self._running: collections.Counter[str] = collections.Counter()
+        self._closed = False
+
+    def submit(self, lane: str, task: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+        """Run `task` once the lane has a free share; its future."""
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosed("the client group is closed")
+            queue = self._queued.setdefault(lane, collections.deque())
+            if any(waiting.cancelled() for waiting, _ in queue):
+                # Given up on by their callers (behind a task that hangs): no
+                # longer held, so a lane holds only what someone waits for.
+                self._queued[lane] = queue = collections.deque(e for e in queue if not e[0].cancelled())
+            queue.append((future, task))
+            if self._running[lane] < self._per_lane:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(self._max_workers, "mcp-sync-group")
+                self._running[lane] += 1
+                self._pool.submit(self._run, lane)
+        return future
+
+    def _run(self, lane: str) -> None:
+        while True:
+            with self._lock:
+                queue = self._queued[lane]
+                if not queue:
+                    self._running[lane] -= 1
+                    return
+                future, task = queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue  # its caller stopped waiting before it started
+            try:
+                result = task()
+            except BaseException as exc:  # the caller's, as a pool's task would give it
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def close(self) -> None:
+        """Cancel the tasks not started, join the threads. From one of them
+        (a handler during a listing) it cannot join itself: the others end
+        as their tasks do."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+            queued = [future for queue in self._queued.values() for future, _ in queue]
+            for queue in self._queued.values():
+                queue.clear()
+        for future in queued:
+            future.cancel()
+        if pool is not None:
+            own = threading.current_thread() in getattr(pool, "_threads", ())
+            pool.shutdown(wait=not own, cancel_futures=True)
+
+
+class _Connectors:
+    """The threads that connect a server for a call with a deadline (one
+    per server at most: its `SharedAttempt` starts one per attempt), joined
+    by `close()`. Lock discipline: `_lock` guards `_threads` and `_closed`;
+    a thread is started under it, so `close()` joins every one started."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: set[threading.Thread] = set()
+        self._closed = False
+
+    def start(self, connect: Callable[[], None]) -> None:
+        """Run `connect` on a thread of its own; here when the group is
+        closed (it then fails at once) or no thread can be had."""
+
+        def run() -> None:
+            try:
+                connect()
+            finally:
+                with self._lock:
+                    self._threads.discard(thread)
+
+        thread = threading.Thread(target=run, name="mcp-sync-group-connect", daemon=True)
+        with self._lock:
+            if not self._closed:
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had: connected on the caller's, past its deadline
+                    pass
+                else:
+                    self._threads.add(thread)
+                    return
+        connect()
+
+    def close(self) -> None:
+        """Join the threads (each ends once the group closed the client it connects)."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join()
+
+
+def _names_of(kind: str, found: list[Any]) -> frozenset[str]:
+    """What routing knows items of `kind` by: tool and prompt names, resource URIs, URI templates."""
+    if kind == "tools" or kind == "prompts":
+        return frozenset(item.name for item in found)
+    if kind == "resources":
+        return frozenset(item.uri for item in found)
+    return frozenset(item.uri_template for item in found)
+
+
+def _bound_of(options: RequestOptions, request_timeout: float | None,
+              max_total: float | None) -> tuple[str, float | None]:
+    """Which option bounds a call made with `options` (`max_total_timeout`
+    when progress resets `timeout`), and the call's deadline by it (the
+    clients' own when the call gives none)."""
+    if options.get("reset_timeout_on_progress"):
+        return "max_total_timeout", deadline_in(options.get("max_total_timeout", max_total))
+    return "timeout", deadline_in(options.get("timeout", request_timeout))
+
+
+def _listing_deadline(options: RequestOptions) -> float | None:
+    """The deadline of a listing call that gives a timeout (None: each
+    server's own timeouts bound it): a member slow to connect is reported
+    in `errors` by then, and its listing goes on on the group's thread."""
+    bound = "max_total_timeout" if options.get("reset_timeout_on_progress") else "timeout"
+    seconds = options.get(bound)
+    return None if seconds is None else deadline_in(cast(float, seconds))
+
+
+def _halfway(deadline: float | None) -> float | None:
+    """Half of what is left until `deadline`: a listing's share, leaving the rest to the call."""
+    left = remaining(deadline)
+    return None if left is None else time.monotonic() + left / 2
+
+
+def _within(options: RequestOptions, bound: str, deadline: float | None) -> RequestOptions:
+    """`options`, with `bound` cut to what is left until `deadline`."""
+    if deadline is None:
+        return options
+    return cast(RequestOptions, {**options, bound: remaining(deadline, at_least=_LEAST)})
 
 
 def _template_matches(template: str, uri: str) -> bool:

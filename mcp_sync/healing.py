@@ -28,6 +28,7 @@ from .closers import Closers
 from .connection import Connection
 from .errors import ConnectionClosed, McpError, RequestTimeout, TransportError
 from .status import Status, StatusMonitor
+from .waiting import wait_for_event
 
 if TYPE_CHECKING:
     from .subscriptions import Subscription
@@ -39,6 +40,19 @@ log = logging.getLogger("mcp_sync.client")
 ROUND_SECONDS = 1.0
 #: The shortest wait between two rounds that found the connection not ready.
 MIN_ROUND_WAIT = 0.05
+#: The longest one blocking wait of a backoff: a policy's waits may exceed
+#: what `Event.wait` accepts (`threading.TIMEOUT_MAX`: OverflowError beyond,
+#: which killed the waiting thread), so a longer one waits in pieces.
+LONGEST_WAIT = 86400.0
+
+
+def backoff(stop: threading.Event, seconds: float) -> bool:
+    """Wait `seconds`, however many, or until `stop` is set; whether it is."""
+    end = time.monotonic() + seconds
+    while not wait_for_event(stop, min(max(end - time.monotonic(), 0.0), LONGEST_WAIT)):
+        if time.monotonic() >= end:
+            return False
+    return True
 
 
 class Healable(Protocol):
@@ -156,7 +170,7 @@ class Healer:
                             return
                         self.again = False
                     continue
-                self._stop.wait(wait)  # the backoff
+                backoff(self._stop, wait)
         except BaseException:  # a thread of ours never dies silently
             log.exception("reconnecting failed unexpectedly")
             with self.lock:

@@ -48,7 +48,7 @@ from . import forking, negotiation
 from .admission import Admission
 from .closers import Closers
 from .connection import Connection
-from .healing import Healer
+from .healing import Healer, backoff
 from .errors import (ConnectionClosed, HTTPStatusError, McpError, RequestTimeout, SessionExpired, TransportError,
                      UnsupportedProtocolVersion)
 from .keepalive import Keepalive
@@ -59,7 +59,7 @@ from .options import Keepalive as KeepalivePolicy
 from .options import Reconnect
 from .status import Status, StatusMonitor
 from .transports.base import Target, Transport
-from .waiting import acquire_until, remaining, wait_for_event
+from .waiting import acquire_until, remaining
 
 if TYPE_CHECKING:
     from .subscriptions import Subscription
@@ -118,6 +118,19 @@ def _stable_after(policy: Reconnect) -> float:
     start a fresh run of `policy` (an idle client makes no call whose
     answer would): the longest backoff wait, and at least 10 s."""
     return max(policy.max_delay, 10.0)
+
+
+def _give_up(supervisor: Supervisor, cause: McpError | None) -> ConnectionClosed:
+    """The policy's attempts ran out (under `restart_lock`): `failed`, for
+    good, and the interrupted subscriptions end; the error to raise."""
+    error = cause if cause is not None else ConnectionClosed("the connection failed")
+    supervisor.gave_up = error
+    supervisor.status.set(Status.FAILED, error)
+    log.error("reconnecting gave up after %d attempts: %s", supervisor.attempts, error)
+    for subscription in supervisor.open_subscriptions():
+        if subscription.interrupted:
+            subscription.fail(ConnectionClosed(f"reconnecting gave up: {error}"))
+    return ConnectionClosed(f"reconnecting gave up after {supervisor.attempts} attempts: {error}")
 
 
 class Policy(NamedTuple):
@@ -185,7 +198,7 @@ class Supervisor:
 
     def _pause(self, seconds: float) -> None:
         """The backoff wait: ends at once when the client closes."""
-        wait_for_event(self.closed_event, seconds)
+        backoff(self.closed_event, seconds)
 
     def register(self, subscription: Subscription, *, initialize_era: bool = False) -> None:
         """Watch `subscription`: interrupt and re-open it across reconnects,
@@ -367,6 +380,9 @@ class Supervisor:
             # The new connection is up whatever its follow-up request did.
             if announce:
                 self.status.set(Status.READY)
+                failure = new.failure  # (set before its notice: whichever comes last, the status ends right)
+                if failure is not None:  # noticed while "reconnecting" still stood: said again, after "ready"
+                    self._on_failed(new, failure)
             if self.keepalive is not None:
                 self.keepalive.reset()
             if any(subscription.interrupted for subscription in self.open_subscriptions()):
@@ -421,6 +437,12 @@ class Supervisor:
         self.admission.pause()
         try:
             return self._reconnect_paused(failed, deadline)
+        except BaseException as exc:
+            if self.policy.reconnect is None:
+                # Without a policy nothing tries again until the next call:
+                # "reconnecting" would stay with nothing reconnecting.
+                self.status.set(Status.FAILED, exc if isinstance(exc, McpError) else failed.failure)
+            raise
         finally:
             self.admission.resume()
 
@@ -449,7 +471,7 @@ class Supervisor:
                     self.delays = policy.delays() if policy is not None else itertools.repeat(0.0)
                 delay = next(self.delays, None)
                 if delay is None:
-                    raise self._give_up(cause)
+                    raise _give_up(self, cause)
                 self.retry_at = self.clock() + delay
             wait = self.retry_at - self.clock()
             if wait > 0:
@@ -483,16 +505,6 @@ class Supervisor:
             self.metrics.count("reconnects")
             self.on_reconnect()
             return new
-
-    def _give_up(self, cause: McpError | None) -> ConnectionClosed:
-        error = cause if cause is not None else ConnectionClosed("the connection failed")
-        self.gave_up = error
-        self.status.set(Status.FAILED, error)
-        log.error("reconnecting gave up after %d attempts: %s", self.attempts, error)
-        for subscription in self.open_subscriptions():
-            if subscription.interrupted:
-                subscription.fail(ConnectionClosed(f"reconnecting gave up: {error}"))
-        return ConnectionClosed(f"reconnecting gave up after {self.attempts} attempts: {error}")
 
     def renew_session(self, conn: Connection, generation: int, cause: McpError | None = None, *,
                       method: str | None = None, timeout: float | None = None, deadline: float | None = None) -> None:

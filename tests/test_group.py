@@ -505,7 +505,8 @@ def test_a_listing_that_ends_late_does_not_undo_a_newer_one():
     # Its older names overwrote what the newer listing had found, so the
     # group routed a tool that had moved to the server it had left.
     a, b = _report_server("a", True), _report_server("b", False)
-    with mcp_sync.ClientGroup({"a": a, "b": b}, timeout=20) as group:
+    # (Two threads a server: its listings may overlap, one of each at a time.)
+    with mcp_sync.ClientGroup({"a": a, "b": b}, timeout=20, max_workers=4) as group:
         assert group.resolve("report") == ("a", "report")
         client = group.client("a")
         real, answered, release = client.list_tools, threading.Event(), threading.Event()
@@ -529,3 +530,101 @@ def test_a_listing_that_ends_late_does_not_undo_a_newer_one():
         first.join(20)
         assert group.resolve("report") == ("b", "report")
         assert group.call_tool("report").text == "report of b"
+
+
+#: A stdio member that never answers: its connect lasts as long as the
+#: group's timeouts allow (well over the calls' timeouts below).
+NEVER_ANSWERS = [sys.executable, "-c", "import sys; sys.stdin.read()"]
+
+
+def test_a_member_hanging_on_connect_holds_no_call_past_its_timeout():
+    # Routing an unqualified name the group had not listed yet asked every
+    # member with no bound of the call's, so one member hanging on connect
+    # held `call_tool(..., timeout=1)` for its whole connect (18 s here);
+    # so did `list_tools(timeout=1)`, and `read_resource(uri, timeout=1)`.
+    notes = Server(name="notes")
+    notes.tool(name="add_note")(lambda args, ctx: "noted")
+    notes.resource("notes://today", "today", mime_type="text/plain")(lambda: "milk")
+    with mcp_sync.ClientGroup({"notes": notes, "slow": NEVER_ANSWERS}, timeout=8) as group:
+        started = time.monotonic()
+        assert group.read_resource("notes://today", timeout=1).text == "milk"
+        assert time.monotonic() - started < 1 + SLACK
+
+        started = time.monotonic()
+        assert group.call_tool("add_note", {"text": "x"}, timeout=1).text == "noted"
+        assert time.monotonic() - started < 1 + SLACK
+
+        started = time.monotonic()
+        tools = group.list_tools(timeout=1)
+        assert time.monotonic() - started < 1 + SLACK
+        assert tools.names == ["notes.add_note"]
+        assert isinstance(tools.errors["slow"], mcp_sync.RequestTimeout)
+
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.RoutingError, match="slow"):  # says which member could not be asked
+            group.call_tool("nobody_has_it", timeout=1)
+        assert time.monotonic() - started < 1 + SLACK
+
+
+def test_a_member_slow_to_list_holds_no_thread_the_others_need():
+    # Two listings stuck on one member took both of the group's threads
+    # (one per server): every other member's listing then waited for them,
+    # and a listing with a timeout reported a healthy member as timed out.
+    # Now a member's tasks use its share of the threads, the rest wait
+    # their turn.
+    notes, slow = Server(name="notes"), Server(name="slow")
+    notes.prompt("greet")(lambda args: "hello")
+    release, entered = threading.Event(), []
+    with mcp_sync.ClientGroup({"notes": notes, "slow": slow}, timeout=20) as group:
+        client = group.client("slow")
+        real = client.list_tools
+
+        def stuck(**options):
+            entered.append(1)
+            release.wait(20)
+            return real(**options)
+
+        client.list_tools = stuck
+        listers = [threading.Thread(target=group.list_tools) for _ in range(2)]
+        try:
+            for lister in listers:
+                lister.start()
+            # Both listings of the slow member taken by a thread, or one
+            # waiting its turn behind the other.
+            lanes = getattr(group, "_lanes", None)
+            assert wait_until(lambda: len(entered) + len(lanes._queued.get("slow", ()) if lanes else ()) == 2, 10)
+            result: dict[str, mcp_sync.group.Listing[mcp_sync.Prompt]] = {}
+            asker = threading.Thread(target=lambda: result.update(prompts=group.list_prompts(timeout=2)))
+            started = time.monotonic()
+            asker.start()
+            asker.join(2 + SLACK)
+            assert not asker.is_alive(), f"list_prompts(timeout=2) still waits after {time.monotonic() - started:.1f} s"
+            assert result["prompts"].names == ["notes.greet"]  # the healthy member answered in time
+            assert list(result["prompts"].errors) == ["slow"]
+        finally:
+            release.set()
+            for lister in listers:
+                lister.join(20)
+        asker.join(20)
+
+
+def test_a_call_to_a_member_hanging_on_connect_ends_by_its_timeout():
+    # The first use of a member connects it: a call with timeout=0.5 to a
+    # member whose connect hangs waited for the whole connect (13 s here).
+    # Now it waits for it until its deadline; the connect goes on (bounded
+    # by the group's timeouts), shared by the next callers, and close()
+    # ends it.
+    before = {t.ident for t in threading.enumerate()}
+    group = mcp_sync.ClientGroup({"mem": named_server("mem"), "slow": NEVER_ANSWERS}, timeout=8)
+    for call in (lambda: group.call_tool("slow.echo", {"text": "x"}, timeout=0.5),
+                 lambda: group.call_tool("slow.echo", {"text": "x"}, timeout=0.5)):  # the same connect, going on
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.RequestTimeout, match="slow"):
+            call()
+        assert time.monotonic() - started < 0.5 + SLACK
+    assert group.call_tool("mem.echo", {"text": "y"}, timeout=5).text == "mem:y"
+    started = time.monotonic()
+    group.close()
+    assert time.monotonic() - started < 5
+    assert wait_until(lambda: not [t for t in threading.enumerate() if t.ident not in before], 5), \
+        [t.name for t in threading.enumerate() if t.ident not in before]

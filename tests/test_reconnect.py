@@ -22,7 +22,7 @@ import mcp_sync
 from mcp_sync.status import Status
 from mcp_sync.options import Reconnect
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.helpers import SLACK, NoThread, demo_command, hanging_server, next_event, wait_until
+from tests.helpers import SLACK, NoThread, demo_command, hanging_server, next_event, runs, wait_until
 
 ERAS = ["2026-07-28", "2025-11-25"]
 FAST = Reconnect(initial_delay=0.01, max_delay=0.05)
@@ -439,3 +439,99 @@ def test_a_close_that_gets_no_thread_happens_on_the_callers(monkeypatch):
         monkeypatch.undo()
         assert closed == ["reconnecting"]
         assert client._supervisor.closers.running == {}
+
+
+def test_a_failed_restart_without_a_policy_says_failed_not_reconnecting(tmp_path):
+    # reconnect=False: a stateless stdio server is still started again by
+    # the next call. When that start fails, nothing reconnects until the
+    # call after it, so the status says `failed`; it said `reconnecting`
+    # for good, with no thread reconnecting.
+    launcher = tmp_path / "server.sh"
+    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} -m mcp_sync.testing.server\n")
+    launcher.chmod(0o755)
+    with mcp_sync.connect([str(launcher)], protocol="2026-07-28", reconnect=False, timeout=10) as client:
+        launcher.rename(tmp_path / "moved.sh")  # the next start cannot find it
+        kill_server(client)
+        assert client.status is Status.FAILED
+        with pytest.raises(mcp_sync.ConnectError):
+            client.call_tool("echo", {"text": "x"})
+        assert client._supervisor.healer.thread is None  # nothing reconnects...
+        assert client.status is Status.FAILED  # ... and the status says so
+        (tmp_path / "moved.sh").rename(launcher)
+        assert client.call_tool("echo", {"text": "y"}).text == "y"  # the next call starts it again
+        assert client.status is Status.READY
+
+
+def test_a_backoff_longer_than_a_thread_can_wait_keeps_the_reconnect_thread(tmp_path):
+    # A policy's waits may exceed what one `Event.wait` accepts
+    # (`threading.TIMEOUT_MAX`, some 292 years): the reconnect thread died of
+    # OverflowError at its first backoff, leaving `reconnecting` with
+    # nothing reconnecting, and a call waiting on a thread raised it.
+    flag, launcher = breakable_server(tmp_path)
+    policy = Reconnect(initial_delay=1e10, max_delay=1e10, jitter=False)
+    with mcp_sync.connect([sys.executable, str(launcher)], reconnect=policy, timeout=10) as client:
+        supervisor = client._supervisor
+        flag.touch()
+        kill_server(client)
+        # The first attempt goes at once and fails; the next is due in 1e10 s.
+        assert wait_until(lambda: supervisor.retry_at > 0, 10)
+        healer = supervisor.healer
+        assert wait_until(lambda: healer.thread is None or runs(healer.thread, threading.Event.wait.__code__), 10)
+        assert healer.thread is not None and healer.thread.is_alive(), "the reconnect thread died"
+        assert client.status is Status.RECONNECTING
+        # A call waiting for that attempt on a thread of its own waits, as
+        # the policy says, until close() ends the wait.
+        failed: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                client.call_tool("echo", {"text": "x"}, timeout=None)
+            except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+                failed.append(exc)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        assert wait_until(lambda: failed or runs(caller, threading.Event.wait.__code__), 10)
+        assert not failed, f"the waiting call raised {failed!r}"
+    caller.join(10)
+    assert not caller.is_alive()
+    assert len(failed) == 1 and isinstance(failed[0], mcp_sync.ConnectionClosed)
+
+
+def test_a_reconnected_server_that_dies_at_once_is_not_reported_ready(tmp_path):
+    # With eager=False, a server started again that exits right after its
+    # handshake (here: at the `logging/setLevel` the reconnect sends) was
+    # reported `ready` for good: its failure was noticed while the status
+    # still said `reconnecting`, and `ready` was announced after it.
+    flag = tmp_path / "dies"
+    dies = tmp_path / "dies_after_handshake.py"
+    dies.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    msg = json.loads(line)\n"
+        "    if msg.get('method') == 'initialize':\n"
+        "        print(json.dumps({'jsonrpc': '2.0', 'id': msg['id'], 'result': {\n"
+        "            'protocolVersion': msg['params']['protocolVersion'],\n"
+        "            'capabilities': {'tools': {}, 'logging': {}}, 'serverInfo': {'name': 'x', 'version': '1'}}}),\n"
+        "            flush=True)\n"
+        "    elif 'id' in msg:\n"
+        "        sys.exit(0)\n")
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        "import os, sys\n"
+        f"if os.path.exists({str(flag)!r}):\n"
+        f"    os.execv(sys.executable, [sys.executable, {str(dies)!r}])\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_sync.testing.server'])\n")
+    lazy = Reconnect(eager=False, initial_delay=0.01, max_delay=0.05)
+    with mcp_sync.connect([sys.executable, str(launcher)], protocol="2025-11-25", log_level="info",
+                          reconnect=lazy, timeout=10) as client:
+        flag.touch()
+        kill_server(client)
+        with pytest.raises(mcp_sync.ServerExited):
+            client.call_tool("echo", {"text": "x"})  # reconnects; the new server exits at once
+        conn = client._conn
+        assert conn.failure is not None
+        assert client.status is Status.RECONNECTING  # not `ready`: nothing answers
+        flag.unlink()
+        assert client.call_tool("echo", {"text": "y"}).text == "y"
+        assert client.status is Status.READY
