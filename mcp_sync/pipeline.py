@@ -737,7 +737,7 @@ class Pipeline:
                                              protocol_version=dialect.version)
                 if isinstance(exc, UnsupportedProtocolVersion) and dialect.stateless and "version" not in mended:
                     mended.add("version")
-                    supervisor.rediscover(exc)
+                    supervisor.rediscover(exc, plan.deadline)
                     continue
                 if isinstance(exc, HeaderMismatch) and call.refresh_headers is not None and "headers" not in mended:
                     mended.add("headers")

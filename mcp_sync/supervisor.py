@@ -552,11 +552,12 @@ class Supervisor:
         if any(subscription.interrupted for subscription in self.open_subscriptions()):
             self.healer.soon()  # subscribe again in the new session
 
-    def rediscover(self, refusal: UnsupportedProtocolVersion) -> None:
-        """After a -32022 on a ready stateless connection: settle the version again."""
+    def rediscover(self, refusal: UnsupportedProtocolVersion, deadline: float | None = None) -> None:
+        """After a -32022 on a ready stateless connection: settle the version
+        again, by the refused call's `deadline`."""
         conn = self.conn
         assert conn is not None
-        settled = negotiation.reprobe(conn, self.require_settled(), refusal, self.terms)
+        settled = negotiation.reprobe(conn, self.require_settled(), refusal, self.terms, deadline)
         with self.lock:
             if self.conn is conn:
                 self.settled = settled

@@ -230,3 +230,28 @@ def test_an_initialize_refused_with_the_supported_versions_settles_on_one_of_the
     with mcp_sync.connect([sys.executable, str(script)], probe_timeout=0.3) as client:
         assert client.protocol_version == "2024-11-05"
         assert client.call_tool("echo").text == "ok"
+
+
+def test_a_call_refused_with_32022_ends_by_its_own_deadline_when_the_reprobe_meets_silence():
+    # The -32022 is answered by settling the version again for the call: a
+    # server silent on that `server/discover` held the call for the
+    # client's probe_timeout (30 s here), not its own 0.5 s.
+    import time
+
+    from tests.scripted_engine import DISCOVERED, ScriptedTarget
+
+    discovers = []
+
+    def script(message):
+        if message["method"] == "server/discover":
+            discovers.append(message)
+            return DISCOVERED if len(discovers) == 1 else None  # silent the second time
+        return {"error": {"code": -32022, "message": "Unsupported protocol version",
+                          "data": {"supported": ["2026-07-28"]}}}
+
+    with mcp_sync.connect(ScriptedTarget(script), probe_timeout=30, timeout=30) as client:
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.McpError):
+            client.call_tool("echo", {"text": "x"}, timeout=0.5)
+        assert time.monotonic() - started < 10  # (its 0.5 s, with a generous margin; not probe_timeout)
+        assert len(discovers) == 2
