@@ -65,8 +65,7 @@ class Delivery:
     adopted server request was handed on).
     """
 
-    __slots__ = ("_lock", "_router", "_threads", "_on_notification", "_drops", "_failed", "_unadopt", "_log_run",
-                 "_make_room")
+    __slots__ = ("_lock", "_router", "_threads", "_on_notification", "_drops", "_failed", "_unadopt", "_log_run")
 
     def __init__(self, lock: threading.Lock, router: Router[Any], threads: EngineThreads, *,
                  on_notification: Callable[[dict[str, Any]], None] | None, drops: Drops,
@@ -79,12 +78,6 @@ class Delivery:
         self._failed = failed
         self._unadopt = unadopt
         self._log_run = _LOG_RUN  # one at a time while the last hand-off found the log queue half full
-        # Backpressure before a server request that has just come is handed
-        # on for an answer of the engine's own (see `EngineThreads.make_room`):
-        # the answer is never dropped, so the reader waits while the
-        # sender's queue is crowded. (A stand-in for the engine's threads
-        # without a sender, in a test, needs none.)
-        self._make_room: Callable[[], object] = getattr(threads, "make_room", _no_wait)
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None, *,
                 held: list[Any] | None = None, invalid: list[str] | None = None,
@@ -288,7 +281,6 @@ class Delivery:
             else:
                 log.debug("server notification %s (no handler)", payload.get("method"))
         elif dest is routes.HANDLERS:
-            self._make_room()
             self._threads.take(payload)
         elif dest is routes.CLIENT_LOG:
             self._threads.log(payload)
@@ -309,26 +301,18 @@ class Delivery:
         inbox = pending.inbox
         if overflow is REFUSED and event is ADOPTED:
             self._unadopt(pending)
-            self._make_room()
             self._threads.take(payload)  # the handler threads take what the call has no room for
             return
         if overflow is REFUSED:
             self._drops.add("refused_requests")
             log.debug("refused server request %r: %d wait for %s already", payload.get("id"),
                       inbox.max_requests, pending.method)
-            # Refused, and answered all the same: never dropped, the reader
-            # waits for room in the sender's queue first (backpressure, see
-            # `EngineThreads.make_room`).
-            self._make_room()
             self._threads.respond(payload["id"], None, {
-                "code": codes.INTERNAL_ERROR, "message": "too many server requests are waiting for this call"})
+                "code": codes.INTERNAL_ERROR, "message": "too many server requests are waiting for this call"},
+                spare=True)
             return
         self._drops.add("progress" if event is PROGRESS else "logs")
         if overflow is FIRST_DROP:
             log.warning("%s (request %s): the caller is behind; its oldest progress and log messages are "
                         "dropped beyond %d and %d waiting until it catches up", pending.method, pending.id,
                         inbox.max_progress, inbox.max_logs)
-
-
-def _no_wait() -> bool:
-    return False

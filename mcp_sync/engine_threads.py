@@ -20,10 +20,7 @@ Lock discipline: no lock of its own; the sender, the pools and the log
 burst have theirs and are only ever taken for a moment. Any thread may call
 it (the reader, a caller, a handler, the sender), but never with the
 engine's lock held, since `settle` and `owes` take that lock. Only
-`flush()` and `join()` wait, and only within the timeout they are given;
-and `make_room()`, for the sender to write while its queue is crowded:
-backpressure on whoever reads (never a caller that gave up), which
-`stop()` ends.
+`flush()` and `join()` wait, and only within the timeout they are given.
 """
 
 from __future__ import annotations
@@ -171,11 +168,9 @@ class EngineThreads:
 
     # -- what the engine hands on ------------------------------------------------------
 
-    def post(self, message: Mapping[str, Any], *, spare: bool = True) -> bool:
+    def post(self, message: Mapping[str, Any], *, spare: bool = False) -> bool:
         """Queue `message` for the sender (a cancellation); never blocks.
-        `spare` (the default): dropped when the queue is half full, as the
-        peer copes without it; only answers are never dropped (`respond`).
-        False when it was dropped."""
+        False when it was dropped (`spare`: when the queue is half full)."""
         return self._sender.put(message, spare=spare)
 
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
@@ -183,9 +178,7 @@ class EngineThreads:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
         answered (a handler that timed out), gets nothing more (False). Never
-        blocks: the answer goes out through the sender, which never drops
-        it (see `make_room`). `spare` is accepted and ignored: no answer is
-        spare, a refusal neither (the server waits for each)."""
+        blocks: the answer goes out through the sender."""
         if not self._settle(request_id):
             log.debug("not answering server request %r: cancelled or answered already", request_id)
             return False
@@ -203,27 +196,10 @@ class EngineThreads:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
         else:
             message = jsonrpc.result_response(request_id, result or {})
-        # Never `spare`: every server request gets exactly one answer (this
-        # one: `settle` said so once). The queue's bound holds because the
-        # reader made room before it handed the request on (`make_room`).
-        self._sender.put(message)
+        # A refusal (`spare`) may only use the first half of the queue, so a
+        # flood's refusals never crowd out the answers of real handlers.
+        self._sender.put(message, spare=spare)
         return True
-
-    def make_room(self) -> bool:
-        """Backpressure, for whoever reads, before it hands a server request
-        that has just come on for an answer of the engine's own (`take`:
-        the pool's answer, a refusal, ping; a call's inbox that is full:
-        its refusal): while the sender's queue is half full or more, wait
-        until the writes have drained it to a quarter (or the connection
-        closes; at once on the sender's own threads).
-
-        The invariant (see `sender`): an answer is never dropped, and the
-        queue stays bounded, because no such request, and so no answer
-        without a bounded holder, is taken in while it is crowded (a call's
-        inbox and the pools bound the rest); the server's requests wait in
-        its pipe or stream meanwhile. True when it waited. Never with a
-        lock held: it waits for the sender, which takes the engine's lock."""
-        return self._sender.wait_for_room()
 
     def owes(self, request_id: Any) -> bool:
         """Is server request `request_id` still owed an answer?"""
@@ -236,11 +212,7 @@ class EngineThreads:
     def take(self, message: dict[str, Any]) -> None:
         """A server request no caller takes: to the handler pool, with its
         `handler_timeout` counted from now; refused at once when the pool is
-        full (through the sender: this may be the reader's thread). Never
-        waits: a reader that takes a request in from the wire calls
-        `make_room()` first (`Delivery`), so that the answer or refusal it
-        gets finds room; a caller handing on what its inbox held (bounded
-        by the inbox) must not wait, as it may have given up."""
+        full (through the sender: this may be the reader's thread)."""
         request_id = message["id"]
         self.arm_handler_timeout(request_id)
         if self._at_once is not None and self._at_once(message):
@@ -253,10 +225,8 @@ class EngineThreads:
             self._answer(message)
             return
         if not self._handlers.submit(lambda: self._answer(message)):
-            # Refused for load, but answered all the same (never dropped: see
-            # `make_room`).
-            self.respond(request_id, error={"code": codes.INTERNAL_ERROR,
-                                            "message": "too many server requests in progress"})
+            self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"},
+                         spare=True)
 
     def answer_here(self, message: dict[str, Any]) -> None:
         """`take()`, on the calling thread: the same handler and answer, for

@@ -11,40 +11,9 @@ Why it exists: whoever reads (the reader thread) must never write, or a
 server that floods requests before reading its stdin deadlocks the pipe;
 and whoever gave up (a timed-out or interrupted caller) must never block on
 IO, or a deadline or a Ctrl-C is overrun by a slow write. Both only `put()`
-a message here, which never blocks.
-
-What happens when the peer does not read as fast as we write depends on
-the message (the invariant that keeps the queue bounded without losing an
-answer):
-
-- A *spare* message (a cancellation, a keepalive probe: the peer copes
-  without it) may only fill half the queue (`max_queued // 2`); beyond,
-  it is dropped and logged.
-- An *answer* to a server request (its result, or an error: a refusal
-  "too many server requests" too) is never dropped while the sender is
-  open: the server would wait for it for ever, and JSON-RPC owes an answer
-  to every request. Its room is made where answers come from instead:
-  whoever reads calls `wait_for_room()` before it hands a server request
-  on for an answer that nothing else holds back (the handler pool's, a
-  refusal for load, ping: `EngineThreads.take`; a call's full inbox's
-  refusal; see `Delivery`), which waits (backpressure: the reader stops
-  reading, so the server's pipe or stream fills and the server waits)
-  while the queue holds half the bound or more, until it is down to a
-  quarter. A caller never waits there (one that gave up hands on what
-  its inbox held without waiting: the inbox bounded it). So at most
-  `max_queued // 2` spare messages and answers of requests taken in below
-  the mark are queued, plus one answer for each server request owed at
-  that moment by a handler, a caller's inbox or a client task (each of
-  them bounded: the handler pools' `max_pending`, an inbox's
-  `max_requests`, the client-task table), plus one per reading thread
-  that passed the mark at once. Nothing else puts an answer; an answer
-  due at a deadline is made and written by the sender's own thread, never
-  queued.
-
-A server that writes requests without ever reading our answers then stalls
-its own connection (its requests wait in its pipe) rather than costing
-the client unbounded memory or lost answers; the client's calls still end
-at their deadlines, and `close()` wakes a reader waiting here.
+a message here, which never blocks: when the queue is full the message is
+dropped and logged (the peer is not reading what we already wrote, so one
+more message would not help it either).
 
 The thread starts on first use and ends at `close()`; a write blocked in
 the transport is ended by the transport's own `close()`, which the
@@ -96,12 +65,7 @@ class Sender:
         self._max_queued = max_queued
         self._name = name
         self._writers = writers
-        lock = threading.Lock()
-        self._cond = threading.Condition(lock)
-        # Whoever reads waits here for room (`wait_for_room`): a condition of
-        # its own on the same lock, so that a `notify()` meant for a writer
-        # (a message put, a deadline set) never wakes the reader instead.
-        self._room = threading.Condition(lock)
+        self._cond = threading.Condition(threading.Lock())
         self._queue: deque[Mapping[str, Any]] = deque()
         # Deadlines: a heap of (when, seq, key); a key's factory lives in
         # `_due` until it runs or is cancelled, so a cancelled one is skipped.
@@ -115,17 +79,15 @@ class Sender:
         self.dropped = 0
 
     def put(self, message: Mapping[str, Any], *, spare: bool = False) -> bool:
-        """Queue `message`; never blocks. False when it was dropped (closed,
-        or a `spare` message that found half the queue full). A `spare`
-        message (a cancellation, a probe: the peer copes without it) may
-        only fill half the queue; any other (an answer to a server request,
-        a refusal too) is never dropped while open: its room is kept by
-        `wait_for_room()` (see the module notes)."""
-        limit = self._max_queued // 2
+        """Queue `message`; never blocks. False when it was dropped (full or
+        closed). A `spare` message (a refusal, a cancellation: the peer
+        copes without it) may only fill half the queue, so that answers
+        always find room."""
+        limit = self._max_queued // 2 if spare else self._max_queued
         with self._cond:
             if self._closed:
                 return False
-            full = spare and len(self._queue) >= limit
+            full = len(self._queue) >= limit
             if full:
                 self.dropped += 1
             else:
@@ -136,34 +98,6 @@ class Sender:
             log.warning("the sender's queue is full (%d messages): dropped %s", limit,
                         message.get("method") or f"the answer to {message.get('id')!r}")
         return not full
-
-    @property
-    def crowded(self) -> bool:
-        """Half the bound or more is queued (read without the lock: a hint
-        for the reader's hot path; `wait_for_room()` decides)."""
-        return len(self._queue) >= self._max_queued // 2
-
-    def wait_for_room(self) -> bool:
-        """For whoever reads, before it takes in a server request (whose
-        answer will be queued here): when half the bound or more is
-        queued, wait until a quarter or less is (the writes drain it), or
-        the sender closes. Returns at once on the sender's own threads (a
-        write may deliver in-process: it must never wait for itself).
-        True when it waited."""
-        if not self._max_queued // 2 <= len(self._queue):
-            return False
-        low = self._max_queued // 4
-        me = threading.current_thread()
-        with self._cond:
-            if me in self._threads:
-                return False
-            waited = False
-            # (No thread, which only a failed `start()` leaves: nothing
-            # would drain the queue, so nobody waits for it.)
-            while len(self._queue) > low and not self._closed and self._threads:
-                waited = True
-                self._room.wait()
-            return waited
 
     def at(self, when: float, key: Any, make: Due) -> None:
         """At `when` (a `time.monotonic()` value), send what `make()` returns
@@ -217,8 +151,6 @@ class Sender:
             if was_busy:
                 self._busy -= 1
                 self._cond.notify_all()  # for `flush()`
-                if len(self._queue) <= self._max_queued // 4:
-                    self._room.notify_all()  # for `wait_for_room()`
             while True:
                 if self._closed:
                     return None
@@ -290,7 +222,6 @@ class Sender:
             self._heap.clear()
             self._due.clear()
             self._cond.notify_all()
-            self._room.notify_all()
             threads = [thread for thread in self._threads if thread is not threading.current_thread()]
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in threads:
