@@ -800,7 +800,11 @@ class _Lanes:
                 if self._pool is None:
                     self._pool = concurrent.futures.ThreadPoolExecutor(self._max_workers, "mcp-sync-group")
                 self._running[lane] += 1
-                self._pool.submit(self._run, lane)
+                try:
+                    self._pool.submit(self._run, lane)
+                except BaseException:  # (a Ctrl-C as it submits: no thread runs the lane)
+                    self._running[lane] -= 1
+                    raise
         return future
 
     def _run(self, lane: str) -> None:

@@ -46,7 +46,7 @@ def is_input_required(result: Mapping[str, Any]) -> bool:
 
 
 def answer_rounds(
-    send: Callable[[dict[str, Any]], dict[str, Any]],
+    send: Callable[..., dict[str, Any]],
     method: str,
     params: Mapping[str, Any],
     *,
@@ -63,7 +63,9 @@ def answer_rounds(
     """Send `params` with `send` until the result is complete; see the module.
     `first` is the first round's result when it was sent before this loop
     began (the fast lane's first round: `Pipeline.call_tool_plain`), and
-    `started` when it was sent."""
+    `started` when it was sent. With `max_total_timeout`, each round is
+    sent as `send(params, left)`: its wait is cut to the `left` seconds of
+    the whole call's bound."""
     if started is None:
         started = time.monotonic()
     responses = dict(input_responses) if input_responses is not None else None
@@ -75,8 +77,16 @@ def answer_rounds(
             round_params["inputResponses"] = responses
         if state is not None:
             round_params["requestState"] = state
-        result = send(round_params) if first is None else first
-        first = None
+        if first is not None:
+            result, first = first, None
+        elif (left := _left(started, max_total_timeout)) is None:
+            result = send(round_params)
+        else:
+            try:
+                result = send(round_params, left)
+            except RequestTimeout:
+                _within_total(method, started, max_total_timeout)  # the bound's error, when it ended the round
+                raise
         if not is_input_required(result):
             return result
         if method not in METHODS:

@@ -403,8 +403,9 @@ class Pipeline:
         started = time.monotonic()
         max_total = options.get("max_total_timeout", self.timeouts.max_total)
 
-        def call(params: Mapping[str, Any] | None) -> Call:
-            return Call(method, params, options, handlers, headers, refresh_headers, extensions)
+        def call(params: Mapping[str, Any] | None, limit: float | None = None) -> Call:
+            return Call(method, params, options if limit is None else _capped(options, limit, self.timeouts.request),
+                        handlers, headers, refresh_headers, extensions)
 
         def send_once(one: Call) -> dict[str, Any]:
             try:
@@ -418,7 +419,7 @@ class Pipeline:
             if responses is None and state is None and method not in multiround.METHODS:
                 return send_once(call(original))
             return multiround.answer_rounds(
-                lambda params: send_once(call(params)),
+                lambda params, limit=None: send_once(call(params, limit)),
                 method, dict(original or {}), handlers=handlers,
                 answer_input=answer_input, max_rounds=max_rounds,
                 input_responses=responses, request_state=state, schemas=self.catalog.schemas,
@@ -468,7 +469,9 @@ class Pipeline:
         kind = raw.get("resultType")
         if kind == "input_required":
             raw = multiround.answer_rounds(
-                lambda params: self.send(call._replace(params=params)), call.method, dict(call.params or {}),
+                lambda params, limit=None: self.send(call._replace(
+                    params=params, options=_capped(call.options, limit, self.timeouts.request))),
+                call.method, dict(call.params or {}),
                 handlers=call.handlers, answer_input=True, max_rounds=self.limits.max_input_rounds,
                 input_responses=None, request_state=None, schemas=catalog.schemas,
                 max_total_timeout=self.timeouts.max_total, started=started, first=raw)
@@ -788,6 +791,17 @@ def _plan(call: Call, timeouts: Timeouts) -> Plan:
                 # timeout, even with no callback to show it.
                 wants_progress=progress is not None or reset_on_progress, on_progress=on_progress,
                 reset_on_progress=reset_on_progress, layers=layers if any(layers) else None)
+
+
+def _capped(options: RequestOptions, limit: float | None, default: float | None) -> RequestOptions:
+    """A round's options with its `timeout` cut to `limit` seconds (what is
+    left of the call's `max_total_timeout`; None: as they are)."""
+    timeout = options.get("timeout", default)
+    if limit is None or (timeout is not None and timeout <= limit):
+        return options
+    capped = options.copy()
+    capped["timeout"] = max(limit, 0.001)
+    return capped
 
 
 def _callers_progress(progress: Callable[[Progress], Any]) -> Callable[[dict[str, Any]], None]:

@@ -81,7 +81,17 @@ class SharedAttempt(Generic[T]):
             if leading:
                 if start is None or deadline is None:
                     return self._lead(attempt, make)
-                start(lambda: self._lead_elsewhere(attempt, make))
+                try:
+                    start(lambda: self._lead_elsewhere(attempt, make))
+                except BaseException:
+                    # Not started (a Ctrl-C as the thread starts): nothing
+                    # would ever end this attempt, which waiters (and the
+                    # next callers) would wait on for good.
+                    with self._lock:
+                        if self._running is attempt:
+                            self._running = None
+                    attempt.done.set()
+                    raise
             if not wait_for_event(attempt.done, remaining(deadline)):
                 raise late() if late is not None else RequestTimeout("still being made at the call's deadline")
             if attempt.error is not None:

@@ -628,3 +628,26 @@ def test_a_call_to_a_member_hanging_on_connect_ends_by_its_timeout():
     assert time.monotonic() - started < 5
     assert wait_until(lambda: not [t for t in threading.enumerate() if t.ident not in before], 5), \
         [t.name for t in threading.enumerate() if t.ident not in before]
+
+
+def test_a_ctrl_c_as_a_listing_is_handed_to_a_thread_leaves_that_server_listed_again():
+    # The lane was counted running before the pool took it: interrupted
+    # there, no thread ran it, and that server's listings never ran again
+    # (each timed out; without a timeout, waited until close()).
+    import concurrent.futures
+
+    with mcp_sync.ClientGroup({"a": demo_server(), "b": demo_server()}) as group:
+        class Interrupted(concurrent.futures.ThreadPoolExecutor):
+            armed = True
+
+            def submit(self, *args, **kwargs):
+                if Interrupted.armed:
+                    Interrupted.armed = False
+                    raise KeyboardInterrupt  # as a Ctrl-C landing here
+                return super().submit(*args, **kwargs)
+
+        group._lanes._pool = Interrupted(group.max_workers, "mcp-sync-group")
+        with pytest.raises(KeyboardInterrupt):
+            group.list_tools(timeout=5)
+        listing = group.list_tools(timeout=5)
+        assert listing.errors == {} and {item.server for item in listing.items} == {"a", "b"}

@@ -33,7 +33,7 @@ class Server:
         self.results = list(results)
         self.sent = []
 
-    def __call__(self, params):
+    def __call__(self, params, limit=None):
         self.sent.append(params)
         return self.results.pop(0)
 
@@ -227,3 +227,34 @@ def test_a_state_only_pause_never_outlasts_max_total_timeout():
     assert len(server.sent) == 1
     # The pause stops at the bound, not STATE_ONLY_DELAY later (a generous margin).
     assert elapsed < multiround.STATE_ONLY_DELAY
+
+
+@pytest.mark.parametrize("where", ["call", "client"])
+def test_the_round_after_the_persons_answer_waits_no_longer_than_max_total_timeout(where):
+    # The checks between rounds let a round sent just before the bound wait
+    # its whole per-request timeout: the server working on for 30 s held
+    # a max_total_timeout=1 call 30 s. Each round waits what is left.
+    import time
+
+    from mcp_sync.testing import Server
+
+    server = Server()
+
+    @server.tool(description="asks, then works until cancelled")
+    def ask_then_work(args, ctx):
+        ctx.elicit("name?", {"type": "object", "properties": {"n": {"type": "string"}}})
+        ctx.cancelled.wait(30)
+        return "done"
+
+    def form(request):
+        threading.Event().wait(0.3)  # a person answering (counts against the bound)
+        return {"action": "accept", "content": {"n": "x"}}
+
+    on_call = {"max_total_timeout": 1.0, "timeout": 60} if where == "call" else {}
+    on_client = {"max_total_timeout": 1.0, "timeout": 60} if where == "client" else {}
+    with mcp_sync.connect(server, protocol="2026-07-28", input_handlers={"form": form}, **on_client) as client:
+        started = time.monotonic()
+        with pytest.raises(mcp_sync.RequestTimeout) as caught:
+            client.call_tool("ask_then_work", {}, **on_call)
+        assert time.monotonic() - started < 15  # (its 1 s, with a generous margin; the server works 30 s)
+        assert caught.value.max_total_timeout == 1.0

@@ -146,6 +146,23 @@ def one_connect_for_five_threads(connect: Callable[[], Any], release: Path, star
     assert first == starts() - first
 
 
+def test_an_attempt_whose_thread_never_started_is_not_left_running():
+    # A Ctrl-C as `start` starts the thread that makes the value: the
+    # attempt was published as running, nobody ran it, and every later
+    # caller waited on it (for good without a deadline).
+    import time
+
+    attempt: SharedAttempt[str] = SharedAttempt()
+
+    def interrupted(run: Callable[[], None]) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        attempt.run(lambda: "made", deadline=time.monotonic() + 30, start=interrupted)
+    assert attempt.run(lambda: "again", deadline=time.monotonic() + 5,
+                       start=lambda run: threading.Thread(target=run).start()) == "again"
+
+
 def test_a_group_connects_a_server_once_for_the_threads_that_wait_for_it(tmp_path):
     command, release, starts = stalled_server(tmp_path)
     with mcp_sync.ClientGroup({"stalled": command}, timeout=60, probe_timeout=60) as group:
