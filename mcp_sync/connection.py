@@ -441,6 +441,12 @@ class Connection:
             if kind is SERVER_REQUEST or kind is ADOPTED:
                 self._threads.take(payload)
 
+    def abandon_any(self, pending: Pending | None) -> None:
+        """`abandon(pending)` for a caller whose own code was interrupted (a
+        Ctrl-C as `wait()` starts); nothing when nothing was registered."""
+        if pending is not None:
+            self.abandon(pending, "request abandoned by the client")
+
     def abandon(self, pending: Pending, reason: str) -> None:
         """Stop waiting for `pending`: forget it and cancel it on the server.
 

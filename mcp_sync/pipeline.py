@@ -701,13 +701,8 @@ class Pipeline:
                     )
                 except MENDABLE as failure:
                     outcome = failure
-                except BaseException:
-                    # As in the plain lane: a call registered here is forgotten
-                    # (and cancelled) whatever ends it but a failure handled
-                    # below; `wait()` abandons it on what it raises, and this on
-                    # an interrupt as `wait()` starts (a second abandon does nothing).
-                    if pending is not None:
-                        conn.abandon(pending, "request abandoned by the client")
+                except BaseException:  # (the invariant of `PlainLane.send`'s, which see)
+                    conn.abandon_any(pending)
                     raise
                 else:
                     if supervisor.attempts:

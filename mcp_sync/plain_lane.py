@@ -131,8 +131,7 @@ class PlainLane:
             # `wait()` abandons it on anything raised inside its `try`; an
             # interrupt landing as `wait()` starts, before that `try`, is
             # this one's (a second `abandon()` does nothing).
-            if pending is not None:
-                conn.abandon(pending, "request abandoned by the client")
+            conn.abandon_any(pending)
             raise
         else:
             if supervisor.attempts:

@@ -844,25 +844,9 @@ def test_a_refresh_refused_because_another_worker_refreshed_first_takes_its_toke
     key = f"tokens {mcp.url}"
     before = shared.load(key)
 
-    class Lagging:
-        """The shared storage as the second worker sees it: the tokens as
-        they were before, until its own refresh has reached the server."""
-
-        def __init__(self) -> None:
-            self.token_requests = auth.token_requests
-
-        def load(self, name):
-            if name == key and auth.token_requests <= self.token_requests + 1:
-                return dict(before)
-            return shared.load(name)
-
-        def save(self, name, value):
-            shared.save(name, value)
-
-        def delete(self, name):
-            shared.delete(name)
-
-    lagging = Lagging()
+    requests_before = auth.token_requests
+    # The tokens as they were before, until its own refresh has reached the server.
+    lagging = StaleView(shared, key, before, stale=lambda: auth.token_requests <= requests_before + 1)
     redirect = Recording()
     second = OAuth(mcp.url, redirect=redirect, storage=lagging)
     assert second.tokens.access_token == before["access_token"]
@@ -1062,21 +1046,11 @@ def test_a_refused_refresh_leaves_the_shared_storage_to_the_worker_that_saved_in
     key = f"tokens {mcp.url}"
     before = shared.load(key)
 
-    class Stale:
-        def load(self, name):
-            return dict(before) if name == key else shared.load(name)
-
-        def save(self, name, value):
-            shared.save(name, value)
-
-        def delete(self, name):
-            shared.delete(name)
-
     class NobodyAnswers(HeadlessRedirect):
         def authorize(self, authorization_url: str) -> str:
             raise mcp_sync.AuthorizationError("nobody answered (the test)")
 
-    second = OAuth(mcp.url, redirect=NobodyAnswers(), storage=Stale())
+    second = OAuth(mcp.url, redirect=NobodyAnswers(), storage=StaleView(shared, key, before))
     assert second.tokens.access_token == before["access_token"]
     auth.expire_all()
     use(mcp, OAuth(mcp.url, redirect=Recording(), storage=shared))  # the first worker refreshes
@@ -1130,3 +1104,20 @@ def test_credential_scope_reads_without_waiting_while_a_refresh_reads_the_storag
         refresher.join(30)
         if asker.is_alive():
             asker.join(10)
+
+
+class StaleView:
+    """A shared storage as another worker sees it: the tokens under `key`
+    as they were (`before`) while `stale()` says so; writes go through."""
+
+    def __init__(self, shared, key, before, stale=lambda: True) -> None:
+        self.shared, self.key, self.before, self.stale = shared, key, before, stale
+
+    def load(self, name):
+        return dict(self.before) if name == self.key and self.stale() else self.shared.load(name)
+
+    def save(self, name, value):
+        self.shared.save(name, value)
+
+    def delete(self, name):
+        self.shared.delete(name)
