@@ -63,9 +63,9 @@ def answer_rounds(
     """Send `params` with `send` until the result is complete; see the module.
     `first` is the first round's result when it was sent before this loop
     began (the fast lane's first round: `Pipeline.call_tool_plain`), and
-    `started` when it was sent. With `max_total_timeout`, each round is
-    sent as `send(params, left)`: its wait is cut to the `left` seconds of
-    the whole call's bound."""
+    `started` when it was sent. With `max_total_timeout`, each round after
+    the first is sent as `send(params, left)`: its wait is cut to the
+    `left` seconds of the whole call's bound."""
     if started is None:
         started = time.monotonic()
     responses = dict(input_responses) if input_responses is not None else None
@@ -79,8 +79,8 @@ def answer_rounds(
             round_params["requestState"] = state
         if first is not None:
             result, first = first, None
-        elif (left := _left(started, max_total_timeout)) is None:
-            result = send(round_params)
+        elif not answered or (left := _left(started, max_total_timeout)) is None:
+            result = send(round_params)  # (the first round waits as the call says, for ever with None)
         else:
             try:
                 result = send(round_params, left)

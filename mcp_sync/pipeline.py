@@ -792,8 +792,8 @@ def _capped(options: RequestOptions, limit: float | None, default: float | None)
     """A round's options with its `timeout` cut to `limit` seconds (what is
     left of the call's `max_total_timeout`; None: as they are)."""
     timeout = options.get("timeout", default)
-    if limit is None or (timeout is not None and timeout <= limit):
-        return options
+    if limit is None or not (timeout is None or (type(timeout) in (int, float) and timeout > limit)):
+        return options  # (a value that is not a number is left for the call's own check to refuse)
     capped = options.copy()
     capped["timeout"] = max(limit, 0.001)
     return capped
