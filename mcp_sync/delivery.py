@@ -21,6 +21,10 @@ it: each item is routed as if it had come alone, in order, and invalid
 items fail the channel as an invalid message does, once the valid ones are
 routed.
 
+A request that is JSON-RPC but malformed (`router.MALFORMED`) is no
+invalid message: it is answered with its error (or dropped with a warning
+when nobody can be answered), and the channel, and every call on it, goes on.
+
 Lock discipline: the lock and the router are the connection's (it makes
 them and replaces them only in a fork child, with a new `Delivery`). The
 lock is held for the routing decision and the inbox put, never while
@@ -286,6 +290,15 @@ class Delivery:
             self._threads.log(payload)
         elif dest is routes.INVALID:
             return str(event)
+        elif dest is routes.MALFORMED:
+            # A server bug the channel survives, logged at warning: for a
+            # dropped one (a notification) the log is its only trace.
+            log.warning("the server sent a malformed message: %s", event)
+            if payload is not None:
+                # A refusal, as `_overflowed`'s: owed since it was routed,
+                # so it goes out once, unless the server withdrew it.
+                request_id, error = payload
+                self._threads.respond(request_id, None, error, spare=True)
         elif payload.get("method") == "notifications/cancelled":
             # Withdrawn by the server: its handler timeout is moot.
             self._threads.withdrawn((payload.get("params") or {}).get("requestId"))

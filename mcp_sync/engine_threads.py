@@ -48,6 +48,8 @@ MAX_HANDLER_THREADS = 4
 #: The most log messages (for no call) waiting for the log handler; beyond,
 #: the oldest waiting one is dropped.
 MAX_QUEUED_LOGS = 256
+#: The refusal of a server request the client has no room for.
+BUSY = {"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"}
 
 
 #: The most threads running client-task handlers (see `Answer.background`):
@@ -196,9 +198,11 @@ class EngineThreads:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
         else:
             message = jsonrpc.result_response(request_id, result or {})
-        # A refusal (`spare`) may only use the first half of the queue, so a
-        # flood's refusals never crowd out the answers of real handlers.
-        self._sender.put(message, spare=spare)
+        # A refusal (`spare`: the handlers had no room) waits in a lane of
+        # its own, so a flood's refusals never crowd out the answers of real
+        # handlers, and each still reaches a server that reads (it waits for
+        # every one of them).
+        self._sender.put(message, refusal=spare)
         return True
 
     def owes(self, request_id: Any) -> bool:
@@ -215,6 +219,12 @@ class EngineThreads:
         full (through the sender: this may be the reader's thread)."""
         request_id = message["id"]
         self.arm_handler_timeout(request_id)
+        if self._sender.crowded:
+            # The server reads our answers slower than it asks: an answer
+            # queued now could overflow the sender and be lost, so the
+            # request is refused (refusals have their own, larger bound).
+            self.respond(request_id, error=BUSY, spare=True)
+            return
         if self._at_once is not None and self._at_once(message):
             # Invariant: what `at_once` picks never blocks and runs no user
             # code (the answers about the client's own tasks, ping, creating
@@ -225,8 +235,7 @@ class EngineThreads:
             self._answer(message)
             return
         if not self._handlers.submit(lambda: self._answer(message)):
-            self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": "too many server requests in progress"},
-                         spare=True)
+            self.respond(request_id, error=BUSY, spare=True)
 
     def answer_here(self, message: dict[str, Any]) -> None:
         """`take()`, on the calling thread: the same handler and answer, for

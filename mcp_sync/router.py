@@ -10,8 +10,19 @@ tested on plain data (`tests/test_router.py`, with hypothesis); the engine
 It routes one message at a time: the engine splits a JSON-RPC batch and
 hands its items here one by one (an item that is not an object is INVALID).
 
+A message that is not JSON-RPC 2.0 at all, or neither a request, a
+notification nor a response, is INVALID: the channel is broken. A request
+or notification that is JSON-RPC but malformed (a method that is not a
+string, params that are not an object; `jsonrpc.request_flaw`) is MALFORMED
+instead: the client answers it with that error when it has an id that can
+be answered, and drops it with a warning otherwise; the channel goes on.
+
 The rules, in the order they are tried:
 
+- A malformed request whose id can be answered is owed its error (see
+  MALFORMED), unless a request with the same id is owed an answer already:
+  the one answer under that id is then the valid request's. Any other
+  malformed message is dropped.
 - A response goes to the call or subscription with its id, which leaves the
   table at once (so a second response with the same id is dropped). A
   response for an id nobody waits for any more (timed out, abandoned) is
@@ -61,6 +72,7 @@ class Dest(enum.Enum):
     NOTIFICATION = "notification"  # (NOTIFICATION, None, "notification", message): the notification hook
     DROP = "drop"                  # (DROP, None, reason, message): nobody wants it (logged at debug)
     INVALID = "invalid"            # (INVALID, None, reason, message): not JSON-RPC; the channel is broken
+    MALFORMED = "malformed"        # (MALFORMED, None, reason, answer): see MALFORMED below
 
 
 CALL = Dest.CALL
@@ -70,6 +82,14 @@ CLIENT_LOG = Dest.CLIENT_LOG
 NOTIFICATION = Dest.NOTIFICATION
 DROP = Dest.DROP
 INVALID = Dest.INVALID
+#: A request or notification that is JSON-RPC but malformed (see
+#: `jsonrpc.request_flaw`). Its answer is `(request_id, error)`, the error
+#: (`{"code", "message"}`) the client owes request `request_id` (routing it
+#: made the id owed, so `settle()` lets exactly that one answer out); None
+#: when nobody can be answered (a notification, or an id that cannot be
+#: answered or is owed another answer): dropped with a warning. Either way
+#: the channel goes on.
+MALFORMED = Dest.MALFORMED
 
 #: Events in a caller's inbox.
 RESPONSE = "response"
@@ -251,7 +271,10 @@ class Router(Generic[Owner]):
         try:
             kind = jsonrpc.classify(message)
         except InvalidMessage as exc:
-            return (INVALID, None, str(exc), message)
+            flaw = jsonrpc.request_flaw(message)
+            if flaw is None:
+                return (INVALID, None, str(exc), message)
+            return self._malformed(message, flaw, str(exc))
         if kind is jsonrpc.Kind.RESPONSE or kind is jsonrpc.Kind.ERROR:
             return self._response(message)
         if kind is jsonrpc.Kind.NOTIFICATION:
@@ -321,6 +344,21 @@ class Router(Generic[Owner]):
                 only.adopted += 1
                 return (CALL, only, ADOPTED, message)
         return (HANDLERS, None, SERVER_REQUEST, message)
+
+    def _malformed(self, message: dict[str, Any], flaw: jsonrpc.Refusal, what: str) -> Route:
+        """A request or notification `request_flaw` found fault with: its
+        error is owed when its id can be answered and is not owed already."""
+        if "id" not in message:
+            return (MALFORMED, None, f"{what}; a notification, so nobody to answer: dropped", None)
+        request_id = message["id"]
+        if not jsonrpc.is_valid_id(request_id):
+            return (MALFORMED, None, f"{what}; its id cannot be answered: dropped", None)
+        if request_id in self.owed:
+            # Answering it would settle the answer owed to the request that
+            # holds the id, and that request's own answer would be dropped.
+            return (MALFORMED, None, f"{what}; its id {request_id!r} is owed another answer already: dropped", None)
+        self.owed.add(request_id)
+        return (MALFORMED, None, f"{what}; answered with error {flaw.code}", (request_id, flaw.error()))
 
     def _lone_adopter(self) -> Any:
         """The one call that adopts, when exactly one does and it holds no

@@ -15,6 +15,15 @@ a message here, which never blocks: when the queue is full the message is
 dropped and logged (the peer is not reading what we already wrote, so one
 more message would not help it either).
 
+Two bounds, because the peer waits for some messages and not for others.
+An answer to a server request, and a refusal of one (the handlers were
+full), is owed: a server waits for each, so a flood of thousands of
+requests must get thousands of answers, not the first few hundred. Owed
+messages may wait up to `max_queued` each (refusals: `max_refusals`, many
+more, as a flood's refusals come faster than a pipe takes them).
+Cancellations and other `spare` messages, which the peer copes without,
+may use half of `max_queued`, so they never crowd out the owed ones.
+
 The thread starts on first use and ends at `close()`; a write blocked in
 the transport is ended by the transport's own `close()`, which the
 connection does before joining this thread. A transport whose messages are
@@ -42,6 +51,12 @@ from .waiting import remaining
 log = logging.getLogger("mcp_sync.connection")
 
 DEFAULT_MAX_QUEUED = 1024
+#: Refusals that may wait to be written: a queued refusal is one small
+#: message (about 300 bytes), so the bound is a few MB at most.
+DEFAULT_MAX_REFUSALS = 8 * DEFAULT_MAX_QUEUED
+
+#: The lanes of the queue (see `Sender.put`).
+ANSWER, REFUSAL, SPARE = "answer", "refusal", "spare"
 
 #: A message factory run at a deadline: the message to send then, or None.
 Due = Callable[[], "Mapping[str, Any] | None"]
@@ -58,15 +73,19 @@ class Sender:
     """
 
     def __init__(self, write: Callable[[Mapping[str, Any]], None], *, max_queued: int = DEFAULT_MAX_QUEUED,
-                 name: str = "mcp-sync-sender", writers: int = 1) -> None:
+                 max_refusals: int = DEFAULT_MAX_REFUSALS, name: str = "mcp-sync-sender", writers: int = 1) -> None:
         if isinstance(writers, bool) or not isinstance(writers, int) or writers < 1:
             raise ValueError(f"writers must be a positive integer, not {writers!r}")
         self._write = write
         self._max_queued = max_queued
+        self._max_refusals = max_refusals
         self._name = name
         self._writers = writers
         self._cond = threading.Condition(threading.Lock())
-        self._queue: deque[Mapping[str, Any]] = deque()
+        # Each entry: (message, lane); `_lanes` counts the queued entries
+        # of each lane, so each lane's bound is checked in O(1).
+        self._queue: deque[tuple[Mapping[str, Any], str]] = deque()
+        self._lanes = {ANSWER: 0, REFUSAL: 0, SPARE: 0}
         # Deadlines: a heap of (when, seq, key); a key's factory lives in
         # `_due` until it runs or is cancelled, so a cancelled one is skipped.
         self._heap: list[tuple[float, int, Any]] = []
@@ -78,20 +97,24 @@ class Sender:
         #: Messages dropped because the queue was full (for tests and status).
         self.dropped = 0
 
-    def put(self, message: Mapping[str, Any], *, spare: bool = False) -> bool:
-        """Queue `message`; never blocks. False when it was dropped (full or
-        closed). A `spare` message (a refusal, a cancellation: the peer
-        copes without it) may only fill half the queue, so that answers
-        always find room."""
-        limit = self._max_queued // 2 if spare else self._max_queued
+    def put(self, message: Mapping[str, Any], *, spare: bool = False, refusal: bool = False) -> bool:
+        """Queue `message`; never blocks. False when it was dropped (its
+        lane full, or closed). A `spare` message (a cancellation: the peer
+        copes without it) may only fill half of `max_queued`, so that answers
+        always find room; a `refusal` (an answer saying no) has a lane of
+        `max_refusals` of its own, so a flood's refusals all reach a peer
+        that reads, however fast they come."""
+        lane = REFUSAL if refusal else SPARE if spare else ANSWER
+        limit = self._max_refusals if refusal else self._max_queued // 2 if spare else self._max_queued
         with self._cond:
             if self._closed:
                 return False
-            full = len(self._queue) >= limit
+            full = self._lanes[lane] >= limit
             if full:
                 self.dropped += 1
             else:
-                self._queue.append(message)
+                self._queue.append((message, lane))
+                self._lanes[lane] += 1
                 self._ensure_thread()
                 self._cond.notify()
         if full:  # logged outside the lock: logging handlers are user code
@@ -156,7 +179,9 @@ class Sender:
                     return None
                 if self._queue:
                     self._busy += 1
-                    return self._queue.popleft()
+                    message, lane = self._queue.popleft()
+                    self._lanes[lane] -= 1
+                    return message
                 timeout = None
                 while self._heap:
                     when, _, key = self._heap[0]
@@ -195,6 +220,15 @@ class Sender:
                 log.exception("the transport failed to send a message")
 
     @property
+    def crowded(self) -> bool:
+        """Half of `max_queued` answers wait to be written: the peer reads
+        them slower than its requests are handled, so new requests should
+        be refused (a refusal has its lane) rather than answered into a
+        queue that would overflow and lose answers the peer waits for."""
+        with self._cond:
+            return self._lanes[ANSWER] >= self._max_queued // 2
+
+    @property
     def pending(self) -> int:
         """Messages queued and not yet written."""
         with self._cond:
@@ -219,6 +253,7 @@ class Sender:
         with self._cond:
             self._closed = True
             self._queue.clear()
+            self._lanes = dict.fromkeys(self._lanes, 0)
             self._heap.clear()
             self._due.clear()
             self._cond.notify_all()

@@ -533,3 +533,44 @@ def test_an_unexpected_failure_on_one_notification_does_not_end_the_dispatcher(m
         assert seen == ["info"]
     finally:
         dispatcher.close()
+
+
+class _StalledServer(PlayedTransport):
+    """A server that floods and reads none of the client's answers until
+    `reading` is set: every write of an answer blocks until then."""
+
+    def __init__(self):
+        super().__init__()
+        self.reading = threading.Event()
+
+    def send(self, message, headers=None):
+        if "method" not in message:  # an answer (the client's own requests still go)
+            self.reading.wait(30)
+        super().send(message, headers)
+
+
+def test_a_flood_from_a_server_that_does_not_read_is_answered_once_each_within_the_bounds():
+    # 5,000 roots/list while the server reads nothing: the reader never
+    # waits (it delivers them all), the answers queued stay under half the
+    # sender's bound (then requests are refused: a refusal has a lane of
+    # its own), and once the server reads, each request has exactly one
+    # answer. (Before: the refusals beyond half the queue were dropped, and
+    # the server would wait for them for ever.)
+    count = 5000
+    transport = _StalledServer()
+    conn = Connection(transport, new_id_counter(), max_server_requests=4)
+    conn.start()
+    try:
+        for i in range(count):
+            transport.sink.deliver({"jsonrpc": "2.0", "id": f"r{i}", "method": "roots/list"})
+        transport.reading.set()
+        answers = [transport.next_sent() for _ in range(count)]
+        assert sorted(a["id"] for a in answers) == sorted(f"r{i}" for i in range(count))  # each once
+        assert transport.sent.empty()
+        # (No handler here: those the pool takes are -32601, the rest refused for load.)
+        assert {a["error"]["message"] for a in answers} == {"too many server requests in progress",
+                                                            "Method not found: roots/list"}
+        assert sum(a["error"]["message"] != "too many server requests in progress" for a in answers) <= 1024 // 2 + 4
+    finally:
+        transport.reading.set()
+        conn.close()

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_sync import router as routes
+from mcp_sync.protocol import codes
 from mcp_sync.router import Router
 
 
@@ -120,6 +121,97 @@ def test_invalid_messages_are_reported_not_routed():
     assert router.owed == set()
 
 
+# -- malformed requests: JSON-RPC, answered (or dropped), never the channel's end -----------
+
+NOT_AN_OBJECT = "Invalid params: params must be an object, not an array"
+
+
+def test_a_request_whose_params_is_not_an_object_is_owed_invalid_params_once():
+    router = Router()
+    router.add_call(1, "a")
+    dest, owner, reason, answer = router.receive({"jsonrpc": "2.0", "id": 7, "method": "roots/list", "params": [1]})
+    assert (dest, owner) == (routes.MALFORMED, None)
+    assert answer == (7, {"code": codes.INVALID_PARAMS, "message": NOT_AN_OBJECT})
+    assert "params is not an object" in reason
+    assert router.owed == {7}
+    assert router.settle(7) is True and router.settle(7) is False  # its one answer
+    # The call in flight is untouched and still gets its response.
+    assert router.receive(response(1))[:3] == (routes.CALL, "a", routes.RESPONSE)
+
+
+def test_params_of_every_other_json_type_are_invalid_params():
+    for params, kind in (("x", "a string"), (3, "a number"), (2.5, "a number"), (True, "a boolean"),
+                         (None, "null"), ([], "an array")):
+        router = Router()
+        answer = router.receive({"jsonrpc": "2.0", "id": "q", "method": "ping", "params": params})[3]
+        assert answer == ("q", {"code": codes.INVALID_PARAMS,
+                                "message": f"Invalid params: params must be an object, not {kind}"})
+
+
+def test_a_request_whose_method_is_not_a_string_is_owed_invalid_request():
+    for method, kind in ((5, "a number"), (["m"], "an array"), ({"m": 1}, "an object"), (False, "a boolean")):
+        router = Router()
+        route = router.receive({"jsonrpc": "2.0", "id": 8, "method": method, "params": [1]})
+        assert route[0] == routes.MALFORMED
+        # The method is judged first: without one, params mean nothing.
+        assert route[3] == (8, {"code": codes.INVALID_REQUEST,
+                                "message": f"Invalid Request: method must be a string, not {kind}"})
+        assert router.owed == {8}
+
+
+def test_a_malformed_message_nobody_can_be_answered_about_is_dropped_not_owed():
+    router = Router()
+    router.add_call(1, "a")
+    router.add_subscription(2, "s")
+    for message in (
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": [1]},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": "x"},
+        {"jsonrpc": "2.0", "method": 5},
+        {"jsonrpc": "2.0", "id": None, "method": "roots/list", "params": [1]},
+        {"jsonrpc": "2.0", "id": 1.5, "method": 5},
+        {"jsonrpc": "2.0", "id": True, "method": "ping", "params": "x"},
+        {"jsonrpc": "2.0", "id": {"n": 1}, "method": "ping", "params": [1]},
+        {"jsonrpc": "2.0", "id": [1], "method": "ping", "params": [1]},
+    ):
+        dest, owner, reason, answer = router.receive(message)
+        assert (dest, owner, answer) == (routes.MALFORMED, None, None), message
+        assert "dropped" in reason
+    assert router.owed == set()
+    assert (router.calls, router.subscriptions) == ({1: "a"}, {2: "s"})
+
+
+def test_a_malformed_request_with_the_id_of_one_owed_already_leaves_that_answer_alone():
+    router = Router()
+    router.receive(server_request("s1"))
+    route = router.receive({"jsonrpc": "2.0", "id": "s1", "method": "ping", "params": [1]})
+    assert route[0] == routes.MALFORMED and route[3] is None
+    assert router.settle("s1") is True  # the valid request's answer
+    assert router.settle("s1") is False
+
+
+def test_a_withdrawn_malformed_request_is_not_answered():
+    router = Router()
+    router.receive({"jsonrpc": "2.0", "id": "s1", "method": "ping", "params": [1]})
+    assert router.receive(note("notifications/cancelled", {"requestId": "s1"}))[0] == routes.DROP
+    assert router.settle("s1") is False
+
+
+def test_what_is_not_shaped_as_a_request_is_still_invalid():
+    router = Router()
+    router.add_call(7, "a")
+    for message in (
+        {"jsonrpc": "2.0", "id": 7, "params": {}},               # no method: as much a broken response
+        {"jsonrpc": "2.0", "id": 7, "method": None, "params": {}},
+        {"jsonrpc": "2.0", "id": 7, "method": 5, "result": {}},  # may be a response to call 7
+        {"jsonrpc": "2.0", "id": 7, "method": 5, "error": {"code": 1, "message": "x"}},
+        {"jsonrpc": "2.0", "id": 7, "method": "ping", "params": [1], "result": {}},
+        {"jsonrpc": "1.0", "id": 7, "method": "ping", "params": [1]},
+        {"id": 7, "method": 5},
+    ):
+        assert router.receive(message)[0] == routes.INVALID, message
+    assert router.owed == set() and router.calls == {7: "a"}
+
+
 def test_clear_empties_everything():
     router = Router()
     router.add_call(1, "a")
@@ -139,6 +231,10 @@ messages = st.one_of(
     st.builds(lambda i: server_request(f"s{i}"), ids),
     st.builds(lambda i: note("notifications/cancelled", {"requestId": f"s{i}"}), ids),
     st.builds(lambda: note("notifications/tools/list_changed")),
+    st.builds(lambda i, params: {"jsonrpc": "2.0", "id": f"s{i}", "method": "roots/list", "params": params},
+              ids, st.sampled_from([[1], "x", 3])),
+    st.builds(lambda i: {"jsonrpc": "2.0", "id": f"s{i}", "method": 5}, ids),
+    st.builds(lambda: note("notifications/progress", [1])),
 )
 steps = st.lists(st.tuples(
     st.sampled_from(["add", "remove", "receive", "settle"]), ids, messages, st.one_of(st.none(), ids)),
@@ -170,7 +266,14 @@ def test_no_message_ever_reaches_a_call_it_does_not_belong_to(script):
             assert router.settle(request_id) is owed_before
             assert request_id not in router.owed
         else:
+            owed_before = set(router.owed)
             dest, owner, event, payload = router.receive(message, related)
+            if dest == routes.MALFORMED:
+                # Owed its error only when no answer under its id was owed.
+                if "id" in message and message["id"] not in owed_before:
+                    assert payload[0] == message["id"]
+                else:
+                    assert payload is None
             if dest == routes.CALL:
                 assert owner in live
                 if event == routes.RESPONSE:
@@ -225,6 +328,14 @@ shortcut_messages = st.one_of(
     st.builds(lambda: note("notifications/progress", "not a dict")),
     st.builds(lambda meta: note("notifications/message", _with_meta({"level": "info", "data": {"n": 1}}, meta)),
               tagged_meta),
+    # Malformed (`route` answers or drops them): the shortcut must leave them.
+    st.builds(lambda i, params: {"jsonrpc": "2.0", "id": i, "method": "roots/list", "params": params},
+              any_id, st.sampled_from([[1], "x"])),
+    st.builds(lambda i, method: {"jsonrpc": "2.0", "id": i, "method": method, "result": {}}, any_id,
+              st.sampled_from([5, None])),
+    st.builds(lambda method, params: {"jsonrpc": "2.0", "method": method, "params": params},
+              st.sampled_from(["notifications/progress", "notifications/message", 5]),
+              st.sampled_from([[1], "x", {"progressToken": 1}])),
 )
 
 

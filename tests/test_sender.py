@@ -151,3 +151,56 @@ def test_one_writer_sends_a_due_answer_in_order_behind_what_it_writes():
         release.set()
         assert wait_until(lambda: written == ["stuck", "late"], timeout=10), written
         assert sender.close(timeout=10)
+
+
+# -- the lanes: owed answers and refusals are bounded apart from spare messages -----------
+
+
+def _gated_writer():
+    """A write that blocks until `gate` is set (a peer not reading)."""
+    gate, written = threading.Event(), []
+
+    def write(message):
+        gate.wait(10)
+        written.append(message["id"])
+
+    return gate, written, write
+
+
+def test_each_lane_has_its_own_bound_and_spare_messages_never_take_an_answers_room():
+    gate, written, write = _gated_writer()
+    sender = Sender(write, max_queued=8, max_refusals=20)
+    try:
+        spare = [sender.put({"id": f"c{i}"}, spare=True) for i in range(7)]
+        # At most 4 wait (half of 8), one more once the blocked write took the first.
+        assert spare[:4] == [True] * 4 and spare[-1] is False
+        answers = [sender.put({"id": f"a{i}"}) for i in range(9)]
+        assert answers == [True] * 8 + [False]  # the spare ones took none of the 8
+        refusals = [sender.put({"id": f"r{i}"}, refusal=True) for i in range(21)]
+        assert refusals == [True] * 20 + [False]
+        assert sender.dropped == spare.count(False) + 2
+        gate.set()
+        assert sender.flush(5)
+        assert [i for i in written if i[0] == "a"] == [f"a{i}" for i in range(8)]
+        assert [i for i in written if i[0] == "r"] == [f"r{i}" for i in range(20)]
+        assert written.index("a0") < written.index("r0")  # one queue: the order they came in
+    finally:
+        gate.set()
+        sender.close(timeout=5)
+
+
+def test_crowded_from_half_of_the_answers_bound_and_refusals_do_not_count():
+    gate, written, write = _gated_writer()
+    sender = Sender(write, max_queued=8, max_refusals=100)
+    try:
+        for i in range(50):
+            sender.put({"id": f"r{i}"}, refusal=True)
+        assert not sender.crowded
+        for i in range(5):  # the blocked write holds a refusal: all five wait
+            sender.put({"id": f"a{i}"})
+        assert wait_until(lambda: sender.crowded)
+        gate.set()
+        assert sender.flush(5) and not sender.crowded
+    finally:
+        gate.set()
+        sender.close(timeout=5)

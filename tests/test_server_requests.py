@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,3 +126,55 @@ def test_a_revision_without_elicitation_has_it_refused_as_never_declared(tmp_pat
         asked = [{"jsonrpc": "2.0", "id": "q1", "method": "elicitation/create", "params": FORM}]
         answers = json.loads(client.call_tool("probe", {"send": asked}, timeout=10).text)
     assert answers[0]["error"]["code"] == codes.METHOD_NOT_FOUND and asked_the_handler == []
+
+
+# -- a flood of server requests: each gets exactly one answer ------------------------------
+
+REQUEST_FLOOD = str(Path(__file__).parent / "servers" / "request_flood.py")
+FLOOD = 3000
+ROOTS = {"roots": [{"uri": "file:///srv", "name": "srv"}]}
+
+
+def test_over_stdio_every_request_of_a_flood_gets_exactly_one_answer():
+    # 3,000 roots/list at once while no call waits: the handler pool takes
+    # `max_server_requests`, the rest are refused ("too many server
+    # requests"); every one of them must reach the server, once, or it
+    # waits for ever. (Before the fix: 1,263-1,907 answers, the rest of
+    # the refusals dropped by the sender's queue.)
+    with mcp_sync.connect([sys.executable, REQUEST_FLOOD], protocol="2025-11-25",
+                          input_handlers={"roots": lambda params: ROOTS}) as client:
+        assert client.call_tool("flood", {"count": FLOOD}, timeout=30).text == "started"
+        # The server answers as soon as it has every answer; `seconds` only
+        # bounds a client that lost some (the report then says how many).
+        got = json.loads(client.call_tool("answers", {"seconds": 20}, timeout=60).text)
+        assert client.call_tool("answers", {"seconds": 20}, timeout=30).text  # still usable
+    assert got["sent"] == FLOOD
+    assert got["answered"] == FLOOD, got
+    assert got["duplicates"] == 0 and got["strangers"] == 0
+    assert got["results"] + got["errors"] == FLOOD and got["results"] >= 1
+    assert set(got["messages"]) <= {"too many server requests in progress"}
+
+
+def test_in_process_every_request_of_a_flood_gets_exactly_one_answer():
+    # The same flood from an in-process server (`mcp_sync.testing`), whose
+    # own thread delivers each request to the client as it sends it.
+    from mcp_sync.testing import ClientError, Server
+
+    server = Server(name="asker")
+    outcome: dict[str, Any] = {}
+
+    @server.tool()
+    def ask(args, ctx):
+        # `ask_all` sends them all, then waits for every answer (in
+        # order): a TimeoutError means some never came.
+        try:
+            ctx.ask_all([{"method": "roots/list"}] * FLOOD, timeout=20)
+        except ClientError as exc:  # every one answered, some refused
+            outcome["refused"] = str(exc)
+        except TimeoutError as exc:
+            outcome["timeout"] = str(exc)
+        return "done"
+
+    with mcp_sync.connect(server, protocol="2025-11-25", input_handlers={"roots": lambda params: ROOTS}) as client:
+        assert client.call_tool("ask", {}, timeout=60).text == "done"
+    assert "timeout" not in outcome, outcome

@@ -29,6 +29,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..errors import InvalidMessage
+from . import codes
 
 JSONRPC = "2.0"
 """The `jsonrpc` member every message carries, and `classify` requires."""
@@ -421,7 +422,9 @@ def classify(message: Mapping[str, Any]) -> Kind:
         Its kind: a request, a notification, a response or an error.
 
     Raises:
-        InvalidMessage: It is none of these.
+        InvalidMessage: It is none of these. A request or notification
+            whose method or params is malformed is one of these too;
+            `request_flaw` tells it from a message that is not JSON-RPC.
     """
     if message.get("jsonrpc") != JSONRPC:
         raise InvalidMessage(f"not JSON-RPC 2.0: {_preview(message)}")
@@ -439,6 +442,58 @@ def classify(message: Mapping[str, Any]) -> Kind:
     if "error" in message:
         return Kind.ERROR
     raise InvalidMessage(f"neither request, notification nor response: {_preview(message)}")
+
+
+def request_flaw(message: Mapping[str, Any]) -> Refusal | None:
+    """Why `message`, a JSON-RPC 2.0 request or notification by its shape,
+    is not a valid one, as the error that answers it; None when it is
+    valid, or not shaped as one (then `classify` alone says what it is).
+
+    Shaped as a request or notification: `"jsonrpc": "2.0"`, a `method`
+    member that is not null, and neither `result` nor `error`. A message
+    with either of those may be a response, whose id names a request of
+    the receiver's own: an error sent back under that id would answer the
+    wrong request, so it is left to `classify` (not JSON-RPC).
+
+    The flaws, checked in this order: a method that is not a string
+    (JSON-RPC 2.0's Invalid Request, `codes.INVALID_REQUEST`: there is no
+    method whose params could be judged), then params that are not an
+    object (MCP requires an object, and JSON-RPC 2.0 calls refused params
+    Invalid params, `codes.INVALID_PARAMS`). An id is not looked at: the
+    caller decides whether there is anyone to answer.
+
+        >>> request_flaw({"jsonrpc": "2.0", "id": 7, "method": "roots/list", "params": [1]}).error()
+        {'code': -32602, 'message': 'Invalid params: params must be an object, not an array'}
+        >>> request_flaw({"jsonrpc": "2.0", "id": 7, "method": 5}).error()
+        {'code': -32600, 'message': 'Invalid Request: method must be a string, not a number'}
+        >>> request_flaw({"jsonrpc": "2.0", "id": 7, "params": {}}) is None  # no method: not a request
+        True
+
+    Args:
+        message: One decoded message.
+
+    Returns:
+        The refusal to answer it with, or None.
+    """
+    if (message.get("jsonrpc") != JSONRPC or message.get("method") is None
+            or "result" in message or "error" in message):
+        return None
+    method = message["method"]
+    if not isinstance(method, str):
+        return Refusal(codes.INVALID_REQUEST, f"Invalid Request: method must be a string, not {_json_type(method)}")
+    if "params" in message and not isinstance(message["params"], dict):
+        return Refusal(codes.INVALID_PARAMS,
+                       f"Invalid params: params must be an object, not {_json_type(message['params'])}")
+    return None
+
+
+#: What JSON calls each decoded type, with its article.
+_JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+               dict: "an object", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), f"a {type(value).__name__}")
 
 
 def is_valid_id(value: Any) -> bool:
