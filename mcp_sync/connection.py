@@ -537,12 +537,12 @@ class Connection:
         self.transport.send(jsonrpc.notification(method, params))
 
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
-                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> bool:
+                error: Mapping[str, Any] | None = None, *, small: bool = False) -> bool:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
         answered (a handler that timed out), gets nothing more (False). Never
         blocks: the answer goes out through the sender (see `EngineThreads.respond`)."""
-        return self._threads.respond(request_id, result, error, spare=spare)
+        return self._threads.respond(request_id, result, error, small=small)
 
     def later(self, request_id: Any) -> Answer:
         """The `engine_threads.Answer` of server request `request_id`: for

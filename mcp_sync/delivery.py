@@ -59,6 +59,10 @@ _SUBSCRIPTION = routes.SUBSCRIPTION
 _LOG_RUN = MAX_QUEUED_LOGS // 4
 
 
+#: Seconds between two warnings about malformed messages from the server.
+MALFORMED_QUIET = 1.0
+
+
 class Delivery:
     """Routes what a connection reads. Thread-safe (any reading thread).
 
@@ -69,7 +73,8 @@ class Delivery:
     adopted server request was handed on).
     """
 
-    __slots__ = ("_lock", "_router", "_threads", "_on_notification", "_drops", "_failed", "_unadopt", "_log_run")
+    __slots__ = ("_lock", "_router", "_threads", "_on_notification", "_drops", "_failed", "_unadopt", "_log_run",
+                 "_malformed_warned", "_malformed_since")
 
     def __init__(self, lock: threading.Lock, router: Router[Any], threads: EngineThreads, *,
                  on_notification: Callable[[dict[str, Any]], None] | None, drops: Drops,
@@ -82,6 +87,12 @@ class Delivery:
         self._failed = failed
         self._unadopt = unadopt
         self._log_run = _LOG_RUN  # one at a time while the last hand-off found the log queue half full
+        # Malformed messages logged at warning at most once a `MALFORMED_QUIET`
+        # (with how many came since): a server that sends nothing else must
+        # not fill the log, nor run its handlers once a message on the reader.
+        # Read and set without the lock: a lost count only blurs the number.
+        self._malformed_warned = -MALFORMED_QUIET
+        self._malformed_since = 0
 
     def deliver(self, message: dict[str, Any] | list[Any], related_to: int | str | None = None, *,
                 held: list[Any] | None = None, invalid: list[str] | None = None,
@@ -293,12 +304,12 @@ class Delivery:
         elif dest is routes.MALFORMED:
             # A server bug the channel survives, logged at warning: for a
             # dropped one (a notification) the log is its only trace.
-            log.warning("the server sent a malformed message: %s", event)
+            self._log_malformed(str(event))
             if payload is not None:
                 # A refusal, as `_overflowed`'s: owed since it was routed,
                 # so it goes out once, unless the server withdrew it.
                 request_id, error = payload
-                self._threads.respond(request_id, None, error, spare=True)
+                self._threads.respond(request_id, None, error, small=True)
         elif payload.get("method") == "notifications/cancelled":
             # Withdrawn by the server: its handler timeout is moot.
             self._threads.withdrawn((payload.get("params") or {}).get("requestId"))
@@ -308,6 +319,16 @@ class Delivery:
         else:
             log.debug("dropped %s", event)
         return None
+
+    def _log_malformed(self, reason: str) -> None:
+        now = time.monotonic()
+        if now - self._malformed_warned < MALFORMED_QUIET:
+            self._malformed_since += 1
+            log.debug("the server sent a malformed message: %s", reason)
+            return
+        since, self._malformed_since, self._malformed_warned = self._malformed_since, 0, now
+        log.warning("the server sent a malformed message: %s%s", reason,
+                    f" ({since} more since the last warning)" if since else "")
 
     def _overflowed(self, pending: Any, event: str, payload: Any, overflow: str | None) -> None:
         """A call's inbox was full (outside the lock: this refuses and logs)."""
@@ -322,7 +343,7 @@ class Delivery:
                       inbox.max_requests, pending.method)
             self._threads.respond(payload["id"], None, {
                 "code": codes.INTERNAL_ERROR, "message": "too many server requests are waiting for this call"},
-                spare=True)
+                small=True)
             return
         self._drops.add("progress" if event is PROGRESS else "logs")
         if overflow is FIRST_DROP:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 from .server_request_pool import HandlerPool, Job
-from .sender import Sender
+from .sender import DEFAULT_MAX_QUEUED, Sender
 from .waiting import remaining
 from .errors import McpError
 from .protocol import codes, jsonrpc
@@ -155,6 +155,9 @@ class EngineThreads:
         self._handler_timeout = handler_timeout
         self._drops = drops
         self._log_burst = Burst()
+        # Answers the handler pool may still add (capped: a pool larger than
+        # half the sender's bound would otherwise have every request refused).
+        self._answer_reserve = min(max_server_requests, DEFAULT_MAX_QUEUED // 2)
         self._sender = Sender(write, writers=writers)  # (the transport's `parallel_writes`)
         self._handlers = HandlerPool(max_workers=MAX_HANDLER_THREADS, max_pending=max_server_requests,
                                      name="mcp-sync-handler")
@@ -176,7 +179,7 @@ class EngineThreads:
         return self._sender.put(message, spare=spare)
 
     def respond(self, request_id: Any, result: Mapping[str, Any] | None = None,
-                error: Mapping[str, Any] | None = None, *, spare: bool = False) -> bool:
+                error: Mapping[str, Any] | None = None, *, small: bool = False) -> bool:
         """Answer a server request (with `result`, or with `error` {code,
         message, data}) once: a request the server cancelled, or one already
         answered (a handler that timed out), gets nothing more (False). Never
@@ -198,11 +201,11 @@ class EngineThreads:
             message = jsonrpc.error_response(request_id, error["code"], error["message"], error.get("data"))
         else:
             message = jsonrpc.result_response(request_id, result or {})
-        # A refusal (`spare`: the handlers had no room) waits in a lane of
+        # A `small` answer (a refusal, a ping's `{}`) waits in a lane of
         # its own, so a flood's refusals never crowd out the answers of real
         # handlers, and each still reaches a server that reads (it waits for
         # every one of them).
-        self._sender.put(message, refusal=spare)
+        self._sender.put(message, small=small)
         return True
 
     def owes(self, request_id: Any) -> bool:
@@ -219,12 +222,6 @@ class EngineThreads:
         full (through the sender: this may be the reader's thread)."""
         request_id = message["id"]
         self.arm_handler_timeout(request_id)
-        if self._sender.crowded:
-            # The server reads our answers slower than it asks: an answer
-            # queued now could overflow the sender and be lost, so the
-            # request is refused (refusals have their own, larger bound).
-            self.respond(request_id, error=BUSY, spare=True)
-            return
         if self._at_once is not None and self._at_once(message):
             # Invariant: what `at_once` picks never blocks and runs no user
             # code (the answers about the client's own tasks, ping, creating
@@ -232,10 +229,16 @@ class EngineThreads:
             # reader's too), without a pool slot, so a pool full of handlers
             # waiting for a person never delays them. The answer itself goes
             # out through the sender, never written on this thread.
-            self._answer(message)
+            self._answer(message, small=message["method"] == "ping")
             return
-        if not self._handlers.submit(lambda: self._answer(message)):
-            self.respond(request_id, error=BUSY, spare=True)
+        # Room for the answers of every request the pool may hold, or the
+        # request is refused: the server reads our answers slower than it
+        # asks, and an answer queued now could overflow the sender and be
+        # lost (a refusal has its own lane). What `at_once` answered above
+        # is as small as a refusal and is never refused for this.
+        if (self._sender.room_for_answers <= self._answer_reserve
+                or not self._handlers.submit(lambda: self._answer(message))):
+            self.respond(request_id, error=BUSY, small=True)
 
     def answer_here(self, message: dict[str, Any]) -> None:
         """`take()`, on the calling thread: the same handler and answer, for
@@ -328,7 +331,9 @@ class EngineThreads:
             return None
         return jsonrpc.error_response(request_id, codes.INTERNAL_ERROR, text)
 
-    def _answer(self, message: dict[str, Any]) -> None:
+    def _answer(self, message: dict[str, Any], small: bool = False) -> None:
+        """Run the handler and answer; `small`: the answer is as small as a
+        refusal (a ping's), so it takes the refusals' lane."""
         request_id = message["id"]
         if not self._owes(request_id):
             self._sender.cancel(("handler timeout", request_id))
@@ -353,7 +358,7 @@ class EngineThreads:
             self.respond(request_id, error={"code": codes.INTERNAL_ERROR, "message": f"client handler failed: {exc}"})
         else:
             if not isinstance(result, Later):
-                self.respond(request_id, result=result)
+                self.respond(request_id, result=result, small=small)
 
     # -- the end ---------------------------------------------------------------------------
 

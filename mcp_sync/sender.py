@@ -15,14 +15,17 @@ a message here, which never blocks: when the queue is full the message is
 dropped and logged (the peer is not reading what we already wrote, so one
 more message would not help it either).
 
-Two bounds, because the peer waits for some messages and not for others.
+Three lanes, because the peer waits for some messages and not for others.
 An answer to a server request, and a refusal of one (the handlers were
 full), is owed: a server waits for each, so a flood of thousands of
-requests must get thousands of answers, not the first few hundred. Owed
-messages may wait up to `max_queued` each (refusals: `max_refusals`, many
-more, as a flood's refusals come faster than a pipe takes them).
-Cancellations and other `spare` messages, which the peer copes without,
-may use half of `max_queued`, so they never crowd out the owed ones.
+requests must get thousands of answers, not the first few hundred.
+Answers may wait up to `max_queued`; small ones (refusals, a ping's `{}`)
+up to `max_small_bytes`, thousands of them: a flood's refusals come
+faster than a pipe takes them, and each is small, but its id is the
+server's and may be long, so they are counted in bytes. Cancellations and
+other `spare` messages, which the peer copes without, may use half of
+`max_queued`, so they never crowd out the owed ones. One queue holds all
+three, so messages are written in the order they came.
 
 The thread starts on first use and ends at `close()`; a write blocked in
 the transport is ended by the transport's own `close()`, which the
@@ -51,12 +54,14 @@ from .waiting import remaining
 log = logging.getLogger("mcp_sync.connection")
 
 DEFAULT_MAX_QUEUED = 1024
-#: Refusals that may wait to be written: a queued refusal is one small
-#: message (about 300 bytes), so the bound is a few MB at most.
-DEFAULT_MAX_REFUSALS = 8 * DEFAULT_MAX_QUEUED
+#: The bytes of small answers (refusals, pings) that may wait to be written: one
+#: costs `SMALL_COST` (what its message takes in memory, measured: about
+#: 430 bytes) plus its id's length, so 4 MiB is about 8,000 of them.
+DEFAULT_MAX_SMALL_BYTES = 4 * 1024 * 1024
+SMALL_COST = 512
 
 #: The lanes of the queue (see `Sender.put`).
-ANSWER, REFUSAL, SPARE = "answer", "refusal", "spare"
+ANSWER, SMALL, SPARE = "answer", "small", "spare"
 
 #: A message factory run at a deadline: the message to send then, or None.
 Due = Callable[[], "Mapping[str, Any] | None"]
@@ -73,19 +78,21 @@ class Sender:
     """
 
     def __init__(self, write: Callable[[Mapping[str, Any]], None], *, max_queued: int = DEFAULT_MAX_QUEUED,
-                 max_refusals: int = DEFAULT_MAX_REFUSALS, name: str = "mcp-sync-sender", writers: int = 1) -> None:
+                 max_small_bytes: int = DEFAULT_MAX_SMALL_BYTES, name: str = "mcp-sync-sender",
+                 writers: int = 1) -> None:
         if isinstance(writers, bool) or not isinstance(writers, int) or writers < 1:
             raise ValueError(f"writers must be a positive integer, not {writers!r}")
         self._write = write
         self._max_queued = max_queued
-        self._max_refusals = max_refusals
+        self._max_small_bytes = max_small_bytes
         self._name = name
         self._writers = writers
         self._cond = threading.Condition(threading.Lock())
-        # Each entry: (message, lane); `_lanes` counts the queued entries
-        # of each lane, so each lane's bound is checked in O(1).
-        self._queue: deque[tuple[Mapping[str, Any], str]] = deque()
-        self._lanes = {ANSWER: 0, REFUSAL: 0, SPARE: 0}
+        # Each entry: (message, lane, cost); `_lanes` sums the queued
+        # entries' costs per lane (1 each; a small one its bytes), so each
+        # lane's bound is checked in O(1).
+        self._queue: deque[tuple[Mapping[str, Any], str, int]] = deque()
+        self._lanes = {ANSWER: 0, SMALL: 0, SPARE: 0}
         # Deadlines: a heap of (when, seq, key); a key's factory lives in
         # `_due` until it runs or is cancelled, so a cancelled one is skipped.
         self._heap: list[tuple[float, int, Any]] = []
@@ -97,24 +104,28 @@ class Sender:
         #: Messages dropped because the queue was full (for tests and status).
         self.dropped = 0
 
-    def put(self, message: Mapping[str, Any], *, spare: bool = False, refusal: bool = False) -> bool:
+    def put(self, message: Mapping[str, Any], *, spare: bool = False, small: bool = False) -> bool:
         """Queue `message`; never blocks. False when it was dropped (its
         lane full, or closed). A `spare` message (a cancellation: the peer
         copes without it) may only fill half of `max_queued`, so that answers
-        always find room; a `refusal` (an answer saying no) has a lane of
-        `max_refusals` of its own, so a flood's refusals all reach a peer
-        that reads, however fast they come."""
-        lane = REFUSAL if refusal else SPARE if spare else ANSWER
-        limit = self._max_refusals if refusal else self._max_queued // 2 if spare else self._max_queued
+        always find room; a `small` answer (a refusal, a ping's) has a lane
+        of `max_small_bytes` of its own, so a flood's refusals all reach a
+        peer that reads, however fast they come."""
+        if small:
+            lane, limit = SMALL, self._max_small_bytes
+            request_id = message.get("id")
+            cost = SMALL_COST + (len(request_id) if isinstance(request_id, str) else 0)
+        else:
+            lane, limit, cost = (SPARE, self._max_queued // 2, 1) if spare else (ANSWER, self._max_queued, 1)
         with self._cond:
             if self._closed:
                 return False
-            full = self._lanes[lane] >= limit
+            full = self._lanes[lane] + cost > limit
             if full:
                 self.dropped += 1
             else:
-                self._queue.append((message, lane))
-                self._lanes[lane] += 1
+                self._queue.append((message, lane, cost))
+                self._lanes[lane] += cost
                 self._ensure_thread()
                 self._cond.notify()
         if full:  # logged outside the lock: logging handlers are user code
@@ -179,8 +190,8 @@ class Sender:
                     return None
                 if self._queue:
                     self._busy += 1
-                    message, lane = self._queue.popleft()
-                    self._lanes[lane] -= 1
+                    message, lane, cost = self._queue.popleft()
+                    self._lanes[lane] -= cost
                     return message
                 timeout = None
                 while self._heap:
@@ -220,13 +231,12 @@ class Sender:
                 log.exception("the transport failed to send a message")
 
     @property
-    def crowded(self) -> bool:
-        """Half of `max_queued` answers wait to be written: the peer reads
-        them slower than its requests are handled, so new requests should
-        be refused (a refusal has its lane) rather than answered into a
-        queue that would overflow and lose answers the peer waits for."""
+    def room_for_answers(self) -> int:
+        """How many more answers may be queued before one is dropped: a
+        request whose answer might not find room should be refused instead
+        (a refusal has its own lane)."""
         with self._cond:
-            return self._lanes[ANSWER] >= self._max_queued // 2
+            return self._max_queued - self._lanes[ANSWER]
 
     @property
     def pending(self) -> int:

@@ -282,3 +282,17 @@ def test_in_process_a_malformed_request_is_answered_and_a_malformed_notification
                                               "message": "Invalid Request: method must be a string, not a number"}},
         PONG]
     assert "notifications/message" in caplog.text
+
+
+def test_a_flood_of_malformed_messages_is_answered_but_warned_of_once_a_second(server, caplog):
+    # 500 malformed requests in one write: each still gets its error, but
+    # the log gets one warning (or two, if a second passed), the rest at
+    # debug, so a broken server cannot flood the log from the reader.
+    bad = [{"jsonrpc": "2.0", "id": n, "method": "roots/list", "params": [n]} for n in range(500)]
+    with mcp_sync.connect(server, reconnect=False) as client, \
+            caplog.at_level(logging.DEBUG, logger="mcp_sync"):
+        answers = probe(client, [*bad, AFTER], want=501)
+    assert [answer["id"] for answer in answers[:500]] == list(range(500)) and answers[500] == PONG
+    records = [record for record in caplog.records if "malformed" in record.getMessage()]
+    warned = [record for record in records if record.levelno == logging.WARNING]
+    assert len(records) == 500 and 1 <= len(warned) <= 1 + 500 // 100  # (never one per message)

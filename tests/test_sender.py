@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mcp_sync.sender import Sender
+from mcp_sync.sender import SMALL_COST, Sender
 from tests.helpers import wait_until
 
 
@@ -169,38 +169,38 @@ def _gated_writer():
 
 def test_each_lane_has_its_own_bound_and_spare_messages_never_take_an_answers_room():
     gate, written, write = _gated_writer()
-    sender = Sender(write, max_queued=8, max_refusals=20)
+    # Room for 20 refusals with ids of 4 characters, or 2 with ids of 20,000.
+    sender = Sender(write, max_queued=8, max_small_bytes=20 * (SMALL_COST + 4))
     try:
         spare = [sender.put({"id": f"c{i}"}, spare=True) for i in range(7)]
         # At most 4 wait (half of 8), one more once the blocked write took the first.
         assert spare[:4] == [True] * 4 and spare[-1] is False
         answers = [sender.put({"id": f"a{i}"}) for i in range(9)]
         assert answers == [True] * 8 + [False]  # the spare ones took none of the 8
-        refusals = [sender.put({"id": f"r{i}"}, refusal=True) for i in range(21)]
+        assert sender.room_for_answers == 0
+        refusals = [sender.put({"id": f"r{i:03}"}, small=True) for i in range(21)]
         assert refusals == [True] * 20 + [False]
         assert sender.dropped == spare.count(False) + 2
         gate.set()
-        assert sender.flush(5)
+        assert sender.flush(5) and sender.room_for_answers == 8
         assert [i for i in written if i[0] == "a"] == [f"a{i}" for i in range(8)]
-        assert [i for i in written if i[0] == "r"] == [f"r{i}" for i in range(20)]
-        assert written.index("a0") < written.index("r0")  # one queue: the order they came in
+        assert [i for i in written if i[0] == "r"] == [f"r{i:03}" for i in range(20)]
+        assert written.index("a0") < written.index("r000")  # one queue: the order they came in
     finally:
         gate.set()
         sender.close(timeout=5)
 
 
-def test_crowded_from_half_of_the_answers_bound_and_refusals_do_not_count():
+def test_refusals_are_bounded_by_their_bytes_so_a_server_with_long_ids_cannot_fill_memory():
     gate, written, write = _gated_writer()
-    sender = Sender(write, max_queued=8, max_refusals=100)
+    sender = Sender(write, max_queued=8, max_small_bytes=20 * (SMALL_COST + 4))
     try:
-        for i in range(50):
-            sender.put({"id": f"r{i}"}, refusal=True)
-        assert not sender.crowded
-        for i in range(5):  # the blocked write holds a refusal: all five wait
-            sender.put({"id": f"a{i}"})
-        assert wait_until(lambda: sender.crowded)
-        gate.set()
-        assert sender.flush(5) and not sender.crowded
+        sender.put({"id": "a0"})
+        assert wait_until(lambda: sender.room_for_answers == 8)  # the writer holds it, blocked
+        # By count, 20 would fit; by bytes, two refusals with ids of 4,000 characters do.
+        long_id = "x" * 4000
+        assert [sender.put({"id": long_id + str(i)}, small=True) for i in range(3)] == [True, True, False]
+        assert sender.put({"id": "r1"}, small=True)  # a short one still fits
     finally:
         gate.set()
         sender.close(timeout=5)

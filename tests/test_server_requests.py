@@ -155,6 +155,17 @@ def test_over_stdio_every_request_of_a_flood_gets_exactly_one_answer():
     assert set(got["messages"]) <= {"too many server requests in progress"}
 
 
+def test_over_stdio_a_flood_of_pings_gets_a_result_each():
+    # A ping is answered at once, without the handler pool, and its answer
+    # is as small as a refusal: in a flood, each gets its `{}`, none is
+    # refused or lost. (Before: 3,000 pings got 1,547-1,589 answers.)
+    with mcp_sync.connect([sys.executable, REQUEST_FLOOD], protocol="2025-11-25") as client:
+        assert client.call_tool("flood", {"count": FLOOD, "method": "ping"}, timeout=30).text == "started"
+        got = json.loads(client.call_tool("answers", {"seconds": 20}, timeout=60).text)
+    assert got["answered"] == FLOOD and got["results"] == FLOOD, got
+    assert got["duplicates"] == 0 and got["strangers"] == 0
+
+
 def test_in_process_every_request_of_a_flood_gets_exactly_one_answer():
     # The same flood from an in-process server (`mcp_sync.testing`), whose
     # own thread delivers each request to the client as it sends it.

@@ -3,7 +3,8 @@
     python request_flood.py
 
 Standard library only. Its tool `flood` answers at once ("started"), then
-writes `count` `roots/list` requests (ids "f0", "f1", ...) to the client in
+writes `count` requests of `method` (`roots/list` unless given; ids "f0",
+"f1", ...) to the client in
 one write, while no call of the client waits. Its tool `answers` answers
 once every flooded request has had an answer, or after `seconds` have
 passed without the last one, with JSON: how many distinct ids were
@@ -54,11 +55,11 @@ def finish():
         text(waiting, report())
 
 
-def flood(count):
+def flood(count, method):
     ids = [f"f{i}" for i in range(count)]
     with state_lock:
         state["sent"].update(ids)
-    lines = "".join(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "roots/list"}) + "\n"
+    lines = "".join(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method}) + "\n"
                     for request_id in ids)
     with out_lock:
         sys.stdout.write(lines)
@@ -90,8 +91,9 @@ def main():
                 "serverInfo": {"name": "request-flood", "version": "1"}}})
         elif method == "tools/call" and params.get("name") == "flood":
             count = int((params.get("arguments") or {}).get("count", 3000))
+            method = (params.get("arguments") or {}).get("method", "roots/list")
             text(request_id, "started")
-            threading.Thread(target=flood, args=(count,), daemon=True).start()
+            threading.Thread(target=flood, args=(count, method), daemon=True).start()
         elif method == "tools/call" and params.get("name") == "answers":
             seconds = float((params.get("arguments") or {}).get("seconds", 10))
             with state_lock:
