@@ -16,10 +16,13 @@ Bounds, whatever the server does:
   same choice, environment and NO_PROXY included) and its TLS context (an
   `ssl.SSLContext` too, through the adapter); requests' own environment
   handling is then off, so nothing else decides the path.
-- Time: `timeout` is a total for one request, from connecting to the last
-  byte. `requests` only bounds each socket read, so a server sending one
-  byte every 100 ms would hold a request for as long as it likes; here a
-  watchdog shuts the request's sockets down when its deadline passes. An
+- Time: `timeout` is a total for one request, from resolving the host's
+  name to the last byte. `requests` only bounds each socket read, so a
+  server sending one byte every 100 ms would hold a request for as long as
+  it likes; here a watchdog shuts the request's sockets down when its
+  deadline passes. A name is resolved on a thread of `_resolve`, waited
+  for until that deadline (`socket.getaddrinfo` has no timeout, and no
+  socket exists yet for the watchdog to shut down). An
   `AuthHTTP.budget()` bounds a group of requests (one authorization) too.
 """
 
@@ -27,10 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import ipaddress
 import json
 import logging
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -43,11 +48,14 @@ import requests.adapters
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import connection as urllib3_connection
 
 from ..errors import AuthorizationError, ConnectError
 from ..transports.http_network import NetworkSettings, ProxyURL
 from ..transports.decoding import Decoder, DecodingError, UnsupportedEncoding, coding_of
 from ..waiting import remaining
+from . import _resolve
 
 log = logging.getLogger("mcp_sync.auth")
 
@@ -68,13 +76,17 @@ class _Watch:
     which ends any read blocked on them (TLS included)."""
 
     def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
         self.expired = False
+        #: Why the deadline passed, when it is worth saying (a name that
+        #: did not resolve); None: the answer was too slow.
+        self.why: str | None = None
         self._lock = threading.Lock()
         # Duplicates of the sockets' descriptors, owned here: shutting one
         # down ends the connection, and closing it never touches a
         # descriptor number the process may have reused meanwhile.
         self._sockets: list[socket.socket] = []
-        self._timer = threading.Timer(remaining(deadline), self._expire)
+        self._timer = threading.Timer(remaining(deadline), self.expire)
         self._timer.daemon = True
         self._timer.start()
 
@@ -91,7 +103,9 @@ class _Watch:
         if expired:
             _shut(dup)
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """The deadline has passed: end the request's sockets (the timer
+        calls it then; a resolution that ran out calls it at once)."""
         with self._lock:
             self.expired = True
             sockets = list(self._sockets)
@@ -123,11 +137,61 @@ def _watch_socket(sock: socket.socket | None) -> None:
         watch.add(sock)
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _open(conn: HTTPConnection) -> socket.socket:
+    """A new connection's socket, its host's name resolved within the
+    current request's deadline: urllib3 would call `socket.getaddrinfo`
+    itself, which nothing can stop. Then each address in the resolver's
+    order, as urllib3 does, with urllib3's errors (requests maps them)."""
+    watch: _Watch | None = getattr(_active, "watch", None)
+    host = conn._dns_host  # the name urllib3 resolves: the origin's, or the proxy's
+    if watch is None or _is_address(host):
+        return HTTPConnection._new_conn(conn)  # nothing to resolve, or no deadline to keep
+    try:
+        family = urllib3_connection.allowed_gai_family()
+        infos = _resolve.within(("connect", host, conn.port, family),
+                                lambda: socket.getaddrinfo(host, conn.port, family, socket.SOCK_STREAM),
+                                watch.deadline, host)
+    except _resolve.ResolutionTimeout as exc:
+        watch.why = f"the name {host!r} did not resolve: {exc}"
+        if remaining(watch.deadline) <= 0:
+            watch.expire()  # as the timer would, a moment later
+        raise ConnectTimeoutError(conn, f"resolving {host} did not end in time") from None
+    except socket.gaierror as exc:
+        raise NameResolutionError(conn.host, conn, exc) from exc
+    except (OSError, UnicodeError) as exc:
+        raise NewConnectionError(conn, f"Failed to resolve {host}: {exc}") from exc
+    error: Exception | None = None
+    for address in dict.fromkeys(str(info[4][0]) for info in infos):
+        try:
+            # An address literal: urllib3's own getaddrinfo returns at once.
+            sock = urllib3_connection.create_connection(
+                (address, conn.port), conn.timeout, source_address=conn.source_address,
+                socket_options=conn.socket_options,
+            )
+        except socket.timeout:
+            error = ConnectTimeoutError(conn, f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})")
+        except OSError as exc:
+            error = NewConnectionError(conn, f"Failed to establish a new connection: {exc}")
+        else:
+            sys.audit("http.client.connect", conn, conn.host, conn.port)  # as urllib3's own does
+            return sock
+    raise error if error is not None else NewConnectionError(conn, f"{host} resolved to no address")
+
+
 class _WatchedHTTPConnection(HTTPConnection):
-    """Hands every socket it opens, or reuses, to the current request's watch."""
+    """Hands every socket it opens, or reuses, to the current request's
+    watch; resolves names within its deadline (`_open`)."""
 
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
+        sock = _open(self)
         _watch_socket(sock)  # before TLS: a trickled handshake is bounded too
         return sock
 
@@ -138,7 +202,7 @@ class _WatchedHTTPConnection(HTTPConnection):
 
 class _WatchedHTTPSConnection(HTTPSConnection):
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
+        sock = _open(self)
         _watch_socket(sock)
         return sock
 
@@ -277,10 +341,14 @@ def fetch(
             body = _read_body(response, label, max_bytes, truncate)
             return RawAnswer(response.status_code, {k.lower(): v for k, v in response.headers.items()}, body)
     except _FAILURES as exc:
+        advice = "check the system's DNS resolver (/etc/resolv.conf, the network)"
         if watch.expired:
+            why = f": {watch.why}; {advice}" if watch.why else ""
             raise AuthorizationError(
-                f"{label} did not complete within {why_late or f'{timeout:g} s (timeout)'}"
+                f"{label} did not complete within {why_late or f'{timeout:g} s (timeout)'}{why}"
             ) from None
+        if watch.why:  # no lookup could start: too many wait for the resolver already
+            raise AuthorizationError(f"{label} was not sent: {watch.why}; {advice}") from None
         if proxy is not None and isinstance(exc, requests.exceptions.ProxyError):
             # Its text holds the proxy URL, credentials included: never shown.
             raise AuthorizationError(f"{label} failed: the proxy {proxy.address} refused or could not carry it "
@@ -415,6 +483,23 @@ class AuthHTTP:
             if deadline is not None:
                 self._local.deadline = time.monotonic() + self._local.seconds
 
+    def allowance(self, not_done: str) -> tuple[float, str | None]:
+        """How long one step (a request; a name's resolution before one)
+        may take now, on this thread: `timeout`, or what the `budget()` has
+        left when that is less, with the reason to show (None for
+        `timeout`). Raises `AuthorizationError` ("{not_done}: the
+        authorization took longer than ...") when the budget is spent."""
+        timeout, why_late = self.timeout, None
+        deadline = getattr(self._local, "deadline", None)
+        if deadline is not None:
+            left = remaining(deadline)
+            budget = f"{self._local.seconds:g} s, the authorization_timeout of the whole authorization"
+            if left <= 0:
+                raise AuthorizationError(f"{not_done}: the authorization took longer than {budget}")
+            if left < timeout:
+                timeout, why_late = left, budget
+        return timeout, why_late
+
     def get(self, url: str, *, headers: Mapping[str, str] | None = None) -> Answer:
         return self._request("GET", url, headers=headers)
 
@@ -437,15 +522,7 @@ class AuthHTTP:
         json_body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
-        timeout, why_late = self.timeout, None
-        deadline = getattr(self._local, "deadline", None)
-        if deadline is not None:
-            left = remaining(deadline)
-            budget = f"{self._local.seconds:g} s, the authorization_timeout of the whole authorization"
-            if left <= 0:
-                raise AuthorizationError(f"{method} {url} was not sent: the authorization took longer than {budget}")
-            if left < timeout:
-                timeout, why_late = left, budget
+        timeout, why_late = self.allowance(f"{method} {url} was not sent")
         raw = fetch(method, url, timeout=timeout, verify=self.verify, max_bytes=self.max_bytes,
                     session=self._session, network=self.network, headers={"Accept": "application/json", **(headers or {})},
                     data=form, json_body=json_body, why_late=why_late)

@@ -51,7 +51,7 @@ from . import discovery
 from ._http import DEFAULT_MAX_BYTES, Answer, AuthHTTP
 from .dpop import DPoP, is_use_dpop_nonce
 from .jwt import SigningKey, client_assertion
-from .network import EndpointNotAllowed, NetworkPolicy
+from .network import EndpointNotAllowed, NetworkPolicy, NotResolvedInTime
 from .storage import MemoryStorage, TokenStorage
 from .tokens import ClientInfo, Tokens, oauth_error, tokens_from_answer
 
@@ -221,7 +221,7 @@ class TokenFlow:
                               network=NetworkSettings(verify=True if self._verify is None else self._verify))
         self._authorization_timeout = float(authorization_timeout)
         self._network = NetworkPolicy(allow_private_network=allow_private_network,
-                                      proxy_for=self._http.network.proxy_for)
+                                      proxy_for=self._http.network.proxy_for, time_left=self._http.allowance)
         self._lock = threading.RLock()
         self._tokens: Tokens | None = None
         self._loaded = False
@@ -645,8 +645,10 @@ class TokenFlow:
             try:
                 discovery.check_issuer(answer.json, issuer)
                 metadata = self._check_metadata(answer.json, issuer)
-            except EndpointNotAllowed:
-                raise  # a hostile document: the next well-known URL is no better
+            except (EndpointNotAllowed, NotResolvedInTime):
+                # A hostile document, or a resolver that is not answering:
+                # the next well-known URL is no better (and would wait again).
+                raise
             except AuthorizationError as exc:
                 # Never use a document that fails validation; another
                 # well-known URL may still hold a valid one.

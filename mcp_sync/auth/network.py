@@ -25,6 +25,13 @@ default the environment's. The check runs just before the
 URL is used; a DNS server that answers differently a moment later (DNS
 rebinding) is not caught by it.
 
+A resolution takes at most what the request it precedes may take (the
+provider's `timeout`, or less when its `authorization_timeout` has less
+left: `time_left`): the resolver runs on a thread of `_resolve`, and a
+name that has not resolved by then is refused like one that cannot be
+(see `mcp_sync.auth._resolve` for the bound on the threads a hanging
+resolver holds).
+
 Example::
 
     >>> address_class("169.254.169.254")
@@ -37,11 +44,13 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import AuthorizationError, McpError
 from ..transports.http_network import NetworkSettings
+from . import _resolve
 
 __all__ = ["EndpointNotAllowed", "NetworkPolicy", "address_class", "resolve_host",
            "LOOPBACK", "PRIVATE", "LINK_LOCAL", "PUBLIC"]
@@ -50,6 +59,15 @@ LOOPBACK, PRIVATE, LINK_LOCAL, PUBLIC = "loopback", "private", "link-local", "pu
 
 #: A resolver: (host, port) -> the IP addresses it stands for, as strings.
 Resolver = Callable[[str, "int | None"], Sequence[str]]
+
+#: The time a step may take now: given the phrase for what was not done,
+#: (seconds, why that many: None for the provider's own `timeout`, else
+#: the reason to show), or AuthorizationError when no time is left.
+TimeLeft = Callable[[str], "tuple[float, str | None]"]
+
+#: How long a resolution may take when the policy is given no `time_left`
+#: (the providers' default `timeout`).
+RESOLVE_TIMEOUT = 30.0
 
 _NETWORKS = [
     # The unspecified addresses reach this machine when connected to.
@@ -87,6 +105,13 @@ class EndpointNotAllowed(AuthorizationError):
         super().__init__(message)
 
 
+class NotResolvedInTime(AuthorizationError):
+    """A name a server named did not resolve within the time allowed: the
+    system's resolver is not answering. Nothing was sent to it. (Raised as
+    an `AuthorizationError`; its own class lets discovery stop at once: the
+    next well-known URL would wait for the same resolver.)"""
+
+
 def address_class(address: str) -> str:
     """The class of one IP address: "loopback", "private", "link-local" or "public".
 
@@ -103,8 +128,11 @@ def address_class(address: str) -> str:
 
 
 def resolve_host(host: str, port: int | None) -> list[str]:
-    """The addresses `host` resolves to (what a connection may go to)."""
-    return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
+    """The addresses `host` resolves to (what a connection may go to), in
+    the resolver's order. Blocks for as long as the resolver takes: the
+    policy runs it within a deadline."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def _host_port(url: str) -> tuple[str, int | None]:
@@ -127,13 +155,17 @@ class NetworkPolicy:
     `resolver` replaces `resolve_host` (tests inject one). `proxy_for`
     (url -> a proxy or None) says whether a proxy carries a request, so
     a name only it can resolve is allowed (default: the environment's).
+    `time_left` bounds the resolutions of one check (default:
+    `RESOLVE_TIMEOUT` seconds); a provider passes its HTTP client's
+    `allowance`, so a check takes no longer than the request after it may.
     """
 
     def __init__(self, *, allow_private_network: bool = False, resolver: Resolver | None = None,
-                 proxy_for: Callable[[str], object] | None = None) -> None:
+                 proxy_for: Callable[[str], object] | None = None, time_left: TimeLeft | None = None) -> None:
         self.allow_private_network = allow_private_network
         self._resolver = resolver
         self.proxy_for = proxy_for if proxy_for is not None else NetworkSettings().proxy_for
+        self._time_left: TimeLeft = time_left if time_left is not None else (lambda what: (RESOLVE_TIMEOUT, None))
 
     def _proxied(self, url: str) -> bool:
         try:
@@ -141,22 +173,40 @@ class NetworkPolicy:
         except McpError:
             return False  # a proxy the client cannot use carries nothing
 
-    def _addresses(self, host: str, port: int | None) -> list[str]:
+    def _addresses(self, host: str, port: int | None, deadline: float) -> list[str]:
+        """`host`'s addresses by `deadline`, else `_resolve.ResolutionTimeout`
+        (an OSError, like the resolver's own failures)."""
         try:
             ipaddress.ip_address(host.split("%", 1)[0])
             return [host]
         except ValueError:
             pass
         resolve = self._resolver or resolve_host  # looked up now, so tests may replace it
-        return list(resolve(host, port))
+        # Keyed by the resolver too: a lookup under way is shared only by
+        # callers that would have asked the same resolver.
+        return _resolve.within(("policy", resolve, host, port), lambda: list(resolve(host, port)), deadline, host)
+
+    def _deadline(self, not_done: str) -> tuple[float, str]:
+        """The deadline of one check's resolutions, and how to say it."""
+        seconds, why = self._time_left(not_done)
+        return time.monotonic() + seconds, why or f"{seconds:g} s (the token provider's timeout)"
 
     def server_class(self, url: str) -> str:
         """The class of the server at `url`: its addresses' class when they
         all share one, else (mixed, or not resolvable) "public", the class
-        allowed the least."""
+        allowed the least. Raises `AuthorizationError` when its name does
+        not resolve in the time allowed."""
+        deadline, limit = self._deadline(f"the host of {url!r} was not resolved")
+        return self._server_class(url, deadline, limit)
+
+    def _server_class(self, url: str, deadline: float, limit: str) -> str:
         host, port = _host_port(url)
         try:
-            kinds = {address_class(a) for a in self._addresses(host, port)}
+            kinds = {address_class(a) for a in self._addresses(host, port, deadline)}
+        except _resolve.ResolutionTimeout as exc:
+            # Not "public": the check would then refuse its endpoint with a
+            # reason that is not the real one.
+            raise _late(f"the server {url!r}", host, limit, exc) from None
         except (OSError, ValueError):
             return PUBLIC
         return kinds.pop() if len(kinds) == 1 else PUBLIC
@@ -165,11 +215,14 @@ class NetworkPolicy:
         if self.allow_private_network:
             return
         host, port = _host_port(url)
+        deadline, limit = self._deadline(f"the host of {what} {url!r} was not resolved")
         try:
-            addresses = self._addresses(host, port)
+            addresses = self._addresses(host, port, deadline)
         except (OSError, UnicodeError) as exc:
             if self._proxied(url):
                 return  # the proxy resolves the name, in its own network
+            if isinstance(exc, _resolve.ResolutionTimeout):
+                raise _late(f"{what} {url!r}", host, limit, exc) from None
             raise AuthorizationError(f"cannot resolve the host of {what} {url!r}: {exc}") from None
         server = None
         for address in addresses:
@@ -177,7 +230,7 @@ class NetworkPolicy:
             if kind == PUBLIC:
                 continue
             if server is None:
-                server = self.server_class(named_by)
+                server = self._server_class(named_by, deadline, limit)
             if kind != server:
                 raise EndpointNotAllowed(
                     f"refusing {what} {url!r}: it is on a {kind} address ({address}), and {named_by}, which "
@@ -185,3 +238,11 @@ class NetworkPolicy:
                     f"its own kind; to allow it anyway, pass allow_private_network=True to the token provider",
                     url=url, address=address, address_class=kind, named_by=named_by,
                 )
+
+
+def _late(whose: str, host: str, limit: str, exc: _resolve.ResolutionTimeout) -> NotResolvedInTime:
+    return NotResolvedInTime(
+        f"cannot resolve the host of {whose} in time: {host!r} did not resolve within {limit}: {exc}. Check the "
+        "system's DNS resolver (/etc/resolv.conf, the network), or give the token provider more time (timeout=, "
+        "authorization_timeout=)"
+    )

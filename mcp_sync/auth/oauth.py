@@ -69,12 +69,30 @@ def _too_old(pending: Any, now: float) -> bool:
     return not now - created <= PENDING_LIFETIME  # (a NaN is too old)
 
 
-def _timestamp(value: Any) -> float | None:
-    """A server's timestamp (RFC 7591 `client_secret_expires_at`) as a
-    float; None for anything else: not a number, NaN, an infinity, or an
-    integer past a float's range (`float()` raises OverflowError for it)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e18 < value < 1e18:
+def _secret_expiry(value: Any, registered_at: float) -> float | None:
+    """RFC 7591 §3.2.1's `client_secret_expires_at` of a registration
+    answered at `registered_at` (`time.time()`): the time the secret
+    expires, or None when it does not expire or the value says nothing
+    usable.
+
+    The RFC allows two values: 0 ("will not expire") or the time of
+    expiry, in seconds since 1970. None for 0, and for every value that is
+    neither: not a number (a string, a bool), NaN, an infinity, an integer
+    past a float's range (`float()` raises OverflowError for it), and a
+    time not after the registration that issued the secret (a negative
+    number: before 1970; or a past time, from a server's bug or a skewed
+    clock). The server issued the secret to be used now; believing such an
+    expiry would count it as expired at once, so every use would register
+    a new client, and get the same answer (a registration per token
+    request). A secret that does stop working is refused by the token
+    endpoint, which the caller then sees (an `OAuthError`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e18:
         return None  # (a NaN fails the comparison too)
+    if value <= registered_at:
+        log.warning("ignoring the client_secret_expires_at %r of a registration made at %.0f: an expiry must be "
+                    "0 or a time after the registration (RFC 7591); the secret is used until refused", value,
+                    registered_at)
+        return None
     return float(value)
 
 
@@ -554,7 +572,7 @@ class OAuth(TokenFlow):
             client_secret=secret if isinstance(secret, str) and secret else None,
             auth_method=answered_method if isinstance(answered_method, str) else method,
             redirect_uris=[u for u in uris if isinstance(u, str)] if isinstance(uris, list) else [redirect_uri],
-            secret_expires_at=_timestamp(expires),
+            secret_expires_at=_secret_expiry(expires, time.time()),
         )
         self._storage.save(f"client {found.issuer}", info.to_dict())
         log.info("registered client %s at %s", client_id, found.issuer)

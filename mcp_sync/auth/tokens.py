@@ -185,7 +185,8 @@ class ClientInfo:
             the server's metadata and what the client holds.
         redirect_uris (list[str]): The redirect URIs registered for it.
         secret_expires_at (float | None): When the client secret expires, in
-            seconds since the epoch; None or 0 when it does not.
+            seconds since the epoch; None or 0 (or a negative number, which
+            RFC 7591 does not allow) when it does not.
         kind (str): How it was obtained: ``"registered"`` (dynamic
             registration), ``"pre-registered"`` or ``"metadata-document"``.
     """
@@ -209,8 +210,11 @@ class ClientInfo:
         Returns:
             Whether the secret has expired.
         """
-        # RFC 7591: 0 means the secret does not expire.
-        if not self.secret_expires_at:
+        # RFC 7591: 0 means the secret does not expire. A negative time
+        # (before 1970, so before any registration) means nothing RFC 7591
+        # allows; an earlier release stored one as the server sent it, and
+        # reading it as expired made every use register a new client.
+        if self.secret_expires_at is None or self.secret_expires_at <= 0:
             return False
         return (time.time() if now is None else now) >= self.secret_expires_at
 
