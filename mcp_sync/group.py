@@ -5,18 +5,22 @@ threads need it at the same moment); listings of tools, resources and
 prompts across every server at once, on a small pool of threads the group
 owns, with each server's failure reported beside the others' results;
 qualified names (`server.tool`) and the routing of calls to the server a
-name belongs to.
+name belongs to. What each server listed, and the listings that keep it
+so, are its `Catalog`'s (`group_listing.py`), which knows the servers
+only by name.
 
 Must not know: how a client talks to its server. It uses the public API of
 `Client`, made first and opened after (`Client(...)` then `open()`), so
 that `close()` can end a connect in progress, and every option and guarantee of a single
 client (timeouts, reconnects, thread safety) holds per server.
 
-Lock discipline: `_lock` guards `_closed`, `_catalog`, `_listed`, `_relisting` and each
-slot's `client` and `connecting`; a slot's own `lock` is held for the whole
-of its connect, so threads that need the same server connect it once.
-`close()` takes `_lock` first and closes a connect in progress (which ends
-it at once) before it waits for any slot's lock. After `os.fork()` the
+Lock discipline: `_lock` guards `_closed` and each slot's `client` and
+`connecting`; a slot's own `lock` is held for the whole of its connect, so
+threads that need the same server connect it once. `close()` takes `_lock`
+first, closes the catalog under it (no listing starts once the group is
+closed), and closes a connect in progress (which ends it at once) before
+it waits for any slot's lock. The catalog's lock is taken under `_lock`,
+the lanes' under the catalog's, never the reverse. After `os.fork()` the
 child gets new locks and no pool (the parent's threads were not copied);
 each client reconnects by itself.
 
@@ -32,10 +36,8 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import functools
 import inspect
 import logging
-import re
 import threading
 import time
 import weakref
@@ -47,6 +49,7 @@ import attrs
 from . import forking
 from .client import Client, RequestOptions, connect
 from .errors import ConnectionClosed, InvalidParams, McpError, RequestTimeout, RoutingError
+from .group_listing import LEAST_TIMEOUT, Catalog
 from .options import ClientOptions, check_prompt_arguments, check_request_options, check_tool_arguments
 from .shared_attempt import SharedAttempt
 from .transports import _http_options, resolve_target
@@ -62,9 +65,6 @@ T = TypeVar("T")
 _T = TypeVar("_T")
 
 log = logging.getLogger("mcp_sync.group")
-
-#: The least timeout a request made with what is left of a deadline gets.
-_LEAST = 1e-3
 
 #: The keyword arguments of `connect()` that configure a client (not a URL's HTTP options).
 _CLIENT_OPTIONS = frozenset(p for p in inspect.signature(connect).parameters if p not in ("target", "http_options"))
@@ -232,14 +232,7 @@ class ClientGroup:
         self._closed = False
         self._lanes = _Lanes(max_workers, len(slots))
         self._connectors = _Connectors()
-        #: kind -> server -> the names (or URIs, templates) it listed last; replaced whole, under `_lock`.
-        self._catalog: dict[str, dict[str, frozenset[str]]] = {}
-        #: (server, kind) -> the number of the listing `_catalog` holds (the latest asked).
-        self._listed: dict[tuple[str, str], int] = {}
-        self._listings = 0
-        #: The listings again for a moved name still running, by (server,
-        #: kind): one each at most (`_gather(shared=True)`).
-        self._relisting: dict[tuple[str, str], concurrent.futures.Future[list[Any]]] = {}
+        self._catalog = Catalog(list(slots), self._list_member, self._start)
         _live_groups.add(self)
 
     def _after_fork(self) -> None:
@@ -249,7 +242,7 @@ class ClientGroup:
         self._lock = threading.Lock()
         self._lanes = _Lanes(self.max_workers, len(self._slots))
         self._connectors = _Connectors()
-        self._relisting = {}
+        self._catalog.after_fork()
         for slot in self._slots.values():
             slot.lock = threading.Lock()
             slot.connecting = None
@@ -390,32 +383,29 @@ class ClientGroup:
             return (*qualified[0], False, False)
         listing = kind + "s"
         if len(qualified) > 1:  # servers "a" and "a.b": what they listed decides
-            known = self._known(listing)
-            offered = [(s, n) for s, n in qualified if n in known.get(s, ())]
+            offered = self._catalog.offered(listing, qualified)
             listed = len(offered) != 1
             if listed:  # not listed yet, or changed since: ask them
-                known = self._relist(listing, _halfway(deadline))[0]
-                offered = [(s, n) for s, n in qualified if n in known.get(s, ())]
+                self._catalog.relist(listing, _halfway(deadline))
+                offered = self._catalog.offered(listing, qualified)
             if len(offered) == 1:
                 return (*offered[0], False, listed)
             raise RoutingError(f"{kind} name {name!r} could belong to several servers "
                                f"({', '.join(s for s, _ in qualified)})",
                                candidates=[self.qualify(s, n) for s, n in qualified])
-        known = self._known(listing)
-        owners = [s for s in self._slots if name in known.get(s, ())]  # in the group's order
+        owners = self._catalog.owners(listing, name)  # in the group's order
         failed: dict[str, McpError] = {}
         listed = not owners
         if listed:  # never listed, or the servers changed since: ask them
-            known, failed = self._relist(listing, _halfway(deadline))
-            owners = [s for s in self._slots if name in known.get(s, ())]
+            failed = self._catalog.relist(listing, _halfway(deadline))
+            owners = self._catalog.owners(listing, name)
         if len(owners) == 1:
             return owners[0], name, True, listed
         if owners:
             candidates = [self.qualify(s, name) for s in owners]
             raise RoutingError(f"{kind} name {name!r} is ambiguous: use one of {', '.join(candidates)}",
                                candidates=candidates)
-        unreachable = f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
-        raise RoutingError(f"no server of the group offers a {kind} named {name!r}{unreachable}")
+        raise RoutingError(f"no server of the group offers a {kind} named {name!r}{_unlisted(failed)}")
 
     def _call_routed(self, name: str, kind: str, options: RequestOptions,
                      call: Callable[[Client, str, RequestOptions], _T]) -> _T:
@@ -440,8 +430,8 @@ class ClientGroup:
         except InvalidParams:
             if not by_listing or expired(deadline):
                 raise
-            known = self._relist(kind + "s", _halfway(deadline))[0]
-            owners = [s for s in self._slots if name in known.get(s, ())]
+            self._catalog.relist(kind + "s", _halfway(deadline))
+            owners = self._catalog.owners(kind + "s", name)
             if len(owners) != 1 or owners[0] == server or expired(deadline):
                 raise
             moved_to = owners[0]
@@ -467,8 +457,7 @@ class ClientGroup:
             ConnectionClosed: The group is closed.
         """
         check_request_options(options)
-        return self._gather("tools", lambda c: c.list_tools(**options), lambda t: self.qualify(t.server, t.item.name),
-                            _listing_deadline(options))
+        return self._gather("tools", options, lambda t: self.qualify(t.server, t.item.name))
 
     def list_prompts(self, **options: Unpack[RequestOptions]) -> Listing[Prompt]:
         """Every prompt of every server, like `list_tools()`.
@@ -484,8 +473,7 @@ class ClientGroup:
             ConnectionClosed: The group is closed.
         """
         check_request_options(options)
-        return self._gather("prompts", lambda c: c.list_prompts(**options),
-                            lambda t: self.qualify(t.server, t.item.name), _listing_deadline(options))
+        return self._gather("prompts", options, lambda t: self.qualify(t.server, t.item.name))
 
     def list_resources(self, **options: Unpack[RequestOptions]) -> Listing[Resource]:
         """Every direct resource of every server; `name` is the URI.
@@ -502,8 +490,7 @@ class ClientGroup:
             ConnectionClosed: The group is closed.
         """
         check_request_options(options)
-        return self._gather("resources", lambda c: c.list_resources(**options), lambda t: t.item.uri,
-                            _listing_deadline(options))
+        return self._gather("resources", options, lambda t: t.item.uri)
 
     def list_resource_templates(self, **options: Unpack[RequestOptions]) -> Listing[ResourceTemplate]:
         """Every resource template of every server; `name` is the template.
@@ -520,8 +507,7 @@ class ClientGroup:
             ConnectionClosed: The group is closed.
         """
         check_request_options(options)
-        return self._gather("resource_templates", lambda c: c.list_resource_templates(**options),
-                            lambda t: t.item.uri_template, _listing_deadline(options))
+        return self._gather("resource_templates", options, lambda t: t.item.uri_template)
 
     # -- calls -------------------------------------------------------------------------
 
@@ -618,7 +604,7 @@ class ClientGroup:
             raise TypeError("read_resource() needs a URI string")
         listed = False
         if server is None:  # found by listing, within the read's timeout
-            server, listed = _resource_owner(self, uri, deadline)
+            server, listed = _resource_owner(self._catalog, uri, deadline)
         client, used = self._ready(server, options, bound, deadline, listed)
         return client.read_resource(uri, **used)
 
@@ -632,6 +618,7 @@ class ClientGroup:
         forking.check()  # a child forked from C lets go of the parent's pool and clients first
         with self._lock:
             self._closed = True
+            self._catalog.close()  # no listing starts once the group is closed
             connecting = [slot.connecting for slot in self._slots.values() if slot.connecting is not None]
         for starting in connecting:
             starting.close()  # a connect in progress fails at once, and its slot's lock is let go
@@ -661,108 +648,55 @@ class ClientGroup:
             raise RoutingError(f"no server named {server!r} in the group (servers: {', '.join(self._slots) or 'none'})")
         return slot
 
-    def _gather(self, kind: str, fetch: Callable[[Client], list[Any]],
-                name_of: Callable[[GroupItem[Any]], str], until: float | None = None,
-                shared: bool = False) -> Listing[Any]:
-        """Each server's `fetch`, on the group's threads; by `until` (a
-        deadline), a server not done yet is reported as a timeout (its
-        listing goes on, bounded by its own timeouts). `shared`: a listing
-        of the same server and kind still running (one that outlived its
-        caller's deadline) is waited for instead of a new one, so that a
-        server slow to answer never holds more than one of the threads."""
-        forking.check()  # the pool's threads are the parent's after a fork from C
-        with self._lock:
-            if self._closed:
-                raise ConnectionClosed("the client group is closed")
-            futures = {}
-            for name in self._slots:
-                running = self._relisting.get((name, kind)) if shared else None
-                if running is None or running.done():
-                    running = self._lanes.submit(name, functools.partial(self._list_one, name, kind, fetch))
-                    if shared:
-                        self._relisting[(name, kind)] = running
-                futures[name] = running
+    def _gather(self, kind: str, options: RequestOptions, name_of: Callable[[GroupItem[Any]], str]) -> Listing[Any]:
+        """Every server's listing of `kind`, by the call's timeout when it
+        gives one (a server not done by then is reported as a timeout, its
+        listing going on); each item named by `name_of`."""
+        found, errors = self._catalog.gather(kind, options, _listing_deadline(options))
         items: list[GroupItem[Any]] = []
-        errors: dict[str, McpError] = {}
-        for server, future in futures.items():
-            try:
-                found = future.result(timeout=remaining(until))
-            except concurrent.futures.TimeoutError:
-                if not shared:  # not started yet: dropped, so a lane holds only what someone waits for
-                    future.cancel()
-                errors[server] = RequestTimeout(f"listing the {kind} of {server!r} took longer than the call's "
-                                                f"timeout", method=f"{kind}/list", timeout=None)
-                continue
-            except concurrent.futures.CancelledError:
-                errors[server] = ConnectionClosed("the client group is closed")
-                continue
-            except McpError as exc:
-                errors[server] = exc
-                continue
-            for item in found:
+        for server, listed in found.items():
+            for item in listed:
                 entry = GroupItem(server, "", item)
                 items.append(attrs.evolve(entry, name=name_of(entry)))
         return Listing(items, errors)
 
-    def _list_one(self, server: str, kind: str, fetch: Callable[[Client], list[Any]]) -> list[Any]:
-        with self._lock:
-            self._listings += 1
-            number = self._listings
+    def _list_member(self, server: str, kind: str, options: Mapping[str, Any]) -> list[Any]:
+        """What `server` lists of `kind` now (connected first): the catalog's
+        `list_member`, run on the group's threads."""
         client = self.client(server)
         capabilities = client.server_capabilities
         if isinstance(capabilities, Mapping) and _CAPABILITY[kind] not in capabilities:
-            found: list[Any] = []  # a server without the capability offers nothing of the kind
-        else:
-            found = fetch(client)
-        names = _names_of(kind, found)
-        with self._lock:
-            if number > self._listed.get((server, kind), 0):  # else a listing asked later ended first
-                self._listed[server, kind] = number
-                self._catalog = {**self._catalog, kind: {**self._catalog.get(kind, {}), server: names}}
+            return []  # a server without the capability offers nothing of the kind
+        found: list[Any] = getattr(client, f"list_{kind}")(**options)
         return found
 
-    def _known(self, kind: str) -> dict[str, frozenset[str]]:
-        with self._lock:
-            return dict(self._catalog.get(kind, {}))
-
-    def _relist(self, kind: str, until: float | None = None) -> tuple[dict[str, frozenset[str]], dict[str, McpError]]:
-        """List `kind` again on every server (by `until`, when given: each
-        request, and the wait for all of them, a listing still running
-        shared); what the group knows now, and the servers that could not
-        be asked."""
-        options = {} if until is None else {"timeout": remaining(until, at_least=_LEAST)}
-        errors = self._gather(kind, lambda client: getattr(client, f"list_{kind}")(**options),
-                              lambda entry: "", until, shared=until is not None).errors
-        return self._known(kind), errors
+    def _start(self, server: str, task: Callable[[], list[Any]]) -> concurrent.futures.Future[list[Any]]:
+        """`task` on the server's lane: the catalog's `start` (`_lanes` read at each call: a fork child has new ones)."""
+        return self._lanes.submit(server, task)
 
 
-def _resource_owner(group: ClientGroup, uri: str, deadline: float | None) -> tuple[str, bool]:
-    """The one server of `group` that lists `uri` (or else a template it
-    matches), listing them again, by half of what is left until
-    `deadline`, when none does; and whether it listed."""
-
-    def owners() -> list[str]:
-        listed = group._known("resources")
-        exact = [s for s in group._slots if uri in listed.get(s, ())]
-        if exact:
-            return exact
-        templates = group._known("resource_templates")
-        return [s for s in group._slots if any(_template_matches(t, uri) for t in templates.get(s, ()))]
-
-    found = owners()
+def _resource_owner(catalog: Catalog, uri: str, deadline: float | None) -> tuple[str, bool]:
+    """The one server that lists `uri` (or else a template it matches),
+    listing them again, by half of what is left until `deadline`, when none
+    does; and whether it listed."""
+    found = catalog.resource_owners(uri)
     failed: dict[str, McpError] = {}
     listed = not found
     if listed:
         until = _halfway(deadline)
-        failed = {**group._relist("resources", until)[1], **group._relist("resource_templates", until)[1]}
-        found = owners()
+        failed = {**catalog.relist("resources", until), **catalog.relist("resource_templates", until)}
+        found = catalog.resource_owners(uri)
     if len(found) == 1:
         return found[0], listed
     if found:
         raise RoutingError(f"resource {uri!r} is offered by several servers ({', '.join(found)}): "
                            "pass server=", candidates=found)
-    unreachable = f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
-    raise RoutingError(f"no server of the group offers resource {uri!r}{unreachable}: pass server=")
+    raise RoutingError(f"no server of the group offers resource {uri!r}{_unlisted(failed)}: pass server=")
+
+
+def _unlisted(failed: Mapping[str, McpError]) -> str:
+    """What a routing error adds about the servers that could not be listed."""
+    return f" (could not list {', '.join(f'{s}: {e}' for s, e in failed.items())})" if failed else ""
 
 
 class _Lanes:
@@ -773,7 +707,7 @@ class _Lanes:
     servers' tasks need (a listing of a healthy server ends in time while a
     hanging one connects). A task cancelled before it started is skipped.
     Lock discipline: `_lock` guards all but the tasks, which run without
-    it; it is taken under the group's `_lock`, never the reverse."""
+    it; it is taken under the catalog's lock, never the reverse."""
 
     def __init__(self, max_workers: int, lanes: int) -> None:
         self._max_workers, self._per_lane = max_workers, max(1, max_workers // max(1, lanes))
@@ -885,15 +819,6 @@ class _Connectors:
                 thread.join()
 
 
-def _names_of(kind: str, found: list[Any]) -> frozenset[str]:
-    """What routing knows items of `kind` by: tool and prompt names, resource URIs, URI templates."""
-    if kind == "tools" or kind == "prompts":
-        return frozenset(item.name for item in found)
-    if kind == "resources":
-        return frozenset(item.uri for item in found)
-    return frozenset(item.uri_template for item in found)
-
-
 def _bound_of(options: RequestOptions, request_timeout: float | None,
               max_total: float | None) -> tuple[str, float | None]:
     """Which option bounds a call made with `options` (`max_total_timeout`
@@ -923,19 +848,7 @@ def _within(options: RequestOptions, bound: str, deadline: float | None) -> Requ
     """`options`, with `bound` cut to what is left until `deadline`."""
     if deadline is None:
         return options
-    return cast(RequestOptions, {**options, bound: remaining(deadline, at_least=_LEAST)})
-
-
-def _template_matches(template: str, uri: str) -> bool:
-    """Whether `uri` could come from an RFC 6570 `template`. Only for routing,
-    so it is lenient: a simple `{var}` stands for one path segment, every
-    other expression for anything."""
-    pattern = ""
-    for literal, expression in re.findall(r"([^{]*)(\{[^}]*\})?", template):
-        pattern += re.escape(literal)
-        if expression:
-            pattern += "[^/?#]*" if re.fullmatch(r"\{[A-Za-z0-9_.,%]+\}", expression) else ".*"
-    return re.fullmatch(pattern, uri) is not None
+    return cast(RequestOptions, {**options, bound: remaining(deadline, at_least=LEAST_TIMEOUT)})
 
 
 #: Every group not yet collected, for the fork hook.
