@@ -1,28 +1,34 @@
 """Several servers as one: `ClientGroup`.
 
 Owns: a `Client` per server, connected on first use (once, however many
-threads need it at the same moment); listings of tools, resources and
-prompts across every server at once, on a small pool of threads the group
-owns, with each server's failure reported beside the others' results;
-qualified names (`server.tool`) and the routing of calls to the server a
-name belongs to. What each server listed, and the listings that keep it
-so, are its `Catalog`'s (`group_listing.py`), which knows the servers
-only by name.
+threads need it at the same moment), and connected anew at its next use
+once it failed for good (its reconnect policy gave up), at most once per
+the policy's `max_delay`, so a server back after an outage serves again;
+listings of tools, resources and prompts across every server at once, on
+a small pool of threads the group owns, with each server's failure
+reported beside the others' results; qualified names (`server.tool`) and
+the routing of calls to the server a name belongs to. What each server
+listed, and the listings that keep it so, are its `Catalog`'s
+(`group_listing.py`), which knows the servers only by name.
 
 Must not know: how a client talks to its server. It uses the public API of
 `Client`, made first and opened after (`Client(...)` then `open()`), so
-that `close()` can end a connect in progress, and every option and guarantee of a single
-client (timeouts, reconnects, thread safety) holds per server.
+that `close()` can end a connect in progress, and every option and
+guarantee of a single client (timeouts, reconnects, thread safety) holds
+per server, until the client is failed for good and replaced.
 
 Lock discipline: `_lock` guards `_closed` and each slot's `client` and
 `connecting`; a slot's own `lock` is held for the whole of its connect, so
-threads that need the same server connect it once. `close()` takes `_lock`
-first, closes the catalog under it (no listing starts once the group is
-closed), and closes a connect in progress (which ends it at once) before
-it waits for any slot's lock. The catalog's lock is taken under `_lock`,
-the lanes' under the catalog's, never the reverse. After `os.fork()` the
-child gets new locks and no pool (the parent's threads were not copied);
-each client reconnects by itself.
+threads that need the same server connect it once, and guards its
+`renew_at`. A caller that finds a member `failed` looks again under it,
+taken without waiting (held: a connect runs, whose outcome it shares), so
+none meets the old failure once a fresh connect began. `close()` takes
+`_lock` first, closes the catalog under it (no listing starts once the
+group is closed), and closes a connect in progress (which ends it at once)
+before it waits for any slot's lock. The catalog's lock is taken under
+`_lock`, the lanes' under the catalog's, never the reverse. After
+`os.fork()` the child gets new locks and no pool (the parent's threads
+were not copied); each client reconnects by itself.
 
 Why a pool owned by the group and not a thread per listing: the threads are
 bounded (`max_workers`) and `close()` joins them, so no thread outlives
@@ -50,7 +56,8 @@ from . import forking
 from .client import Client, RequestOptions, connect
 from .errors import ConnectionClosed, InvalidParams, McpError, RequestTimeout, RoutingError
 from .group_listing import LEAST_TIMEOUT, Catalog
-from .options import ClientOptions, check_prompt_arguments, check_request_options, check_tool_arguments
+from .options import (ClientOptions, Reconnect, check_prompt_arguments, check_request_options,
+                      check_tool_arguments)
 from .shared_attempt import SharedAttempt
 from .transports import _http_options, resolve_target
 from .types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool
@@ -136,6 +143,9 @@ class _Slot:
     #: Threads that need the server while it connects wait for that connect's
     #: outcome, success or error, rather than each trying again after it.
     connects: SharedAttempt[Client] = attrs.field(factory=SharedAttempt)
+    #: The group's clock time before which a `client` that failed for good is
+    #: not connected anew (under `lock`): a dead server is not hammered.
+    renew_at: float = 0.0
 
 
 class ClientGroup:
@@ -207,8 +217,13 @@ class ClientGroup:
         # here, not at the first use of each server (in a listing's thread).
         # (The clients' request timeout: with no `timeout=` of its own, a
         # call that lists again and calls elsewhere is bounded by it.)
-        timeouts = ClientOptions(**self._options).timeouts
-        self._request_timeout, self._max_total = timeouts.request, timeouts.max_total
+        options = ClientOptions(**self._options)
+        self._request_timeout, self._max_total = options.timeouts.request, options.timeouts.max_total
+        # A member failed for good (its policy gave up, or its connection died
+        # with reconnecting off) is connected anew at most once per this
+        # (None: never, as `restart=False` asks): see `_renewable`.
+        self._renew_every = (options.reconnect or Reconnect()).max_delay if options.restart else None
+        self._clock: Callable[[], float] = time.monotonic  # (`renew_at`'s: a test's steps past `_renew_every`)
         slots: dict[str, _Slot] = {}
         any_url = False
         for name in targets:  # a ServerConfig substitutes here: a missing variable fails now, named
@@ -259,7 +274,9 @@ class ClientGroup:
         """The `Client` of one server, connected now if it is not yet (once:
         threads asking at the same time wait for the same connection). A
         server that cannot be reached raises its `connect()` error, and the
-        next use tries again.
+        next use tries again. A client whose status is `failed` (its
+        reconnect policy gave up) is replaced by a new connection, at most
+        once per the policy's `max_delay`, and closed once that succeeds.
 
         Example::
 
@@ -286,7 +303,7 @@ class ClientGroup:
         forking.check()  # the slots' locks and clients are the parent's after a fork from C
         slot = self._slot(server)
         client = slot.client
-        if client is not None and client.status != "closed":  # (closed by its user: connected again)
+        if client is not None and not self._replaced(slot, client):
             return client
         return slot.connects.run(lambda: self._connect(slot), deadline, start=self._connectors.start, late=lambda: (
             RequestTimeout(f"connecting to server {server!r} took longer than the call's timeout; the connect goes "
@@ -297,36 +314,74 @@ class ClientGroup:
         """The server's client, connected within the call's `deadline`, and
         the call's options: cut to what is left when connecting it (or, if
         `spent`, routing) used some."""
-        connected = self._slot(server).client is not None
-        return self._member(server, deadline), (options if connected and not spent else
-                                                _within(options, bound, deadline))
+        before = self._slot(server).client
+        client = self._member(server, deadline)
+        return client, (options if client is before and not spent else _within(options, bound, deadline))
+
+    def _replaced(self, slot: _Slot, client: Client) -> bool:
+        """Whether a caller that read `client` in the slot goes to `_connect`
+        instead: it was closed by its user, or it failed for good and a
+        fresh connect is due (`_renewable`), running, or done. A ready
+        client costs one status read; a failed one not due yet is used,
+        and its calls fail at once (the fresh connects are rate-limited)."""
+        status = client.status
+        if status == "closed":
+            return True
+        if status != "failed" or self._renew_every is None:
+            return False
+        if not slot.lock.acquire(blocking=False):
+            return True  # a connect runs: its outcome is shared, not this client's failure
+        try:
+            return slot.client is not client or self._renewable(slot, client)
+        finally:
+            slot.lock.release()
+
+    def _renewable(self, slot: _Slot, client: Client) -> bool:
+        """(Under the slot's lock.) Whether its `client` is replaced by a
+        fresh connect now: it is `failed` (reconnecting gave up, or was
+        off: it never heals by itself, or only at a call, as a new connect
+        does), and the group's last fresh connect of it was `_renew_every` ago."""
+        return client.status == "failed" and self._renew_every is not None and self._clock() >= slot.renew_at
 
     def _connect(self, slot: _Slot) -> Client:
-        """The slot's client, connected now unless another thread did."""
+        """The slot's client, connected now unless another thread did; one
+        failed for good replaced (see `_renewable`), and closed once its
+        replacement is in the slot."""
         with slot.lock:  # one connect per server, however many threads need it
             if self._closed:
                 raise ConnectionClosed("the client group is closed")
-            if slot.client is None or slot.client.status == "closed":
-                # Made first, opened after: close() meanwhile finds it in
-                # `connecting` and ends its open() at once.
-                client = Client(slot.target, **self._options)
+            old = slot.client
+            if old is not None and old.status != "closed":
+                if not self._renewable(slot, old):
+                    return old
+                # The next fresh connect waits its turn whatever this one's
+                # outcome; the failed client stays (its calls fail at once)
+                # until one succeeds.
+                slot.renew_at = self._clock() + (self._renew_every or 0.0)
+            # Made first, opened after: close() meanwhile finds it in
+            # `connecting` and ends its open() at once.
+            client = Client(slot.target, **self._options)
+            with self._lock:
+                slot.connecting = client
+                closed = self._closed
+            try:
+                if closed:  # close() ran just before: this connect ends at once
+                    client.close()
+                client.open()
+            finally:
                 with self._lock:
-                    slot.connecting = client
-                    closed = self._closed
-                try:
-                    if closed:  # close() ran just before: this connect ends at once
-                        client.close()
-                    client.open()
-                finally:
-                    with self._lock:
-                        slot.connecting = None
-                with self._lock:
-                    if self._closed:  # close() ran meanwhile: what was opened is closed too
-                        client.close()
-                        raise ConnectionClosed("the client group is closed")
-                    slot.client = client
-                return client
-            return slot.client
+                    slot.connecting = None
+            with self._lock:
+                if self._closed:  # close() ran meanwhile: what was opened is closed too (and `old` by close())
+                    client.close()
+                    raise ConnectionClosed("the client group is closed")
+                slot.client = client
+            if old is not None:
+                # Out of the slot, so no caller gets it from now on (one that
+                # has it meets its failure, as before). An interrupt here
+                # leaves it to its finalizer.
+                old.close()
+            return client
 
     def qualify(self, server: str, name: str) -> str:
         """The group's name for `name` on `server`: ``"server.name"``.
