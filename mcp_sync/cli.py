@@ -57,7 +57,7 @@ from .errors import (ConfigError, McpError, MethodNotFound, MissingClientCapabil
 from .handlers import console_form, defaults_form
 from .options import DEFAULT_PROBE_TIMEOUT, Reconnect, close_names, unknown_names
 from .progress import ProgressBar
-from .transports import HTTP, Stdio, Target
+from .transports import Stdio, Target
 from .types import (
     AudioContent,
     CallToolResult,
@@ -67,12 +67,14 @@ from .types import (
     TextContent,
     WireModel,
 )
-from .waiting import deadline_in, remaining
+from .waiting import LONGEST_WAIT, deadline_in, remaining
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 #: A closed pipe on stdout: as a process killed by SIGPIPE would end.
 EXIT_BROKEN_PIPE = 141
+#: Ctrl-C: as a shell reports a process killed by SIGINT.
+EXIT_INTERRUPTED = 130
 
 #: The few colours used (SGR parameters), by what they mark.
 _STYLES = {"error": "1;31", "name": "36", "required": "33", "failed": "31"}
@@ -244,7 +246,7 @@ def _add_common_options(parser: argparse.ArgumentParser, *, after: bool) -> None
         help="with --oauth: where tokens are kept (default: "
              "$XDG_CONFIG_HOME/mcp-sync/tokens.json or ~/.config/mcp-sync/tokens.json)")
     add("--json", action="store_true", default=False, help="print raw JSON results")
-    add("--timeout", type=float, default=30.0, metavar="SECONDS", help="seconds per request (default 30)")
+    add("--timeout", type=_timeout_option, default=30.0, metavar="SECONDS", help="seconds per request (default 30)")
     add("--protocol", action="append", dest="protocol", metavar="VERSION",
         help="allow only this protocol version (repeatable)")
     add("--answer", choices=("ask", "defaults", "none"),
@@ -252,6 +254,22 @@ def _add_common_options(parser: argparse.ArgumentParser, *, after: bool) -> None
              "stdin is one), accept the defaults, or not at all")
     add("-v", "--verbose", action="store_true", default=False,
         help="show the server's stderr and debug logs on stderr")
+
+
+def _timeout_option(text: str) -> float | None:
+    """`--timeout SECONDS`: a positive number of seconds. One longer than
+    a thread can wait (`inf`, `1e10`) is no limit (None): the library
+    refuses those numbers, and waiting "for ever" is what they ask for.
+    Anything else is a usage error, said in the option's own terms."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if seconds > LONGEST_WAIT:
+        return None
+    if not seconds > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"give a positive number of seconds, such as 30 or 0.5, not {text!r}")
+    return seconds
 
 
 def _build_parser() -> CommandLineParser:
@@ -882,7 +900,33 @@ def _auth(args: argparse.Namespace, err: TextIO) -> Any:
 
         redirect = PasteRedirect(show=show, ask=ask) if args.no_browser else LoopbackRedirect(show=show)
         return OAuth(redirect=redirect, storage=FileStorage(_token_file(args.token_file)), client_name="mcp-sync")
-    return os.environ.get("MCP_SYNC_TOKEN") or None
+    return _environment_token()
+
+
+def _environment_token() -> str | None:
+    """$MCP_SYNC_TOKEN (None when unset or empty), without the whitespace
+    around it: a bearer token holds none (RFC 6750's b64token), and the
+    ways it reaches the environment add some (a Docker or Kubernetes
+    secret made from a file keeps the file's last newline; `$(cat FILE)`
+    keeps a Windows file's CR). What is left must be one word of printable
+    ASCII: anything else is a usage error naming the variable, never its
+    value (a secret), rather than a header the transport refuses or a
+    control character sent to the server."""
+    value = os.environ.get("MCP_SYNC_TOKEN")
+    if not value:
+        return None
+    token = value.strip()
+    if not token:
+        raise _UsageError("$MCP_SYNC_TOKEN holds only whitespace: set it to the token, or unset it")
+    if token[:7].lower() == "bearer " and len(token.split()) == 2:
+        raise _UsageError("$MCP_SYNC_TOKEN starts with 'Bearer ': set it to the token alone, without the scheme")
+    for char in token:
+        if not "!" <= char <= "~":
+            what = ("a line break" if char in "\r\n\v\f\x85\u2028\u2029" else "a space" if char.isspace()
+                    else "a non-ASCII character" if char.isprintable() else "a control character")
+            raise _UsageError(f"$MCP_SYNC_TOKEN has {what} in the token (a bearer token is one word of "
+                              f"printable ASCII): set it to the token alone")
+    return token
 
 
 def _configured(args: argparse.Namespace, err: TextIO, given: ServerConfig | None) -> Target:
@@ -931,6 +975,8 @@ def _target(args: argparse.Namespace, command: list[str], err: TextIO,
     elif args.server or args.config or (config is not None and not command):
         target = _configured(args, err, config)
         if headers:
+            from .transports import HTTP  # here: `--help` and stdio servers need no HTTP stack
+
             if not isinstance(target, HTTP):
                 raise _UsageError("--header goes with an HTTP server, and this one is a program (stdio)")
             target, _ = with_options(target, {"headers": headers})  # over the file's own
@@ -1079,6 +1125,13 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         if stdout is None:
             _quiet_stdout()
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        # A Ctrl-C where the command's own handling does not reach (parsing
+        # the line, printing the help): the same quiet 130, never a
+        # traceback. (Before `main()` runs, in `import mcp_sync`, it is the
+        # interpreter's to report.)
+        _say_interrupted(stderr)
+        return EXIT_INTERRUPTED
 
 
 class _Closed:
@@ -1158,7 +1211,7 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
             # is over once its requests are, so a server that dies under the
             # last one is not started again (nor its attempt logged) while
             # the command exits.
-            if args.timeout < DEFAULT_PROBE_TIMEOUT:
+            if args.timeout is not None and args.timeout < DEFAULT_PROBE_TIMEOUT:
                 # The server/discover probe is a request too: with the
                 # library's 10 s, `--timeout 1` waited 11 s for a server
                 # that answers nothing.
@@ -1186,8 +1239,8 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
             _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        err.write("mcp-sync: interrupted\n")
-        return 130
+        _say_interrupted(err)
+        return EXIT_INTERRUPTED
     except ConfigError as exc:
         # The command line was fine; the file (or the environment it names) is not.
         return _failed(exc, EXIT_ERROR, args.json, err)
@@ -1294,6 +1347,16 @@ def _failed(exc: BaseException, status: int, as_json: bool, err: TextIO) -> int:
     return status
 
 
+def _say_interrupted(stream: TextIO | None) -> None:
+    """Say that the command was interrupted, on `stream` (None: the
+    process's stderr), if it can be said: a closed or broken stderr is no
+    reason for a traceback."""
+    try:
+        (stream or sys.stderr or cast(TextIO, _Closed(stdout=False))).write("mcp-sync: interrupted\n")
+    except (OSError, ValueError):
+        pass
+
+
 def _quiet_stdout() -> None:
     """Point the process's stdout at /dev/null, so that the interpreter's
     flush at exit does not fail on the closed pipe again."""
@@ -1352,7 +1415,7 @@ def _complete_tools(line: str, point: str, connect_fn: Callable[..., Client], ou
         # The Tab's time in thirds, for a server that answers nothing: the
         # probe, `initialize` after it, and a program's time to exit once
         # told (the listing gets what is left of the whole).
-        budget = min(args.timeout, _COMPLETION_TIMEOUT)
+        budget = _COMPLETION_TIMEOUT if args.timeout is None else min(args.timeout, _COMPLETION_TIMEOUT)
         deadline = deadline_in(budget)
         if isinstance(target, list):
             target = Stdio(target[0], target[1:], shutdown_timeout=budget / 3)

@@ -18,12 +18,12 @@ whole interval. A probe is never sent while calls are flowing.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from typing import Callable
 
 from .errors import McpError
+from .waiting import check_seconds
 
 __all__ = ["Keepalive"]
 
@@ -222,8 +222,7 @@ class Keepalive:
 
 
 def _seconds(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+    # Bounded as a request timeout is: the thread waits up to one interval
+    # in a single `Condition.wait`.
+    check_seconds(name, value, allow_none=False)
     return float(value)

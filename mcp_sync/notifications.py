@@ -41,7 +41,7 @@ import attrs
 
 from .connection import Drops
 from .errors import RequestTimeout
-from .waiting import deadline_in, remaining, slice_of
+from .waiting import check_seconds, deadline_in, remaining, slice_of
 
 log = logging.getLogger("mcp_sync.notifications")
 
@@ -188,11 +188,11 @@ class NotificationStream:
         Raises:
             RequestTimeout: None arrived within `timeout`.
             StopIteration: The stream is closed and its buffer read.
-            ValueError: `timeout` is negative or NaN (TypeError: not a
-                number).
+            TypeError: `timeout` is not a number (or None).
+            ValueError: `timeout` is negative, NaN or infinite.
         """
-        if timeout is not None and not timeout >= 0.0:  # NaN too; a string raises TypeError here
-            raise ValueError(f"timeout must be a number of seconds, 0 or more, not {timeout!r}")
+        if timeout is not None:  # (None, the common case, costs one test)
+            check_seconds("timeout", timeout, allow_none=True, allow_zero=True)  # 0: look without waiting
         deadline = deadline_in(timeout)
         with self._cond:
             while not self._buffer:

@@ -12,7 +12,6 @@ anything is sent.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
@@ -21,6 +20,7 @@ import attrs
 from .cache import ResultCache
 from .protocol import versions
 from .types import Progress
+from .waiting import check_seconds
 
 if TYPE_CHECKING:
     import random
@@ -186,8 +186,11 @@ class Timeouts:
             (initialize era); None: no limit.
 
     Raises:
-        ValueError: A timeout that is not a positive number (or None where
-            None is allowed).
+        TypeError: A timeout that is not a number (a string, a bool, or
+            None where None is not allowed).
+        ValueError: A timeout that is 0, negative, NaN, infinite or longer
+            than a thread can wait (`waiting.LONGEST_WAIT`; None is no
+            limit where it is allowed).
     """
 
     request: float | None = attrs.field(default=DEFAULT_TIMEOUT, validator=_seconds(True))
@@ -251,23 +254,25 @@ class Keepalive:
             as dead (3).
 
     Raises:
-        ValueError: `interval` is not a positive number, or `failures` not
-            a positive integer.
+        TypeError: `interval` is not a number.
+        ValueError: `interval` is not a positive, finite number of seconds
+            (`Timeouts` has the same rule), or `failures` not a positive
+            integer.
     """
 
     interval: float = attrs.field(validator=_seconds(False))
     failures: int = attrs.field(default=3, validator=_count)
 
 
-def _positive_finite(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{attribute.name} must be a finite number of seconds > 0, not {value!r}")
+def _delay(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    # No upper bound: a backoff longer than one thread wait runs in pieces.
+    check_seconds(attribute.name, value, allow_none=False, longest=None)
 
 
-def _to_seconds(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"a delay must be a number of seconds, not {value!r}")
-    return float(value)
+def _float_if_number(value: Any) -> Any:
+    """A number as a float; anything else as it is, for `_delay` to refuse
+    under the attribute's name."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 def _max_attempts(instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
@@ -321,8 +326,8 @@ class Reconnect:
     """
 
     max_attempts: int | None = attrs.field(default=None, validator=_max_attempts)
-    initial_delay: float = attrs.field(default=0.5, converter=_to_seconds, validator=_positive_finite)
-    max_delay: float = attrs.field(default=30.0, converter=_to_seconds, validator=_positive_finite)
+    initial_delay: float = attrs.field(default=0.5, converter=_float_if_number, validator=_delay)
+    max_delay: float = attrs.field(default=30.0, converter=_float_if_number, validator=_delay)
     jitter: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     eager: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 
@@ -492,10 +497,10 @@ class ClientOptions:
 
     Raises:
         TypeError: An option of the wrong type (`timeouts` not a
-            `Timeouts`, `restart` not a bool, a handler that is not
-            callable, ...).
-        ValueError: A value out of range (a timeout that is not a positive
-            number, an unknown protocol version or `log_level`, a
+            `Timeouts`, a timeout that is not a number, `restart` not a
+            bool, a handler that is not callable, ...).
+        ValueError: A value out of range (a timeout that is not a positive,
+            finite number, an unknown protocol version or `log_level`, a
             `client_info` without string `name` and `version`, ...).
     """
 
@@ -590,11 +595,11 @@ def check_flag(name: str, value: Any) -> None:
 
 
 def check_timeout(name: str, value: Any, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    # `not value > 0`: NaN too, which every comparison with a deadline gets wrong.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    """A timeout: a positive number of seconds (`waiting.check_seconds`:
+    TypeError for what is not a number, ValueError for 0, a negative, NaN,
+    inf or more than a thread can wait), or None for no limit when
+    `allow_none`."""
+    check_seconds(name, value, allow_none=allow_none)
 
 
 def check_request_options(options: Mapping[str, Any], *, tool: str | None = None) -> None:

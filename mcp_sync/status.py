@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import enum
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from typing import Callable
 import attrs
 
 from .errors import McpError
+from .waiting import check_seconds
 
 __all__ = ["Status", "StatusChange", "StatusMonitor"]
 
@@ -285,11 +285,14 @@ class StatusMonitor:
 
             if monitor.wait_for({Status.READY, Status.FAILED, Status.CLOSED}, timeout=5) is not Status.READY:
                 ...  # not usable within 5 s
+
+        Raises:
+            TypeError: `timeout` is not a number or None.
+            ValueError: `timeout` is negative, NaN or infinite (None waits
+                without a limit), or `statuses` is empty or unknown.
         """
         wanted = _statuses(statuses)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or math.isnan(timeout) or timeout < 0):
-            raise ValueError("timeout must be a number of seconds >= 0, or None")
+        check_seconds("timeout", timeout, allow_none=True, allow_zero=True)  # 0: whether it is one now
         with self._cond:
             reached = self._cond.wait_for(lambda: self._status in wanted, timeout)
             return self._status if reached else None

@@ -43,7 +43,7 @@ from .errors import ConnectionClosed, McpError, RequestTimeout, copy_error, serv
 from .notifications import Notification, check_buffer, notification_of
 from .negotiation import TASKS_EXTENSION
 from .options import check_flag, check_timeout
-from .waiting import acquire_until, deadline_in, remaining, slice_of, wait_for_event
+from .waiting import acquire_until, check_seconds, deadline_in, remaining, slice_of, wait_for_event
 
 if TYPE_CHECKING:
     from .protocol.versions import Dialect
@@ -403,11 +403,11 @@ class Subscription:
         Raises:
             RequestTimeout: No event within `timeout`.
             StopIteration: The end event was already taken.
-            ValueError: `timeout` is negative or NaN (TypeError: not a
-                number).
+            TypeError: `timeout` is not a number (or None).
+            ValueError: `timeout` is negative, NaN or infinite.
         """
-        if timeout is not None and not timeout >= 0.0:  # NaN too; a string raises TypeError here
-            raise ValueError(f"timeout must be a number of seconds, 0 or more, not {timeout!r}")
+        if timeout is not None:  # (None, the common case, costs one test)
+            check_seconds("timeout", timeout, allow_none=True, allow_zero=True)  # 0: look without waiting
         events = self._events
         if events:
             # A waiting event, for a reader who keeps up: taken without the

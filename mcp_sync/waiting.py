@@ -10,6 +10,8 @@ threads wait in one piece. Every blocking wait of the client goes through
 A deadline is a `time.monotonic()` value, or None for none; `deadline_in()`
 makes one, `remaining()` says how long is left until it, `expired()`
 whether it passed, and `earliest()` picks the nearest of several.
+`check_seconds()` is the one rule every duration argument of the package
+is checked by, before anything is sent or started.
 
     >>> slice_of(5.0) in (5.0, MAIN_THREAD_SLICE)   # depends on the thread
     True
@@ -19,12 +21,15 @@ whether it passed, and `earliest()` picks the nearest of several.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import overload
 
 __all__ = [
     "MAIN_THREAD_SLICE",
+    "LONGEST_WAIT",
+    "check_seconds",
     "on_main_thread",
     "slice_of",
     "deadline_in",
@@ -38,6 +43,57 @@ __all__ = [
 #: The longest a wait on the main thread blocks before it looks again, so
 #: that a pending interrupt is raised within this many seconds.
 MAIN_THREAD_SLICE = 0.1
+
+#: The longest wait a duration argument may ask for: what one blocking wait
+#: of a thread accepts (`threading.TIMEOUT_MAX`: some 292 years on 64-bit
+#: POSIX, 49 days on Windows). The request waits block for all that is
+#: left on threads other than the main one, and raise OverflowError beyond
+#: it, after the request was sent; None is how a caller asks for no limit.
+LONGEST_WAIT = threading.TIMEOUT_MAX
+
+
+def check_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool = False,
+                  longest: float | None = LONGEST_WAIT) -> None:
+    """The rule for a duration argument `name`, in seconds: an int or a
+    float; not a bool (True is no number of seconds), a string or None
+    (unless `allow_none`: None means no limit); not NaN, negative, 0
+    (unless `allow_zero`), infinite, or above `longest` (None: no bound,
+    for a wait that runs in pieces).
+
+        >>> check_seconds("timeout", 0.5, allow_none=True)
+        >>> check_seconds("timeout", "5", allow_none=True)
+        Traceback (most recent call last):
+        ...
+        TypeError: timeout must be a number of seconds or None (no limit), not the string '5': pass timeout=5
+
+    Raises:
+        TypeError: `value` is not a number (or None where allowed).
+        ValueError: `value` is a number out of range.
+    """
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        kinds = "a number of seconds or None (no limit)" if allow_none else "a number of seconds"
+        shown, hint = repr(value), ""
+        if isinstance(value, str):
+            shown = f"the string {value!r}"
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if math.isfinite(number) and (number > 0 or (allow_zero and number == 0)):
+                hint = f": pass {name}={number:g}"
+        raise TypeError(f"{name} must be {kinds}, not {shown}{hint}")
+    # `not value > 0` rather than `value <= 0`: NaN fails every comparison,
+    # and a NaN deadline would be taken for "never" by some waits and
+    # "already passed" by others.
+    if not (value >= 0 if allow_zero else value > 0):
+        wanted = "a number of seconds, 0 or more" if allow_zero else "a positive number of seconds"
+        raise ValueError(f"{name} must be {wanted}, not {value!r}")
+    if not math.isfinite(value) or (longest is not None and value > longest):
+        wanted = "a finite number of seconds" if longest is None else f"a number of seconds up to {longest:.0f}"
+        instead = ": pass None for no limit" if allow_none else ""
+        raise ValueError(f"{name} must be {wanted}, not {value!r}{instead}")
 
 
 def on_main_thread() -> bool:

@@ -494,7 +494,8 @@ def test_a_resource_not_found_on_a_server_that_lists_none_keeps_the_servers_word
 @pytest.mark.parametrize("argv, said", [
     (["--json", "call"], "the following arguments are required: tool"),
     (["--json", "tolls"], "unknown command 'tolls'; did you mean 'tools'? (mcp-sync --help lists the commands)"),
-    (["--json", "--timeout", "soon", "tools"], "argument --timeout: invalid float value: 'soon'"),
+    (["--json", "--timeout", "soon", "tools"], "argument --timeout: give a positive number of seconds, such as 30 or 0.5, "
+                                                "not 'soon'"),
 ])
 def test_with_json_a_usage_error_is_json_too(argv, said):
     # argparse's usage and error lines came out as text, though --json

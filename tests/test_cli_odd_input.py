@@ -16,6 +16,7 @@ import pytest
 import mcp_sync
 from mcp_sync.cli import main
 from mcp_sync.testing import Server
+from tests.helpers import Injected
 
 
 @pytest.fixture(autouse=True)
@@ -287,3 +288,213 @@ def test_a_number_as_a_person_spells_it_is_a_number(value, total):
     out, err = io.StringIO(), io.StringIO()
     assert main(["call", "add", f"a={value}", "b=1"], stdout=out, stderr=err) == 0, err.getvalue()
     assert out.getvalue() == f"{total}\n"
+
+
+# -- --timeout, $MCP_SYNC_TOKEN, Ctrl-C at start-up -------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "-inf", "abc", ""])
+def test_a_timeout_that_is_no_positive_number_is_a_usage_error_naming_the_option(tmp_path, value):
+    # Before: "timeout must be a positive number of seconds, not 0.0", the
+    # library's name for it and a number not as typed; "abc": argparse's
+    # "invalid float value".
+    started = tmp_path / "started"
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["call", "echo", "text=hi", f"--timeout={value}", "--",
+                 sys.executable, "-c", f"open({str(started)!r}, 'w')"], stdout=out, stderr=err)
+    assert code == 2 and out.getvalue() == ""
+    assert err.getvalue().splitlines()[-1] == (f"mcp-sync call: error: argument --timeout: give a positive number "
+                                               f"of seconds, such as 30 or 0.5, not {value!r}")
+    assert not started.exists()  # refused before the server was started
+
+
+def test_a_timeout_usage_error_is_json_with_json():
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--json", "--timeout", "0", "tools"], stdout=out, stderr=err) == 2
+    assert json.loads(err.getvalue()) == {
+        "error": "argument --timeout: give a positive number of seconds, such as 30 or 0.5, not '0'",
+        "type": "UsageError", "status": 2}
+
+
+@pytest.mark.parametrize("value", ["inf", "1e10"])
+def test_a_timeout_longer_than_a_thread_can_wait_is_no_limit(value):
+    # The library refuses these numbers (it has None for "no limit"); the
+    # command, which has no None, takes them for what they ask.
+    seen = []
+
+    def connecting(target, **options):
+        seen.append(options["timeout"])
+        return mcp_sync.connect(mcp_sync.testing.demo_server(), **options)
+
+    out = io.StringIO()
+    assert main(["call", "echo", "text=hi", "--timeout", value], stdout=out, connect_fn=connecting) == 0
+    assert (seen, out.getvalue()) == ([None], "hi\n")
+
+
+def gated_server(seen=None):
+    """A demo server over HTTP that takes the one bearer token; `seen`
+    gets each request's Authorization header."""
+    from mcp_sync.testing import GateAnswer, HTTPServer, demo_server
+
+    def gate(request):
+        if seen is not None:
+            seen.append(request.headers.get("Authorization"))
+        if request.headers.get("Authorization") == "Bearer tok-1.2_3~4+5/6=":
+            return None
+        return GateAnswer(401, {"WWW-Authenticate": "Bearer"})
+
+    return HTTPServer(demo_server(), gate=gate)
+
+
+@pytest.mark.parametrize("value", ["tok-1.2_3~4+5/6=\n", "tok-1.2_3~4+5/6=\r\n", "\ttok-1.2_3~4+5/6= "])
+def test_whitespace_around_the_environment_token_is_not_part_of_it(monkeypatch, value):
+    # A secret made from a file keeps the file's last newline (`$(cat FILE)`
+    # keeps a Windows file's CR). Before: "a bearer token must be a
+    # non-empty string without CR, LF or NUL", naming no variable.
+    monkeypatch.setenv("MCP_SYNC_TOKEN", value)
+    with gated_server() as httpd:
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["--url", httpd.url, "tools"], stdout=out, stderr=err) == 0, err.getvalue()
+        assert "echo" in out.getvalue()
+
+
+@pytest.mark.parametrize("value, what", [
+    ("tok\nen", "a line break in the token"), ("tok\ren", "a line break in the token"),
+    ("tok en", "a space in the token"), ("tok\x1ben", "a control character in the token"),
+    ("tok\x7f", "a control character in the token"), ("tök", "a non-ASCII character in the token"),
+])
+def test_a_character_no_bearer_token_has_is_a_usage_error_naming_the_variable(monkeypatch, value, what):
+    # Before: a line break gave the transport's "a bearer token must be a
+    # non-empty string without CR, LF or NUL"; a space, an escape or a
+    # non-ASCII letter was sent to the server, which answered 401.
+    monkeypatch.setenv("MCP_SYNC_TOKEN", value)
+    seen = []
+    with gated_server(seen) as httpd:
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["--url", httpd.url, "tools"], stdout=out, stderr=err) == 2
+    assert seen == []  # refused before anything was sent
+    said = err.getvalue()
+    assert said == (f"mcp-sync: error: $MCP_SYNC_TOKEN has {what} (a bearer token is one word of printable "
+                    f"ASCII): set it to the token alone\n")
+    assert "tok" not in said.replace("token", "")  # the value is a secret: never printed
+
+
+@pytest.mark.parametrize("value, said", [
+    ("\n", "$MCP_SYNC_TOKEN holds only whitespace: set it to the token, or unset it"),
+    ("Bearer tok", "$MCP_SYNC_TOKEN starts with 'Bearer ': set it to the token alone, without the scheme"),
+])
+def test_an_environment_token_that_is_no_token_says_what_to_set(monkeypatch, value, said):
+    monkeypatch.setenv("MCP_SYNC_TOKEN", value)
+    err = io.StringIO()
+    assert main(["--url", "http://127.0.0.1:9/mcp", "tools"], stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue() == f"mcp-sync: error: {said}\n"
+
+
+#: The console script (`mcp-sync = mcp_sync.cli:main`) as pip writes it,
+#: and a word to the test (on READY_FD) once the command's own code runs:
+#: at the call of `_main`, inside `main()`'s handlers. What comes before,
+#: the interpreter's start-up, `import mcp_sync` and `main()`'s first
+#: instruction, is not the command's to handle.
+CONSOLE_SCRIPT = """\
+import os, re, sys
+from mcp_sync import cli
+from mcp_sync.cli import main
+
+def ready(frame, event, arg):
+    if event == "call" and frame.f_code is cli._main.__code__:
+        sys.setprofile(None)
+        os.write(int(os.environ["READY_FD"]), b"r")
+
+sys.setprofile(ready)
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("argv", [["--help"], ["tools"], ["tolls"]])
+def test_a_ctrl_c_early_in_the_command_exits_quietly(argv):
+    # Before: a Ctrl-C while the command line was parsed, or the help or a
+    # usage error printed, ended in a KeyboardInterrupt traceback (only
+    # the connection and the requests were under the command's handler).
+    # The interrupt lands at 30 points from the start of `main()`, from the
+    # whole terminal's group (the demo server of `tools` included).
+    import os
+    import select
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(mcp_sync.__file__).parent.parent),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    env.pop("FORCE_COLOR", None)
+    normal = subprocess.run([sys.executable, "-c", CONSOLE_SCRIPT, *argv], capture_output=True, text=True,
+                            env={**env, "READY_FD": "2"}, timeout=60)
+    normal_err = normal.stderr.removeprefix("r")
+    assert "Traceback" not in normal_err
+    outcomes = set()
+    for step in range(30):
+        ready, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", CONSOLE_SCRIPT, *argv], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env={**env, "READY_FD": str(write_end)},
+                                    pass_fds=[write_end], start_new_session=True)
+            os.close(write_end)
+            assert select.select([ready], [], [], 60)[0] and os.read(ready, 1) == b"r"
+        finally:
+            os.close(ready)
+        time.sleep(step * 0.002)  # 0 to 58 ms into the command: parsing, printing, connecting
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:  # already done
+            pass
+        out, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, (step, err)
+        if proc.returncode == 130:
+            assert err.splitlines()[-1:] == ["mcp-sync: interrupted"], (step, out, err)
+        elif proc.returncode == -signal.SIGINT:
+            # After `main()` returned: the interpreter, finalizing, has given
+            # SIGINT back to the system's default, which ends the process
+            # quietly (a shell says 130), its output all written.
+            assert (out, err) == (normal.stdout, normal_err), step
+        else:
+            assert (proc.returncode, out, err) == (normal.returncode, normal.stdout, normal_err), step
+        outcomes.add(proc.returncode)
+    assert 130 in outcomes  # some interrupts landed while the command ran
+
+
+@pytest.mark.parametrize("argv, status", [(["--help"], 0), (["completion", "bash"], 0), (["tolls"], 2),
+                                          (["--timeout", "0", "tools"], 2)])
+def test_a_ctrl_c_at_any_call_of_the_command_line_s_handling_is_status_130(argv, status):
+    # The same, at chosen points rather than by the clock: a Ctrl-C at the
+    # k-th Python function call of the command (CPython delivers one on
+    # entering a function), for k spread over the whole run.
+    def run(k):
+        calls, where = [0], []
+
+        def profile(frame, event, arg):
+            # (Not at `main()`'s own call: before its first instruction, the
+            # caller's to handle.)
+            if event == "call" and frame.f_code is not main.__code__:
+                if calls[0] == k:
+                    sys.setprofile(None)
+                    where.append(f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})")
+                    raise Injected()
+                calls[0] += 1
+
+        out, err = io.StringIO(), io.StringIO()
+        sys.setprofile(profile)
+        try:
+            code = main(list(argv), stdout=out, stderr=err)
+        except Injected as exc:
+            code = exc  # escaped: the traceback of before
+        finally:
+            sys.setprofile(None)
+        return code, err.getvalue(), calls[0], where
+
+    run(-1)  # (the first run fills caches: the later ones make fewer calls)
+    code, _, total, _ = run(-1)  # no interrupt: the normal result, and how many calls it makes
+    assert code == status and total > 100
+    for k in range(0, total, max(1, total // 60)):
+        code, err, _, where = run(k)
+        assert where, k  # it landed
+        assert code == 130 and err.endswith("mcp-sync: interrupted\n"), (k, where, code, err)

@@ -506,7 +506,7 @@ def test_bad_values_raise_value_error(call):
     [
         ({"protocol": "1999-01-01"}, ValueError),
         ({"protocol": []}, ValueError),
-        ({"timeout": "soon"}, ValueError),
+        ({"timeout": "soon"}, TypeError),
         ({"timeout": float("nan")}, ValueError),
         ({"probe_timeout": 0}, ValueError),
         ({"log_level": "loud"}, ValueError),
