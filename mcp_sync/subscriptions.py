@@ -43,13 +43,17 @@ from .errors import ConnectionClosed, McpError, RequestTimeout, copy_error, serv
 from .notifications import Notification, check_buffer, notification_of
 from .negotiation import TASKS_EXTENSION
 from .options import check_flag, check_timeout
-from .waiting import acquire_until, check_seconds, deadline_in, remaining, slice_of, wait_for_event
+from .waiting import LONGEST_WAIT, acquire_until, check_seconds, deadline_in, remaining, slice_of, wait_for_event
 
 if TYPE_CHECKING:
     from .protocol.versions import Dialect
     from .supervisor import Supervisor
 
 log = logging.getLogger("mcp_sync.client")
+
+
+#: The types a timeout may be without a closer look (a bool is an int's subclass, not its type).
+_PLAIN_NUMBERS = (int, float)
 
 
 @attrs.frozen
@@ -406,8 +410,11 @@ class Subscription:
             TypeError: `timeout` is not a number (or None).
             ValueError: `timeout` is negative, NaN or infinite.
         """
-        if timeout is not None:  # (None, the common case, costs one test)
-            check_seconds("timeout", timeout, allow_none=True, allow_zero=True)  # 0: look without waiting
+        # A plain number in range is checked here without a call (a reader
+        # taking one event at a time runs this per event); any other value
+        # gets the one rule's verdict. 0: look without waiting.
+        if timeout is not None and not (type(timeout) in _PLAIN_NUMBERS and 0.0 <= timeout <= LONGEST_WAIT):
+            check_seconds("timeout", timeout, allow_none=True, allow_zero=True)
         events = self._events
         if events:
             # A waiting event, for a reader who keeps up: taken without the

@@ -283,7 +283,7 @@ def test_log_messages_before_a_failure_in_the_same_read_are_queued_before_it_is_
     conn = Connection(PlayedTransport(), new_id_counter(), on_log=lambda params: got.append(params["data"]),
                       on_failed=on_failed)
     conn.start()
-    conn.deliver_all([note(1), note(2), {"jsonrpc": "2.0", "method": 7}])
+    conn.deliver_all([note(1), note(2), {"jsonrpc": "1.0", "method": "x"}])
     assert conn.failure is not None
     assert got == [1, 2] and conn.drops.logs == 0
 
