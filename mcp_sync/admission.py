@@ -37,7 +37,7 @@ from types import TracebackType
 from typing import Callable
 
 from .errors import McpError, Overloaded, RequestTimeout, copy_error
-from .waiting import slice_of
+from .waiting import expired, remaining, slice_of
 
 __all__ = ["Admission"]
 
@@ -295,13 +295,13 @@ class Admission:
         closes, or the deadline passes."""
         gate = ticket.gate
         assert gate is not None
-        clock = self._clock  # not `waiting.remaining`: the clock is injectable
+        clock = self._clock  # deadlines are read against it (a test's may step through time)
         started = clock()
         # On the main thread, a wait sliced for interrupts (`waiting`); any
         # other waits in steps of the safety slice.
         slice_ = slice_of(_SAFETY_SLICE)
         while True:
-            wait = slice_ if deadline is None else min(slice_, max(deadline - clock(), 0.0))
+            wait = slice_ if deadline is None else min(slice_, remaining(deadline, clock=clock))
             gate.acquire(True, wait)
             with self._lock:
                 # Every way out but success leaves no trace before raising,
@@ -320,7 +320,7 @@ class Admission:
                     self._note_peak_locked()
                     self._hand_over()
                     return
-                if deadline is not None and clock() >= deadline:
+                if expired(deadline, clock=clock):
                     del self._waiters[ticket]
                     self._hand_over()  # it may have been first in line
                     raise self._timed_out(clock() - started)

@@ -54,9 +54,8 @@ from typing import Any, Callable, Protocol
 
 from .protocol import codes
 from .protocol.jsonrpc import Refusal
+from .protocol.meta import META_RELATED_TASK as RELATED_TASK  # the `_meta` key that ties a message to its task
 
-#: The `_meta` key that ties a message to its task.
-RELATED_TASK = "io.modelcontextprotocol/related-task"
 #: The server's requests about the client's tasks.
 METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
 #: The most tasks kept at once.

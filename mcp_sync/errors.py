@@ -52,6 +52,7 @@ error from the peer. Bad arguments from the caller raise the ordinary
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -813,20 +814,31 @@ class SkillVerificationError(McpError):
         super().__init__(message)
 
 
-_E = TypeVar("_E", bound=McpError)
+_E = TypeVar("_E", bound=BaseException)
 
 
 def copy_error(exc: _E) -> _E:
     """A fresh copy of an error, attributes included, so that threads never
     share one (raising the same instance from many threads tangles its
-    traceback). Works for the classes whose constructor takes keywords,
-    which `copy.copy` cannot rebuild."""
-    new = exc.__class__.__new__(exc.__class__, *exc.args)
-    new.__dict__.update(exc.__dict__)
-    notes = exc.__dict__.get("__notes__")
-    if isinstance(notes, list):  # a note one thread adds must not show on another's copy
-        new.__dict__["__notes__"] = list(notes)
-    new.args = exc.args
-    new.__cause__ = exc.__cause__
-    new.__suppress_context__ = exc.__suppress_context__
-    return new
+    traceback); it has no traceback of its own until raised.
+
+    The package's errors are rebuilt without their constructor, which takes
+    keywords that `copy.copy` cannot give it. Any other exception (one a
+    callback or the system raised) is rebuilt by `copy.copy`, which calls
+    its constructor: the built-in classes keep state of theirs there
+    (`SystemExit.code`, `UnicodeDecodeError.start`); one that cannot be
+    copied so is returned as it is."""
+    if isinstance(exc, McpError):
+        new = exc.__class__.__new__(exc.__class__, *exc.args)
+        new.__dict__.update(exc.__dict__)
+        notes = exc.__dict__.get("__notes__")
+        if isinstance(notes, list):  # a note one thread adds must not show on another's copy
+            new.__dict__["__notes__"] = list(notes)
+        new.args = exc.args
+        new.__cause__ = exc.__cause__
+        new.__suppress_context__ = exc.__suppress_context__
+        return new
+    try:
+        return copy.copy(exc)
+    except Exception:  # noqa: BLE001 - an exception that cannot be copied is raised as it is
+        return exc

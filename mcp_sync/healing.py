@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -28,7 +27,7 @@ from .closers import Closers
 from .connection import Connection
 from .errors import ConnectionClosed, McpError, RequestTimeout, TransportError
 from .status import Status, StatusMonitor
-from .waiting import wait_for_event
+from .waiting import deadline_in, expired, remaining, wait_for_event
 
 if TYPE_CHECKING:
     from .subscriptions import Subscription
@@ -40,17 +39,17 @@ log = logging.getLogger("mcp_sync.client")
 ROUND_SECONDS = 1.0
 #: The shortest wait between two rounds that found the connection not ready.
 MIN_ROUND_WAIT = 0.05
-#: The longest one blocking wait of a backoff: a policy's waits may exceed
+#: The longest one piece of a backoff's wait: a policy's waits may exceed
 #: what `Event.wait` accepts (`threading.TIMEOUT_MAX`: OverflowError beyond,
 #: which killed the waiting thread), so a longer one waits in pieces.
-LONGEST_WAIT = 86400.0
+BACKOFF_PIECE = 86400.0
 
 
 def backoff(stop: threading.Event, seconds: float) -> bool:
     """Wait `seconds`, however many, or until `stop` is set; whether it is."""
-    end = time.monotonic() + seconds
-    while not wait_for_event(stop, min(max(end - time.monotonic(), 0.0), LONGEST_WAIT)):
-        if time.monotonic() >= end:
+    end = deadline_in(seconds)
+    while not wait_for_event(stop, min(remaining(end), BACKOFF_PIECE)):
+        if expired(end):
             return False
     return True
 
@@ -210,8 +209,8 @@ class Healer:
         # The server acknowledging the streams opened again proves the new
         # connection alive, as a response to a call would. Looked at in
         # slices: a connection that fails meanwhile ends the wait at once.
-        limit = time.monotonic() + self._probe_timeout
-        while (reopened and conn.failure is None and not supervisor.closed and time.monotonic() < limit
+        limit = deadline_in(self._probe_timeout)
+        while (reopened and conn.failure is None and not supervisor.closed and not expired(limit)
                and not all(sub.settled for sub in reopened) and not self.again):
             self._stop.wait(MIN_ROUND_WAIT)
         if reopened and all(sub.reopened for sub in reopened):

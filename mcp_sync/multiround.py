@@ -32,6 +32,7 @@ from .errors import (
 )
 from .protocol import inputs
 from .protocol.schemas import SchemaCache
+from .waiting import expired, remaining
 
 #: The requests a server may answer with `input_required`.
 METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
@@ -68,6 +69,7 @@ def answer_rounds(
     `left` seconds of the whole call's bound."""
     if started is None:
         started = time.monotonic()
+    deadline = None if max_total_timeout is None else started + max_total_timeout
     responses = dict(input_responses) if input_responses is not None else None
     state = request_state
     answered = 0
@@ -79,13 +81,13 @@ def answer_rounds(
             round_params["requestState"] = state
         if first is not None:
             result, first = first, None
-        elif not answered or (left := _left(started, max_total_timeout)) is None:
+        elif not answered or (left := remaining(deadline)) is None:
             result = send(round_params)  # (the first round waits as the call says, for ever with None)
         else:
             try:
                 result = send(round_params, left)
             except RequestTimeout:
-                _within_total(method, started, max_total_timeout)  # the bound's error, when it ended the round
+                _within_total(method, deadline, max_total_timeout)  # the bound's error, when it ended the round
                 raise
         if not is_input_required(result):
             return result
@@ -99,31 +101,26 @@ def answer_rounds(
                 f"{method}: the server still asks for input after {answered} rounds (max_input_rounds)",
                 result=result, rounds=answered,
             )
-        _within_total(method, started, max_total_timeout)  # no person is asked past it
+        _within_total(method, deadline, max_total_timeout)  # no person is asked past it
         requests, state = _read(method, result)
         answered += 1
         if not requests:
             # Only state: the server is working; ask again shortly (never
             # pausing past the bound: the pause is part of the call).
-            left = _left(started, max_total_timeout)
-            threading.Event().wait(STATE_ONLY_DELAY if left is None else min(STATE_ONLY_DELAY, max(left, 0.0)))
+            left = remaining(deadline)
+            threading.Event().wait(STATE_ONLY_DELAY if left is None else min(STATE_ONLY_DELAY, left))
             responses = None
         else:
             responses = answer_requests(method, result, requests, handlers, schemas)
         # The handlers' time (a person typing) and the pause count against
         # the bound of the whole call: no round goes out once it has passed.
-        _within_total(method, started, max_total_timeout)
+        _within_total(method, deadline, max_total_timeout)
 
 
-def _left(started: float, max_total_timeout: float | None) -> float | None:
-    """Seconds left of the whole call's bound (None: no bound)."""
-    return None if max_total_timeout is None else started + max_total_timeout - time.monotonic()
-
-
-def _within_total(method: str, started: float, max_total_timeout: float | None) -> None:
-    """Raise `RequestTimeout` once `max_total_timeout` has passed since the call `started`."""
-    left = _left(started, max_total_timeout)
-    if left is not None and left <= 0:
+def _within_total(method: str, deadline: float | None, max_total_timeout: float | None) -> None:
+    """Raise `RequestTimeout` once `deadline`, the end of the whole call's
+    `max_total_timeout` (None: no bound), has passed."""
+    if expired(deadline):
         raise RequestTimeout(f"{method}: maximum total timeout exceeded ({max_total_timeout:g} s)",
                              method=method, max_total_timeout=max_total_timeout)
 
@@ -221,7 +218,7 @@ def retry_after_url_elicitations(
             del refused
     method = refused.method
     del refused  # (as above, for whatever `send()` raises)
-    if max_total_timeout is not None and time.monotonic() - started > max_total_timeout:
+    if max_total_timeout is not None and expired(started + max_total_timeout):
         raise RequestTimeout(f"{method or 'the request'}: maximum total timeout exceeded "
                              f"({max_total_timeout:g} s) before it could be sent again",
                              method=method, max_total_timeout=max_total_timeout)

@@ -287,14 +287,15 @@ def initialize(
     timeout: float | None,
     on_log: Callback,
     on_server_request: Callback,
-    on_declared: Callable[[Mapping[str, Any]], None] | None = None,
+    on_declared: Callable[[Mapping[str, Any], str], None] | None = None,
     response: Mapping[str, Any] | None = None,
 ) -> tuple[InitializeResult, str]:
     """The initialize handshake: `initialize`, a check of the negotiated
     version, then `notifications/initialized`. Returns the session and the
     version the `initialize` it accepted asked for (what was declared
     follows from it). `on_declared` is told the capabilities declared once
-    the server accepted them, before `notifications/initialized`.
+    the server accepted them, and the version it settled on, before
+    `notifications/initialized`.
     `response` is the answer to an `initialize` for `version` sent already.
 
     A refusal that lists the versions the server supports (the lifecycle
@@ -342,7 +343,7 @@ def send_initialize(conn: Connection, version: str, identity: Identity) -> Pendi
 
 
 def complete_initialize(conn: Connection, response: Mapping[str, Any], version: str, allowed: Sequence[str],
-                        identity: Identity, on_declared: Callable[[Mapping[str, Any]], None] | None,
+                        identity: Identity, on_declared: Callable[[Mapping[str, Any], str], None] | None,
                         ) -> InitializeResult:
     """The second half of `initialize()`, given the server's answer."""
     if "error" in response:
@@ -356,7 +357,7 @@ def complete_initialize(conn: Connection, response: Mapping[str, Any], version: 
     # (HTTP: the session id and MCP-Protocol-Version headers).
     conn.transport.negotiated(negotiated, False)
     if on_declared is not None:
-        on_declared(initialize_capabilities(identity.capabilities, version))
+        on_declared(initialize_capabilities(identity.capabilities, version), negotiated)
     conn.notify("notifications/initialized")
     return session
 
@@ -433,9 +434,10 @@ class Terms(NamedTuple):
     answerer: Callable[[Connection], Callback]
     #: A span around a handshake exchange: (method, version) -> context manager.
     traced: Callable[[str, str], AbstractContextManager[Any]]
-    #: Told what `initialize` declared, before `notifications/initialized`
-    #: goes out (the server may ask for roots right after it).
-    on_declared: Callable[[Mapping[str, Any]], None] = lambda capabilities: None
+    #: Told what `initialize` declared and the version the server settled
+    #: on, before `notifications/initialized` goes out (the server may ask
+    #: for roots right after it, and is answered in its revision's shapes).
+    on_declared: Callable[[Mapping[str, Any], str], None] = lambda capabilities, version: None
     #: Whether the era memory is kept on disk too (`era_file`).
     persist: bool = False
 

@@ -59,7 +59,7 @@ from .protocol import inputs
 from .protocol.meta import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, merge_meta, validate_trace_context
 from .protocol.methods import SAFE_TO_RETRY
 from .protocol.schemas import SchemaCache
-from .protocol.versions import Dialect
+from .protocol.versions import INPUT_KIND_SINCE, Dialect
 from .server_requests import ServerLog, ServerRequests
 from .supervisor import Policy, Supervisor, bounded
 from .transports.base import Target, Transport
@@ -279,10 +279,12 @@ class Pipeline:
                 "on_log": self.server_log, "answers_at_once": self.server_requests.answers_at_once,
                 "on_cancelled": functools.partial(self.metrics.count, "cancellations")}  # where each is made
 
-    def on_declared(self, capabilities: Mapping[str, Any]) -> None:
-        """What `initialize` declared, told before `notifications/initialized`
-        goes out: the server may ask for roots (say) right after it."""
-        self.server_requests.declared = capabilities
+    def on_declared(self, capabilities: Mapping[str, Any], version: str) -> None:
+        """What `initialize` declared, and the version the server settled
+        on, told before `notifications/initialized` goes out: the server may
+        ask for roots (say) right after it, and is answered in its revision's
+        shapes (`ServerRequests.settle`)."""
+        self.server_requests.settle(capabilities, version)
 
     def after_connect(self, conn: Connection, settled: Settled, deadline: float | None) -> None:
         """What a new connection needs once callers can use it: the rules
@@ -887,6 +889,17 @@ def _check_declarable(settled: Settled | None, handlers: Mapping[str, Any], exte
                 f"this connection settled on protocol {version} (initialize era), where the client's "
                 f"capabilities are fixed at connect(): it did not declare the extension {name}; {hint}")
     missing = sorted(kind for kind in handlers if not inputs.declared(kind, settled.declared))
+    # A kind the revision lacks (elicitation before 2025-06-18, its url mode
+    # before 2025-11-25) no server of it can ask for, declared at connect()
+    # or not: advising connect() for it would send the user in a circle.
+    absent = {kind: INPUT_KIND_SINCE[kind] for kind in missing if not settled.dialect.has_input(kind)}
+    if absent:
+        raise ValueError(
+            f"this connection settled on protocol {version}, which has no "
+            f"{' or '.join(f'{kind!r} input requests (they came with {since})' for kind, since in absent.items())}: "
+            f"its server can never ask for them, so a handler for them is never used, per call or given to "
+            f"connect(); a server asks for them only on a revision that has them: connect(protocol=...) allowing "
+            f"{max(absent.values())} (or newer), to a server that speaks it")
     if missing:
         raise ValueError(
             f"this connection settled on protocol {version} (initialize era), where the client's "

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from typing import Callable
+
+from .waiting import deadline_in, remaining
 
 log = logging.getLogger("mcp_sync.connection")
 
@@ -170,12 +171,12 @@ class HandlerPool:
             pool.flush(0.5)   # the log messages already received, handled
             pool.close(timeout=0)
         """
-        deadline = _now() + timeout
+        deadline = deadline_in(timeout)
         with self._cond:
             if threading.current_thread() in self._threads:
                 return not self._active
             while self._active and not self._closed:
-                left = deadline - _now()
+                left = remaining(deadline)
                 if left <= 0:
                     break
                 self._cond.wait(left)
@@ -193,10 +194,8 @@ class HandlerPool:
             self._cond.notify_all()
             me = threading.current_thread()
             threads = [t for t in (*self._threads, *self._leaving) if t is not me]
-        deadline = None if timeout is None else _now() + timeout
+        deadline = deadline_in(timeout)
         for thread in threads:
-            thread.join(None if deadline is None else max(deadline - _now(), 0.0))
+            thread.join(remaining(deadline))
         return not any(thread.is_alive() for thread in threads)
 
-
-_now = time.monotonic

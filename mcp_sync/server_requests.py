@@ -15,8 +15,17 @@ caller's thread for a request that relates to its call, the handler pool
 otherwise) or how an answer is sent (the connection's `respond`).
 
 `declared` (the capabilities sent with `initialize`) is replaced whole by
-the request pipeline once a connection is set up, and with it `tasks`, the
-new session's (empty) table of client tasks; readers need no lock.
+the request pipeline once a connection is set up (`settle()`), with the
+revision the server settled on (`dialect`) and `tasks`, the new session's
+(empty) table of client tasks; readers need no lock.
+
+Answers follow the settled revision: a handler writes the newest shape
+(a sampling answer's `content` as a list, say), and `Dialect.input_answer`
+shapes it for an older server where nothing is lost, or fails it
+(`InputHandlerError`, the server told -32603 saying what) where the
+revision cannot carry it. A request for input the revision does not have
+(elicitation from a 2025-03-26 server that was offered a newer one) is
+refused as a method the client does not handle.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from .errors import InputHandlerError
 from .protocol import codes, inputs
 from .protocol.jsonrpc import Refusal
 from .protocol.schemas import SchemaCache
+from .protocol.versions import Dialect, NotInRevision, dialect_for
 
 server_log = logging.getLogger("mcp_sync.server")
 log = logging.getLogger("mcp_sync.connection")
@@ -124,8 +134,19 @@ class ServerRequests:
 
     @declared.setter
     def declared(self, capabilities: Mapping[str, Any]) -> None:
-        # A new session: the last one's client tasks went with its connection.
+        self.settle(capabilities, None)
+
+    def settle(self, capabilities: Mapping[str, Any], version: str | None) -> None:
+        """A new session: the capabilities its `initialize` declared, and
+        the revision the server settled on, whose schema every answer then
+        follows (None: not known, answers go as the handlers wrote them).
+        Told before `notifications/initialized`: the server may ask at once."""
+        # The last session's client tasks went with its connection. Told
+        # before `notifications/initialized`, so every request of the new
+        # session sees both; the dialect first, so a thread that sees the
+        # new `declared` sees its revision too (each attribute is one store).
         self.tasks = ClientTasks()
+        self.dialect: Dialect | None = dialect_for(version) if version is not None else None
         self._declared = capabilities
 
     def reset(self) -> None:
@@ -169,6 +190,16 @@ class ServerRequests:
                                                 f"the client's capabilities")
         if kind is None or kind not in handlers or not inputs.declared(kind, self.declared):
             raise Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {method} (this client does not handle it)")
+        dialect = self.dialect
+        if dialect is not None and not dialect.has_input(kind):
+            # Declared for the newer revision asked for, but the server
+            # settled on one without it (elicitation on 2025-03-26, url mode
+            # on 2025-06-18): its schema has no answer the client could send.
+            if method == "elicitation/create" and dialect.has_input("form"):
+                raise Refusal(codes.INVALID_PARAMS, f"Invalid params: protocol {dialect.version} has no "
+                                                    f"elicitation mode {kind!r}")
+            raise Refusal(codes.METHOD_NOT_FOUND, f"Method not found: {method} (protocol {dialect.version} "
+                                                  f"does not have it)")
         try:
             inputs.check_request(kind, params)
         except inputs.BadInput as exc:
@@ -177,7 +208,21 @@ class ServerRequests:
         if as_task and client_tasks.runs_as_task(kind, self.declared):
             assert isinstance(params, Mapping)
             return self._as_task(kind, handlers[kind], params)
-        return multiround.run_handler(kind, handlers[kind], dict(params or {}), self.schemas, {})
+        return self._run(kind, handlers[kind], dict(params or {}), dialect)
+
+    def _run(self, kind: str, handler: Any, params: dict[str, Any], dialect: Dialect | None) -> dict[str, Any]:
+        """Run the handler and check its answer (`multiround.run_handler`),
+        then shape the answer for the settled revision; `InputHandlerError`
+        when the handler failed, or answered what the revision cannot carry
+        (then nothing of it is sent: the server is told -32603 with why)."""
+        answer = multiround.run_handler(kind, handler, params, self.schemas, {})
+        if dialect is None:
+            return answer
+        try:
+            return dialect.input_answer(kind, answer)
+        except NotInRevision as exc:
+            raise InputHandlerError(f"the {kind} handler answered something the server's protocol cannot carry: "
+                                    f"{exc}", result={}, handler=kind, problem=str(exc)) from None
 
     def _about_tasks(self, method: str, params: Any) -> dict[str, Any] | Later:
         """The server's `tasks/*` requests about the client's own tasks."""
@@ -197,7 +242,7 @@ class ServerRequests:
         its handler run on a handler thread (never the caller's: the caller
         must stay free to answer the server's polls), with the params a
         plain request would have (without `task`)."""
-        tasks, schemas = self.tasks, self.schemas
+        tasks, dialect = self.tasks, self.dialect  # the session's, whenever the handler runs
         question = {key: value for key, value in params.items() if key != "task"}
 
         def start(answer: Answer) -> None:
@@ -218,7 +263,7 @@ class ServerRequests:
                 if not sent[0]:
                     return
                 try:
-                    outcome = multiround.run_handler(kind, handler, question, schemas, {})
+                    outcome = self._run(kind, handler, question, dialect)
                 except InputHandlerError as exc:
                     log.warning("the %s handler of client task %s failed: %s", kind, task_id, exc)
                     # The error a plain request gets from a handler thread.

@@ -89,7 +89,9 @@ STATUSES = TERMINAL | {"working", "input_required"}
 #: Seconds between polls when the server suggests no interval.
 DEFAULT_POLL_INTERVAL = 1.0
 # Bounds on a server's suggestion: a zero interval would spin, a huge one
-# would make a finished task look hung.
+# would make a finished task look hung. The spec sets none (clients SHOULD
+# respect `pollIntervalMs`; servers MAY rate-limit faster polling), so a
+# suggestion of 0 polls at the floor: at most 100 polls a second per waiter.
 MIN_POLL_INTERVAL = 0.01
 MAX_POLL_INTERVAL = 30.0
 #: Seconds a `subscriptions/listen` for a task's notifications may take to be acknowledged.
@@ -213,7 +215,9 @@ class Task:
         ttl (float | None): Seconds the server keeps the task from its
             creation (None: unlimited or not said).
         poll_interval (float | None): Seconds between polls the server asks
-            for (None: not said; `wait()` then polls every second).
+            for (None: not said; `wait()` then polls every second). `wait()`
+            keeps it within 0.01 and 30 s: 0 (poll again at once) polls
+            every 0.01 s.
         raw (dict[str, Any]): The last task object received, as received.
     """
 
@@ -448,7 +452,11 @@ class Task:
                             deadline = None if deadline is None else deadline + spent
                 if not listened:  # only for a task that is still running
                     subscription, listened = self._listen(deadline), True
-                interval = min(max(self.poll_interval or DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL),
+                # `pollIntervalMs: 0` is a suggestion like any other (poll
+                # again at once), not "unset": it meets the floor, as 1 ms
+                # would; only a missing one means the default.
+                suggested = self.poll_interval
+                interval = min(max(DEFAULT_POLL_INTERVAL if suggested is None else suggested, MIN_POLL_INTERVAL),
                                MAX_POLL_INTERVAL)
                 if subscription is not None:
                     # Notifications carry every change: a poll is only the

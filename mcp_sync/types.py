@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, TypeVar, Union
 import attrs
 
 from .errors import InvalidResult, ToolError
+from .protocol.meta import META_SERVER_INFO
 from .protocol.schemas import check_depth
 
 T = TypeVar("T", bound="WireModel")
@@ -1079,8 +1080,8 @@ class CompleteResult(WireModel):
 
 
 def _server_info_of(meta: Any) -> Implementation | None:
-    if isinstance(meta, Mapping) and isinstance(meta.get("io.modelcontextprotocol/serverInfo"), Mapping):
-        return Implementation.from_wire(meta["io.modelcontextprotocol/serverInfo"])
+    if isinstance(meta, Mapping) and isinstance(meta.get(META_SERVER_INFO), Mapping):
+        return Implementation.from_wire(meta[META_SERVER_INFO])
     return None
 
 

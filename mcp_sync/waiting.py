@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import overload
+from typing import Callable, overload
 
 __all__ = [
     "MAIN_THREAD_SLICE",
@@ -50,6 +50,10 @@ MAIN_THREAD_SLICE = 0.1
 #: left on threads other than the main one, and raise OverflowError beyond
 #: it, after the request was sent; None is how a caller asks for no limit.
 LONGEST_WAIT = threading.TIMEOUT_MAX
+
+#: A clock deadlines may be kept on instead of `time.monotonic` (one a test
+#: steps through time with); `remaining()` and `expired()` take one.
+_Clock = Callable[[], float]
 
 
 def check_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool = False,
@@ -128,24 +132,27 @@ def deadline_in(seconds: float | None) -> float | None:
 
 
 @overload
-def remaining(deadline: float, *, at_least: float = 0.0) -> float: ...
+def remaining(deadline: float, *, at_least: float = 0.0, clock: _Clock | None = None) -> float: ...
 @overload
-def remaining(deadline: None, *, at_least: float = 0.0) -> None: ...
+def remaining(deadline: None, *, at_least: float = 0.0, clock: _Clock | None = None) -> None: ...
 @overload
-def remaining(deadline: float | None, *, at_least: float = 0.0) -> float | None: ...
-def remaining(deadline: float | None, *, at_least: float = 0.0) -> float | None:
+def remaining(deadline: float | None, *, at_least: float = 0.0, clock: _Clock | None = None) -> float | None: ...
+def remaining(deadline: float | None, *, at_least: float = 0.0, clock: _Clock | None = None) -> float | None:
     """The seconds left until `deadline`, never less than `at_least` (0: a
     deadline that passed leaves 0, so `remaining(d) <= 0` is `expired(d)`);
-    None when there is no deadline."""
+    None when there is no deadline. `clock` is what the deadline is read
+    against, for one kept on a clock of the caller's own (an injectable
+    one: read only when there is a deadline); `time.monotonic` when None."""
     if deadline is None:
         return None
-    left = deadline - time.monotonic()
+    left = deadline - (time.monotonic() if clock is None else clock())
     return left if left > at_least else at_least
 
 
-def expired(deadline: float | None) -> bool:
-    """Whether `deadline` passed (never, when there is none)."""
-    return deadline is not None and time.monotonic() >= deadline
+def expired(deadline: float | None, *, clock: _Clock | None = None) -> bool:
+    """Whether `deadline` passed (never, when there is none); `clock` as in
+    `remaining()`."""
+    return deadline is not None and (time.monotonic() if clock is None else clock()) >= deadline
 
 
 @overload

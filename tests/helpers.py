@@ -23,6 +23,14 @@ SCRIPTED = str(HERE / "servers" / "scripted.py")
 #: that proves "did not wait for X" keeps X well above its bound plus this.
 SLACK = 1.0
 
+#: The multi-second margin of a bound on work that crosses processes or
+#: sockets (a subprocess's exit, a server's close, a round of negotiation)
+#: on a loaded two-CPU machine: it takes well under a second when healthy.
+#: Only for ruling out a wait of 10 s or more (a 30 s timeout, a 600 s
+#: tool): a bound that must stay below a shorter wait uses SLACK.
+GENEROUS = 5.0
+
+
 def scripted(*args: str) -> list[str]:
     """The command line of the scripted stdio server with these options."""
     return [sys.executable, SCRIPTED, *args]
@@ -193,6 +201,11 @@ def recorded(record: Path) -> list[tuple[int, dict]]:
         pid, _, text = line.partition(" ")
         out.append((int(pid), json.loads(text)))
     return out
+
+
+def recorded_messages(record: Path) -> list[dict]:
+    """The messages of `recorded(record)`, in order, without the pids."""
+    return [message for _, message in recorded(record)]
 
 
 def hammer_echo(client, threads: int, calls: int):

@@ -23,6 +23,7 @@ from mcp_sync import admission as admission_module
 from mcp_sync import waiting as waiting_module
 from mcp_sync.admission import Admission
 from mcp_sync.errors import ConnectionClosed, McpError, Overloaded, RequestTimeout
+from mcp_sync.waiting import MAIN_THREAD_SLICE
 from tests.helpers import SLACK, Injected, interrupt_at_point, wait_until
 
 
@@ -257,7 +258,10 @@ def test_overloaded_names_the_limits_and_is_raised_at_once():
 # -- close() -----------------------------------------------------------------------------------
 
 
-def test_close_wakes_every_waiter_with_its_own_copy_of_the_error():
+def test_close_wakes_every_waiter_with_its_own_copy_of_the_error(monkeypatch):
+    # A waiter close() failed to wake would look again only after the
+    # safety slice: a long one, so that a bound with SLACK tells them apart.
+    monkeypatch.setattr(admission_module, "_SAFETY_SLICE", 60.0)
     admission = Admission(max_in_flight=1, max_queued=None)
     admission.acquire(None)
     waiters = [queue_waiter(admission, None) for _ in range(5)]  # no deadline: only close() ends them
@@ -266,8 +270,8 @@ def test_close_wakes_every_waiter_with_its_own_copy_of_the_error():
     admission.close(closed)
     assert admission.queued == 0
     join_all([thread for thread, _ in waiters], 5)
-    # Well under the 1 s a worker thread sleeps between looks: close() woke them.
-    assert time.monotonic() - started < 0.5
+    # Far under the 60 s a worker thread now sleeps between looks: close() woke them.
+    assert time.monotonic() - started < SLACK
     errors = [out["error"] for _, out in waiters]
     assert all(type(e) is ConnectionClosed and str(e) == "the client was closed" for e in errors)
     assert len({id(e) for e in errors} | {id(closed)}) == 6
@@ -386,8 +390,11 @@ def test_limits_are_checked(kwargs, error):
 # -- interrupts ---------------------------------------------------------------------------------
 
 
-def test_interrupt_main_ends_a_wait_on_the_main_thread_without_a_leak():
+def test_interrupt_main_ends_a_wait_on_the_main_thread_without_a_leak(monkeypatch):
     """`_thread.interrupt_main()` only sets a flag: the wait must wake to see it."""
+    # A wait not sliced for the main thread would see the flag only at the
+    # safety slice: a long one, so that a bound with SLACK tells them apart.
+    monkeypatch.setattr(admission_module, "_SAFETY_SLICE", 60.0)
     admission = Admission(max_in_flight=1, max_queued=None)
     admission.acquire(None)
     sent = []
@@ -403,7 +410,7 @@ def test_interrupt_main_ends_a_wait_on_the_main_thread_without_a_leak():
         admission.acquire(None)  # nobody will release: only the interrupt ends this
     landed = time.monotonic()
     helper.join(5)
-    assert sent and landed - sent[0] < 0.5
+    assert sent and landed - sent[0] < MAIN_THREAD_SLICE + SLACK  # a slice, not the 60 s one
     assert (admission.in_flight, admission.queued) == (1, 0)
     admission.release()
     admission.acquire(time.monotonic() + 1)  # the one slot is free again

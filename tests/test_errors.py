@@ -147,3 +147,24 @@ def test_method_not_found_names_the_capability_only_when_it_is_undeclared(declar
                                  server_capabilities=declared, protocol_version=version)
     assert isinstance(exc, mcp_sync.MethodNotFound) and exc.capability == capability
     assert ("does not declare the 'prompts' capability" in str(exc)) is (capability is not None)
+
+
+def test_a_copy_of_an_exception_not_the_packages_is_made_by_its_constructor():
+    """A resolver's or a callback's exception, handed to several threads:
+    each gets its own, built-in state included (`copy.copy` calls the
+    constructor, where `SystemExit` keeps its code)."""
+    refused = OSError(111, "Connection refused")
+    copied = errors.copy_error(refused)
+    assert copied is not refused and type(copied) is type(refused) is ConnectionRefusedError
+    assert (copied.errno, copied.strerror, copied.args) == (111, "Connection refused", refused.args)
+    assert errors.copy_error(SystemExit(3)).code == 3
+
+
+def test_an_exception_that_cannot_be_copied_is_given_as_it_is():
+    class Odd(Exception):
+        def __init__(self, needed):  # its args do not rebuild it
+            super().__init__()
+            self.needed = needed
+
+    odd = Odd("x")
+    assert errors.copy_error(odd) is odd

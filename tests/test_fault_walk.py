@@ -163,19 +163,22 @@ def pid_of(client: mcp_sync.Client) -> int:
     return client._conn.transport.pid  # type: ignore[union-attr]
 
 
-def received(record: Path) -> list[dict[str, Any]]:
-    """What the hostile server recorded having received."""
+def hostile_record(record: Path) -> list[dict[str, Any]]:
+    """What hostile_stdio.py recorded having received: a summary of each
+    message (method, id, tool name, requestId), its own format, not the
+    pid-prefixed messages of `tests.helpers.recorded`."""
     if not record.exists():
         return []
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
 def hostile_call_ids(record: Path) -> list[Any]:
-    return [m["id"] for m in received(record) if m["method"] == "tools/call" and m["name"] == "hostile"]
+    return [m["id"] for m in hostile_record(record) if m["method"] == "tools/call" and m["name"] == "hostile"]
 
 
 def told(record: Path, request_id: Any) -> bool:
-    return any(m["method"] == "notifications/cancelled" and m["requestId"] == request_id for m in received(record))
+    return any(m["method"] == "notifications/cancelled" and m["requestId"] == request_id
+               for m in hostile_record(record))
 
 
 # Faults that kill the connection: (error type, what its message says, options).
@@ -271,7 +274,8 @@ def test_a_stdio_fault_that_spoils_one_call_leaves_the_client_usable(fault, prot
             assert outcome.seconds >= timeout - 0.05, f"{outcome} came before the timeout"
         if tells:
             (call_id,) = hostile_call_ids(record)
-            assert wait_until(lambda: told(record, call_id), timeout=5), f"the server was not told: {received(record)}"
+            assert wait_until(lambda: told(record, call_id), timeout=5), (
+                f"the server was not told: {hostile_record(record)}")
         if fault == "flood":
             assert progress and progress[-1] == 19998  # the latest progress the server sent gets through
         if fault == "huge_stderr":

@@ -7,6 +7,7 @@ import pytest
 import mcp_sync
 from mcp_sync.multiround import answer_rounds
 from mcp_sync.protocol.schemas import SchemaCache
+from tests.helpers import GENEROUS, SLACK
 
 FORM = {"method": "elicitation/create", "params": {
     "mode": "form", "message": "Your name?",
@@ -214,19 +215,21 @@ def test_no_round_goes_out_once_the_persons_time_passed_max_total_timeout():
     assert len(server.sent) == 1
 
 
-def test_a_state_only_pause_never_outlasts_max_total_timeout():
+def test_a_state_only_pause_never_outlasts_max_total_timeout(monkeypatch):
     import time
 
     from mcp_sync import multiround
 
+    # A long pause, so that a bound with SLACK tells "stopped at the bound" from "paused".
+    monkeypatch.setattr(multiround, "STATE_ONLY_DELAY", 60.0)
     server = Server(need(state="working"), {"content": [], "done": True})
     started = time.monotonic()
     with pytest.raises(mcp_sync.RequestTimeout):
         run(server, max_total_timeout=0.01)
     elapsed = time.monotonic() - started
     assert len(server.sent) == 1
-    # The pause stops at the bound, not STATE_ONLY_DELAY later (a generous margin).
-    assert elapsed < multiround.STATE_ONLY_DELAY
+    # The pause stops at the bound (0.01 s), not STATE_ONLY_DELAY (60 s here) later.
+    assert elapsed < 0.01 + SLACK < multiround.STATE_ONLY_DELAY
 
 
 @pytest.mark.parametrize("where", ["call", "client"])
@@ -256,5 +259,5 @@ def test_the_round_after_the_persons_answer_waits_no_longer_than_max_total_timeo
         started = time.monotonic()
         with pytest.raises(mcp_sync.RequestTimeout) as caught:
             client.call_tool("ask_then_work", {}, **on_call)
-        assert time.monotonic() - started < 15  # (its 1 s, with a generous margin; the server works 30 s)
+        assert time.monotonic() - started < 1.0 + GENEROUS  # (its 1 s; not the 30 s the server works)
         assert caught.value.max_total_timeout == 1.0

@@ -18,16 +18,11 @@ import mcp_sync
 import mcp_sync.testing
 from mcp_sync.protocol import versions
 from mcp_sync.types import AudioContent, CallToolResult, Tool
-from tests.helpers import demo_command, recorded, scripted
+from tests.helpers import demo_command, recorded_messages, scripted
 from tests.schema_check import SchemaChecker
 
 OLD = ["2025-03-26", "2024-11-05"]
 SCHEMAS = SchemaChecker(Path(__file__).parent / "schemas")
-
-
-def received(record):
-    """The messages the scripted server read, in order."""
-    return [message for _, message in recorded(record)]
 
 
 # -- stdio ------------------------------------------------------------------------
@@ -43,7 +38,7 @@ def test_negotiated_down_from_the_default_list(tmp_path, version):
         assert client.stateless is False
         assert [t.name for t in client.list_tools()] == ["echo"]
         assert client.call_tool("echo", {"text": "hi"}).content[0].text == "hi"
-    sent = received(record)
+    sent = recorded_messages(record)
     initialize = next(m for m in sent if m.get("method") == "initialize")
     assert initialize["params"]["protocolVersion"] == versions.INITIALIZE_VERSIONS[0]
     assert [m.get("method") for m in sent][-3:] == ["notifications/initialized", "tools/list", "tools/call"]
@@ -60,7 +55,7 @@ def test_pinned(tmp_path, version, validate_sent_messages):
         assert client.protocol_version == version
         assert [t.name for t in client.list_tools()] == ["echo"]
         assert client.call_tool("echo", {"text": "pinned"}).content[0].text == "pinned"
-    sent = received(record)
+    sent = recorded_messages(record)
     # A pin to an initialize-era version skips the probe and asks for exactly that version.
     assert [m.get("method") for m in sent] == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
     assert sent[0]["params"]["protocolVersion"] == version
@@ -78,7 +73,7 @@ def test_pinned_old_revision_declares_no_elicitation(tmp_path):
         client_capabilities={"elicitation": {}, "roots": {"listChanged": True}},
     ) as client:
         assert client.protocol_version == "2025-03-26"
-    capabilities = received(record)[0]["params"]["capabilities"]
+    capabilities = recorded_messages(record)[0]["params"]["capabilities"]
     assert "elicitation" not in capabilities
     assert capabilities["roots"] == {"listChanged": True}
 
@@ -333,7 +328,7 @@ def test_client_info_title_is_kept_where_the_revision_has_it(tmp_path):
     with mcp_sync.connect(scripted("--versions", "2025-06-18", "--record", str(record)), protocol="2025-06-18",
                           client_info=info):
         pass
-    assert received(record)[0]["params"]["clientInfo"] == info
+    assert recorded_messages(record)[0]["params"]["clientInfo"] == info
     for version in OLD:
         assert versions.dialect_for(version).client_info(info) == {"name": "c", "version": "1"}
 

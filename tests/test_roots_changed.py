@@ -7,14 +7,14 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import demo_server
-from tests.helpers import recorded, scripted, wait_until
+from tests.helpers import recorded_messages, scripted, wait_until
 
 ROOTS = {"roots": lambda params: {"roots": [{"uri": "file:///srv/project"}]}}
 LIST_CHANGED = {"roots": {"listChanged": True}}
 
 
 def methods(record):
-    return [message.get("method") for _, message in recorded(record)]
+    return [message.get("method") for message in recorded_messages(record)]
 
 
 def test_a_declared_change_reaches_the_server(tmp_path):
@@ -23,9 +23,9 @@ def test_a_declared_change_reaches_the_server(tmp_path):
     with mcp_sync.connect(command, input_handlers=ROOTS, client_capabilities=LIST_CHANGED) as client:
         assert client.roots_changed() is True
         wait_until(lambda: "notifications/roots/list_changed" in methods(record))
-    initialize = next(message for _, message in recorded(record) if message.get("method") == "initialize")
+    initialize = next(message for message in recorded_messages(record) if message.get("method") == "initialize")
     assert initialize["params"]["capabilities"]["roots"] == {"listChanged": True}
-    notification = next(message for _, message in recorded(record)
+    notification = next(message for message in recorded_messages(record)
                         if message.get("method") == "notifications/roots/list_changed")
     assert "id" not in notification
 

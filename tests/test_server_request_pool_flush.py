@@ -26,7 +26,7 @@ def test_flush_gives_up_at_its_timeout():
     pool.submit(lambda: release.wait(5))
     started = time.monotonic()
     assert pool.flush(0.1) is False
-    assert 0.1 <= time.monotonic() - started < 2
+    assert 0.1 <= time.monotonic() - started < 0.1 + SLACK  # not the job's 5 s
     release.set()
     assert pool.close(timeout=5)
 

@@ -71,9 +71,11 @@ def test_a_declared_mode_is_answered_by_its_handler():
 
 # An initialize-era server over stdio that sends, on `tools/call`, the raw
 # messages in `arguments["send"]`, and answers the call with the responses
-# it got to them once it has `len(send)` of them.
+# it got to them once it has `len(send)` of them. It settles on the
+# revision the client asks for, or on the one in argv[1] whatever is asked.
 ASKER = r'''
 import json, sys
+version = sys.argv[1] if len(sys.argv) > 1 else None
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
 call, want, got = None, 0, []
@@ -88,7 +90,7 @@ for line in sys.stdin:
     if "id" not in m:
         continue
     if m["method"] == "initialize":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"],
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": version or m["params"]["protocolVersion"],
               "capabilities": {"tools": {}}, "serverInfo": {"name": "asker", "version": "1"}}})
     elif m["method"] == "tools/call":
         call, want = m["id"], len(m["params"]["arguments"]["send"])

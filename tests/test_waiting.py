@@ -92,3 +92,18 @@ def test_earliest_picks_the_nearest_deadline_ignoring_none():
     assert earliest(FUTURE, None) == FUTURE and earliest(None, FUTURE) == FUTURE
     assert earliest(FUTURE, PAST) == PAST and earliest(PAST, FUTURE) == PAST
     assert earliest(FUTURE, None, PAST, FUTURE + 1) == PAST
+
+
+def test_a_deadline_kept_on_a_clock_of_its_own_is_read_against_it():
+    reads = []
+
+    def clock():
+        reads.append(None)
+        return 100.0
+
+    assert remaining(130.0, clock=clock) == 30.0 and remaining(90.0, clock=clock) == 0.0
+    assert remaining(90.0, at_least=0.5, clock=clock) == 0.5
+    assert expired(100.0, clock=clock) and not expired(100.5, clock=clock)
+    reads.clear()
+    assert remaining(None, clock=clock) is None and expired(None, clock=clock) is False
+    assert reads == []  # no deadline: the clock is not read (a stepping clock would move)

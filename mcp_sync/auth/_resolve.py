@@ -32,12 +32,12 @@ Example::
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from .. import forking
+from ..errors import copy_error
 from ..waiting import remaining, wait_for_event
 
 __all__ = ["ResolutionTimeout", "within", "pending", "MAX_PENDING"]
@@ -103,11 +103,10 @@ def within(key: Hashable, resolve: Callable[[], T], deadline: float, name: str) 
         except BaseException as exc:
             _finish(key, lookup, None, exc)  # never started: its entry must not stay
             raise
-    left = remaining(deadline)
-    if not wait_for_event(lookup.done, max(0.0, left)):
+    if not wait_for_event(lookup.done, remaining(deadline)):
         raise ResolutionTimeout("the system's resolver did not answer in time")
     if lookup.error is not None:
-        raise _copy(lookup.error)  # each waiter its own: a raise writes the traceback into it
+        raise copy_error(lookup.error)  # each waiter its own: a raise writes the traceback into it
     result: T = lookup.result
     return result
 
@@ -130,13 +129,6 @@ def _finish(key: Hashable, lookup: _Lookup, result: Any, error: BaseException | 
         if _pending.get(key) is lookup:
             del _pending[key]
     lookup.done.set()
-
-
-def _copy(error: BaseException) -> BaseException:
-    try:
-        return copy.copy(error)
-    except Exception:  # noqa: BLE001 - an exception that cannot be copied is raised as it is
-        return error
 
 
 @forking.in_child

@@ -47,6 +47,7 @@ import attrs
 from ..errors import AuthorizationError, OAuthError, copy_error
 from ..options import check_flag
 from ..transports.http_network import NetworkSettings, check_tls_options
+from ..waiting import check_seconds
 from . import discovery
 from ._http import DEFAULT_MAX_BYTES, Answer, AuthHTTP
 from .dpop import DPoP, is_use_dpop_nonce
@@ -173,8 +174,11 @@ class TokenFlow:
             or network).
 
     Raises:
-        ValueError: A timeout that is not a positive number.
-        TypeError: `storage` lacks `load()`, `save()` or `delete()`.
+        TypeError: A timeout that is not a number (a string, a bool or
+            None), or a `storage` that lacks `load()`, `save()` or
+            `delete()`.
+        ValueError: A timeout that is not positive, NaN, infinite or
+            longer than a thread can wait (`waiting.LONGEST_WAIT`).
         AuthorizationError: An `authorization_server` that is not a usable
             https URL.
     """
@@ -197,9 +201,8 @@ class TokenFlow:
         max_response_bytes: int = DEFAULT_MAX_BYTES,
         allow_private_network: bool = False,
     ) -> None:
-        for name, value in (("timeout", timeout), ("authorization_timeout", authorization_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a positive number of seconds")
+        check_seconds("timeout", timeout, allow_none=False)
+        check_seconds("authorization_timeout", authorization_timeout, allow_none=False)
         if storage is not None and not isinstance(storage, TokenStorage):
             raise TypeError("storage must have load(), save() and delete() (see mcp_sync.auth.TokenStorage)")
         # A look-alike ("no") must not turn the private-network check off.

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Union
 
 from ..errors import AuthorizationError
+from ..waiting import check_seconds
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
@@ -450,13 +451,20 @@ def client_assertion(
     issuer or token endpoint, as it asks), `exp` is `lifetime` seconds after
     `iat` (rounded up to whole seconds), and `jti` is random so the server
     can refuse a replay.
+
+    Raises:
+        TypeError: `client_id` or `audience` is not a string, or `lifetime`
+            not a number (a bool or a string).
+        ValueError: `client_id` or `audience` is empty, or `lifetime` is
+            not positive, NaN or infinite.
     """
-    if not isinstance(client_id, str) or not client_id:
-        raise ValueError("client_id must be a non-empty string")
-    if not isinstance(audience, str) or not audience:
-        raise ValueError("audience must be a non-empty string")
-    if not lifetime > 0 or math.isinf(lifetime):
-        raise ValueError("lifetime must be a positive number of seconds")
+    for name, value in (("client_id", client_id), ("audience", audience)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+        if not value:
+            raise ValueError(f"{name} must be a non-empty string")
+    # Not a wait: no bound but finiteness (`exp` is a whole number of seconds).
+    check_seconds("lifetime", lifetime, allow_none=False, longest=None)
     issued = int(time.time() if now is None else now)
     claims = {
         "iss": client_id,

@@ -98,7 +98,8 @@ _STRICT_KEYWORDS = frozenset({
 
 
 class NotStrict(ValueError):
-    """The schema cannot be said in strict mode (an open-ended object)."""
+    """The schema cannot be said in strict mode (an open-ended object, say);
+    the tool is then listed non-strict."""
 
 
 def plain_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -122,9 +123,12 @@ def strict_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
     `minLength`, `allOf`, `not`, `if`, ...) are removed.
 
     Raises:
-        NotStrict: an object admits properties it does not name
-            (`additionalProperties` other than false, `patternProperties`),
-            which strict mode cannot say.
+        NotStrict: the schema says what strict mode cannot: an object that
+            admits properties it does not name (`additionalProperties`
+            other than false, `patternProperties`), `allOf` of several
+            schemas, or `oneOf` beside `anyOf` in one schema (both must
+            hold; strict mode has `anyOf` alone, and no `allOf` to join
+            them).
     """
     result: dict[str, Any] = _strict(plain_schema(schema), top=True)
     return result
@@ -154,6 +158,10 @@ def _strict(node: Any, top: bool = False) -> Any:
             and node.get("additionalProperties") is not False:
         # Any keys at all: strict mode would allow none.
         raise NotStrict("an object that names no properties (it takes any)")
+    if "oneOf" in node and "anyOf" in node:
+        # Both hold at once, and each becomes `anyOf`: one would replace the
+        # other, silently, and the model could send what the tool refuses.
+        raise NotStrict("oneOf beside anyOf in one schema")
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "oneOf":
@@ -188,7 +196,13 @@ def _merged(inner: Mapping[str, Any], outer: Mapping[str, Any]) -> dict[str, Any
     both hold, so their `properties` and `required` are joined, not the
     outer's put in place of the inner's (`plain_schema` gives every
     object a `properties`, empty, which would hide the inner ones). One
-    property in both cannot be said as one schema in strict mode."""
+    property in both, or an `anyOf` (`oneOf`) in both, cannot be said as
+    one schema in strict mode."""
+    for key in ("anyOf", "oneOf"):
+        if key in inner and key in outer:
+            # Both hold, and one would replace the other (as `oneOf` beside
+            # `anyOf` would, checked once merged): nothing joins them in strict mode.
+            raise NotStrict(f"{key} both beside and inside allOf")
     merged = {**inner, **{key: value for key, value in outer.items() if key != "allOf"}}
     own, added = outer.get("properties"), inner.get("properties")
     if isinstance(own, Mapping) and isinstance(added, Mapping):

@@ -155,8 +155,10 @@ class ToolSet:
             definitions: every property listed in `required` (an optional
             one made nullable, and its null removed again before the call),
             ``additionalProperties: false``, and keywords strict mode does
-            not take removed. A tool whose schema admits properties it does
-            not name (open `additionalProperties`) is sent non-strict.
+            not take removed. A tool whose schema strict mode cannot say
+            is sent non-strict: one that admits properties it does not name
+            (open `additionalProperties`), `allOf` of several schemas, or
+            `oneOf` beside `anyOf` in one schema.
         timeout: Seconds each tool call may take (its own deadline; a call
             past it is cancelled and becomes an error result).
         max_workers: The most tool calls run at once.

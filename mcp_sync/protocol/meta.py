@@ -26,6 +26,9 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 """2026-07-28: the server's name and version, in a `server/discover` result."""
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 """2026-07-28: the subscription a notification belongs to (`subscriptions/listen`)."""
+META_RELATED_TASK = "io.modelcontextprotocol/related-task"
+"""2025-11-25: the task a message belongs to, as ``{"taskId": ...}`` (the
+client's answer to `tasks/result` for a task it runs carries it)."""
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 _TRACESTATE_KEY = re.compile(

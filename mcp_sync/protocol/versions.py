@@ -54,6 +54,26 @@ _STRUCTURED_OUTPUT_SINCE = "2025-06-18"
 _IMPLEMENTATION_TITLE_SINCE = "2025-06-18"
 # Extensions in the `initialize` handshake's capabilities came with 2025-11-25.
 _INITIALIZE_EXTENSIONS_SINCE = "2025-11-25"
+#: The input kinds (`inputs.KINDS`) a server of an older revision cannot ask
+#: for, with the first revision that has them: elicitation (kind "form") came
+#: with 2025-06-18, its url mode with 2025-11-25; sampling and roots were in
+#: 2024-11-05 already.
+INPUT_KIND_SINCE: Mapping[str, str] = {"form": "2025-06-18", "url": "2025-11-25"}
+# The content blocks a sampling answer (`CreateMessageResult.content`) may
+# be, by type, with the revision whose schema first lists each: audio came
+# with 2025-03-26, tool use and tool results with 2025-11-25 (as did a list
+# of blocks, `_SAMPLING_LIST_SINCE`). A type not listed is in no revision.
+_SAMPLING_BLOCK_SINCE = {"text": "2024-11-05", "image": "2024-11-05", "audio": "2025-03-26",
+                         "tool_use": "2025-11-25", "tool_result": "2025-11-25"}
+_SAMPLING_LIST_SINCE = "2025-11-25"
+# A multi-select answer (a list of strings in an elicitation's `content`) came with 2025-11-25.
+_ELICIT_LIST_SINCE = "2025-11-25"
+
+
+class NotInRevision(ValueError):
+    """An answer to a server's request that its revision has no way to
+    carry (a list of sampling blocks on 2025-06-18, say); the message says
+    what, and from which revision on it could be sent."""
 
 
 class Era(str, enum.Enum):
@@ -171,6 +191,68 @@ class Dialect:
             {'roots': {}}
         """
         return {k: v for k, v in capabilities.items() if self._has_since(_CAPABILITY_SINCE.get(k))}
+
+    def has_input(self, kind: str) -> bool:
+        """Whether a server of this revision can ask for input of `kind`
+        (``"form"``, ``"url"``, ``"sampling"``, ``"roots"``): elicitation
+        came with 2025-06-18, its url mode with 2025-11-25.
+
+        Example::
+
+            >>> dialect_for("2025-03-26").has_input("form"), dialect_for("2025-06-18").has_input("url")
+            (False, False)
+        """
+        return self._has_since(INPUT_KIND_SINCE.get(kind))
+
+    def input_answer(self, kind: str, answer: Mapping[str, Any]) -> dict[str, Any]:
+        """A handler's answer (already checked by `inputs.check_response`,
+        written in the newest shape) as this revision's schema has it, for
+        a server of this revision. Shaped where nothing is lost (a list of
+        one sampling block becomes that block, the only form before
+        2025-11-25); `NotInRevision` saying what cannot be carried
+        otherwise: several blocks, or a block type, the revision does not
+        have (audio before 2025-03-26, tool use before 2025-11-25), a
+        multi-select answer before 2025-11-25, any input of a kind the
+        revision does not have (`has_input`).
+
+        Example::
+
+            >>> dialect_for("2025-06-18").input_answer("sampling", {
+            ...     "role": "assistant", "model": "m", "content": [{"type": "text", "text": "hi"}]})
+            {'role': 'assistant', 'model': 'm', 'content': {'type': 'text', 'text': 'hi'}}
+        """
+        if not self.has_input(kind):
+            raise NotInRevision(f"protocol {self.version} has no {kind} input (it came with "
+                                f"{INPUT_KIND_SINCE[kind]})")
+        shaped = dict(answer)
+        if kind == "sampling":
+            content = shaped.get("content")
+            blocks = content if isinstance(content, list) else [content]
+            for block in blocks:
+                block_type = block.get("type") if isinstance(block, Mapping) else None
+                since = _SAMPLING_BLOCK_SINCE.get(block_type) if isinstance(block_type, str) else None
+                if since is None:
+                    raise NotInRevision(f"a {block_type!r} content block is in no revision's sampling answer "
+                                        f"(they carry {', '.join(_SAMPLING_BLOCK_SINCE)})")
+                if not self._has_since(since):
+                    raise NotInRevision(f"protocol {self.version} has no {block_type!r} content in a sampling "
+                                        f"answer (it came with {since})")
+            if isinstance(content, list) and not self._has_since(_SAMPLING_LIST_SINCE):
+                if len(content) != 1:
+                    raise NotInRevision(f"protocol {self.version} carries exactly one content block in a "
+                                        f"sampling answer, not a list of {len(content)} (lists came with "
+                                        f"{_SAMPLING_LIST_SINCE})")
+                # The one block says all the list said: no loss.
+                shaped["content"] = content[0]
+        elif kind == "form" and not self._has_since(_ELICIT_LIST_SINCE):
+            content = shaped.get("content")
+            listed = sorted(name for name, value in content.items()
+                            if isinstance(value, list)) if isinstance(content, Mapping) else []
+            if listed:
+                raise NotInRevision(f"protocol {self.version} has no multi-select answers (a list) in an "
+                                    f"elicitation's content, given for {', '.join(map(repr, listed))} (they "
+                                    f"came with {_ELICIT_LIST_SINCE})")
+        return shaped
 
     def _has_since(self, first: str | None) -> bool:
         # Revisions are ISO dates, so string order is release order.

@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Callable, Literal, Union
 
+from ..waiting import deadline_in, remaining
+
 stderr_logger = logging.getLogger("mcp_sync.server.stderr")
 log = logging.getLogger("mcp_sync.transport.stdio")
 
@@ -238,10 +240,10 @@ class Handoff:
         in the order things happened."""
         if self._thread is threading.current_thread():
             return
-        deadline = time.monotonic() + timeout
+        deadline = deadline_in(timeout)
         with self._cond:
             while self._chars > 0 and self._thread is not None and not self._stopped:
-                left = deadline - time.monotonic()
+                left = remaining(deadline)
                 if left <= 0:
                     return
                 self._cond.wait(left)

@@ -59,7 +59,7 @@ from ..errors import (
 )
 from ..options import check_flag
 from ..protocol import jsonrpc
-from ..waiting import remaining
+from ..waiting import MAIN_THREAD_SLICE, check_seconds, deadline_in, earliest, remaining
 from .base import MessageSink, Target, Transport
 from .stderr import Handoff, StderrLines, StderrOption, check_option
 
@@ -174,11 +174,13 @@ class Stdio(Target):
     Raises:
         TypeError: `command` is not a non-empty string, `args` is a string
             or holds something that is not, `env` is not a mapping of
-            strings, `inherit_env` is not a bool, `cwd` is not a path, or
-            `stderr` is none of the above.
-        ValueError: `max_line_bytes` is not a positive integer,
-            `shutdown_timeout` is negative or not a finite number, or
-            `stderr` is a string other than ``"log"`` and ``"print"``.
+            strings, `inherit_env` is not a bool, `cwd` is not a path,
+            `max_line_bytes` is not an int, `shutdown_timeout` is not a
+            number (a bool or a string), or `stderr` is none of the above.
+        ValueError: `max_line_bytes` is not positive, `shutdown_timeout`
+            is negative, NaN, infinite or longer than a thread can wait
+            (`waiting.LONGEST_WAIT`), or `stderr` is a string other than
+            ``"log"`` and ``"print"``.
     """
 
     kind = "stdio"
@@ -214,12 +216,12 @@ class Stdio(Target):
                 raise ValueError(f"Stdio() {what} must not contain a NUL character")
         if env is not None and any(not name or "=" in name or "\0" in name for name in env):
             raise ValueError("Stdio() env names must be non-empty and contain neither '=' nor a NUL character")
-        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
-            raise ValueError("max_line_bytes must be a positive integer")
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
+            raise TypeError(f"max_line_bytes must be an integer (a number of bytes), not {max_line_bytes!r}")
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be a positive integer, not {max_line_bytes!r}")
         # Finite: `close()` promises to return within three of these steps.
-        if (isinstance(shutdown_timeout, bool) or not isinstance(shutdown_timeout, (int, float))
-                or not 0 <= shutdown_timeout < float("inf")):
-            raise ValueError(f"shutdown_timeout must be a finite number of seconds, 0 or more, not {shutdown_timeout!r}")
+        check_seconds("shutdown_timeout", shutdown_timeout, allow_none=False, allow_zero=True)
         check_option(stderr)
         self.command = command
         self.args = list(args)
@@ -363,7 +365,7 @@ class StdioTransport(Transport):
                     raise
                 # The group is gone: the pipes end at once unless a process
                 # that left the group holds them, and then waiting is useless.
-                self._join_readers(time.monotonic() + _JOIN_SLACK)
+                self._join_readers(deadline_in(_JOIN_SLACK))
                 self._close_pipes(process.popen, writer)
                 if self._reader is None or not self._reader.is_alive():
                     process.close_exit_watch()  # (else the reader still watching closes it as it ends)
@@ -379,9 +381,7 @@ class StdioTransport(Transport):
             self._handoff.stop(remaining(until, at_least=_HANDOFF_JOIN_SECONDS))
 
     def _close_pipes(self, proc: subprocess.Popen[bytes], writer: StdinWriter) -> None:
-        from .stdio_writer import WRITE_SLICE  # loaded by start() already
-
-        writer.close_stdin(time.monotonic() + 2 * WRITE_SLICE)  # if the polite step could not
+        writer.close_stdin(deadline_in(2 * MAIN_THREAD_SLICE))  # if the polite step could not (two writers' wakes)
         # Without a drain thread, the reader reads stderr too.
         drain = self._drain if self._drain is not None else self._reader
         readers = ((proc.stdout, self._reader), (proc.stderr, drain))
@@ -409,7 +409,7 @@ class StdioTransport(Transport):
         def ended(stream: IO[bytes] | None) -> bool:
             return stream is None or any(stream is d for d in done) or _hung_up(stream)
 
-        until = time.monotonic() + _ENDING_SECONDS
+        until = deadline_in(_ENDING_SECONDS)
         for thread in {thread for _, thread in readers}:
             if thread is None or thread is threading.current_thread() or not thread.is_alive():
                 continue
@@ -771,7 +771,7 @@ class StdioTransport(Transport):
         process = self._process
         if self._closing:
             return ConnectionClosed("the connection is closed")
-        until = time.monotonic() + wait if deadline is None else min(time.monotonic() + wait, deadline)
+        until = earliest(deadline_in(wait), deadline)
         returncode = None
         if process is not None:
             # stdout ending usually means the process is exiting; give it a

@@ -18,9 +18,10 @@ any lock (`_write_alone`, where the platform keeps the promise that such a
 write is whole and unmixed); any other write, and the close of stdin, takes
 the write lock and first keeps the lone writers out (`_exclude_alone`).
 Whoever waits for the lock, or for room in the pipe, wakes every
-`WRITE_SLICE` to see that `begin_close()` was called (and, on the main
-thread, to let a simulated Ctrl-C land). On Windows, where pipes cannot be
-polled, every write takes the lock and blocks until the server reads.
+`waiting.MAIN_THREAD_SLICE`, on any thread: to see that `begin_close()`
+was called (and, on the main thread, to let a simulated Ctrl-C land). On
+Windows, where pipes cannot be polled, every write takes the lock and
+blocks until the server reads.
 """
 
 from __future__ import annotations
@@ -34,12 +35,8 @@ import time
 from typing import IO, Callable
 
 from ..errors import ConnectionClosed, TransportError, copy_error
-from ..waiting import expired, remaining
+from ..waiting import MAIN_THREAD_SLICE, expired, remaining
 
-#: A writer waiting for room in the server's stdin, or for the write lock,
-#: wakes this often: to see that `close()` began, and (on the main thread)
-#: to let a simulated Ctrl-C (`_thread.interrupt_main()`) land.
-WRITE_SLICE = 0.1
 #: Whether a message of at most `_ATOMIC_WRITE` bytes is written without the
 #: write lock (see `StdinWriter._write_alone`): on POSIX, where one write
 #: of at most PIPE_BUF bytes to a pipe is never split nor mixed with another
@@ -146,7 +143,7 @@ class StdinWriter:
 
     def begin_close(self) -> None:
         """The transport is closing: a write waiting for the lock or for
-        room gives up within `WRITE_SLICE`, and none starts any more."""
+        room gives up within `MAIN_THREAD_SLICE`, and none starts any more."""
         self._closing = True
 
     def close_stdin(self, until: float) -> bool:
@@ -241,7 +238,7 @@ class StdinWriter:
         if self._write_lock.acquire(blocking=False):  # the common case: nobody writing
             return True
         while True:
-            wait = WRITE_SLICE
+            wait = MAIN_THREAD_SLICE  # on any thread, not only the main one: a close is seen within it
             if deadline is not None:
                 wait = min(wait, remaining(deadline))
             if self._write_lock.acquire(timeout=wait):
@@ -276,7 +273,7 @@ class StdinWriter:
                         del error  # (as in `_write_alone`)
                 if self._closing:
                     raise ConnectionClosed("the connection is closed")
-                wait = WRITE_SLICE
+                wait = MAIN_THREAD_SLICE  # (on any thread, as in `_lock_for_writing`)
                 if deadline is not None:
                     left = remaining(deadline)
                     if left <= 0:

@@ -169,11 +169,12 @@ def test_the_time_a_person_takes_does_not_count_against_the_authorization_timeou
         assert client.call_tool("echo", {"text": "ok"}).text == "ok"
 
 
-@pytest.mark.parametrize("value", [0, -1, float("inf"), float("nan"), True])
-def test_timeouts_must_be_positive_numbers(value):
-    with pytest.raises(ValueError, match="timeout"):
+@pytest.mark.parametrize("value,error", [(0, ValueError), (-1, ValueError), (float("inf"), ValueError),
+                                         (float("nan"), ValueError), (True, TypeError), ("30", TypeError)])
+def test_timeouts_must_be_positive_numbers(value, error):
+    with pytest.raises(error, match="timeout"):
         OAuth(timeout=value)
-    with pytest.raises(ValueError, match="authorization_timeout"):
+    with pytest.raises(error, match="authorization_timeout"):
         OAuth(authorization_timeout=value)
 
 

@@ -76,3 +76,50 @@ def test_an_open_object_inside_a_single_all_of_is_not_strict(inner):
         strict_schema({"type": "object", "properties": {"o": {"allOf": [{"type": "object", **inner}]}}})
     with pytest.raises(NotStrict):
         strict_schema({"type": "object", "allOf": [inner]})
+
+
+# `oneOf` beside `anyOf`: both must hold. Each became `anyOf`, so the one
+# later in the schema silently replaced the other: here the model could
+# send "x", which the tool refuses (an integer is all `v` takes).
+BOTH = {"anyOf": [{"type": "integer"}], "oneOf": [{"type": "string"}, {"type": "integer"}]}
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"v": BOTH}, "required": ["v"]},
+    {"type": "object", "properties": {"v": {"type": "array", "items": BOTH}}, "required": ["v"]},
+    {"type": "object", "properties": {"v": {"$ref": "#/$defs/V"}}, "required": ["v"], "$defs": {"V": BOTH}},
+    {"type": "object", "properties": {"v": {"allOf": [{"anyOf": BOTH["anyOf"]}], "oneOf": BOTH["oneOf"]}}},
+    {"type": "object", "properties": {"v": {"allOf": [{"anyOf": BOTH["anyOf"]}], "anyOf": BOTH["oneOf"]}}},
+], ids=["property", "items", "$defs", "oneOf beside an allOf with anyOf", "anyOf beside an allOf with anyOf"])
+def test_one_of_beside_any_of_cannot_be_made_strict(schema):
+    with pytest.raises(NotStrict, match="oneOf beside anyOf|anyOf both beside and inside allOf"):
+        strict_schema(schema)
+
+
+def test_either_alone_still_becomes_any_of():
+    one = {"type": "object", "properties": {"v": {"oneOf": BOTH["oneOf"]}}, "required": ["v"]}
+    assert strict_schema(one)["properties"]["v"] == {"anyOf": BOTH["oneOf"]}
+    any_ = {"type": "object", "properties": {"v": {"anyOf": BOTH["anyOf"]}}, "required": ["v"]}
+    assert strict_schema(any_)["properties"]["v"] == {"anyOf": BOTH["anyOf"]}
+
+
+def test_a_tool_with_one_of_beside_any_of_is_listed_non_strict_with_both_and_the_others_stay_strict():
+    server = Server(name="both")
+    schema = {"type": "object", "properties": {"v": BOTH}, "required": ["v"]}
+
+    @server.tool(input_schema=schema)
+    def pick(args, ctx):
+        return f"got {args['v']!r}"
+
+    @server.tool(input_schema={"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]})
+    def plain(args, ctx):
+        return "plain"
+
+    with mcp_sync.connect(server) as client:
+        tools = ToolSet(client, strict=True)
+        definitions = {d["function"]["name"]: d["function"] for d in tools.openai_chat_tools()}
+        assert "strict" not in definitions["pick"]
+        assert definitions["pick"]["parameters"]["properties"]["v"] == BOTH  # as the server said it
+        assert definitions["plain"]["strict"] is True
+        responses = {d["name"]: d["strict"] for d in tools.openai_responses_tools()}
+        assert responses == {"pick": False, "plain": True}

@@ -53,3 +53,10 @@ def test_merge_order_later_layers_win_and_token_last():
 
 def test_merge_without_layers():
     assert merge_meta({}, None, None, None, None) == {}
+
+
+def test_the_related_task_key_is_the_one_the_clients_tasks_answer_with():
+    from mcp_sync import client_tasks
+    from mcp_sync.protocol.meta import META_RELATED_TASK
+
+    assert client_tasks.RELATED_TASK == META_RELATED_TASK == "io.modelcontextprotocol/related-task"

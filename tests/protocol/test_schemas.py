@@ -7,6 +7,7 @@ import pytest
 
 from mcp_sync.protocol import schemas
 from mcp_sync.protocol.schemas import SchemaCache, Unchecked
+from tests.helpers import SLACK
 
 SCHEMA = {"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}
 
@@ -80,8 +81,12 @@ LONG = "x" * 3000
 # The asserted bound on a cut-off, past the deadline: the library allows
 # PATTERN_GRACE (0.1 s) of matching past it; the rest is the scheduling of a
 # loaded two-core CI machine (on Python 3.12, beside other test runs, cut-offs
-# came 0.05-0.22 s late; a pattern that is not cut off takes minutes).
-SLACK = 0.3
+# came 0.05-0.22 s late; a pattern that is not cut off takes minutes). Tighter
+# than `tests.helpers.SLACK` on purpose (the bound is on the lesser of wall and
+# CPU time, see `timed`): it must tell a cut-off at the call's own deadline
+# from one at a later deadline (another thread's, 0.1-0.3 s on) and from a
+# budget given to each of twenty ~0.1 s matches instead of to all of them.
+CUTOFF_SLACK = 0.3
 
 
 def timed(call):
@@ -101,7 +106,7 @@ def test_a_backtracking_pattern_is_cut_off_at_the_deadline():
     schema = {"type": "object", "properties": {"value": {"type": "string", "pattern": BACKTRACKS}}}
     problems, wall, seconds = timed(lambda: SchemaCache().errors(schema, {"value": LONG},
                                                                  deadline=time.monotonic() + 0.2))
-    assert 0.2 - 0.05 < wall and seconds < 0.2 + SLACK  # the pattern had its time, and no more
+    assert 0.2 - 0.05 < wall and seconds < 0.2 + CUTOFF_SLACK  # the pattern had its time, and no more
     assert problems == [
         "value: the pattern '(x+x+)+y' had not finished matching when the call's deadline came "
         "(a pattern that backtracks, or a value too large to check in time); the result was not checked"]
@@ -112,7 +117,7 @@ def test_a_backtracking_pattern_properties_name_is_cut_off_at_the_deadline():
     schema = {"type": "object", "properties": {"o": {"patternProperties": {BACKTRACKS: {"type": "integer"}}}}}
     problems, _, seconds = timed(lambda: SchemaCache().errors(schema, {"o": {"ok": 1, LONG: 2}},
                                                            deadline=time.monotonic() + 0.2))
-    assert seconds < 0.2 + SLACK
+    assert seconds < 0.2 + CUTOFF_SLACK
     assert len(problems) == 1 and isinstance(problems[0], Unchecked)
     # The path names the object and (cut) the name being matched, then the pattern.
     assert problems[0].startswith("o/" + "x" * 40 + "...: the pattern '(x+x+)+y' had not finished matching")
@@ -122,7 +127,7 @@ def test_the_patterns_additional_properties_consults_are_bounded_too():
     # jsonschema matches patternProperties again (joined) to find the additional properties.
     schema = {"additionalProperties": False, "patternProperties": {BACKTRACKS: {}}}
     problems, _, seconds = timed(lambda: SchemaCache().errors(schema, {LONG: 1}, deadline=time.monotonic() + 0.1))
-    assert seconds < 0.1 + SLACK
+    assert seconds < 0.1 + CUTOFF_SLACK
     assert "the pattern '(x+x+)+y' had not finished matching" in problems[0]
 
 
@@ -133,7 +138,7 @@ def test_a_pattern_reached_through_a_ref_to_a_root_with_its_own_dialect_is_bound
               "properties": {"child": {"$ref": "#"}, "value": {"type": "string", "pattern": BACKTRACKS}}}
     problems, _, seconds = timed(lambda: SchemaCache().errors(schema, {"child": {"child": {"value": LONG}}},
                                                            deadline=time.monotonic() + 0.1))
-    assert seconds < 0.1 + SLACK
+    assert seconds < 0.1 + CUTOFF_SLACK
     assert problems[0].startswith("child/child/value: the pattern '(x+x+)+y' had not finished matching")
 
 
@@ -143,7 +148,7 @@ def test_a_pattern_reached_through_a_ref_to_a_root_with_its_own_dialect_is_bound
 ])
 def test_a_schema_where_jsonschema_would_match_with_re_is_not_used(schema):
     problems, _, seconds = timed(lambda: SchemaCache().errors(schema, {"v": LONG, LONG: 1}))
-    assert seconds < 0.5
+    assert seconds < SLACK  # refused, not matched with `re` (forever on LONG)
     assert len(problems) == 1 and isinstance(problems[0], Unchecked)
     assert problems[0].startswith("the schema cannot be used: ") and "cannot be bounded in time" in problems[0]
 
@@ -191,7 +196,7 @@ def test_ordinary_patterns_are_checked_when_the_deadline_has_passed():
 def test_without_a_deadline_patterns_get_pattern_seconds(monkeypatch):
     monkeypatch.setattr(schemas, "PATTERN_SECONDS", 0.2)
     problems, _, seconds = timed(lambda: SchemaCache().errors({"pattern": BACKTRACKS}, LONG))
-    assert seconds < 0.2 + SLACK
+    assert seconds < 0.2 + CUTOFF_SLACK
     assert problems == ["(root): the pattern '(x+x+)+y' had not finished matching after 0.2 s, the most one "
                         "validation may spend on patterns (a pattern that backtracks); the value was not checked"]
 
@@ -200,7 +205,7 @@ def test_the_cap_is_one_budget_for_the_whole_validation(monkeypatch):
     monkeypatch.setattr(schemas, "PATTERN_SECONDS", 0.2)
     # Twenty strings that take ~0.1 s each in `regex`: the second or third is cut off, not each given 0.2 s.
     problems, _, seconds = timed(lambda: SchemaCache().errors({"items": {"pattern": BACKTRACKS}}, ["x" * 700] * 20))
-    assert seconds < 0.2 + SLACK
+    assert seconds < 0.2 + CUTOFF_SLACK
     assert "had not finished matching after 0.2 s" in problems[0]
 
 
@@ -211,7 +216,7 @@ def test_the_cap_is_one_budget_for_the_whole_validation(monkeypatch):
 ])
 def test_a_pattern_regex_cannot_compile_is_a_problem_not_an_exception(pattern, why):
     problems, _, seconds = timed(lambda: SchemaCache().errors({"properties": {"v": {"pattern": pattern}}}, {"v": "x"}))
-    assert seconds < 0.5
+    assert seconds < SLACK  # at once, not a compile into GBs
     assert len(problems) == 1 and isinstance(problems[0], Unchecked)
     assert problems[0].startswith(f"v: the pattern {pattern!r} cannot be used: {why}")
 
@@ -261,10 +266,10 @@ def test_threads_each_keep_their_own_deadline():
                 # Not later than its own deadline (earlier is possible: `regex`
                 # counts the process's CPU time, which four matching threads
                 # spend faster than the clock goes).
-                assert seconds < budget + SLACK, (n, seconds)
+                assert seconds < budget + CUTOFF_SLACK, (n, seconds)
             else:
                 assert problems == [], (n, problems)
-                assert seconds < 1, (n, seconds)
+                assert seconds < SLACK, (n, seconds)  # a cheap match, not held up by the others' cut-offs
 
 
 def test_only_matching_time_is_charged_to_the_budget():
@@ -319,6 +324,6 @@ def test_a_schema_that_leads_into_the_meta_schemas_is_not_used(reference):
     schema = {"pattern": "^(a|a)*$", "$id": "urn:evil", "$dynamicAnchor": "meta", **reference}
     problems, _, seconds = timed(lambda: SchemaCache().errors(schema, {"not": "a" * 40 + "!"},
                                                            deadline=time.monotonic() + 0.5))
-    assert seconds < 0.5
+    assert seconds < SLACK  # refused, not matched with `re` (2**40 steps)
     assert len(problems) == 1 and isinstance(problems[0], Unchecked)
     assert "refers into json-schema.org" in problems[0]

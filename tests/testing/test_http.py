@@ -26,6 +26,7 @@ import pytest
 from mcp_sync.testing import Server, ToolContext, demo_server
 from mcp_sync.testing import HTTPServer
 from mcp_sync.testing._validation import decode_header_value, mcp_param_annotations
+from tests.helpers import GENEROUS
 from tests.servers.canned import Canned
 from tests.testing.peers import WAIT, modern_meta
 from tests.testing.raw_http import (
@@ -978,7 +979,7 @@ def test_close_leaves_no_threads_or_sockets() -> None:
         assert len(_thread_idents() - threads_before) > 0
         started = time.monotonic()
         http_server.close()
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < GENEROUS  # it cancelled the 600 s tool, not waited for it
         assert spy["result"] == "cancelled"
         assert _thread_idents() <= threads_before, [t.name for t in threading.enumerate()]
         assert get.rest() == []  # the GET stream ended

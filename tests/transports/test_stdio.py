@@ -34,12 +34,13 @@ def test_env_without_inheriting(tmp_path, monkeypatch):
     ({"inherit_env": "no"}, TypeError, "inherit_env must be True or False, not 'no'"),
     ({"inherit_env": None}, TypeError, "inherit_env must be True or False"),
     ({"cwd": 3}, TypeError, "cwd must be a path"),
-    ({"max_line_bytes": True}, ValueError, "max_line_bytes"),
-    ({"shutdown_timeout": "2"}, ValueError, "shutdown_timeout must be a finite number"),
+    ({"max_line_bytes": True}, TypeError, "max_line_bytes must be an integer"),
+    ({"max_line_bytes": 0}, ValueError, "max_line_bytes must be a positive integer"),
+    ({"shutdown_timeout": "2"}, TypeError, "shutdown_timeout must be a number of seconds"),
     ({"shutdown_timeout": -1}, ValueError, "shutdown_timeout"),
     ({"shutdown_timeout": float("inf")}, ValueError, "shutdown_timeout"),
     ({"shutdown_timeout": float("nan")}, ValueError, "shutdown_timeout"),
-    ({"shutdown_timeout": True}, ValueError, "shutdown_timeout"),
+    ({"shutdown_timeout": True}, TypeError, "shutdown_timeout"),
 ])
 def test_bad_options_are_refused_when_the_target_is_made(options, exc, says):
     """Before, these were taken: a bad `env` or `cwd` failed at connect, a
