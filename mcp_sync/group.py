@@ -354,10 +354,11 @@ class ClientGroup:
             if old is not None and old.status != "closed":
                 if not self._renewable(slot, old):
                     return old
-                # The next fresh connect waits its turn whatever this one's
-                # outcome; the failed client stays (its calls fail at once)
-                # until one succeeds.
-                slot.renew_at = self._clock() + (self._renew_every or 0.0)
+                # The next fresh connect waits its turn after this one fails
+                # with the server's or the network's error; the failed client
+                # stays (its calls fail at once) until one succeeds. An
+                # interrupt or a bug is no attempt: the turn is given back.
+                turn, slot.renew_at = slot.renew_at, self._clock() + (self._renew_every or 0.0)
             # Made first, opened after: close() meanwhile finds it in
             # `connecting` and ends its open() at once.
             client = Client(slot.target, **self._options)
@@ -368,14 +369,23 @@ class ClientGroup:
                 if closed:  # close() ran just before: this connect ends at once
                     client.close()
                 client.open()
+            except BaseException as exc:
+                if old is not None and not isinstance(exc, McpError):
+                    slot.renew_at = turn
+                raise
             finally:
                 with self._lock:
                     slot.connecting = None
-            with self._lock:
-                if self._closed:  # close() ran meanwhile: what was opened is closed too (and `old` by close())
+            try:
+                with self._lock:
+                    if self._closed:  # close() ran meanwhile: what was opened is closed too (and `old` by close())
+                        client.close()
+                        raise ConnectionClosed("the client group is closed")
+                    slot.client = client
+            except BaseException:
+                if slot.client is not client:  # (an interrupt before it was in the slot: nobody else can close it)
                     client.close()
-                    raise ConnectionClosed("the client group is closed")
-                slot.client = client
+                raise
             if old is not None:
                 # Out of the slot, so no caller gets it from now on (one that
                 # has it meets its failure, as before). An interrupt here

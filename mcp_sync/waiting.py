@@ -22,6 +22,7 @@ is checked by, before anything is sent or started.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 import time
 from typing import Callable, overload
@@ -56,6 +57,10 @@ LONGEST_WAIT = threading.TIMEOUT_MAX
 _Clock = Callable[[], float]
 
 
+#: The largest number a float holds; an int beyond it cannot be a wait.
+_LARGEST_FLOAT = 1.7976931348623157e308
+
+
 def check_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool = False,
                   longest: float | None = LONGEST_WAIT) -> None:
     """The rule for a duration argument `name`, in seconds: an int or a
@@ -76,7 +81,9 @@ def check_seconds(name: str, value: object, *, allow_none: bool, allow_zero: boo
     """
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    # An int or a float, or an integer of another library (numpy's int64 is
+    # no int, but `numbers.Integral`, and every wait takes it); not a bool.
+    if isinstance(value, bool) or not isinstance(value, (int, float, numbers.Integral)):
         kinds = "a number of seconds or None (no limit)" if allow_none else "a number of seconds"
         shown, hint = repr(value), ""
         if isinstance(value, str):
@@ -88,13 +95,19 @@ def check_seconds(name: str, value: object, *, allow_none: bool, allow_zero: boo
             if math.isfinite(number) and (number > 0 or (allow_zero and number == 0)):
                 hint = f": pass {name}={number:g}"
         raise TypeError(f"{name} must be {kinds}, not {shown}{hint}")
-    # `not value > 0` rather than `value <= 0`: NaN fails every comparison,
+    # Another library's integer is an int from here (the waits take either).
+    seconds: int | float = value if isinstance(value, (int, float)) else int(value)
+    # `not seconds > 0` rather than `seconds <= 0`: NaN fails every comparison,
     # and a NaN deadline would be taken for "never" by some waits and
     # "already passed" by others.
-    if not (value >= 0 if allow_zero else value > 0):
+    if not (seconds >= 0 if allow_zero else seconds > 0):
         wanted = "a number of seconds, 0 or more" if allow_zero else "a positive number of seconds"
         raise ValueError(f"{name} must be {wanted}, not {value!r}")
-    if not math.isfinite(value) or (longest is not None and value > longest):
+    # An integer is compared as it is (math.isfinite(10**400) would raise
+    # OverflowError instead of refusing it), and must fit in a float: the
+    # waits and deadlines it becomes are floats.
+    if ((isinstance(seconds, float) and not math.isfinite(seconds)) or (longest is not None and seconds > longest)
+            or seconds > _LARGEST_FLOAT):
         wanted = "a finite number of seconds" if longest is None else f"a number of seconds up to {longest:.0f}"
         instead = ": pass None for no limit" if allow_none else ""
         raise ValueError(f"{name} must be {wanted}, not {value!r}{instead}")

@@ -5,11 +5,14 @@ where 0 is not allowed, a negative, NaN, infinite, or longer than a thread
 can wait)."""
 
 import math
+import numbers
 import threading
+from typing import Any
 
 import pytest
 
 import mcp_sync
+from mcp_sync.waiting import check_seconds
 from mcp_sync.keepalive import Keepalive as KeepaliveThread
 from mcp_sync.status import Status, StatusMonitor
 from mcp_sync.testing import demo_server
@@ -230,3 +233,41 @@ def test_check_seconds(value, kwargs, error):
     else:
         with pytest.raises(error, match=r"^wait must be "):
             check_seconds("wait", value, **kwargs)
+
+
+class _Int64:
+    """An integer of another library, as numpy's int64 is to Python: no
+    `int`, but registered as a `numbers.Integral`."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __index__(self) -> int:
+        return self.n
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        return float(self.n)
+
+    def __gt__(self, other: Any) -> bool:
+        return self.n > other
+
+    def __ge__(self, other: Any) -> bool:
+        return self.n >= other
+
+
+numbers.Integral.register(_Int64)
+
+
+def test_an_integer_of_another_library_is_a_number_of_seconds():
+    # Refused as "not a number" before (numpy's int64 in `next(timeout=...)`).
+    check_seconds("timeout", _Int64(2), allow_none=True)
+    with pytest.raises(ValueError, match="positive"):
+        check_seconds("timeout", _Int64(-1), allow_none=True)
+
+
+def test_an_integer_too_large_for_a_float_is_a_value_error_not_an_overflow():
+    for longest in (None, 100.0):
+        with pytest.raises(ValueError):
+            check_seconds("timeout", 10**400, allow_none=True, longest=longest)

@@ -152,6 +152,28 @@ def test_fresh_connects_to_a_dead_member_are_at_most_one_per_max_delay(tmp_path,
         assert gone.status is Status.CLOSED
 
 
+def test_a_ctrl_c_during_a_fresh_connect_gives_the_turn_back(tmp_path, no_leaks, monkeypatch):
+    # Interrupted before it could try, the fresh connect was no attempt: the
+    # next use tries at once, not after max_delay (60 s of the injected
+    # clock, which does not move here), and what was made is let go.
+    launcher = Launcher(tmp_path)
+    with mcp_sync.ClientGroup({"a": launcher.command}, timeout=20, reconnect=ONCE_A_MINUTE) as group:
+        group._clock = lambda: 1000.0
+        gone = give_up(group, "a", launcher)
+        launcher.mend()
+        opened = mcp_sync.Client.open
+
+        def interrupted(self, *args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(mcp_sync.Client, "open", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            group.client("a")  # (connects on the calling thread, where a Ctrl-C lands)
+        monkeypatch.setattr(mcp_sync.Client, "open", opened)
+        assert group.call_tool("a.echo", {"text": "back"}).text == "back"
+        assert group.client("a") is not gone and gone.status is Status.CLOSED
+
+
 def test_threads_meeting_a_member_that_gave_up_share_one_fresh_connect(tmp_path, no_leaks):
     launcher = Launcher(tmp_path)
     with mcp_sync.ClientGroup({"a": launcher.command}, timeout=20, reconnect=SHORT) as group:

@@ -40,7 +40,7 @@ from .. import forking
 from ..errors import copy_error
 from ..waiting import remaining, wait_for_event
 
-__all__ = ["ResolutionTimeout", "within", "pending", "MAX_PENDING"]
+__all__ = ["ResolutionTimeout", "ResolverBusy", "within", "pending", "MAX_PENDING"]
 
 T = TypeVar("T")
 
@@ -54,6 +54,11 @@ class ResolutionTimeout(TimeoutError):
     """A name did not resolve by the deadline (or too many lookups are
     still waiting for the resolver). An OSError, as a resolver's own
     failure is: the callers turn it into their own error."""
+
+
+class ResolverBusy(ResolutionTimeout):
+    """Refused at once: `MAX_PENDING` lookups are still waiting for the
+    system's resolver, so it is not answering; more time would not help."""
 
 
 class _Lookup:
@@ -92,8 +97,8 @@ def within(key: Hashable, resolve: Callable[[], T], deadline: float, name: str) 
         start = lookup is None
         if lookup is None:
             if len(_pending) >= MAX_PENDING:
-                raise ResolutionTimeout(f"{len(_pending)} name lookups are still waiting for the system's resolver, "
-                                        "and no more are started")
+                raise ResolverBusy(f"{len(_pending)} name lookups are still waiting for the system's resolver, "
+                                   "and no more are started")
             lookup = _pending[key] = _Lookup()
     if start:
         thread = threading.Thread(target=_run, args=(key, lookup, resolve), name=f"{_THREAD_PREFIX} {name}",
@@ -101,7 +106,15 @@ def within(key: Hashable, resolve: Callable[[], T], deadline: float, name: str) 
         try:
             thread.start()
         except BaseException as exc:
-            _finish(key, lookup, None, exc)  # never started: its entry must not stay
+            if thread.ident is None:
+                # Never started: its entry must not stay, and the callers
+                # waiting for it get a resolver's failure, never this
+                # thread's own exception (a Ctrl-C is for this caller only).
+                _finish(key, lookup, None, ResolutionTimeout("no thread could be started to look it up"))
+            # Else it runs (an interrupt came as it started): `_run` ends the
+            # entry, so the name still holds one thread and one entry.
+            if isinstance(exc, RuntimeError):  # can't start new thread
+                raise ResolutionTimeout(f"no thread could be started to look it up ({exc})") from None
             raise
     if not wait_for_event(lookup.done, remaining(deadline)):
         raise ResolutionTimeout("the system's resolver did not answer in time")

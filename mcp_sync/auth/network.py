@@ -241,6 +241,10 @@ class NetworkPolicy:
 
 
 def _late(whose: str, host: str, limit: str, exc: _resolve.ResolutionTimeout) -> NotResolvedInTime:
+    if isinstance(exc, _resolve.ResolverBusy):
+        return NotResolvedInTime(
+            f"cannot resolve the host of {whose}: {host!r} was not looked up: {exc} (it is not answering). Check "
+            "the system's DNS resolver (/etc/resolv.conf, the network); more time would not help")
     return NotResolvedInTime(
         f"cannot resolve the host of {whose} in time: {host!r} did not resolve within {limit}: {exc}. Check the "
         "system's DNS resolver (/etc/resolv.conf, the network), or give the token provider more time (timeout=, "

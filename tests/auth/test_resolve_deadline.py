@@ -25,6 +25,7 @@ import mcp_sync
 from mcp_sync.auth import ClientCredentials, HeadlessRedirect, OAuth
 from mcp_sync.errors import AuthorizationError, McpError
 from mcp_sync.testing.auth import AuthServer, ProtectedMCP
+from tests.helpers import wait_until
 
 #: Names the fake resolver never answers (`*.localhost`: plain HTTP is
 #: allowed to them, and were one ever resolved, it would be loopback).
@@ -183,8 +184,12 @@ def test_past_the_cap_a_lookup_fails_at_once_without_a_thread(hanging, monkeypat
         with pytest.raises(AuthorizationError, match="did not resolve within"):
             policy.check(f"https://n{n}{HANGING}/token", named_by="https://mcp.example.com/mcp", what="x")
     assert _resolve.pending() == 2
-    with pytest.raises(AuthorizationError, match="2 name lookups are still waiting for the system.s resolver"):
+    with pytest.raises(AuthorizationError, match="2 name lookups are still waiting for the system.s resolver") as info:
         policy.check(f"https://third{HANGING}/token", named_by="https://mcp.example.com/mcp", what="x")
+    # Refused at once, and says so: not "did not resolve within 0.2 s", and
+    # not "give the token provider more time", which would not help.
+    assert "was not looked up" in str(info.value) and "more time would not help" in str(info.value)
+    assert "did not resolve within" not in str(info.value)
     assert f"third{HANGING}" not in hanging.calls and len(resolver_threads()) == 2
     # A request's own lookup is refused at once too, not after its timeout.
     from mcp_sync.auth._http import AuthHTTP
@@ -244,3 +249,46 @@ def test_requests_to_names_that_resolve_still_work(serve, hanging):
         assert client.call_tool("echo", {"text": "ok"}).text == "ok"
     assert auth.token_requests == 1
     assert not hanging.calls
+
+
+def test_an_interrupt_as_a_lookup_thread_starts_is_for_its_caller_only(hanging, monkeypatch):
+    # A Ctrl-C inside `Thread.start()` once the thread runs: the caller gets
+    # it; the lookup goes on under its one entry, and a second caller for
+    # the name shares it (it gets the lookup's own outcome, not the
+    # interrupt), so the name still holds one thread.
+    from mcp_sync.auth import _resolve
+
+    start = threading.Thread.start
+
+    def start_then_interrupt(self):
+        start(self)
+        if self.name.startswith("mcp-sync-resolve"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_interrupt)
+    name = f"ki{HANGING}"
+    with pytest.raises(KeyboardInterrupt):
+        _resolve.within("k", lambda: socket.getaddrinfo(name, 443), time.monotonic() + HANG, name)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    assert _resolve.pending() == 1 and len(resolver_threads()) == 1
+    second = Bounded(lambda: _resolve.within("k", lambda: socket.getaddrinfo(name, 443), time.monotonic() + HANG,
+                                             name))
+    assert wait_until(lambda: hanging.calls[name] == 1)
+    hanging.release.set()
+    error, took = second.outcome(SLACK)
+    assert isinstance(error, socket.gaierror), error  # the resolver's answer, not a KeyboardInterrupt
+    assert hanging.calls[name] == 1 and wait_until(lambda: _resolve.pending() == 0)
+
+
+def test_a_lookup_whose_thread_cannot_start_is_a_resolution_failure(hanging, monkeypatch):
+    from mcp_sync.auth import _resolve
+    from mcp_sync.auth.network import NetworkPolicy
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    policy = NetworkPolicy(time_left=lambda what: (5.0, None), proxy_for=lambda url: None)
+    with pytest.raises(AuthorizationError, match="no thread could be started"):
+        policy.check(f"https://nothread{HANGING}/token", named_by="https://mcp.example.com/mcp", what="x")
+    assert _resolve.pending() == 0
