@@ -36,9 +36,20 @@ holds: request exchanges share `pool_size` keep-alive connections; one-way
 POSTs have their own `pool_size` (a request's SSE stream may be holding
 the last request slot while its server request's answer must go out), each
 bounded by `request_timeout`; long-lived streams (the session's GET stream,
-`listen()`, resumptions, the DELETE) get connections of their own, outside
+`listen()`, resumptions, the DELETEs) get connections of their own, outside
 any budget. Every request of every kind goes through `Requester.request()`:
 one authorization flow, one HTTP/1.1 writer and reader, one set of errors.
+
+An answer to a server request is owed: the server waits for it. Its POST
+is sent again within its bound after a failure the server may recover
+from (a 5xx, a reset), and one that cannot be delivered is logged at
+warning and counted (`_post_one_way`), never dropped in silence.
+
+Sessions the client will never use are ended: one the server opened for an
+`initialize` the caller gave up on, once its id is known (the late answer
+is still awaited for a while after the caller's deadline; one whose head
+named it before is ended when the next `initialize` replaces it); and at
+close() the current session, whatever came of its handshake.
 
 Cancelling a request (timeout, abandon, `close()` from another thread)
 aborts its exchange, which shuts its socket down under a blocked connect,
@@ -73,12 +84,13 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConnectError, ConnectionClosed, HTTPStatusError, InvalidMessage, TransportError
 from ..protocol import jsonrpc
 from ..protocol.headers import standard_headers
+from ..waiting import remaining
 from .base import MessageSink, Transport
 from .decoding import UnsupportedEncoding, coding_of
-from .http11 import CLOSED_WITHOUT_ANSWERING, Response
+from .http11 import CLOSED_WITHOUT_ANSWERING, Response, ResponseError
 from .http_answer import AnswerLink, AnswerStream, Message, json_answer, json_rpc_error
-from .http_request import ERROR_BODY_PREVIEW, Requester, session_unknown
-from .http_session import GET_JOIN_SECONDS, Session, SessionHost
+from .http_request import ERROR_BODY_PREVIEW, Origin, Requester, session_unknown
+from .http_session import GET_JOIN_SECONDS, Session, SessionHost, visible_ascii
 from .pool import Exchange, ExchangeThreads, NoFreeSlot, Pool, Stopped
 
 if TYPE_CHECKING:
@@ -94,6 +106,15 @@ _ONE_WAY_SECONDS = 30.0
 #: at once (another write of the server's), and read here, it gives the
 #: connection back before the call returns, for the next call to reuse.
 _CALLER_END_SECONDS = 0.05
+
+#: The first wait before an owed answer's failed POST is sent again, and
+#: the longest (the waits double in between): see `_post_one_way`.
+_AGAIN_FIRST = 0.05
+_AGAIN_MOST = 1.0
+
+#: Statuses of a POST of an answer that say the server did not take it but
+#: may take it later (a busy or restarting server, a gateway in front).
+_AGAIN_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 #: After a stream that did not end that soon, this many streams' ends are
 #: left to exchange threads at once: a server that keeps streams open after
@@ -133,6 +154,12 @@ class HTTPTransport(Transport):
         self._others: set[Exchange] = set()
         self._closing = False
         self._closed = False
+        #: Set by close() (after `_closing`): a wait between the POSTs of an
+        #: answer ends at once.
+        self._closed_event = threading.Event()
+        #: Answers to server requests that could not be delivered (see
+        #: `_post_one_way`), under `_count_lock`.
+        self.answers_undelivered = 0
         #: Whether the server ever answered a request (a flag: written
         #: without a lock, only ever to True): see `_post_failed`.
         self._heard = False
@@ -189,12 +216,17 @@ class HTTPTransport(Transport):
             with self._lock:
                 self._closing = True
                 exchanges = [*self._exchanges.values(), *self._others]
+            self._closed_event.set()
             # Abort first: no exchange may go on (or start) once the
             # session is deleted, and none may wait behind the DELETE.
             for exchange in exchanges:
                 exchange.abort()
             self._session.abort()
-            if self._initialize_era and self._session.id is not None:
+            # Whatever the era: a session id was learned only from an
+            # answer to `initialize`, and that session is the server's
+            # until ended, even if the initialize failed at the client (a
+            # connect that timed out, a version it refused).
+            if self._session.id is not None:
                 self._delete_session()
             for pool in (self._pool, self._one_way, self._streams):
                 pool.close()
@@ -220,13 +252,41 @@ class HTTPTransport(Transport):
             pool.discard()
         self._threads.discard()
 
-    def _delete_session(self) -> None:
-        """End the session, bounded by `session_close_timeout` and the
-        request timeout."""
+    def _delete_limit(self) -> float:
+        """The bound of a DELETE: `session_close_timeout`, and the request timeout."""
         limit = self._target.session_close_timeout
         if self.request_timeout is not None:
             limit = min(limit, self.request_timeout)
-        self._session.delete(limit)
+        return limit
+
+    def _delete_session(self) -> None:
+        """End the session, bounded by `_delete_limit()`."""
+        self._session.delete(self._delete_limit())
+
+    def _end_orphan(self, session: str, origin: Origin | None) -> None:
+        """DELETE `session`, one the server opened for an `initialize` the
+        client gave up on (it will never use it), on an exchange thread:
+        this may be a caller's thread, which never waits on such IO. Like
+        every exchange, close() aborts it. Best effort: without a thread,
+        or once closing, the server keeps it until it expires it."""
+        log.info("ending session %s, opened by an initialize the client gave up on", session)
+        exchange = Exchange("delete", self._streams, deadline=time.monotonic() + self._delete_limit())
+        with self._lock:
+            if self._closing:
+                return
+            self._others.add(exchange)
+
+        def end() -> None:
+            try:
+                self._session.end(exchange, session, origin)
+            finally:
+                self._forget(exchange)
+
+        try:
+            self._threads.submit(end)
+        except ConnectionClosed as exc:
+            log.debug("session %s is left to the server to expire: %s", session, exc)
+            self._forget(exchange)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -331,9 +391,64 @@ class HTTPTransport(Transport):
     def _post_one_way(self, message: Mapping[str, Any]) -> None:
         """A notification or a response to a server request: the server
         answers 202 (or 200) with no message. Bounded by `request_timeout`
-        from waiting for a slot (of the one-way budget) to the last read."""
+        (`_side_bound`) from waiting for the first slot (of the one-way
+        budget) to the last read.
+
+        An answer (a response to a server request, a refusal among them) is
+        owed: the server waits for it and nobody else will send it. A POST
+        of one that the server evidently did not take but may take later
+        (408, 429, 500, 502, 503, 504; the connection reset, refused, or
+        closed before any answer) is sent again, `_AGAIN_FIRST` after the
+        first, doubling up to `_AGAIN_MOST` apart, all within the one bound.
+        Another copy is harmless: a server that took an earlier one ignores
+        a response to a request it no longer waits for. An answer still not
+        delivered when that ends, or whose failure another POST cannot mend
+        (a timeout or a slot never free: the server does not read; another
+        4xx: it refused it), is logged at warning and counted
+        (`answers_undelivered`) before the error is raised: never dropped in
+        silence (the sender above only logs it at debug). A notification is
+        one POST: the server copes without it, and its sender hears of a
+        failure."""
         bound = self._side_bound()
-        exchange = Exchange("one-way", self._one_way, deadline=time.monotonic() + bound)
+        started = time.monotonic()
+        deadline = started + bound
+        owed = "method" not in message and "id" in message
+        body = jsonrpc.encode(message)
+        pause, attempts = _AGAIN_FIRST, 0
+        while True:
+            attempts += 1
+            try:
+                self._post_once(body, deadline, bound)
+            except ConnectionClosed:
+                raise  # close(): every exchange and the session end; nothing is owed any more
+            except TransportError as exc:
+                if not owed or self._closing:
+                    raise
+                if _worth_again(exc) and remaining(deadline) > pause:
+                    log.debug("POST of the answer to server request %r failed (%s); sending it again in %g s",
+                              message.get("id"), exc, pause)
+                    if self._closed_event.wait(pause):
+                        raise ConnectionClosed("the connection is closed") from None
+                    pause = min(pause * 2, _AGAIN_MOST)
+                    continue
+                with self._count_lock:
+                    self.answers_undelivered += 1
+                log.warning("the answer to server request %r was not delivered (%d POST%s in %.1f s): %s",
+                            message.get("id"), attempts, "" if attempts == 1 else "s",
+                            time.monotonic() - started, exc)
+                raise
+            if message.get("method") == "notifications/initialized" and self._initialize_era:
+                # The handshake is complete: the session is in use (a later
+                # `initialize` replaces it only once the server lost it).
+                self._session.adopt()
+                self._session.open_get_stream()
+            return
+
+    def _post_once(self, body: bytes, deadline: float, bound: float) -> None:
+        """One POST of a one-way message, by `deadline`. Raises
+        `ConnectionClosed` when close() stopped it, else the
+        `TransportError` of the failure (its cause the `OSError`, if any)."""
+        exchange = Exchange("one-way", self._one_way, deadline=deadline)
         with self._lock:
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
@@ -342,7 +457,7 @@ class HTTPTransport(Transport):
         headers["Accept"] = "application/json, text/event-stream"
         headers["Content-Type"] = "application/json"
         try:
-            response = self._request(exchange, "POST", headers, jsonrpc.encode(message))
+            response = self._request(exchange, "POST", headers, body)
             answer = self._wire.read_body(response, ERROR_BODY_PREVIEW * 4, truncate=True)
             self._wire.done(exchange, response)
         except Stopped:
@@ -359,8 +474,6 @@ class HTTPTransport(Transport):
             self._forget(exchange)
         if response.status >= 300:
             raise self._status_error(response, answer, session=self._session.id is not None)
-        if message.get("method") == "notifications/initialized" and self._initialize_era:
-            self._session.open_get_stream()
 
     # -- one exchange ----------------------------------------------------------------------------
 
@@ -374,10 +487,70 @@ class HTTPTransport(Transport):
             response = self._request(exchange, "POST", headers, body)
             handed_off = self._handle(exchange, message, response, sent_session)
         except Exception as exc:
-            self._report(exchange, exc)
+            if message.get("method") == "initialize" and self._gave_up_before_the_head(exchange, exc):
+                handed_off = self._await_late_session(exchange)
+            if not handed_off:
+                self._report(exchange, exc)
         finally:
             if not handed_off:
                 self._forget(exchange)
+
+    @staticmethod
+    def _gave_up_before_the_head(exchange: Exchange, exc: Exception) -> bool:
+        """Whether `exc` is the caller's deadline passing after its request
+        was sent, before the head of the answer came (a 1xx aside)."""
+        response = exchange.response
+        return (isinstance(exc, TimeoutError) and exchange.on_caller and exchange.deadline is not None
+                and time.monotonic() >= exchange.deadline - 0.01 and isinstance(response, Response)
+                and response.status < 200)
+
+    def _await_late_session(self, exchange: Exchange) -> bool:
+        """The caller gave up on its `initialize` before the answer came
+        (it reports the timeout itself). A slow server may still open a
+        session for it, which the client will never use: the answer is
+        awaited on an exchange thread for `_side_bound()` more, and the
+        session it names, if any, ended (`_late_session`); else the server
+        keeps it until it expires it (its id cannot be known). The
+        exchange leaves the request table (a cancellation of the request
+        no longer reaches it; close() still aborts it) and the request
+        budget (a renewal must not wait for its slot). True when handed
+        off (the thread forgets the exchange); else the caller's exchange
+        is reported as any other that timed out."""
+        response = exchange.response
+        assert isinstance(response, Response)
+        with self._lock:
+            if self._closing:
+                return False  # (close() aborts it: nothing could be read)
+            if self._exchanges.get(exchange.request_id) is exchange:
+                del self._exchanges[exchange.request_id]
+            self._others.add(exchange)
+        exchange.on_caller = False
+        exchange.deadline = response.deadline = time.monotonic() + self._side_bound()
+        if exchange.pool is self._pool:  # (after a redirect elsewhere it holds no slot of the budget)
+            self._pool.move(exchange, self._streams)
+        try:
+            self._threads.submit(lambda: self._late_session(exchange, response))
+        except ConnectionClosed:  # closing meanwhile, or no thread to be had
+            exchange.stop.set()  # (its caller's deadline passed: nothing is reported to it)
+            return False
+        return True
+
+    def _late_session(self, exchange: Exchange, response: Response) -> None:
+        """(On an exchange thread.) Read the head of the answer to an
+        `initialize` the caller gave up on, and end the session it names.
+        Nothing of it is delivered: nobody waits for it."""
+        try:
+            response.begin()
+            session = response.headers.get("mcp-session-id") if response.status == 200 else None
+            if session is not None and visible_ascii(session):
+                self._end_orphan(session, self._wire.origin_of(response))
+            else:
+                log.debug("the late answer to an initialize the client gave up on names no session (HTTP %s)",
+                          response.status)
+        except Exception as exc:  # aborted by close(), the bound spent, a broken head: nothing to end
+            log.debug("no late answer to an initialize the client gave up on: %s", exc)
+        finally:
+            self._forget(exchange)
 
     def _report(self, exchange: Exchange, exc: Exception) -> None:
         """Report an exchange's failure `exc` to its caller: through the
@@ -419,7 +592,9 @@ class HTTPTransport(Transport):
         """Act on the answer's head. True when its stream was handed off."""
         status = response.status
         if message.get("method") == "initialize" and status == 200:
-            self._session.begin(response)
+            orphan = self._session.begin(response)
+            if orphan is not None:
+                self._end_orphan(*orphan)
         if 200 <= status < 300 and status != 202:
             encoding = response.headers.get("content-encoding")
             try:
@@ -536,3 +711,19 @@ class HTTPTransport(Transport):
     @property
     def _get_thread(self) -> threading.Thread | None:
         return self._session.get_thread
+
+
+def _worth_again(error: TransportError) -> bool:
+    """Whether a failed POST of an answer may be sent again: the server
+    said it did not take it for now (`_AGAIN_STATUSES`), or the connection
+    broke before any answer (reset, refused, closed), which a server that
+    restarts, a proxy, or a keep-alive connection the server closed just as
+    it was reused all do. Not a timeout (the server does not read: the
+    bound is spent), a TLS failure (an `OSError` that is no
+    `ConnectionError`), or a malformed answer."""
+    if isinstance(error, HTTPStatusError):
+        return error.status in _AGAIN_STATUSES
+    cause = error.__cause__
+    if isinstance(cause, ResponseError):
+        return str(cause) == CLOSED_WITHOUT_ANSWERING
+    return isinstance(cause, ConnectionError)

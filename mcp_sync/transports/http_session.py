@@ -7,8 +7,9 @@ origin that issued it, the headers every later request carries
 404 means the session is gone (`owns`), the GETs of the session (its
 standalone stream, and the resumption of a request's broken stream with
 `Last-Event-ID`), the standalone GET stream itself (`_GetStream`: opened
-after `notifications/initialized`, read, reconnected), and the DELETE that
-ends the session at close.
+after `notifications/initialized`, read, reconnected), the DELETE that
+ends the session at close, and which replaced session is an orphan to end
+(`begin`, `adopt`, `end`).
 
 Must not know: how a request is sent, redirected, authorized or its body
 read (`http_request`), how connections are dialed or stopped (`pool`),
@@ -32,6 +33,8 @@ reader, taking the reader's lock after this one), never during IO. A
 session's id, origin and version are written before the requests that
 read them (from the answer to `initialize`, then by `negotiated()`), and
 `get_offered` only ever turns False (a 405): all are read with no lock.
+`_adopted` is written (`adopt`) and read (`begin`) by the one handshake
+under way at a time (renewals are serialised above the transport).
 """
 
 from __future__ import annotations
@@ -118,21 +121,38 @@ class Session:
         self.origin: Origin | None = None
         #: False once the server said it offers no GET stream (405).
         self.get_offered = True
+        #: The id of the last session whose handshake completed (None: none
+        #: yet); written and read by the one renewal at a time.
+        self._adopted: str | None = None
         self._lock = threading.Lock()
         self._get_stream: _GetStream | None = None
 
-    def begin(self, response: Response) -> None:
-        """The answer (200) to `initialize`: the session it names, if any."""
+    def begin(self, response: Response) -> tuple[str, Origin | None] | None:
+        """The answer (200) to `initialize`: the session it names, if any.
+        Returns the session it replaces when that one is an orphan, to be
+        ended (`end`): one whose handshake the client gave up on (never
+        `adopt`ed: the server made it, the client will never use it). An
+        adopted one it replaces is not returned: the server lost it, which
+        is why a new one is begun."""
         session = response.headers.get("mcp-session-id")
         if not session:
-            return
-        if not _visible_ascii(session):
+            return None
+        if not visible_ascii(session):
             # It goes back in every request's head: anything else could
             # split a header or be refused there.
             self._wire.drain(response)
             raise InvalidMessage(f"the server's Mcp-Session-Id is not visible ASCII: {session[:80]!r}")
+        old = self.id
+        replaced = None if old is None or old in (session, self._adopted) else (old, self.origin)
         self.id = session
         self.origin = self._wire.origin_of(response)
+        return replaced
+
+    def adopt(self) -> None:
+        """The handshake that began the current session is complete (its
+        `notifications/initialized` went out): the client uses it, and a
+        later `begin` replaces it only once the server lost it."""
+        self._adopted = self.id
 
     def add_headers(self, headers: dict[str, str]) -> None:
         """The session's headers, into `headers`."""
@@ -175,15 +195,24 @@ class Session:
         """End the session, within `limit` seconds; its outcome is never an
         error (the spec lets a server refuse with 405, and we are leaving
         anyway)."""
-        exchange = Exchange("delete", self._streams, deadline=time.monotonic() + limit)
+        if self.id is not None:
+            self.end(Exchange("delete", self._streams, deadline=time.monotonic() + limit), self.id, self.origin,
+                     what="session")
+
+    def end(self, exchange: Exchange, session: str, origin: Origin | None, *, what: str = "orphan session") -> None:
+        """DELETE `session` (issued by `origin`: None, this transport's),
+        on `exchange` (of the stream pool, bounded by its deadline): the
+        current session, or an orphan (see `begin`). Its outcome is never
+        an error, only logged (as `what`)."""
         headers = self._wire.base_headers()
         self.add_headers(headers)
+        headers["Mcp-Session-Id"] = session
         try:
-            response = self._wire.request(exchange, "DELETE", headers, None, session_origin=self.origin)
+            response = self._wire.request(exchange, "DELETE", headers, None, session_origin=origin)
             self._wire.drain(response)
-            log.debug("session DELETE answered %s", response.status)
+            log.debug("%s DELETE answered %s", what, response.status)
         except (TransportError, OSError, ValueError) as exc:
-            log.debug("session DELETE failed: %s", exc)
+            log.debug("%s DELETE failed: %s", what, exc)
         finally:
             exchange.release(reusable=False)
 
@@ -302,6 +331,8 @@ class _GetStream:
         #: session; None while one is open, and before the first.
         self._broken_at: float | None = None
         self._broken_in: str | None = None
+        #: The session the last GET answered 200 was sent in.
+        self._open_in: str | None = None
         #: When the open stream was answered 200 (None: none is open); whether
         #: the last one to end lasted less than `IDLE_CUT_SECONDS`; and how
         #: many in a row ended so with no event.
@@ -391,6 +422,7 @@ class _GetStream:
             if response.status == 200:
                 self._was_open = True
                 self._open_since = time.monotonic()
+                self._open_in = sent_in
                 broken_at, self._broken_at = self._broken_at, None
                 if broken_at is not None and not extra and self._broken_in == sent_in and not self._host.closing():
                     # Not resumed: what the server sent since the break is
@@ -524,7 +556,10 @@ class _GetStream:
         now = time.monotonic()
         if self._was_open and self._broken_at is None:
             self._broken_at = now
-            self._broken_in = self._session.id
+            # The session the stream was opened in, not the current one: a
+            # break read only after a renewal began a new session belongs
+            # to the old one, whose gap the renewal told already.
+            self._broken_in = self._open_in
         since, self._open_since = self._open_since, None
         if since is None:  # no stream was open: a GET that failed
             return False
@@ -607,6 +642,6 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
-def _visible_ascii(text: str) -> bool:
+def visible_ascii(text: str) -> bool:
     """Only 0x21-0x7E, as the spec requires of a session id."""
     return all("!" <= char <= "~" for char in text)

@@ -453,6 +453,18 @@ class Pool:
             if keep and conn is not None:
                 conn.close()  # the pool closed meanwhile
 
+    def move(self, exchange: Exchange, to: Pool) -> None:
+        """Move the slot `exchange` holds, and its connection, out of this
+        pool's budget into `to`'s: a request left waiting for a late answer
+        nobody waits for any more holds no slot a new request needs. Only
+        by the exchange's owner (nothing else releases it meanwhile)."""
+        with to._cond:
+            to._leases.add(exchange)
+        exchange.pool = to
+        with self._cond:
+            self._leases.discard(exchange)
+            self._cond.notify()
+
     def wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
