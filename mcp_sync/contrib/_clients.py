@@ -62,8 +62,13 @@ def setting_names(prefix: str = "", *, lower: bool = False) -> tuple[str, str, s
     return spelled("MCP_SERVERS"), spelled("MCP_CONFIG"), spelled("MCP_CLIENT_OPTIONS")
 
 
-def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "",
-                  lower: bool = False) -> tuple[ServerConfig, dict[str, Any]]:
+#: The three settings' names as messages spell them, when they are not
+#: `setting_names()`'s: Celery's values given to `MCP()` are named there.
+Names = tuple[str, str, str]
+
+
+def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: bool = False,
+                  names: Names | None = None) -> tuple[ServerConfig, dict[str, Any]]:
     """The config and connect options the settings describe.
 
     Raises:
@@ -71,7 +76,7 @@ def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "",
             value of the wrong kind, or a config `load_config()` refuses.
         TypeError, ValueError: `MCP_CLIENT_OPTIONS` that `connect()` refuses.
     """
-    servers_name, config_name, _ = setting_names(prefix, lower=lower)
+    servers_name, config_name, _ = names or setting_names(prefix, lower=lower)
     if servers is not None and path is not None:
         raise ConfigError(f"set one of {servers_name} and {config_name}, not both")
     if servers is None and path is None:
@@ -97,10 +102,11 @@ def read_settings(servers: Any, path: Any, options: Any, *, prefix: str = "",
         # Set aside by `load_config` (a file shared by hosts), but these are
         # the app's own settings: every server in them is meant to work.
         raise ConfigError(why)
-    return config, check_options(options, prefix=prefix, lower=lower)
+    return config, check_options(options, prefix=prefix, lower=lower, names=names)
 
 
-def check_options(options: Any, *, prefix: str = "", lower: bool = False) -> dict[str, Any]:
+def check_options(options: Any, *, prefix: str = "", lower: bool = False,
+                  names: Names | None = None) -> dict[str, Any]:
     """`MCP_CLIENT_OPTIONS` as a dict, its client options validated.
 
     HTTP options (`headers`, `verify`, ...) are checked as `HTTP()` checks
@@ -115,7 +121,7 @@ def check_options(options: Any, *, prefix: str = "", lower: bool = False) -> dic
     a first use, far from the settings file, `connect()`'s own words alone
     ("unexpected keyword argument 'timout'") would not say where to look.
     """
-    name = setting_names(prefix, lower=lower)[2]
+    name = (names or setting_names(prefix, lower=lower))[2]
     if options is None:
         return {}
     if not isinstance(options, Mapping):
@@ -139,10 +145,11 @@ def check_options(options: Any, *, prefix: str = "", lower: bool = False) -> dic
     return dict(options)
 
 
-def problems(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: bool = False) -> list[Problem]:
+def problems(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: bool = False,
+             names: Names | None = None) -> list[Problem]:
     """Everything wrong with the settings, found without connecting: for a
     system check. The ids are `E001`... (errors) and `W001`... (warnings)."""
-    servers_name, config_name, _ = setting_names(prefix, lower=lower)
+    servers_name, config_name, _ = names or setting_names(prefix, lower=lower)
     if servers is not None and path is not None:
         return [Problem("E001", f"both {servers_name} and {config_name} are set",
                         "keep one: the servers in settings, or the path of a config file")]
@@ -151,7 +158,7 @@ def problems(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: 
                                 "is set", "set one, or remove the app", error=False)]
     found: list[Problem] = []
     try:
-        config, _ = read_settings(servers, path, None, prefix=prefix, lower=lower)
+        config, _ = read_settings(servers, path, None, prefix=prefix, lower=lower, names=names)
     except ConfigError as exc:
         return [Problem("E002", str(exc))]
     for name in config:
@@ -167,7 +174,7 @@ def problems(servers: Any, path: Any, options: Any, *, prefix: str = "", lower: 
                                              f"{', '.join(unknown)}",
                                      f"the keys read are {', '.join(sorted(KNOWN_ENTRY_KEYS))}", error=False))
     try:
-        check_options(options, prefix=prefix, lower=lower)
+        check_options(options, prefix=prefix, lower=lower, names=names)
     except (TypeError, ValueError) as exc:
         found.append(Problem("E004", str(exc),  # (it names the setting)
                              "it takes the keyword arguments of mcp_sync.connect()"))

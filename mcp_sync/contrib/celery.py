@@ -116,17 +116,24 @@ class MCP:
         signals.worker_process_shutdown.connect(self._on_process_shutdown, weak=True)
         signals.worker_shutdown.connect(self._on_worker_shutdown, weak=True)
 
-    def _raw(self) -> tuple[Any, Any, Any]:
+    def _raw(self) -> tuple[Any, Any, Any, _clients.Names]:
+        """The three values, and the name of each where it was read: messages
+        must send one to the place the wrong value is (a value given to
+        `MCP()` is not fixed in `app.conf`)."""
         servers, config, options = self._given
         conf = self.app.conf
+        names = ["MCP(servers=...)", "MCP(config=...)", "MCP(options=...)"]
         if servers is None and config is None:
             servers, config = conf.get("mcp_servers"), conf.get("mcp_config")
+            names[:2] = _clients.setting_names("app.conf.", lower=True)[:2]
         if options is None:
             options = conf.get("mcp_client_options")
-        return servers, config, options
+            names[2] = _clients.setting_names("app.conf.", lower=True)[2]
+        return servers, config, options, (names[0], names[1], names[2])
 
     def _settings(self) -> tuple[ServerConfig, dict[str, Any]]:
-        return _clients.read_settings(*self._raw(), prefix="app.conf.", lower=True)
+        servers, config, options, names = self._raw()
+        return _clients.read_settings(servers, config, options, names=names)
 
     def client(self, name: str) -> Client:
         """The shared client of the configured server `name` in this process.
@@ -165,7 +172,8 @@ class MCP:
 
             assert not mcp.problems(), mcp.problems()   # in a deployment check
         """
-        found = _clients.problems(*self._raw(), prefix="app.conf.", lower=True)
+        servers, config, options, names = self._raw()
+        found = _clients.problems(servers, config, options, names=names)
         return [("warning: " if not problem.error else "") + problem.msg
                 + (f" ({problem.hint})" if problem.hint else "") for problem in found]
 

@@ -165,9 +165,14 @@ class MCP:
         check_flag("start", start)
         blueprint = Blueprint(name, __name__)
 
+        # The view refers to no `MCP`: registered on the app, it would keep
+        # the extension, which keeps the app given to `MCP(app)`, and the
+        # cycle would leave a dropped app's clients (threads, server
+        # processes) running until the garbage collector ran. A request
+        # always has its app: `current_app` is the one to report on.
         @blueprint.get(path)
         def health() -> ResponseReturnValue:
-            body, status = _clients.health(self._clients(), start=start)
+            body, status = _clients.health(_app_clients(current_app), start=start)
             return jsonify(body), status
 
         return blueprint
@@ -176,7 +181,12 @@ class MCP:
         app: Flask | None = current_app if has_app_context() else self._app
         if app is None:
             raise RuntimeError("no Flask app: call MCP(app), or use the client inside an app or request context")
-        clients = app.extensions.get(EXTENSION)
-        if not isinstance(clients, _clients.Clients):
-            raise RuntimeError(f"MCP.init_app() was not called for the app {app.name!r}")
-        return clients
+        return _app_clients(app)
+
+
+def _app_clients(app: Flask) -> _clients.Clients:
+    """The registry `init_app()` put in `app`."""
+    clients = app.extensions.get(EXTENSION)
+    if not isinstance(clients, _clients.Clients):
+        raise RuntimeError(f"MCP.init_app() was not called for the app {app.name!r}")
+    return clients

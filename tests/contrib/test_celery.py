@@ -221,7 +221,7 @@ def test_wrong_settings_are_problems_and_config_errors(tmp_path: Path) -> None:
         mcp.client("demo")
     both = MCP(app, servers={"a": {"command": "x"}}, config=str(tmp_path / "mcp.json"))
     assert [problem.split(" (")[0] for problem in both.problems()] == [
-        "both app.conf.mcp_servers and app.conf.mcp_config are set"]
+        "both MCP(servers=...) and MCP(config=...) are set"]
     bad = MCP(app, servers={"a": {"command": "x"}}, options={"timout": 3})
     assert len(bad.problems()) == 1 and "timout" in bad.problems()[0]
     with pytest.raises(TypeError, match="Celery app"):
@@ -329,3 +329,34 @@ def test_a_connect_that_a_close_overtook_is_not_made_again(marker: str) -> None:
     assert not connecting.is_alive()
     assert clients.peek("slow") is None
     assert wait_until_gone(marker) == {}, "the connect was made again after the close"
+
+
+def test_messages_name_where_each_value_came_from(tmp_path: Path) -> None:
+    # A value given to MCP() is named as the constructor's argument: advice
+    # to "set app.conf.mcp_servers" would send one to a setting never read.
+    app = Celery("given")
+    wrong = MCP(app, servers=["demo"])  # type: ignore[arg-type]
+    with pytest.raises(mcp_sync.ConfigError, match=r"^MCP\(servers=\.\.\.\) must be a mapping"):
+        wrong.client("demo")
+    assert [problem.split(" (")[0] for problem in wrong.problems()] == [
+        "MCP(servers=...) must be a mapping of server name to entry"]
+    both = MCP(app, servers={"a": {"command": "x"}}, config=str(tmp_path / "mcp.json"))
+    assert [problem.split(" (")[0] for problem in both.problems()] == [
+        "both MCP(servers=...) and MCP(config=...) are set"]
+    with pytest.raises(mcp_sync.ConfigError, match=r"^set one of MCP\(servers=\.\.\.\) and MCP\(config=\.\.\.\)"):
+        both.client("a")
+    with pytest.raises(mcp_sync.ConfigError, match=r"^MCP\(config=\.\.\.\) must be a config file's path"):
+        MCP(app, config=3).client("a")
+    bad = MCP(app, servers={"a": {"command": "x"}}, options={"timout": 3})
+    with pytest.raises(TypeError, match=r"^MCP\(options=\.\.\.\): .*timout"):
+        bad.client("a")
+    assert bad.problems()[0].startswith("MCP(options=...): ")
+    # A value left to the app's configuration is still named there, also
+    # next to a value given to MCP().
+    app.conf.mcp_client_options = {"timout": 3}
+    mixed = MCP(app, servers={"a": {"command": "x"}})
+    with pytest.raises(TypeError, match=r"^app\.conf\.mcp_client_options: .*timout"):
+        mixed.client("a")
+    app.conf.mcp_servers = ["demo"]
+    with pytest.raises(mcp_sync.ConfigError, match=r"^app\.conf\.mcp_servers must be a mapping"):
+        MCP(app).client("demo")

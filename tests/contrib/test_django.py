@@ -297,3 +297,26 @@ def test_importing_mcp_sync_imports_no_framework() -> None:
 
 def test_gunicorn_preload_three_workers(marker: str) -> None:
     check_preloaded("tests.contrib.served_django", marker, workers=3, label="django contrib --preload --workers 3")
+
+
+def test_a_header_typed_on_the_command_line_wins_over_the_settings_headers(app: None) -> None:
+    # Precedence, lowest first: the entry's headers, MCP_CLIENT_OPTIONS'
+    # headers, `--header` (a name matched case-insensitively). Before, the
+    # settings' headers were applied last and replaced the typed one.
+    from mcp_sync.testing import HTTPServer, demo_server
+
+    seen: list[tuple[str | None, str | None, str | None]] = []
+
+    def gate(request: Any) -> None:
+        seen.append((request.headers.get("X-Team"), request.headers.get("X-Entry"),
+                     request.headers.get("X-Settings")))
+
+    options = {"timeout": 20, "headers": {"X-Team": "blue", "X-Settings": "kept"}}
+    with HTTPServer(demo_server(), gate=gate) as http:
+        servers = {"web": {"url": http.url, "headers": {"X-Entry": "entry", "X-Team": "entry"}}}
+        with override_settings(MCP_SERVERS=servers, MCP_CLIENT_OPTIONS=options):
+            assert run_mcp("call", "echo", "text=hi", "--header", "x-team: red") == (0, "hi\n", "")
+            assert seen and set(seen) == {("red", "entry", "kept")}, seen
+            seen.clear()
+            assert run_mcp("call", "echo", "text=hi") == (0, "hi\n", "")  # untyped: the settings' value
+            assert seen and set(seen) == {("blue", "entry", "kept")}, seen

@@ -4,7 +4,10 @@ with --preload and two workers."""
 
 from __future__ import annotations
 
+import gc
 import sys
+import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -169,3 +172,31 @@ def test_a_wrong_client_option_names_the_setting(options: dict[str, Any], error:
 
 def test_gunicorn_preload_two_workers(marker: str) -> None:
     check_preloaded("tests.contrib.served_flask:app", marker, workers=2, label="flask contrib --preload --workers 2")
+
+
+def test_a_dropped_app_closes_its_clients_without_the_garbage_collector(marker: str) -> None:
+    # `MCP(app)` keeps the app (for `client()` outside an app context); the
+    # app must not keep the extension in turn (through its health view), or
+    # the two form a cycle that only the collector frees, and the app's
+    # clients, their threads and server processes live on until it runs.
+    before = set(threading.enumerate())
+    gc.disable()  # (a collection would free the cycle, and hide it)
+    try:
+        app = Flask("dropped")
+        app.config["MCP_SERVERS"] = {"demo": demo(marker)}
+        mcp = MCP(app)
+        app.register_blueprint(mcp.health_blueprint(), url_prefix="/health")
+        with app.app_context():
+            client = mcp.client("demo")
+            assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        dropped_app, dropped_client = weakref.ref(app), weakref.ref(client)
+        del app, mcp, client
+        assert dropped_app() is None, "the app is in a reference cycle"
+        # Its client went with it: its finalizer closes it (on a thread of its own).
+        assert dropped_client() is None
+    finally:
+        gc.enable()
+    for thread in set(threading.enumerate()) - before:
+        thread.join(10)
+        assert not thread.is_alive(), thread
+    assert wait_until_gone(marker) == {}, "the dropped app's server process is still running"

@@ -23,8 +23,9 @@ from django.core.management.base import BaseCommand  # type: ignore[import-untyp
 
 from ..... import cli
 from .....client import Client, connect
-from .....config import with_options
+from .....config import ServerConfig, with_options
 from .....errors import ConfigError
+from .....transports import Target, _http_options
 
 #: The options that name a target of their own: the plain CLI then.
 _OWN_TARGET = ("--url", "--config")
@@ -47,6 +48,18 @@ class _Out:
 
     def isatty(self) -> bool:
         return bool(self._wrapper.isatty())
+
+
+class _WithOptions(ServerConfig):
+    """A config whose targets carry the settings' HTTP options: the config
+    `MCP_SERVERS` (or `MCP_CONFIG`) describes, as `get_client()` sees it."""
+
+    def __init__(self, config: ServerConfig, options: dict[str, Any]) -> None:
+        super().__init__(config.entries, path=config.path, disabled=config.disabled, unusable=config.unusable)
+        self._options = options
+
+    def __getitem__(self, name: str) -> Target:
+        return with_options(super().__getitem__(name), self._options)[0]
 
 
 class Command(BaseCommand):  # type: ignore[misc,unused-ignore]  # Django ships no type stubs
@@ -109,13 +122,20 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     typed = {name for name in ("timeout", "protocol")
              if any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in own)}
 
+    # The settings' HTTP options (`headers`, `verify`, ...) go onto each URL
+    # server's target as the CLI takes it from the config, and are left out
+    # for a program, as `get_client()` does. Put there, under the CLI's
+    # `--header`, which the CLI applies over that target: headers by
+    # precedence are the entry's, then the settings', then the typed ones
+    # (a name matched case-insensitively). Applied at connect time instead,
+    # the settings' would replace the typed ones.
+    configured = _WithOptions(config, options)
+    rest = {key: value for key, value in options.items() if key not in _http_options()}
+
     def connect_configured(target: Any, **given: Any) -> Client:
-        # The settings' HTTP options (`headers`, `verify`, ...) go onto a
-        # URL server's target and are left out for a program, as
-        # `get_client()` does: `connect()` takes them with a URL string only.
-        configured, rest = with_options(target, options)
         chosen = {key: value for key, value in given.items()
                   if value is not None and (key in typed or key not in rest)}
-        return connect(configured, **{**rest, **chosen})
+        return connect(target, **{**rest, **chosen})
 
-    return cli.main(list(argv), stdout=stdout, stderr=stderr, connect_fn=connect_configured, config=config)
+    return cli.main(list(argv), stdout=stdout, stderr=stderr, connect_fn=connect_configured,
+                    config=configured)
