@@ -90,7 +90,7 @@ class Admission:
         ...     admission.acquire(time.monotonic() + 5)
         ... except Overloaded as exc:
         ...     print(exc)
-        overloaded: 2 calls in flight (max_in_flight=2) and 0 waiting (max_queued=0); nothing was sent
+        overloaded: 2 calls in flight (max_in_flight=2) and 0 waiting (max_queued=0); nothing was sent: retry later, or pass a larger max_in_flight= or max_queued= to connect()
         >>> admission.release(); admission.release()
         >>> admission.shed, admission.peak_in_flight
         (1, 2)
@@ -358,22 +358,29 @@ class Admission:
         if now > self._peak:
             self._peak = now
 
+    # The messages end with what to do next, naming the options as
+    # `connect()` takes them: nothing was sent, so a retry is always safe.
+
     def _overloaded(self) -> Overloaded:
         waiting = len(self._waiters)
         if self._paused:
             text = (f"overloaded: {waiting} calls already waiting for the connection to come back "
-                    f"(max_queued={self._max_queued}); nothing was sent")
+                    f"(max_queued={self._max_queued}); nothing was sent: retry once client.status is "
+                    "ready, or pass a larger max_queued= to connect()")
         else:
             text = (f"overloaded: {self.in_flight} calls in flight (max_in_flight={self._limit}) "
-                    f"and {waiting} waiting (max_queued={self._max_queued}); nothing was sent")
+                    f"and {waiting} waiting (max_queued={self._max_queued}); nothing was sent: retry later, "
+                    "or pass a larger max_in_flight= or max_queued= to connect()")
         return Overloaded(text, max_in_flight=self._limit, max_queued=self._max_queued)
 
     def _timed_out(self, waited: float) -> RequestTimeout:
         if self._paused:
             what = "for the connection to come back"
+            advice = "see client.status, or pass a larger timeout="
         else:
             what = f"for a free slot (all max_in_flight={self._limit} in use)"
-        return RequestTimeout(f"waited {waited:.2f} s {what} until the deadline; nothing was sent")
+            advice = "retry later, pass a larger timeout=, or a larger max_in_flight= to connect()"
+        return RequestTimeout(f"waited {waited:.2f} s {what} until the deadline; nothing was sent: {advice}")
 
 
 class Slot:

@@ -13,6 +13,13 @@ also push and pop a list, the in-flight count being its length (both atomic
 operations on a list). The thread wakes at most once per `interval`, reads
 those, and probes only if no call is in flight and nothing happened for a
 whole interval. A probe is never sent while calls are flowing.
+
+The probe holds no admission slot (`max_in_flight`): calls may take every
+slot between the thread's idle check and its `ping`, and a check refused
+(`Overloaded`) or queued until its timeout for want of a slot would count
+as a failure, declaring a busy, healthy connection dead. The thread marks
+itself as `calling.held` (see `plain_lane`) for the probe, so the pipeline
+sends it without a slot: one small request per interval, over the limit.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import time
 from typing import Callable
 
 from .errors import McpError
+from .plain_lane import calling
 from .waiting import check_seconds
 
 __all__ = ["Keepalive"]
@@ -190,8 +198,16 @@ class Keepalive:
         return min(self.interval, due - now) if due > now else 0.0
 
     def _probe_once(self) -> None:
+        # No admission slot for the probe (see the module notes): a verdict
+        # on the peer must not depend on how many slots the user's calls hold.
+        # Only this thread's flag, and only for the probe: `on_dead` (which
+        # may reconnect) runs without it.
         try:
-            self._probe(self.probe_timeout)
+            calling.held = True
+            try:
+                self._probe(self.probe_timeout)
+            finally:
+                calling.held = False
         except McpError as exc:
             self._failure(exc)
         except Exception as exc:

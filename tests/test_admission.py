@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 import doctest
+import inspect
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import mcp_sync
 from mcp_sync import admission as admission_module
 from mcp_sync import waiting as waiting_module
 from mcp_sync.admission import Admission
@@ -325,6 +327,43 @@ def test_a_paused_call_times_out_saying_what_it_waited_for():
     assert clock() - started >= 0.2  # not before the deadline
     assert "nothing was sent" in str(caught.value)
     assert (admission.in_flight, admission.queued) == (0, 0)
+
+
+# -- the messages say what to do next -----------------------------------------------------------
+
+
+def test_refusals_say_what_to_do_next_naming_connects_options():
+    """Each refusal names the `connect()` option that would have let the
+    call through, and a retry (nothing was sent, so it is safe)."""
+    busy = Admission(max_in_flight=1, max_queued=0, clock=SteppingClock(0.05))
+    busy.acquire(None)
+    with pytest.raises(Overloaded) as shed:
+        busy.acquire(None)
+    assert str(shed.value).endswith(
+        "nothing was sent: retry later, or pass a larger max_in_flight= or max_queued= to connect()")
+
+    queued = Admission(max_in_flight=1, max_queued=None, clock=SteppingClock(0.05))
+    queued.acquire(None)
+    with pytest.raises(RequestTimeout) as waited:
+        queued.acquire(0.0)  # the stepping clock is past it at the first look
+    assert str(waited.value).endswith(
+        "nothing was sent: retry later, pass a larger timeout=, or a larger max_in_flight= to connect()")
+
+    paused = Admission(max_in_flight=None, max_queued=0, clock=SteppingClock(0.05))
+    paused.pause()
+    with pytest.raises(Overloaded) as shed_paused:
+        paused.acquire(None)
+    assert str(shed_paused.value).endswith(
+        "nothing was sent: retry once client.status is ready, or pass a larger max_queued= to connect()")
+
+    reconnecting = Admission(max_in_flight=None, max_queued=None, clock=SteppingClock(0.05))
+    reconnecting.pause()
+    with pytest.raises(RequestTimeout) as waited_paused:
+        reconnecting.acquire(0.0)
+    assert str(waited_paused.value).endswith("nothing was sent: see client.status, or pass a larger timeout=")
+    # And every option named is one connect() takes.
+    parameters = inspect.signature(mcp_sync.connect).parameters
+    assert {"max_in_flight", "max_queued", "timeout"} <= set(parameters)
 
 
 # -- the unbounded fast path ----------------------------------------------------------------

@@ -403,3 +403,21 @@ def test_a_probe_reaches_the_server_though_results_are_cached():
             client.discover()  # (from the cache: the results are cacheable)
             before = discovers()
             assert wait_until(lambda: discovers() >= before + 2, timeout=10), "no probe reached the server"
+
+
+def test_the_probe_alone_is_marked_as_holding_no_admission_slot(make):
+    """The probe runs with `calling.held` (the pipeline then sends it
+    without an admission slot: user calls holding every slot must not fail
+    a liveness check); `on_dead`, which may reconnect, runs without it."""
+    from mcp_sync.plain_lane import calling
+
+    held_in_probe, held_in_on_dead = [], []
+
+    def probe(timeout):
+        held_in_probe.append(getattr(calling, "held", False))
+        raise failure()
+
+    dead = Dead(lambda error: held_in_on_dead.append(getattr(calling, "held", False)))
+    make(probe, dead, failures=1)
+    assert wait_until(lambda: held_in_on_dead, 5)  # (`Dead` sets its event before its action)
+    assert held_in_probe == [True] and held_in_on_dead == [False]
