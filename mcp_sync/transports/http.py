@@ -41,8 +41,9 @@ any budget. Every request of every kind goes through `Requester.request()`:
 one authorization flow, one HTTP/1.1 writer and reader, one set of errors.
 
 An answer to a server request is owed: the server waits for it. Its POST
-is sent again within its bound after a failure the server may recover
-from (a 5xx, a reset), and one that cannot be delivered is logged at
+is sent again for a short while (under the headers of its own session)
+after a failure the server may recover from (a 5xx, a reset), and one
+that cannot be delivered is logged at
 warning and counted (`_post_one_way`), never dropped in silence.
 
 Sessions the client will never use are ended: one the server opened for an
@@ -111,6 +112,10 @@ _CALLER_END_SECONDS = 0.05
 #: the longest (the waits double in between): see `_post_one_way`.
 _AGAIN_FIRST = 0.05
 _AGAIN_MOST = 1.0
+#: How long an owed answer is sent again for at most: the retries hold one
+#: of the sender's writers, so they must not keep it for the whole
+#: `request_timeout` while other answers wait behind them.
+_AGAIN_WINDOW = 2.0
 
 #: Statuses of a POST of an answer that say the server did not take it but
 #: may take it later (a busy or restarting server, a gateway in front).
@@ -392,39 +397,43 @@ class HTTPTransport(Transport):
         """A notification or a response to a server request: the server
         answers 202 (or 200) with no message. Bounded by `request_timeout`
         (`_side_bound`) from waiting for the first slot (of the one-way
-        budget) to the last read.
-
-        An answer (a response to a server request, a refusal among them) is
-        owed: the server waits for it and nobody else will send it. A POST
-        of one that the server evidently did not take but may take later
-        (408, 429, 500, 502, 503, 504; the connection reset, refused, or
-        closed before any answer) is sent again, `_AGAIN_FIRST` after the
-        first, doubling up to `_AGAIN_MOST` apart, all within the one bound.
-        Another copy is harmless: a server that took an earlier one ignores
-        a response to a request it no longer waits for. An answer still not
-        delivered when that ends, or whose failure another POST cannot mend
-        (a timeout or a slot never free: the server does not read; another
-        4xx: it refused it), is logged at warning and counted
-        (`answers_undelivered`) before the error is raised: never dropped in
-        silence (the sender above only logs it at debug). A notification is
-        one POST: the server copes without it, and its sender hears of a
-        failure."""
+        budget) to the last read. An answer is owed (see the module notes):
+        a POST the server may take later (408, 429, 500, 502, 503, 504; the
+        connection reset, refused or closed before any answer) is sent
+        again, `_AGAIN_FIRST` later, doubling up to `_AGAIN_MOST`, for
+        `_AGAIN_WINDOW` at most (it holds a writer of the sender), with the
+        first attempt's headers, never once its session ended (the same id
+        in a new session is another request). A copy the server took twice
+        is ignored (an id is never reused within a session). One not
+        delivered is logged at warning and counted (`answers_undelivered`).
+        A notification is one POST: the server copes without it."""
         bound = self._side_bound()
         started = time.monotonic()
         deadline = started + bound
+        again_until = started + min(bound, _AGAIN_WINDOW)
         owed = "method" not in message and "id" in message
         body = jsonrpc.encode(message)
+        # The headers of the first attempt serve every one: an answer belongs
+        # to the session its request came in, and the same request id in a
+        # later session is another request (a server numbers its own
+        # requests per session), so it must never go out under a newer id.
+        headers = self._one_way_headers()
+        session = headers.get("Mcp-Session-Id")
         pause, attempts = _AGAIN_FIRST, 0
         while True:
             attempts += 1
             try:
-                self._post_once(body, deadline, bound)
+                self._post_once(body, deadline, bound, headers)
             except ConnectionClosed:
                 raise  # close(): every exchange and the session end; nothing is owed any more
             except TransportError as exc:
                 if not owed or self._closing:
                     raise
-                if _worth_again(exc) and remaining(deadline) > pause:
+                if session is not None and session != self._session.id:
+                    log.info("not sending the answer to server request %r again: its session ended",
+                             message.get("id"))
+                    raise  # the request died with its session: nothing is owed any more
+                if _worth_again(exc) and remaining(again_until) > pause:
                     log.debug("POST of the answer to server request %r failed (%s); sending it again in %g s",
                               message.get("id"), exc, pause)
                     if self._closed_event.wait(pause):
@@ -444,18 +453,21 @@ class HTTPTransport(Transport):
                 self._session.open_get_stream()
             return
 
-    def _post_once(self, body: bytes, deadline: float, bound: float) -> None:
-        """One POST of a one-way message, by `deadline`. Raises
-        `ConnectionClosed` when close() stopped it, else the
+    def _one_way_headers(self) -> dict[str, str]:
+        headers = self._base_headers(session=self._initialize_era)
+        headers["Accept"] = "application/json, text/event-stream"
+        headers["Content-Type"] = "application/json"
+        return headers
+
+    def _post_once(self, body: bytes, deadline: float, bound: float, headers: dict[str, str]) -> None:
+        """One POST of a one-way message with `headers`, by `deadline`.
+        Raises `ConnectionClosed` when close() stopped it, else the
         `TransportError` of the failure (its cause the `OSError`, if any)."""
         exchange = Exchange("one-way", self._one_way, deadline=deadline)
         with self._lock:
             if self._closing:
                 raise ConnectionClosed("the connection is closed")
             self._others.add(exchange)
-        headers = self._base_headers(session=self._initialize_era)
-        headers["Accept"] = "application/json, text/event-stream"
-        headers["Content-Type"] = "application/json"
         try:
             response = self._request(exchange, "POST", headers, body)
             answer = self._wire.read_body(response, ERROR_BODY_PREVIEW * 4, truncate=True)
@@ -542,7 +554,7 @@ class HTTPTransport(Transport):
         try:
             response.begin()
             session = response.headers.get("mcp-session-id") if response.status == 200 else None
-            if session is not None and visible_ascii(session):
+            if session is not None and visible_ascii(session) and not self._session.in_use(session):
                 self._end_orphan(session, self._wire.origin_of(response))
             else:
                 log.debug("the late answer to an initialize the client gave up on names no session (HTTP %s)",

@@ -148,6 +148,12 @@ class Session:
         self.origin = self._wire.origin_of(response)
         return replaced
 
+    def in_use(self, session: str) -> bool:
+        """Whether `session` is the one the client uses (or the last it
+        adopted): a server that names the same session for every
+        `initialize` (one per user, say) must not have it ended as an orphan."""
+        return session in (self.id, self._adopted)
+
     def adopt(self) -> None:
         """The handshake that began the current session is complete (its
         `notifications/initialized` went out): the client uses it, and a

@@ -22,7 +22,7 @@ import pytest
 
 import mcp_sync
 from mcp_sync.testing import HTTPServer, demo_server
-from tests.helpers import wait_until
+from tests.helpers import GENEROUS, wait_until
 from tests.servers.raw_http import RawHTTPServer
 
 LEGACY = "2025-11-25"
@@ -38,7 +38,10 @@ class LateSessions(RawHTTPServer):
     forgets every session (later requests with its id get 404), as a
     restarted server does. GET is refused (405): no GET stream."""
 
-    def __init__(self, *, hold: int, mode: str) -> None:
+    def __init__(self, *, hold: int, mode: str, fixed_id: str | None = None) -> None:
+        #: With `fixed_id`, every `initialize` names that one session (a
+        #: server that keys sessions by user, not by handshake).
+        self.fixed_id = fixed_id
         self.hold = hold
         self.mode = mode
         self.held = threading.Event()
@@ -92,7 +95,7 @@ class LateSessions(RawHTTPServer):
         with self._lock:
             self.initializes += 1
             number = self.initializes
-            session = f"s{number}"
+            session = self.fixed_id or f"s{number}"
             self.sessions.add(session)  # the server made it, whoever reads the answer
         answer = {"jsonrpc": "2.0", "id": body["id"], "result": {
             "protocolVersion": body["params"]["protocolVersion"], "capabilities": {"tools": {}},
@@ -197,3 +200,38 @@ def test_the_bundled_server_ends_a_session_whose_initialize_answer_was_not_read(
             release.set()
             client.close()
         assert httpd.sessions == 0
+
+
+def test_the_session_in_use_is_not_ended_when_a_late_answer_names_it(no_leaks, late_sessions, monkeypatch):
+    """A server naming one session for every `initialize`: the late answer
+    names the session the client renewed into, which it must not DELETE.
+    (Before: it was deleted under the client, and the next call had to
+    renew again.)"""
+    from mcp_sync.transports.http import HTTPTransport
+
+    read, ended = threading.Event(), []
+    late, end = HTTPTransport._late_session, HTTPTransport._end_orphan
+
+    def observed(self: Any, exchange: Any, response: Any) -> None:
+        try:
+            late(self, exchange, response)
+        finally:
+            read.set()
+
+    def ending(self: Any, session: str, origin: Any) -> None:
+        ended.append(session)
+        end(self, session, origin)
+
+    monkeypatch.setattr(HTTPTransport, "_late_session", observed)
+    monkeypatch.setattr(HTTPTransport, "_end_orphan", ending)
+    server = late_sessions(hold=2, mode="json", fixed_id="user-42")
+    client = mcp_sync.connect(server.url, protocol=LEGACY)
+    try:
+        give_up_on_a_renewal(client, server)
+        server.release.set()  # the late answer goes out, naming "user-42"
+        assert read.wait(GENEROUS)
+        assert ended == [] and server.sessions == {"user-42"}
+        assert client.call_tool("echo", {"text": "z"}, timeout=20).text == "z"
+        assert server.deleted == []
+    finally:
+        client.close()

@@ -15,10 +15,12 @@ answer one-way POSTs and can reset or refuse them.
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import struct
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -26,6 +28,7 @@ import pytest
 import mcp_sync
 from mcp_sync import HTTP
 from mcp_sync.testing import GateAnswer, HTTPServer, Server
+from tests.helpers import GENEROUS, SLACK, wait_until
 from tests.servers.raw_http import RawHTTPServer
 
 LEGACY = "2025-11-25"
@@ -70,7 +73,9 @@ class OneWayServer(RawHTTPServer):
     `close()` joins them all."""
 
     def __init__(self, *, resets: int = 0, refuse: int | None = None, refused: tuple[str, ...] = ("answer",),
-                 hold: bool = False) -> None:
+                 hold: bool = False, refused_ids: tuple[str, ...] | None = None) -> None:
+        #: With `refused_ids`, only the answers to those ids are refused.
+        self.refused_ids = refused_ids
         self.resets = resets
         self.refuse = refuse
         self.refused = refused
@@ -91,7 +96,8 @@ class OneWayServer(RawHTTPServer):
             reset = is_answer and self.resets > 0
             if reset:
                 self.resets -= 1
-            refuse = self.refuse if kind in self.refused else None
+            refuse = self.refuse if kind in self.refused and (
+                self.refused_ids is None or body.get("id") in self.refused_ids) else None
             if not reset and refuse is None:
                 self.received.append(body)
         if is_answer and self.hold:
@@ -311,3 +317,153 @@ def test_a_notification_that_fails_is_not_sent_again(no_leaks, one_way_server):
     finally:
         transport.close()
     assert server.attempts == {"answer": 0, "notification": 1}
+
+
+# -- an answer belongs to its session -----------------------------------------------------------
+
+
+class Restarting(RawHTTPServer):
+    """An initialize-era server (sessions "s1", "s2", ...) whose tool
+    `whoami` asks `roots/list` with the session's own request id 1 on its
+    SSE answer and returns "<session>: <first root>" from the answer it
+    takes for that id. While `down`, an answer's POST finds the backend
+    restarting: it loses every session, waits until the client has begun
+    a new one, and only then gets 503 (so a POST the client sends again
+    comes after the new session exists). `answers` logs each answer's
+    POST as (session, id, first root)."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, dict[Any, Any]] = {}
+        self.count = 0
+        self.down = False
+        self.answers: list[tuple[str | None, Any, str]] = []
+        super().__init__()
+        self.changed = threading.Condition(self._lock)
+
+    @staticmethod
+    def send(sock: socket.socket, status: str, payload: Any = None, extra: str = "") -> bool:
+        data = b"" if payload is None else json.dumps(payload).encode()
+        kind = "Content-Type: application/json\r\n" if payload is not None else ""
+        sock.sendall(f"HTTP/1.1 {status}\r\n{kind}{extra}Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        return True
+
+    def handle(self, sock: socket.socket, method: bytes, headers: dict[str, str], body: Any) -> bool:
+        sid = headers.get("mcp-session-id")
+        if method != b"POST":
+            return self.send(sock, "405 Method Not Allowed" if method == b"GET" else "200 OK")
+        rpc = body.get("method")
+        with self._lock:
+            if rpc == "initialize":
+                self.count += 1
+                sid = f"s{self.count}"
+                self.sessions[sid] = {}
+                self.changed.notify_all()
+                return self.send(sock, "200 OK", {"jsonrpc": "2.0", "id": body["id"], "result": {
+                    "protocolVersion": body["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "restarting", "version": "1"}}}, f"Mcp-Session-Id: {sid}\r\n")
+            if rpc is None:
+                self.answers.append((sid, body.get("id"), body.get("result", {}).get("roots", [{}])[0].get("uri")))
+                self.changed.notify_all()
+                if self.down:
+                    self.down, lost = False, self.count
+                    self.sessions.clear()  # restarted
+                    self.changed.wait_for(lambda: self.count > lost or self.release.is_set(), 30)
+                    return self.send(sock, "503 Service Unavailable")
+            session = self.sessions.get(sid)
+            if session is None:
+                return self.send(sock, "404 Not Found")
+            if rpc is None:
+                session.setdefault(body["id"], body)  # the first answer for an id is the one taken
+                self.changed.notify_all()
+                return self.send(sock, "202 Accepted")
+        if "id" not in body:
+            return self.send(sock, "202 Accepted")
+        if rpc != "tools/call":
+            return self.send(sock, "200 OK", {"jsonrpc": "2.0", "id": body["id"], "result": {}})
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        ask = {"jsonrpc": "2.0", "id": 1, "method": "roots/list"}
+        sock.sendall(f"event: message\ndata: {json.dumps(ask)}\n\n".encode())
+        with self._lock:
+            self.changed.wait_for(lambda: 1 in session or self.release.is_set(), 30)
+            answer = session.get(1)
+        if answer is None:
+            return False
+        text = f"{sid}: {answer['result']['roots'][0]['uri']}"
+        result = {"jsonrpc": "2.0", "id": body["id"], "result": {"content": [{"type": "text", "text": text}]}}
+        sock.sendall(f"event: message\ndata: {json.dumps(result)}\n\n".encode())
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            self.release.set()
+            self.changed.notify_all()  # (its waits end on `release`)
+        super().close()
+
+
+def test_an_answer_is_never_sent_again_under_a_newer_session(no_leaks, caplog):
+    # The answer to session s1's request 1 fails (503) while the client
+    # renews into s2, whose request 1 is another question. Sending it
+    # again must not put it under s2's id: s2's tool would take s1's
+    # answer for its own. (Before: "s2: file:///s1", 4 runs of 4.)
+    server = Restarting()
+    given_up = threading.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "its session ended" in record.getMessage():
+                with server._lock:
+                    given_up.set()
+                    server.changed.notify_all()
+
+    def roots(params: Any) -> dict[str, Any]:
+        with server._lock:
+            first = server.count == 1
+        if first:
+            server.down = True  # this answer's POST meets the restart
+            return {"roots": [{"uri": "file:///s1"}]}
+        # s2's own answer goes only once s1's has been sent again or given
+        # up, so that a copy under s2's id (the defect) would be taken first.
+        with server._lock:
+            server.changed.wait_for(lambda: given_up.is_set() or any(
+                sid == "s2" and uri == "file:///s1" for sid, _, uri in server.answers), 30)
+        return {"roots": [{"uri": "file:///s2"}]}
+
+    watch = Watch()
+    logging.getLogger("mcp_sync").addHandler(watch)
+    caplog.set_level(logging.INFO, logger="mcp_sync")
+    client = mcp_sync.connect(server.url, protocol=LEGACY, input_handlers={"roots": roots})
+    try:
+        with pytest.raises(mcp_sync.McpError):
+            client.call_tool("whoami", {}, timeout=1.0)  # s1 is lost: its answer never reaches a session
+        assert client.call_tool("whoami", {}, timeout=20).text == "s2: file:///s2"
+        assert not [entry for entry in server.answers if entry[0] == "s2" and entry[2] == "file:///s1"]
+    finally:
+        logging.getLogger("mcp_sync").removeHandler(watch)
+        client.close()
+        server.close()
+
+
+def test_answers_sent_again_hold_the_senders_writers_only_for_a_short_while(no_leaks, one_way_server):
+    # Four answers the server keeps refusing (500) take every writer of the
+    # sender; the answer queued behind them goes out once their retries
+    # end, within `_AGAIN_WINDOW`, not after the whole `request_timeout`
+    # (30 s here; before: 7.6 s of an 8 s one).
+    from mcp_sync.sender import Sender
+    from mcp_sync.transports.http import _AGAIN_WINDOW
+
+    server = one_way_server(refuse=500, refused_ids=("bad-0", "bad-1", "bad-2", "bad-3"))
+    transport = HTTP(server.url).open()
+    transport.start(Sink())
+    transport.request_timeout = 30.0
+    sender = Sender(transport.send, writers=transport.parallel_writes)
+    try:
+        for i in range(transport.parallel_writes):
+            sender.put({"jsonrpc": "2.0", "id": f"bad-{i}", "result": {}})
+        assert wait_until(lambda: server.attempts["answer"] >= transport.parallel_writes)
+        queued = time.monotonic()
+        sender.put({"jsonrpc": "2.0", "id": "good", "result": {}})
+        assert wait_until(lambda: any(m.get("id") == "good" for m in server.received), timeout=_AGAIN_WINDOW + GENEROUS)
+        assert time.monotonic() - queued < _AGAIN_WINDOW + SLACK  # (not the 30 s bound)
+    finally:
+        sender.close(timeout=5)
+        transport.close()
