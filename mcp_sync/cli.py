@@ -39,7 +39,9 @@ import math
 import os
 import re
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Sequence, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -1132,6 +1134,18 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         # interpreter's to report.)
         _say_interrupted(stderr)
         return EXIT_INTERRUPTED
+    finally:
+        # Called as the command (nothing given), it has done its work and
+        # said everything: a Ctrl-C from now on, while the interpreter
+        # shuts its threads down, ends the process quietly by the signal,
+        # as a shell expects (Python 3.10 would report it as "Exception
+        # ignored ... KeyboardInterrupt", with a traceback). Only on the
+        # main thread, only over Python's own handler; written out here,
+        # with no call of ours, so no interrupt can land between.
+        if (argv is None and stdout is None and stderr is None
+                and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class _Closed:
