@@ -20,8 +20,8 @@ Bounds, whatever the server does:
   name to the last byte. `requests` only bounds each socket read, so a
   server sending one byte every 100 ms would hold a request for as long as
   it likes; here a watchdog shuts the request's sockets down when its
-  deadline passes. A name is resolved on a thread of `_resolve`, waited
-  for until that deadline (`socket.getaddrinfo` has no timeout, and no
+  deadline passes. A name is resolved on a thread of
+  `mcp_sync.transports.resolve`, waited for until that deadline (`socket.getaddrinfo` has no timeout, and no
   socket exists yet for the watchdog to shut down). An
   `AuthHTTP.budget()` bounds a group of requests (one authorization) too.
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import ipaddress
 import json
 import logging
 import socket
@@ -52,10 +51,10 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 from urllib3.util import connection as urllib3_connection
 
 from ..errors import AuthorizationError, ConnectError
+from ..transports import resolve as _resolve
 from ..transports.http_network import NetworkSettings, ProxyURL
 from ..transports.decoding import Decoder, DecodingError, UnsupportedEncoding, coding_of
 from ..waiting import remaining
-from . import _resolve
 
 log = logging.getLogger("mcp_sync.auth")
 
@@ -137,14 +136,6 @@ def _watch_socket(sock: socket.socket | None) -> None:
         watch.add(sock)
 
 
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
-
-
 def _open(conn: HTTPConnection) -> socket.socket:
     """A new connection's socket, its host's name resolved within the
     current request's deadline: urllib3 would call `socket.getaddrinfo`
@@ -152,7 +143,7 @@ def _open(conn: HTTPConnection) -> socket.socket:
     order, as urllib3 does, with urllib3's errors (requests maps them)."""
     watch: _Watch | None = getattr(_active, "watch", None)
     host = conn._dns_host  # the name urllib3 resolves: the origin's, or the proxy's
-    if watch is None or _is_address(host):
+    if watch is None or _resolve.is_address(host):
         return HTTPConnection._new_conn(conn)  # nothing to resolve, or no deadline to keep
     try:
         family = urllib3_connection.allowed_gai_family()

@@ -27,10 +27,10 @@ rebinding) is not caught by it.
 
 A resolution takes at most what the request it precedes may take (the
 provider's `timeout`, or less when its `authorization_timeout` has less
-left: `time_left`): the resolver runs on a thread of `_resolve`, and a
-name that has not resolved by then is refused like one that cannot be
-(see `mcp_sync.auth._resolve` for the bound on the threads a hanging
-resolver holds).
+left: `time_left`): the resolver runs on a thread of
+`mcp_sync.transports.resolve`, and a name that has not resolved by then is
+refused like one that cannot be (see that module for the bound on the
+threads a hanging resolver holds).
 
 Example::
 
@@ -49,8 +49,8 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import AuthorizationError, McpError
+from ..transports import resolve as _resolve
 from ..transports.http_network import NetworkSettings
-from . import _resolve
 
 __all__ = ["EndpointNotAllowed", "NetworkPolicy", "address_class", "resolve_host",
            "LOOPBACK", "PRIVATE", "LINK_LOCAL", "PUBLIC"]

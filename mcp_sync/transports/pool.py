@@ -2,11 +2,11 @@
 and the reusable threads that read response streams.
 
 Owns: every socket the HTTP transport opens (`Conn`), how it is opened
-(`Dialer`: TCP, maybe a tunnel through a proxy, then TLS with urllib3's
-context defaults), the budgets that
-bound how many are in use at once (`Pool`), the handle through which one
-exchange is stopped from another thread (`Exchange`), and the exchange
-threads (`ExchangeThreads`).
+(`Dialer`: the name resolved within the deadline, see `resolve`; TCP,
+maybe a tunnel through a proxy, then TLS with urllib3's context defaults),
+the budgets that bound how many are in use at once (`Pool`), the handle
+through which one exchange is stopped from another thread (`Exchange`),
+and the exchange threads (`ExchangeThreads`).
 
 Must not know: HTTP or MCP. Jobs are plain callables, a connection is a
 socket, and what travels over it is the caller's business.
@@ -42,6 +42,7 @@ from urllib3.util.wait import wait_for_read, wait_for_write
 
 from ..errors import ConnectionClosed
 from ..waiting import earliest, remaining
+from . import resolve
 
 log = logging.getLogger("mcp_sync.transport.http")
 
@@ -233,7 +234,12 @@ class Dialer:
     which resolves the origin's name itself; `tunnel`, when given, then
     runs on the connected socket (under the same bound and abort) to open
     a tunnel to the origin, and TLS to the origin (`server_hostname` its
-    host) goes through it."""
+    host) goes through it.
+
+    The name dialed (the proxy's, with `via`) is resolved within the same
+    bound, on a thread of `resolve` (`socket.getaddrinfo` takes no timeout
+    and nothing interrupts it); an address literal needs no lookup and
+    gets no thread."""
 
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, timeout: float, *,
                  via: tuple[str, int] | None = None,
@@ -246,13 +252,12 @@ class Dialer:
         self.tunnel = tunnel
 
     def dial(self, exchange: Exchange, deadline: float | None) -> socket.socket:
-        limit = earliest(time.monotonic() + self.timeout, deadline)
+        started = time.monotonic()
+        limit = earliest(started + self.timeout, deadline)
         host, port = self.via if self.via is not None else (self.host, self.port)
         what = "the proxy " if self.via is not None else ""
-        try:
-            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-        except OSError as exc:
-            raise OSError(f"cannot resolve {what}{host!r}: {exc}") from exc
+        bound = f"connect_timeout={self.timeout:g} s" if limit == started + self.timeout else None
+        infos = self._resolve(host, port, what, exchange, limit, bound)
         error: OSError | None = None
         try:
             for family, kind, proto, _, address in infos:
@@ -282,6 +287,40 @@ class Dialer:
             # A failure kept from an earlier address: its traceback holds this
             # frame, whichever way out (a later address connects, a stop).
             error = None
+
+    @staticmethod
+    def _resolve(host: str, port: int, what: str, exchange: Exchange, limit: float, bound: str | None) -> list[Any]:
+        """`host`'s addresses by `limit`, or an OSError that says why not
+        (`bound`: what set `limit`, when a setting did); `Stopped` once the
+        exchange is aborted (the lookup is abandoned)."""
+        def lookup() -> list[Any]:
+            return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+
+        if resolve.is_address(host):
+            try:
+                return lookup()  # a literal: answered at once, no thread on the hot path
+            except OSError as exc:
+                raise OSError(f"cannot resolve {what}{host!r}: {exc}") from exc
+        if remaining(limit) <= 0:
+            # No time was spent on the resolver: the request's deadline
+            # ended it, as it ends a connect (the caller reports its timeout).
+            raise socket.timeout(f"the deadline passed before {what}{host!r} could be looked up")
+        bound = bound or f"{remaining(limit):.2g} s"
+        try:
+            # A lookup under way is shared only by callers asking the same
+            # question: every dial asks this one, and the authorization's
+            # lookups (another family, or a resolver of their own) have keys
+            # of their own.
+            return resolve.within(("mcp", host, port), lookup, limit, host, stop=exchange.stop)
+        except resolve.ResolutionTimeout as exc:
+            if exchange.stop.is_set():
+                raise Stopped("the request was cancelled while connecting") from None
+            # Not a TimeoutError, deliberately: the transport reports it as
+            # this dial's failure (a ConnectError naming the name), not as
+            # the caller's own timeout, whose message cannot say why.
+            raise OSError(_not_resolved(what, host, bound, exc, timed_out=remaining(limit) <= 0)) from None
+        except OSError as exc:
+            raise OSError(f"cannot resolve {what}{host!r}: {exc}") from exc
 
     def _open_tunnel(self, sock: socket.socket, exchange: Exchange, limit: float) -> None:
         """The tunnel through the proxy, bounded like the connect; an abort
@@ -370,6 +409,16 @@ class Dialer:
         if isinstance(exc, ssl.SSLError) and reason is not None:
             return f"{where}: {reason}: {exc}"
         return f"{where}: {exc}"
+
+
+def _not_resolved(what: str, host: str, bound: str, exc: resolve.ResolutionTimeout, *, timed_out: bool) -> str:
+    """Why a name was not resolved within `bound`, in words a user can act on."""
+    check = "check the system's DNS resolver (/etc/resolv.conf, the network)"
+    if isinstance(exc, resolve.ResolverBusy):
+        return f"cannot resolve {what}{host!r}: it was not looked up: {exc}; {check}: more time would not help"
+    if not timed_out:  # time was left: no thread could be started for the lookup
+        return f"cannot resolve {what}{host!r}: {exc}"
+    return f"cannot resolve {what}{host!r}: it did not resolve within {bound} ({exc}); {check}"
 
 
 class Pool:

@@ -147,7 +147,7 @@ def test_the_address_check_ends_by_the_authorization_timeout(serve, hanging):
 
 
 def test_a_hanging_name_holds_one_thread_however_often_it_is_checked(hanging):
-    from mcp_sync.auth import _resolve
+    from mcp_sync.transports import resolve as _resolve
     from mcp_sync.auth.network import NetworkPolicy
 
     policy = NetworkPolicy(time_left=lambda what: (0.5, None), proxy_for=lambda url: None)
@@ -175,7 +175,7 @@ def test_a_hanging_name_holds_one_thread_however_often_it_is_checked(hanging):
 
 
 def test_past_the_cap_a_lookup_fails_at_once_without_a_thread(hanging, monkeypatch):
-    from mcp_sync.auth import _resolve
+    from mcp_sync.transports import resolve as _resolve
     from mcp_sync.auth.network import NetworkPolicy
 
     monkeypatch.setattr(_resolve, "MAX_PENDING", 2)
@@ -202,7 +202,7 @@ def test_past_the_cap_a_lookup_fails_at_once_without_a_thread(hanging, monkeypat
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_fork_child_forgets_the_parents_lookups(hanging):
-    from mcp_sync.auth import _resolve
+    from mcp_sync.transports import resolve as _resolve
     from mcp_sync.auth.network import NetworkPolicy
 
     policy = NetworkPolicy(time_left=lambda what: (0.2, None), proxy_for=lambda url: None)
@@ -256,7 +256,7 @@ def test_an_interrupt_as_a_lookup_thread_starts_is_for_its_caller_only(hanging, 
     # it; the lookup goes on under its one entry, and a second caller for
     # the name shares it (it gets the lookup's own outcome, not the
     # interrupt), so the name still holds one thread.
-    from mcp_sync.auth import _resolve
+    from mcp_sync.transports import resolve as _resolve
 
     start = threading.Thread.start
 
@@ -281,7 +281,7 @@ def test_an_interrupt_as_a_lookup_thread_starts_is_for_its_caller_only(hanging, 
 
 
 def test_a_lookup_whose_thread_cannot_start_is_a_resolution_failure(hanging, monkeypatch):
-    from mcp_sync.auth import _resolve
+    from mcp_sync.transports import resolve as _resolve
     from mcp_sync.auth.network import NetworkPolicy
 
     def no_thread(self):

@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from mcp_sync.auth import _resolve
+from mcp_sync.transports import resolve as _resolve
 
 
 def test_each_waiter_of_a_failed_lookup_raises_its_own_copy():

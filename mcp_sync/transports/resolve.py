@@ -1,23 +1,28 @@
-"""Name resolution within a deadline, for the OAuth flows' requests.
+"""Name resolution within a deadline, for every connection the client opens
+by name: the MCP HTTP transport's (`mcp_sync.transports.pool`) and the
+OAuth flows' requests (`mcp_sync.auth`).
 
 `socket.getaddrinfo` takes no timeout and cannot be interrupted: on a
 broken resolver it blocks for as long as the system's resolver retries
 (tens of seconds), past any deadline of the request it serves. `within()`
 runs a lookup on a daemon thread of its own and waits for it only until
-the caller's deadline (`ResolutionTimeout` then). A lookup that outlives
-its waiters is abandoned, not stopped: it ends when the resolver gives up,
-and its answer is dropped.
+the caller's deadline (`ResolutionTimeout` then), or until the caller's
+`stop` event is set (a cancelled or closed exchange). A lookup that
+outlives its waiters is abandoned, not stopped: it ends when the resolver
+gives up, and its answer is dropped. An address literal needs no lookup
+(`is_address`): its callers resolve it directly, on no thread.
 
 Bounds, whatever the resolver does:
 
-- One thread per key (a name, and which lookup: the address check of
-  `mcp_sync.auth.network` or a connection of `mcp_sync.auth._http`): a
-  caller that finds a lookup of its key under way waits for that one
-  instead of starting another, so a hanging name holds one thread however
-  often it is asked for.
-- At most `MAX_PENDING` lookups under way in all: past that, a lookup
-  fails at once (the resolver is evidently not answering, and each
-  further name would hold a thread more).
+- One thread per key (a name, and which lookup: a dial of the MCP
+  transport's pool, the address check of `mcp_sync.auth.network` or a
+  connection of `mcp_sync.auth._http`): a caller that finds a lookup of
+  its key under way waits for that one instead of starting another, so a
+  hanging name holds one thread however often it is asked for.
+- At most `MAX_PENDING` lookups under way in all, for both users together:
+  past that, a lookup fails at once (`ResolverBusy`: the resolver is
+  evidently not answering, and each further name would hold a thread
+  more).
 - Nothing is cached: an answer goes to the callers waiting for it, and a
   later caller asks anew (the address check must judge the current one).
 
@@ -32,6 +37,7 @@ Example::
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
@@ -40,7 +46,7 @@ from .. import forking
 from ..errors import copy_error
 from ..waiting import remaining, wait_for_event
 
-__all__ = ["ResolutionTimeout", "ResolverBusy", "within", "pending", "MAX_PENDING"]
+__all__ = ["ResolutionTimeout", "ResolverBusy", "within", "pending", "is_address", "MAX_PENDING"]
 
 T = TypeVar("T")
 
@@ -49,11 +55,16 @@ MAX_PENDING = 16
 
 _THREAD_PREFIX = "mcp-sync-resolve"
 
+#: How often a waiter given a `stop` event looks at it: an event cannot
+#: be waited for together with the lookup's own.
+_STOP_POLL = 0.05
+
 
 class ResolutionTimeout(TimeoutError):
     """A name did not resolve by the deadline (or too many lookups are
-    still waiting for the resolver). An OSError, as a resolver's own
-    failure is: the callers turn it into their own error."""
+    still waiting for the resolver, or the caller's `stop` was set). An
+    OSError, as a resolver's own failure is: the callers turn it into
+    their own error."""
 
 
 class ResolverBusy(ResolutionTimeout):
@@ -79,17 +90,30 @@ _lock = threading.Lock()
 _pending: dict[Hashable, _Lookup] = {}
 
 
+def is_address(host: str) -> bool:
+    """Whether `host` is an IP address literal (brackets and an IPv6 zone
+    allowed): `socket.getaddrinfo` answers one at once, with no lookup."""
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
 def pending() -> int:
     """How many lookups are under way now (abandoned ones included)."""
     with _lock:
         return len(_pending)
 
 
-def within(key: Hashable, resolve: Callable[[], T], deadline: float, name: str) -> T:
+def within(key: Hashable, resolve: Callable[[], T], deadline: float, name: str, *,
+           stop: threading.Event | None = None) -> T:
     """`resolve()`'s answer (or its exception), if it comes by `deadline`
-    (a `time.monotonic()` value); else `ResolutionTimeout`. A lookup of
-    `key` already under way is waited for instead of starting another.
-    `name` is the host, for the thread's name and the messages."""
+    (a `time.monotonic()` value); else `ResolutionTimeout`, which is also
+    raised at most `_STOP_POLL` after `stop` is set (the caller, which
+    set it, knows why). A lookup of `key` already under way is waited for
+    instead of starting another. `name` is the host, for the thread's name
+    and the messages."""
     if remaining(deadline) <= 0:
         raise ResolutionTimeout("the deadline had passed before it could be looked up")
     with _lock:
@@ -116,12 +140,27 @@ def within(key: Hashable, resolve: Callable[[], T], deadline: float, name: str) 
             if isinstance(exc, RuntimeError):  # can't start new thread
                 raise ResolutionTimeout(f"no thread could be started to look it up ({exc})") from None
             raise
-    if not wait_for_event(lookup.done, remaining(deadline)):
+    if not _wait(lookup.done, deadline, stop):
+        if stop is not None and stop.is_set():
+            raise ResolutionTimeout("the lookup is no longer waited for")
         raise ResolutionTimeout("the system's resolver did not answer in time")
     if lookup.error is not None:
         raise copy_error(lookup.error)  # each waiter its own: a raise writes the traceback into it
     result: T = lookup.result
     return result
+
+
+def _wait(done: threading.Event, deadline: float, stop: threading.Event | None) -> bool:
+    """Wait for `done` until `deadline`, or until `stop` is set (looked at
+    every `_STOP_POLL`); whether `done` is set."""
+    while True:
+        left = remaining(deadline)
+        if stop is None or left <= 0:
+            return wait_for_event(done, left)
+        if wait_for_event(done, min(left, _STOP_POLL)):
+            return True
+        if stop.is_set():
+            return False
 
 
 def _run(key: Hashable, lookup: _Lookup, resolve: Callable[[], Any]) -> None:
