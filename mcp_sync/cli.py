@@ -1135,14 +1135,17 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         _say_interrupted(stderr)
         return EXIT_INTERRUPTED
     finally:
-        # Called as the command (nothing given), it has done its work and
-        # said everything: a Ctrl-C from now on, while the interpreter
-        # shuts its threads down, ends the process quietly by the signal,
-        # as a shell expects (Python 3.10 would report it as "Exception
-        # ignored ... KeyboardInterrupt", with a traceback). Only on the
-        # main thread, only over Python's own handler; written out here,
-        # with no call of ours, so no interrupt can land between.
+        # Run as the `mcp-sync` command (nothing given, the program's name
+        # the command's), it has done its work and said everything: a
+        # Ctrl-C from now on, while the interpreter shuts its threads down,
+        # ends the process quietly by the signal, as a shell expects
+        # (Python 3.10 would report it as "Exception ignored ...
+        # KeyboardInterrupt", with a traceback). Never for a program that
+        # calls `main()` itself, whose own handling of Ctrl-C must stay.
+        # Only on the main thread, only over Python's own handler; written
+        # out here, with no call of ours, so no interrupt lands between.
         if (argv is None and stdout is None and stderr is None
+                and os.path.basename(sys.argv[0] if sys.argv else "") == "mcp-sync"
                 and threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
             signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -408,6 +408,7 @@ def ready(frame, event, arg):
 sys.setprofile(ready)
 if __name__ == "__main__":
     sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.argv[0] = os.path.join(os.path.dirname(sys.executable), "mcp-sync")  # (-c here; the script's path there)
     sys.exit(main())
 """
 
@@ -498,3 +499,18 @@ def test_a_ctrl_c_at_any_call_of_the_command_line_s_handling_is_status_130(argv,
         code, err, _, where = run(k)
         assert where, k  # it landed
         assert code == 130 and err.endswith("mcp-sync: interrupted\n"), (k, where, code, err)
+
+
+def test_a_program_calling_main_keeps_its_own_ctrl_c(monkeypatch, capsys):
+    # Only the `mcp-sync` command gives SIGINT back to the system once it
+    # is done; a program (a wrapper, a notebook) that calls `main()` keeps
+    # Python's handler, so its own `except KeyboardInterrupt` still runs.
+    import signal
+
+    monkeypatch.setattr(sys, "argv", ["mytool", "--help"])
+    try:
+        assert main() == 0
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert "usage" in capsys.readouterr().out

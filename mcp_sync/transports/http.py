@@ -418,18 +418,20 @@ class HTTPTransport(Transport):
         # later session is another request (a server numbers its own
         # requests per session), so it must never go out under a newer id.
         headers = self._one_way_headers()
-        session = headers.get("Mcp-Session-Id")
+        session = self._session.generation if "Mcp-Session-Id" in headers else None
         pause, attempts = _AGAIN_FIRST, 0
         while True:
             attempts += 1
             try:
-                self._post_once(body, deadline, bound, headers)
+                # A retry is bounded by its window (plus a grace): its writer serves other answers.
+                self._post_once(body, deadline if attempts == 1 else min(deadline, again_until + _AGAIN_MOST),
+                                bound, headers)
             except ConnectionClosed:
                 raise  # close(): every exchange and the session end; nothing is owed any more
             except TransportError as exc:
                 if not owed or self._closing:
                     raise
-                if session is not None and session != self._session.id:
+                if session is not None and session != self._session.generation:
                     log.info("not sending the answer to server request %r again: its session ended",
                              message.get("id"))
                     raise  # the request died with its session: nothing is owed any more

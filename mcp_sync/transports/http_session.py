@@ -124,6 +124,10 @@ class Session:
         #: The id of the last session whose handshake completed (None: none
         #: yet); written and read by the one renewal at a time.
         self._adopted: str | None = None
+        #: How many sessions were begun: a server may name each the same
+        #: (one per user), so the id alone cannot tell an old session from
+        #: the one that replaced it. Written by the one renewal at a time.
+        self.generation = 0
         self._lock = threading.Lock()
         self._get_stream: _GetStream | None = None
 
@@ -145,6 +149,7 @@ class Session:
         old = self.id
         replaced = None if old is None or old in (session, self._adopted) else (old, self.origin)
         self.id = session
+        self.generation += 1
         self.origin = self._wire.origin_of(response)
         return replaced
 

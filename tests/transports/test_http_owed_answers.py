@@ -332,11 +332,13 @@ class Restarting(RawHTTPServer):
     comes after the new session exists). `answers` logs each answer's
     POST as (session, id, first root)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fixed: str | None = None) -> None:
+        #: With `fixed`, every session is named that (a server keying them by user).
+        self.fixed = fixed
         self.sessions: dict[str, dict[Any, Any]] = {}
         self.count = 0
         self.down = False
-        self.answers: list[tuple[str | None, Any, str]] = []
+        self.answers: list[tuple[int, Any, str]] = []  # (sessions begun then, id, first root)
         super().__init__()
         self.changed = threading.Condition(self._lock)
 
@@ -355,14 +357,14 @@ class Restarting(RawHTTPServer):
         with self._lock:
             if rpc == "initialize":
                 self.count += 1
-                sid = f"s{self.count}"
+                sid = self.fixed or f"s{self.count}"
                 self.sessions[sid] = {}
                 self.changed.notify_all()
                 return self.send(sock, "200 OK", {"jsonrpc": "2.0", "id": body["id"], "result": {
                     "protocolVersion": body["params"]["protocolVersion"], "capabilities": {"tools": {}},
                     "serverInfo": {"name": "restarting", "version": "1"}}}, f"Mcp-Session-Id: {sid}\r\n")
             if rpc is None:
-                self.answers.append((sid, body.get("id"), body.get("result", {}).get("roots", [{}])[0].get("uri")))
+                self.answers.append((self.count, body.get("id"), body.get("result", {}).get("roots", [{}])[0].get("uri")))
                 self.changed.notify_all()
                 if self.down:
                     self.down, lost = False, self.count
@@ -400,12 +402,14 @@ class Restarting(RawHTTPServer):
         super().close()
 
 
-def test_an_answer_is_never_sent_again_under_a_newer_session(no_leaks, caplog):
+@pytest.mark.parametrize("fixed", [None, "user-42"])
+def test_an_answer_is_never_sent_again_under_a_newer_session(no_leaks, caplog, fixed):
     # The answer to session s1's request 1 fails (503) while the client
     # renews into s2, whose request 1 is another question. Sending it
-    # again must not put it under s2's id: s2's tool would take s1's
-    # answer for its own. (Before: "s2: file:///s1", 4 runs of 4.)
-    server = Restarting()
+    # again must not put it into s2: s2's tool would take s1's answer for
+    # its own. Also when the server names both sessions the same.
+    # (Before: "s2: file:///s1", 4 runs of 4; then "user-42: file:///s1".)
+    server = Restarting(fixed)
     given_up = threading.Event()
 
     class Watch(logging.Handler):
@@ -425,7 +429,7 @@ def test_an_answer_is_never_sent_again_under_a_newer_session(no_leaks, caplog):
         # up, so that a copy under s2's id (the defect) would be taken first.
         with server._lock:
             server.changed.wait_for(lambda: given_up.is_set() or any(
-                sid == "s2" and uri == "file:///s1" for sid, _, uri in server.answers), 30)
+                begun == 2 and uri == "file:///s1" for begun, _, uri in server.answers), 30)
         return {"roots": [{"uri": "file:///s2"}]}
 
     watch = Watch()
@@ -435,8 +439,8 @@ def test_an_answer_is_never_sent_again_under_a_newer_session(no_leaks, caplog):
     try:
         with pytest.raises(mcp_sync.McpError):
             client.call_tool("whoami", {}, timeout=1.0)  # s1 is lost: its answer never reaches a session
-        assert client.call_tool("whoami", {}, timeout=20).text == "s2: file:///s2"
-        assert not [entry for entry in server.answers if entry[0] == "s2" and entry[2] == "file:///s1"]
+        assert client.call_tool("whoami", {}, timeout=20).text == f"{fixed or 's2'}: file:///s2"
+        assert not [entry for entry in server.answers if entry[0] == 2 and entry[2] == "file:///s1"]
     finally:
         logging.getLogger("mcp_sync").removeHandler(watch)
         client.close()
