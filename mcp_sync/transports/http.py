@@ -362,6 +362,8 @@ class HTTPTransport(Transport):
 
     def _request_headers(self, message: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
         is_initialize = message.get("method") == "initialize"
+        if is_initialize and self._initialize_era:
+            self._session.generation += 1  # answers owed in the session before are not sent again
         headers = self._base_headers(session=self._initialize_era and not is_initialize)
         headers["Accept"] = "application/json, text/event-stream"
         headers["Content-Type"] = "application/json"
@@ -424,24 +426,23 @@ class HTTPTransport(Transport):
             attempts += 1
             try:
                 # A retry is bounded by its window (plus a grace): its writer serves other answers.
-                self._post_once(body, deadline if attempts == 1 else min(deadline, again_until + _AGAIN_MOST),
-                                bound, headers)
+                self._post_once(body, min(deadline, again_until + _AGAIN_MOST) if attempts > 1 else deadline, bound, headers)
             except ConnectionClosed:
                 raise  # close(): every exchange and the session end; nothing is owed any more
             except TransportError as exc:
                 if not owed or self._closing:
                     raise
-                if session is not None and session != self._session.generation:
-                    log.info("not sending the answer to server request %r again: its session ended",
-                             message.get("id"))
-                    raise  # the request died with its session: nothing is owed any more
                 if _worth_again(exc) and remaining(again_until) > pause:
                     log.debug("POST of the answer to server request %r failed (%s); sending it again in %g s",
                               message.get("id"), exc, pause)
                     if self._closed_event.wait(pause):
                         raise ConnectionClosed("the connection is closed") from None
                     pause = min(pause * 2, _AGAIN_MOST)
-                    continue
+                    # Just before the POST: an `initialize` sent since ended the session it was owed in (nothing is owed).
+                    if session is None or session == self._session.generation:
+                        continue
+                    log.info("not sending the answer to server request %r again: its session ended", message.get("id"))
+                    raise
                 with self._count_lock:
                     self.answers_undelivered += 1
                 log.warning("the answer to server request %r was not delivered (%d POST%s in %.1f s): %s",

@@ -124,9 +124,10 @@ class Session:
         #: The id of the last session whose handshake completed (None: none
         #: yet); written and read by the one renewal at a time.
         self._adopted: str | None = None
-        #: How many sessions were begun: a server may name each the same
-        #: (one per user), so the id alone cannot tell an old session from
-        #: the one that replaced it. Written by the one renewal at a time.
+        #: Counts the `initialize`s sent and the sessions begun: a server
+        #: may name each session the same (one per user), so the id alone
+        #: cannot tell an old session from the one that replaced it.
+        #: Written by the one handshake at a time.
         self.generation = 0
         self._lock = threading.Lock()
         self._get_stream: _GetStream | None = None
