@@ -10,7 +10,7 @@ import time
 from mcp_sync.transports import resolve as _resolve
 
 
-def test_each_waiter_of_a_failed_lookup_raises_its_own_copy():
+def test_each_waiter_of_a_failed_lookup_raises_its_own_copy(monkeypatch):
     release = threading.Event()
     started = threading.Event()
     kept = []
@@ -30,16 +30,26 @@ def test_each_waiter_of_a_failed_lookup_raises_its_own_copy():
         except socket.gaierror as exc:
             caught[name] = exc
 
+    # The lookup is released only once both wait for it, so the second
+    # shares the one under way (it never starts its own: `resolve` runs once).
+    waiting = threading.Semaphore(0)
+    wait_for_event = _resolve.wait_for_event
+
+    def counted(event, timeout):
+        waiting.release()
+        return wait_for_event(event, timeout)
+
+    monkeypatch.setattr(_resolve, "wait_for_event", counted)
     first = threading.Thread(target=wait, args=("first",))
     first.start()
     assert started.wait(10)
     second = threading.Thread(target=wait, args=("second",))  # shares the lookup under way
     second.start()
-    time.sleep(0.05)
+    assert waiting.acquire(timeout=10) and waiting.acquire(timeout=10)
     release.set()
     first.join(10)
     second.join(10)
-    assert set(caught) == {"first", "second"}
+    assert set(caught) == {"first", "second"} and len(kept) == 1  # one lookup for both
     one, other = caught["first"], caught["second"]
     assert one is not other and kept[0] not in (one, other)
     assert one.errno == other.errno == socket.EAI_NONAME and str(one) == str(kept[0])
