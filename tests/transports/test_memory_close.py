@@ -118,6 +118,15 @@ def _server_threads() -> list[threading.Thread]:
             if t.name.startswith(("mcp-testing", "mcp-inprocess")) and t not in _before]
 
 
+def call_stuck(client: mcp_sync.Client) -> threading.Thread:
+    """Call the stuck tool on a thread of the test, which expects the call
+    to end with `ConnectionClosed` (the client closes under it); started."""
+    caller = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectionClosed, client.call_tool, "stuck", {}),
+                              name="test-caller")
+    caller.start()
+    return caller
+
+
 def timed_close(client: mcp_sync.Client) -> float:
     """Run `client.close()` on a thread of its own; the seconds it took.
     Fails (instead of hanging) when it has not returned after `GENEROUS` s."""
@@ -227,9 +236,7 @@ def test_ctrl_c_during_a_call_ends_it_and_cancels_the_request_then_close_is_boun
 def test_ctrl_c_during_close_is_raised_at_once_and_leaves_no_client_thread(no_leaks):
     stuck = Stuck()
     client = mcp_sync.connect(stuck, timeout=10)
-    caller = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectionClosed, client.call_tool, "stuck", {}),
-                              name="test-caller")
-    caller.start()
+    caller = call_stuck(client)
     # Whatever close() does, the stuck tool is released after a while, so
     # a close() that waits for it cannot hang this test.
     watchdog = threading.Timer(GENEROUS, stuck.release.set)
@@ -256,9 +263,7 @@ def test_a_tool_that_stops_when_cancelled_is_waited_for_and_nothing_is_left(capl
     caplog.set_level(logging.WARNING)
     stuck = Stuck(polite=True)
     client = mcp_sync.connect(stuck, timeout=10)
-    caller = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectionClosed, client.call_tool, "stuck", {}),
-                              name="test-caller")
-    caller.start()
+    caller = call_stuck(client)
     try:
         assert stuck.started.wait(GENEROUS)
         took = timed_close(client)
@@ -283,9 +288,7 @@ def test_memory_close_timeout_bounds_close_and_the_close_budget():
     transport = target.open()
     assert transport.close_budget >= 0.2 and transport.close_budget <= 0.2 + 1.0
     client = mcp_sync.connect(target, timeout=10)
-    caller = threading.Thread(target=lambda: pytest.raises(mcp_sync.ConnectionClosed, client.call_tool, "stuck", {}),
-                              name="test-caller")
-    caller.start()
+    caller = call_stuck(client)
     try:
         assert stuck.started.wait(GENEROUS)
         took = timed_close(client)
